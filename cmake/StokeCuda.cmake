@@ -1,0 +1,22 @@
+# STOKE_CUDA=AUTO builds the CUDA backend whenever nvcc is found, so every kernel is
+# compiled on machines without a GPU too (CI); ON makes a missing toolkit an error.
+set(STOKE_HAVE_CUDA OFF)
+if(NOT STOKE_CUDA STREQUAL "OFF" AND NOT STOKE_FUZZ)
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_ARCHITECTURES "${STOKE_CUDA_ARCHS}")
+    enable_language(CUDA)
+    # CMake 3.25 does not know nvcc's C++20 flag; device code needs only C++17.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(STOKE_HAVE_CUDA ON)
+  elseif(STOKE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "STOKE_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+endif()
+message(STATUS "stoke: CUDA backend ${STOKE_HAVE_CUDA} (STOKE_CUDA=${STOKE_CUDA}, archs ${STOKE_CUDA_ARCHS})")

@@ -1,0 +1,11 @@
+# Third-party libraries, all from Debian 12 packages (scripts/setup.sh installs them).
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)   # config files, tokenizer.json, JSONL records
+find_package(fmt REQUIRED)
+find_package(CLI11 REQUIRED)                # command line, --help with defaults
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)      # Unicode properties, NFD
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece) # XLM-R tokenizer
+if(STOKE_TESTS)
+  find_package(GTest REQUIRED)
+endif()

@@ -1,0 +1,34 @@
+// Errors: every failure a user can cause is a typed exception carrying what was
+// wrong and what was expected. Library code throws; only the CLI turns an error
+// into one line on stderr and a non-zero exit status.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace stoke {
+
+// Broad kinds, used by the CLI and by tests that only care about the family.
+enum class Errc {
+  invalid_argument,  // a flag or parameter value is wrong
+  io,                // reading or writing a file failed (the OS said no)
+  format,            // a file's content is malformed
+  unsupported,       // well-formed, but something stoke deliberately does not run
+  refused,           // stoke refuses on purpose (unsafe path, pickle weights, ...)
+  not_found,         // a required file, field or tensor is missing
+  device,            // accelerator errors (CUDA calls, no device)
+  internal,          // a bug in stoke
+};
+
+const char* errc_name(Errc code);
+
+class Error : public std::runtime_error {
+ public:
+  Error(Errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Errc code() const { return code_; }
+
+ private:
+  Errc code_;
+};
+
+}  // namespace stoke

@@ -1,0 +1,28 @@
+#include "core/file_util.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace stoke {
+
+std::string read_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    throw Error(Errc::not_found, path.string() + ": no such file");
+  }
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error(Errc::io, path.string() + ": is a folder, expected a file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(Errc::io, path.string() + ": cannot open: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(Errc::io, path.string() + ": read failed");
+  return ss.str();
+}
+
+}  // namespace stoke

@@ -1,0 +1,82 @@
+#include "cuda/device.h"
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace stoke::cuda {
+
+namespace {
+
+// Throws a CudaError for a failed runtime call.
+void check_cuda(cudaError_t status, const char* call) {
+  if (status == cudaSuccess) return;
+  throw CudaError(call, static_cast<int>(status), cudaGetErrorName(status), cudaGetErrorString(status));
+}
+
+// cudaGetDeviceCount fails (rather than returning 0) when there is no driver or
+// no GPU; both simply mean "no device" to discovery.
+int device_count(cudaError_t* why) {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (why) *why = status;
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace
+
+CudaError::CudaError(const std::string& call, int code, const std::string& code_name,
+                     const std::string& detail)
+    : Error(Errc::device, call + " failed: " + code_name + " (" + std::to_string(code) + "): " + detail),
+      call_(call),
+      code_(code) {}
+
+std::vector<DeviceInfo> list_devices() {
+  std::vector<DeviceInfo> devices;
+  const int count = device_count(nullptr);
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    check_cuda(cudaGetDeviceProperties(&prop, i), "cudaGetDeviceProperties");
+    DeviceInfo info;
+    info.index = i;
+    info.name = prop.name;
+    info.compute_major = prop.major;
+    info.compute_minor = prop.minor;
+    info.total_memory = prop.totalGlobalMem;
+    info.multiprocessors = prop.multiProcessorCount;
+    devices.push_back(info);
+  }
+  return devices;
+}
+
+std::string unavailable_reason() {
+  cudaError_t why = cudaSuccess;
+  const int count = device_count(&why);
+  if (count > 0) return "";
+  switch (why) {
+    case cudaErrorInsufficientDriver: return "no CUDA driver is installed (or it is older than the CUDA 13 runtime)";
+    case cudaErrorNoDevice: return "no CUDA GPU is visible";
+    case cudaSuccess: return "no CUDA GPU is visible";
+    default: return std::string("CUDA is not usable: ") + cudaGetErrorName(why);
+  }
+}
+
+DeviceInfo require_device(int index) {
+  auto devices = list_devices();
+  if (devices.empty()) {
+    throw Error(Errc::device, "--device cuda:" + std::to_string(index) + ": " + unavailable_reason() +
+                                  "; use --device cpu");
+  }
+  if (index < 0 || index >= static_cast<int>(devices.size())) {
+    throw Error(Errc::device, "--device cuda:" + std::to_string(index) + ": no such GPU (" +
+                                  std::to_string(devices.size()) + " visible: cuda:0..cuda:" +
+                                  std::to_string(devices.size() - 1) + ")");
+  }
+  return devices[static_cast<size_t>(index)];
+}
+
+}  // namespace stoke::cuda

@@ -1,0 +1,96 @@
+#include "io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+
+namespace stoke {
+
+namespace {
+
+constexpr std::string_view kTempMarker = ".stoke-tmp-";
+
+[[noreturn]] void fail(const std::filesystem::path& path, const char* step) {
+  throw Error(Errc::io, path.string() + ": " + step + " failed: " + std::strerror(errno));
+}
+
+std::filesystem::path temp_name_for(const std::filesystem::path& path) {
+  // pid + a process-wide counter: unique among concurrent writers, so two
+  // threads or two tasks never write the same temp file.
+  static std::atomic<uint64_t> counter{0};
+  std::string name = path.filename().string();
+  name += kTempMarker;
+  name += std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  return path.parent_path() / name;
+}
+
+void write_all(int fd, const std::byte* data, size_t size, const std::filesystem::path& path) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(path, "write");
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+bool is_temp_name(const std::filesystem::path& path) {
+  return path.filename().string().find(kTempMarker) != std::string::npos;
+}
+
+void fsync_directory(const std::filesystem::path& dir) {
+  std::filesystem::path d = dir.empty() ? std::filesystem::path(".") : dir;
+  int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail(d, "open folder for fsync");
+  if (::fsync(fd) != 0) {
+    int saved = errno;
+    ::close(fd);
+    errno = saved;
+    fail(d, "folder fsync");
+  }
+  ::close(fd);
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+  const std::filesystem::path tmp = temp_name_for(path);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(tmp, "create");
+  try {
+    write_all(fd, bytes.data(), bytes.size(), tmp);
+    // Data must be on disk before the rename makes it visible under the real name.
+    if (::fsync(fd) != 0) fail(tmp, "fsync");
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    fail(tmp, "close");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    fail(path, "rename");
+  }
+  // The rename itself is durable only once the folder entry is flushed.
+  fsync_directory(path.parent_path());
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view text) {
+  write_file_atomic(path, std::span<const std::byte>(reinterpret_cast<const std::byte*>(text.data()),
+                                                     text.size()));
+}
+
+}  // namespace stoke

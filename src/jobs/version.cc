@@ -1,0 +1,5 @@
+#include "jobs/version.h"
+
+namespace stoke {
+const char* stoke_version() { return STOKE_VERSION; }
+}  // namespace stoke

@@ -1,0 +1,4 @@
+#pragma once
+namespace stoke {
+const char* stoke_version();
+}  // namespace stoke

@@ -1,0 +1,17 @@
+// Where the shared fixtures live for tests: $STOKE_FIXTURES, else the folder
+// configured at build time (../shared/fixtures beside the repository).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace stoke::test {
+
+std::filesystem::path fixtures_dir();
+std::filesystem::path fixture(const std::string& relative);
+// A fresh, empty scratch folder for one test (removed at the start of the next run).
+std::filesystem::path scratch_dir(const std::string& name);
+// The built stoke binary (for CLI tests).
+std::filesystem::path stoke_binary();
+
+}  // namespace stoke::test
