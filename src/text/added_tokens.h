@@ -1,0 +1,49 @@
+// Special-token strings inside a text ("[CLS]", "<mask>", ...) become their
+// ids, as Hugging Face's added-token matching does: the text is split at the
+// leftmost-longest occurrence of any added token, the spans between them go
+// through the subword model, and tokens with lstrip/rstrip eat the whitespace
+// on that side. Matching is exact (case-sensitive) and linear in the text.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stoke {
+
+struct AddedToken {
+  std::string content;
+  int32_t id = -1;
+  bool lstrip = false;       // strip whitespace on its left
+  bool rstrip = false;       // strip whitespace on its right
+  bool single_word = false;  // match only when not inside a word
+  bool special = true;
+};
+
+// One piece of a split text: plain text (token_id < 0) or an added token.
+struct TextSpan {
+  std::string_view text;
+  int32_t token_id = -1;
+};
+
+class AddedTokenMatcher {
+ public:
+  AddedTokenMatcher() = default;
+  explicit AddedTokenMatcher(std::vector<AddedToken> tokens);
+
+  // Splits text into spans; empty plain spans (after stripping) are dropped.
+  std::vector<TextSpan> split(std::string_view text) const;
+  const std::vector<AddedToken>& tokens() const { return tokens_; }
+  bool empty() const { return tokens_.empty(); }
+
+ private:
+  // Longest token matching at text[pos], or -1 (index into tokens_).
+  int longest_match_at(std::string_view text, size_t pos) const;
+
+  std::vector<AddedToken> tokens_;
+  bool first_byte_[256] = {};
+  size_t max_len_ = 0;
+};
+
+}  // namespace stoke

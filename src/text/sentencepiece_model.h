@@ -1,0 +1,42 @@
+// XLM-R's tokenizer: a SentencePiece model run by libsentencepiece, with the
+// fairseq id mapping transformers' XLMRobertaTokenizer uses:
+//   <s>=0 <pad>=1 </s>=2 <unk>=3, SentencePiece piece k -> k + 1, <mask> = last.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "text/subword_model.h"
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace stoke {
+
+class SentencePieceModel final : public SubwordModel {
+ public:
+  // Throws Error(format) naming the file when the model does not load.
+  explicit SentencePieceModel(const std::string& model_path);
+  // From the serialized model bytes (used by the fuzz target).
+  static std::unique_ptr<SentencePieceModel> from_bytes(const std::string& serialized, const std::string& label);
+  ~SentencePieceModel() override;
+
+  void encode(std::string_view text, std::vector<int32_t>& out, EncodeStats& stats) const override;
+  std::string id_to_token(int32_t id) const override;
+  int64_t vocab_size() const override;  // pieces + fairseq offset + <mask>
+  int32_t token_to_id(std::string_view token) const override;
+  std::string describe() const override;
+
+  static constexpr int32_t kBos = 0, kPad = 1, kEos = 2, kUnk = 3;
+  static constexpr int32_t kFairseqOffset = 1;
+  int32_t mask_id() const;
+  int piece_count() const;
+
+ private:
+  SentencePieceModel() = default;
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::string label_;
+};
+
+}  // namespace stoke

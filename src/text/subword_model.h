@@ -1,0 +1,31 @@
+// The part of a tokenizer that turns one span of plain text (no special-token
+// strings inside) into ids: BERT's normalizer + pre-tokenizer + WordPiece, or
+// SentencePiece. The Tokenizer around it handles special tokens, templates,
+// pairs and truncation, the same way for both.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "text/encode_stats.h"
+
+namespace stoke {
+
+class SubwordModel {
+ public:
+  virtual ~SubwordModel() = default;
+  // Appends the ids of `text` (valid UTF-8) to `out`.
+  virtual void encode(std::string_view text, std::vector<int32_t>& out, EncodeStats& stats) const = 0;
+  // Appends the pieces as strings (the "tokens" of HF's tokenize()).
+  virtual std::string id_to_token(int32_t id) const = 0;
+  // Number of ids the model can produce (largest id + 1), added tokens excluded.
+  virtual int64_t vocab_size() const = 0;
+  // The id of a token string, or -1.
+  virtual int32_t token_to_id(std::string_view token) const = 0;
+  // "WordPiece" or "SentencePiece (unigram)"...
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace stoke

@@ -1,0 +1,194 @@
+#include "text/tokenizer.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include <utf8proc.h>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "core/utf8.h"
+#include "text/unicode_props.h"
+
+namespace stoke {
+
+size_t PostProcessor::added_tokens(bool is_pair) const {
+  size_t n = 0;
+  for (const auto& p : is_pair ? pair : single)
+    if (!p.is_sequence) n += p.ids.size();
+  return n;
+}
+
+Tokenizer::Tokenizer(TokenizerKind kind, std::unique_ptr<SubwordModel> model, AddedTokenMatcher added,
+                     PostProcessor post, int32_t pad_id, int32_t unk_id)
+    : kind_(kind), model_(std::move(model)), added_(std::move(added)), post_(std::move(post)),
+      pad_id_(pad_id), unk_id_(unk_id) {
+  vocab_size_ = model_->vocab_size();
+  for (const auto& t : added_.tokens()) vocab_size_ = std::max<int64_t>(vocab_size_, int64_t{t.id} + 1);
+  for (const auto* tmpl : {&post_.single, &post_.pair})
+    for (const auto& p : *tmpl)
+      for (int32_t id : p.ids) vocab_size_ = std::max<int64_t>(vocab_size_, int64_t{id} + 1);
+}
+
+std::string Tokenizer::id_to_token(int32_t id) const {
+  for (const auto& t : added_.tokens())
+    if (t.id == id) return t.content;
+  return model_->id_to_token(id);
+}
+
+int32_t Tokenizer::token_to_id(std::string_view token) const {
+  for (const auto& t : added_.tokens())
+    if (t.content == token) return t.id;
+  return model_->token_to_id(token);
+}
+
+void Tokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& out, EncodeStats& stats) const {
+  std::string lowered;
+  if (lowercase_input_) {
+    lowered = python_lower(text);
+    text = lowered;
+  }
+  for (const TextSpan& span : added_.split(text)) {
+    if (span.token_id >= 0)
+      out.push_back(span.token_id);
+    else
+      model_->encode(span.text, out, stats);
+  }
+}
+
+std::vector<int32_t> Tokenizer::tokenize(std::string_view text, EncodeStats* stats) const {
+  EncodeStats local;
+  std::vector<int32_t> ids;
+  size_t replaced = 0;
+  if (!utf8_is_valid(text)) {
+    std::string clean = utf8_sanitize(text, &replaced);
+    tokenize_into(clean, ids, local);
+  } else {
+    tokenize_into(text, ids, local);
+  }
+  local.replaced_utf8 += replaced;
+  if (stats) stats->add(local);
+  return ids;
+}
+
+Encoding Tokenizer::encode(const TextInput& input, const EncodeOptions& options, EncodeStats* stats) const {
+  EncodeStats local;
+  std::vector<int32_t> seq[2];
+  seq[0] = tokenize(input.text, &local);
+  const bool is_pair = input.pair.has_value();
+  if (is_pair) seq[1] = tokenize(*input.pair, &local);
+
+  Encoding enc;
+  const size_t specials = post_.added_tokens(is_pair);
+  const size_t total = seq[0].size() + seq[1].size() + specials;
+  if (options.truncate && options.max_length > 0 && total > options.max_length) {
+    if (options.max_length < specials) {
+      throw Error(Errc::invalid_argument, "max_length " + std::to_string(options.max_length) +
+                                              " leaves no room for the " + std::to_string(specials) +
+                                              " special tokens");
+    }
+    size_t to_remove = total - options.max_length;
+    if (!is_pair) {
+      seq[0].resize(seq[0].size() - to_remove);
+    } else {
+      // longest_first, as transformers does it token by token: cut the longer
+      // sequence, the second one on a tie.
+      size_t a = seq[0].size(), b = seq[1].size();
+      if (a > b) {
+        const size_t cut = std::min(to_remove, a - b);
+        a -= cut;
+        to_remove -= cut;
+      } else if (b > a) {
+        const size_t cut = std::min(to_remove, b - a);
+        b -= cut;
+        to_remove -= cut;
+      }
+      // Now a == b (or nothing left): alternate, the second first.
+      b -= (to_remove + 1) / 2;
+      a -= to_remove / 2;
+      seq[0].resize(a);
+      seq[1].resize(b);
+    }
+    enc.truncated = true;
+    ++local.truncated;
+  }
+  const auto& tmpl = is_pair ? post_.pair : post_.single;
+  enc.ids.reserve(seq[0].size() + seq[1].size() + specials);
+  for (const TemplatePiece& p : tmpl) {
+    const std::vector<int32_t>& ids = p.is_sequence ? seq[p.sequence] : p.ids;
+    enc.ids.insert(enc.ids.end(), ids.begin(), ids.end());
+    enc.type_ids.insert(enc.type_ids.end(), ids.size(), p.type_id);
+  }
+  if (stats) stats->add(local);
+  return enc;
+}
+
+std::vector<Encoding> Tokenizer::encode_batch(std::span<const TextInput> inputs, const EncodeOptions& options,
+                                              ThreadPool* pool, EncodeStats* stats) const {
+  std::vector<Encoding> out(inputs.size());
+  std::vector<EncodeStats> per_chunk_stats;
+  std::mutex mu;
+  auto work = [&](size_t begin, size_t end) {
+    EncodeStats local;
+    for (size_t i = begin; i < end; ++i) out[i] = encode(inputs[i], options, &local);
+    std::lock_guard<std::mutex> lock(mu);
+    if (stats) stats->add(local);
+  };
+  if (pool)
+    pool->parallel_for(inputs.size(), work);
+  else
+    work(0, inputs.size());
+  return out;
+}
+
+namespace {
+
+bool is_cased(char32_t c) {
+  const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
+}
+
+bool is_case_ignorable(char32_t c) {
+  if (c == '\'' || c == '.' || c == ':' || c == '^' || c == '`' || c == 0xB7 || c == 0x2019) return true;
+  const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_ME || cat == UTF8PROC_CATEGORY_CF ||
+         cat == UTF8PROC_CATEGORY_LM || cat == UTF8PROC_CATEGORY_SK;
+}
+
+}  // namespace
+
+std::string python_lower(std::string_view text) {
+  std::vector<char32_t> cps;
+  cps.reserve(text.size());
+  for (size_t i = 0; i < text.size();) cps.push_back(utf8_decode(text, i));
+  std::string out;
+  out.reserve(text.size());
+  for (size_t k = 0; k < cps.size(); ++k) {
+    const char32_t c = cps[k];
+    if (c == 0x3A3) {
+      // Final_Sigma: preceded by a cased letter and not followed by one
+      // (case-ignorable characters in between are skipped both ways).
+      size_t b = k;
+      bool before = false, after = false;
+      while (b > 0) {
+        --b;
+        if (is_case_ignorable(cps[b])) continue;
+        before = is_cased(cps[b]);
+        break;
+      }
+      for (size_t a = k + 1; a < cps.size(); ++a) {
+        if (is_case_ignorable(cps[a])) continue;
+        after = is_cased(cps[a]);
+        break;
+      }
+      utf8_append(out, before && !after ? 0x3C2 : 0x3C3);
+      continue;
+    }
+    char32_t lowered[3];
+    const int n = unicode::to_lower_full(c, lowered);
+    for (int j = 0; j < n; ++j) utf8_append(out, lowered[j]);
+  }
+  return out;
+}
+
+}  // namespace stoke

@@ -1,0 +1,107 @@
+// A Hugging Face-compatible tokenizer: special tokens inside the text, a
+// subword model (WordPiece or SentencePiece), the post-processing template
+// that adds [CLS]/[SEP] (or <s>/</s>), pairs with token_type_ids, and
+// truncation (longest_first for pairs), exactly as transformers does it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "text/added_tokens.h"
+#include "text/encode_stats.h"
+#include "text/subword_model.h"
+
+namespace stoke {
+
+class ThreadPool;
+
+// The post-processor template: what goes around sequence A (and B for pairs).
+struct TemplatePiece {
+  bool is_sequence = false;   // true: the ids of sequence `sequence` (0 = A, 1 = B)
+  int sequence = 0;
+  std::vector<int32_t> ids;   // special ids when !is_sequence
+  int32_t type_id = 0;
+};
+
+struct PostProcessor {
+  std::vector<TemplatePiece> single;  // e.g. [CLS] $A [SEP]
+  std::vector<TemplatePiece> pair;    // e.g. [CLS] $A [SEP] $B:1 [SEP]:1
+  size_t added_tokens(bool is_pair) const;
+};
+
+struct Encoding {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> type_ids;
+  bool truncated = false;
+};
+
+struct EncodeOptions {
+  size_t max_length = 0;   // 0: no limit
+  bool truncate = true;    // when false, longer texts are returned whole
+};
+
+// One record to encode: a text and an optional second text (pairs).
+struct TextInput {
+  std::string_view text;
+  std::optional<std::string_view> pair;
+};
+
+enum class TokenizerKind { wordpiece, sentencepiece };
+
+class Tokenizer {
+ public:
+  Tokenizer(TokenizerKind kind, std::unique_ptr<SubwordModel> model, AddedTokenMatcher added,
+            PostProcessor post, int32_t pad_id, int32_t unk_id);
+
+  // A single text or a pair; invalid UTF-8 is replaced with U+FFFD (counted in stats).
+  Encoding encode(const TextInput& input, const EncodeOptions& options, EncodeStats* stats = nullptr) const;
+  Encoding encode(std::string_view text, const EncodeOptions& options = {}, EncodeStats* stats = nullptr) const {
+    return encode(TextInput{text, std::nullopt}, options, stats);
+  }
+  // The ids of a text without special tokens or truncation (HF's tokenize + convert).
+  std::vector<int32_t> tokenize(std::string_view text, EncodeStats* stats = nullptr) const;
+  // Encodes many records on a pool (nullptr: the calling thread); results in input order.
+  std::vector<Encoding> encode_batch(std::span<const TextInput> inputs, const EncodeOptions& options,
+                                     ThreadPool* pool, EncodeStats* stats = nullptr) const;
+
+  std::string id_to_token(int32_t id) const;
+  int32_t token_to_id(std::string_view token) const;
+  // Every id this tokenizer can produce is < vocab_size() (added tokens included).
+  int64_t vocab_size() const { return vocab_size_; }
+  int32_t pad_id() const { return pad_id_; }
+  int32_t unk_id() const { return unk_id_; }
+  TokenizerKind kind() const { return kind_; }
+  const SubwordModel& model() const { return *model_; }
+  const AddedTokenMatcher& added_tokens() const { return added_; }
+  const PostProcessor& post_processor() const { return post_; }
+  size_t special_tokens_added(bool is_pair) const { return post_.added_tokens(is_pair); }
+
+  // sentence-transformers' do_lower_case: lowercase the whole text first.
+  void set_lowercase_input(bool on) { lowercase_input_ = on; }
+  bool lowercase_input() const { return lowercase_input_; }
+  // Where it was loaded from, for inspect and manifests ("tokenizer.json", ...).
+  std::string source;
+  std::optional<int64_t> model_max_length;  // tokenizer_config.json's, when set and sane
+
+ private:
+  void tokenize_into(std::string_view text, std::vector<int32_t>& out, EncodeStats& stats) const;
+
+  TokenizerKind kind_;
+  std::unique_ptr<SubwordModel> model_;
+  AddedTokenMatcher added_;
+  PostProcessor post_;
+  int32_t pad_id_;
+  int32_t unk_id_;
+  int64_t vocab_size_ = 0;
+  bool lowercase_input_ = false;
+};
+
+// Python's str.lower() of a whole string (full case mapping, final sigma).
+std::string python_lower(std::string_view text);
+
+}  // namespace stoke

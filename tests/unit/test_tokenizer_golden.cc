@@ -1,0 +1,153 @@
+// Token ids must be exactly those of Hugging Face's tokenizers: every golden
+// text of both fixture models, single texts, pairs and truncation, through each
+// way a tokenizer can be loaded.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/file_util.h"
+#include "core/thread_pool.h"
+#include "io/safetensors.h"
+#include "support/fixtures.h"
+#include "text/tokenizer_loader.h"
+
+namespace stoke {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::vector<json> read_jsonl(const fs::path& path) {
+  std::vector<json> rows;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) rows.push_back(json::parse(line));
+  return rows;
+}
+
+std::vector<std::string> golden_texts() {
+  std::vector<std::string> texts;
+  for (const auto& row : read_jsonl(test::fixture("golden/texts.jsonl"))) texts.push_back(row["text"]);
+  return texts;
+}
+
+// A copy of a fixture model without some files, to force another loading path.
+fs::path model_copy_without(const std::string& model, const std::vector<std::string>& drop) {
+  fs::path dst = test::scratch_dir(model + "-without");
+  fs::copy(test::fixture("models/" + model), dst, fs::copy_options::recursive);
+  for (const auto& f : drop) fs::remove(dst / f);
+  return dst;
+}
+
+void expect_matches_token_goldens(const Tokenizer& tok, const std::string& model) {
+  const auto texts = golden_texts();
+  const auto goldens = read_jsonl(test::fixture("golden/" + model + ".tokens.jsonl"));
+  ASSERT_EQ(texts.size(), goldens.size());
+  ASSERT_EQ(texts.size(), 66u);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const Encoding enc = tok.encode(texts[i], EncodeOptions{0, false});
+    const auto want = goldens[i]["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(enc.ids, want) << model << " text " << i << ": " << texts[i].substr(0, 80);
+    const auto want_tokens = goldens[i]["tokens"].get<std::vector<std::string>>();
+    std::vector<std::string> tokens;
+    for (int32_t id : enc.ids) tokens.push_back(tok.id_to_token(id));
+    EXPECT_EQ(tokens, want_tokens) << model << " text " << i;
+  }
+}
+
+TEST(TokenizerGolden, BertFromTokenizerJson) {
+  auto tok = load_tokenizer(test::fixture("models/tiny-bert"));
+  EXPECT_EQ(tok->source, "tokenizer.json");
+  EXPECT_EQ(tok->vocab_size(), 3000);
+  expect_matches_token_goldens(*tok, "tiny-bert");
+}
+
+TEST(TokenizerGolden, BertFromVocabTxt) {
+  auto tok = load_tokenizer(model_copy_without("tiny-bert", {"tokenizer.json"}));
+  EXPECT_EQ(tok->source, "vocab.txt + tokenizer_config.json");
+  EXPECT_EQ(tok->vocab_size(), 3000);
+  EXPECT_EQ(tok->model_max_length, 128);
+  expect_matches_token_goldens(*tok, "tiny-bert");
+}
+
+TEST(TokenizerGolden, XlmrFromSentencePiece) {
+  auto tok = load_tokenizer(test::fixture("models/tiny-xlmr"));
+  EXPECT_EQ(tok->vocab_size(), 4002);
+  EXPECT_EQ(tok->token_to_id("<mask>"), 4001);
+  expect_matches_token_goldens(*tok, "tiny-xlmr");
+}
+
+// The padded batch in the golden safetensors: ids, attention mask and token
+// type ids after truncation to 128, for all texts at once on a thread pool.
+void expect_matches_batch_goldens(const Tokenizer& tok, const std::string& model, const std::string& prefix,
+                                  const std::vector<TextInput>& inputs, bool has_type_ids) {
+  auto golden = SafetensorsFile::open(test::fixture("golden/" + model + ".safetensors"));
+  const TensorView* ids = golden->find(prefix + "input_ids");
+  const TensorView* mask = golden->find(prefix + "attention_mask");
+  ASSERT_NE(ids, nullptr);
+  ASSERT_NE(mask, nullptr);
+  const TensorView* types = has_type_ids ? golden->find(prefix + "token_type_ids") : nullptr;
+  if (has_type_ids) ASSERT_NE(types, nullptr);
+  ASSERT_EQ(ids->shape.size(), 2u);
+  ASSERT_EQ(static_cast<size_t>(ids->shape[0]), inputs.size());
+  const size_t width = static_cast<size_t>(ids->shape[1]);
+  auto at = [](const TensorView* t, size_t k) {
+    int64_t v;
+    std::memcpy(&v, t->data.data() + k * 8, 8);
+    return v;
+  };
+  ThreadPool pool(2);
+  EncodeStats stats;
+  const auto encs = tok.encode_batch(inputs, EncodeOptions{128, true}, &pool, &stats);
+  size_t longest = 0, truncated = 0;
+  for (size_t r = 0; r < encs.size(); ++r) {
+    longest = std::max(longest, encs[r].ids.size());
+    truncated += encs[r].truncated;
+    ASSERT_LE(encs[r].ids.size(), 128u);
+    for (size_t c = 0; c < width; ++c) {
+      const bool real = c < encs[r].ids.size();
+      const size_t k = r * width + c;
+      ASSERT_EQ(at(ids, k), real ? encs[r].ids[c] : tok.pad_id()) << prefix << " row " << r << " col " << c;
+      ASSERT_EQ(at(mask, k), real ? 1 : 0) << prefix << " row " << r << " col " << c;
+      if (types) ASSERT_EQ(at(types, k), real ? encs[r].type_ids[c] : 0) << prefix << " row " << r << " col " << c;
+    }
+  }
+  EXPECT_EQ(longest, width);  // padded to the longest, as the goldens are
+  EXPECT_EQ(stats.truncated, truncated);
+}
+
+TEST(TokenizerGolden, BertBatchWithTruncation) {
+  auto tok = load_tokenizer(test::fixture("models/tiny-bert"));
+  const auto texts = golden_texts();
+  std::vector<TextInput> inputs;
+  for (const auto& t : texts) inputs.push_back({t, std::nullopt});
+  expect_matches_batch_goldens(*tok, "tiny-bert", "", inputs, true);
+}
+
+TEST(TokenizerGolden, XlmrBatchWithTruncation) {
+  auto tok = load_tokenizer(test::fixture("models/tiny-xlmr"));
+  const auto texts = golden_texts();
+  std::vector<TextInput> inputs;
+  for (const auto& t : texts) inputs.push_back({t, std::nullopt});
+  expect_matches_batch_goldens(*tok, "tiny-xlmr", "", inputs, false);
+}
+
+TEST(TokenizerGolden, BertPairsLongestFirst) {
+  const json meta = json::parse(read_file(test::fixture("golden/tiny-bert.json")));
+  const auto texts = golden_texts();
+  std::vector<TextInput> inputs;
+  for (const auto& p : meta["pairs"])
+    inputs.push_back({texts[p["a_index"].get<size_t>()], std::string_view(texts[p["b_index"].get<size_t>()])});
+  ASSERT_EQ(inputs.size(), 5u);
+  for (const auto& dir : {test::fixture("models/tiny-bert"), model_copy_without("tiny-bert", {"tokenizer.json"})}) {
+    auto tok = load_tokenizer(dir);
+    expect_matches_batch_goldens(*tok, "tiny-bert", "pair.", inputs, true);
+  }
+}
+
+}  // namespace
+}  // namespace stoke
