@@ -2,7 +2,12 @@
 
 #include <sentencepiece_processor.h>
 
+#include <utf8proc.h>
+
+#include <algorithm>
+
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace stoke {
 
@@ -16,6 +21,8 @@ SentencePieceModel::SentencePieceModel(const std::string& model_path)
   if (!status.ok()) {
     throw Error(Errc::format, model_path + ": not a loadable SentencePiece model (" + status.ToString() + ")");
   }
+  if (sp_->GetPieceSize() <= 0) throw Error(Errc::format, model_path + ": SentencePiece model has no pieces");
+  index_piece_characters();
 }
 
 std::unique_ptr<SentencePieceModel> SentencePieceModel::from_bytes(const std::string& serialized,
@@ -28,6 +35,7 @@ std::unique_ptr<SentencePieceModel> SentencePieceModel::from_bytes(const std::st
     throw Error(Errc::format, label + ": not a loadable SentencePiece model (" + status.ToString() + ")");
   }
   if (m->sp_->GetPieceSize() <= 0) throw Error(Errc::format, label + ": SentencePiece model has no pieces");
+  m->index_piece_characters();
   return m;
 }
 
@@ -43,7 +51,98 @@ std::string SentencePieceModel::describe() const {
   return "SentencePiece (" + std::to_string(piece_count()) + " pieces, fairseq ids)";
 }
 
+void SentencePieceModel::index_piece_characters() {
+  transparent_ = std::make_unique<std::atomic<uint8_t>[]>(0x110000);
+  in_some_piece_.assign(0x110000, false);
+  for (int id = 0; id < sp_->GetPieceSize(); ++id) {
+    const std::string piece = sp_->IdToPiece(id);
+    for (size_t i = 0; i < piece.size();) {
+      const char32_t cp = utf8_decode(piece, i);
+      if (cp < in_some_piece_.size()) in_some_piece_[cp] = true;
+    }
+  }
+}
+
+namespace {
+
+// Characters that can never change a neighbour through normalization:
+// no combining marks that compose, no conjoining jamo, no spaces or controls
+// that the normalizer rewrites, and unchanged by NFKC on their own.
+bool may_be_transparent(char32_t cp) {
+  if (cp < 0x80) return false;
+  if ((cp >= 0x1100 && cp <= 0x11FF) || (cp >= 0x3130 && cp <= 0x318F) || (cp >= 0xA960 && cp <= 0xA97F) ||
+      (cp >= 0xD7B0 && cp <= 0xD7FF) || (cp >= 0xAC00 && cp <= 0xD7A3))
+    return false;
+  const utf8proc_property_t* prop = utf8proc_get_property(static_cast<utf8proc_int32_t>(cp));
+  if (prop->combining_class != 0) return false;
+  switch (prop->category) {
+    case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ZS: case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP: case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CN:
+      return false;
+    default:
+      break;
+  }
+  utf8proc_int32_t buf[8];
+  int last_boundclass = 0;
+  const auto n = utf8proc_decompose_char(static_cast<utf8proc_int32_t>(cp), buf, 8, UTF8PROC_COMPAT,
+                                         &last_boundclass);
+  return n == 1 && static_cast<char32_t>(buf[0]) == cp;
+}
+
+// A run longer than this is cut to this length: the run still yields exactly
+// one merged <unk>, and nothing on either side of it changes.
+constexpr size_t kMaxUnknownRun = 64;
+
+}  // namespace
+
+bool SentencePieceModel::run_transparent(char32_t cp) const {
+  if (cp >= 0x110000 || in_some_piece_[cp]) return false;
+  const uint8_t cached = transparent_[cp].load(std::memory_order_relaxed);
+  if (cached != 0) return cached == 1;
+  bool yes = may_be_transparent(cp);
+  if (yes) {
+    // The model itself says what its normalizer does with the character: it
+    // must come out as an unknown piece between two letters (not removed, not
+    // turned into a space or a known character).
+    std::string probe = "a";
+    utf8_append(probe, cp);
+    probe += "a";
+    std::vector<int> ids;
+    yes = sp_->Encode(probe, &ids).ok() &&
+          std::find(ids.begin(), ids.end(), sp_->unk_id()) != ids.end();
+  }
+  transparent_[cp].store(yes ? 1 : 2, std::memory_order_relaxed);
+  return yes;
+}
+
+std::string SentencePieceModel::shorten_unknown_runs(std::string_view text) const {
+  // SentencePiece 0.1.97 merges a run of unknown characters into one <unk>
+  // in time quadratic in the run's length (1 MB of emoji takes 18 s); the
+  // ids depend only on the run being there, so a bounded run gives the same ids.
+  std::string out;
+  bool changed = false;
+  size_t run = 0;
+  for (size_t i = 0; i < text.size();) {
+    const size_t start = i;
+    const char32_t cp = utf8_decode(text, i);
+    const bool unknown = cp >= 0x80 && run_transparent(cp);
+    run = unknown ? run + 1 : 0;
+    if (run > kMaxUnknownRun) {
+      if (!changed) {
+        out.assign(text.data(), start);
+        changed = true;
+      }
+      continue;
+    }
+    if (changed) out.append(text.data() + start, i - start);
+  }
+  return changed ? out : std::string();
+}
+
 void SentencePieceModel::encode(std::string_view text, std::vector<int32_t>& out, EncodeStats& stats) const {
+  const std::string shortened = shorten_unknown_runs(text);
+  if (!shortened.empty()) text = shortened;
   std::vector<int> ids;
   auto status = sp_->Encode(absl::string_view(text.data(), text.size()), &ids);
   if (!status.ok()) throw Error(Errc::internal, label_ + ": SentencePiece encode failed: " + status.ToString());

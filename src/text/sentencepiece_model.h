@@ -3,7 +3,9 @@
 //   <s>=0 <pad>=1 </s>=2 <unk>=3, SentencePiece piece k -> k + 1, <mask> = last.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "text/subword_model.h"
@@ -35,7 +37,19 @@ class SentencePieceModel final : public SubwordModel {
 
  private:
   SentencePieceModel() = default;
+  void index_piece_characters();
+  // Returns text with every run of unknown characters cut to a bounded length
+  // when that cannot change the ids (see the .cc), or an empty string when the
+  // text needs no change.
+  std::string shorten_unknown_runs(std::string_view text) const;
+
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  // Whether a code point may be dropped from inside a long run of unknown
+  // characters: decided lazily by probing the model, cached per code point
+  // (0 = not probed yet, 1 = yes, 2 = no). Races only repeat a probe.
+  bool run_transparent(char32_t cp) const;
+  std::vector<bool> in_some_piece_;  // by code point: appears in at least one piece
+  mutable std::unique_ptr<std::atomic<uint8_t>[]> transparent_;
   std::string label_;
 };
 
