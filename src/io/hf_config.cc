@@ -1,0 +1,300 @@
+#include "io/hf_config.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/model_folder_error.h"
+
+namespace stoke {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string_view model_type_name(ModelType t) {
+  switch (t) {
+    case ModelType::bert: return "bert";
+    case ModelType::roberta: return "roberta";
+    case ModelType::xlm_roberta: return "xlm-roberta";
+  }
+  return "?";
+}
+
+std::string_view problem_type_name(ProblemType p) {
+  switch (p) {
+    case ProblemType::unspecified: return "";
+    case ProblemType::single_label_classification: return "single_label_classification";
+    case ProblemType::multi_label_classification: return "multi_label_classification";
+    case ProblemType::regression: return "regression";
+  }
+  return "";
+}
+
+int64_t HfConfig::usable_positions() const {
+  if (model_type == ModelType::bert) return max_position_embeddings;
+  return max_position_embeddings - pad_token_id - 1;
+}
+
+std::string_view HfConfig::checkpoint_prefix() const {
+  return model_type == ModelType::bert ? "bert." : "roberta.";
+}
+
+namespace {
+
+constexpr const char* kSupportedTypes = "bert, roberta, xlm-roberta";
+// Sizes are capped so that the product of any two fits in 64 bits.
+constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
+
+// A JSON value as it appears in the file, cut short when long.
+std::string found(const json& v) {
+  std::string s = v.dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+class Fields {
+ public:
+  Fields(const json& obj, const std::string& label) : obj_(obj), label_(label) {}
+
+  [[noreturn]] void fail(Errc code, std::string_view field, const std::string& what) const {
+    throw Error(code, label_ + ": field \"" + std::string(field) + "\": " + what);
+  }
+  [[noreturn]] void expected(std::string_view field, const std::string& what, const json& v) const {
+    fail(Errc::format, field, "expected " + what + ", found " + found(v));
+  }
+
+  // nullptr when absent or null (both mean "use the default" in transformers).
+  const json* get(std::string_view field) const {
+    auto it = obj_.find(field);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  int64_t positive_int(std::string_view field, int64_t fallback) const {
+    const json* v = get(field);
+    if (!v) return fallback;
+    if (!v->is_number_integer()) expected(field, "a positive integer", *v);
+    if (v->is_number_unsigned()) {
+      if (v->get<uint64_t>() > static_cast<uint64_t>(kMaxSize))
+        expected(field, "a positive integer up to " + std::to_string(kMaxSize), *v);
+    }
+    const int64_t x = v->get<int64_t>();
+    if (x <= 0) expected(field, "a positive integer", *v);
+    if (x > kMaxSize) expected(field, "a positive integer up to " + std::to_string(kMaxSize), *v);
+    return x;
+  }
+
+  int64_t non_negative_int(std::string_view field, int64_t fallback) const {
+    const json* v = get(field);
+    if (!v) return fallback;
+    if (!v->is_number_integer() || (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(kMaxSize)) ||
+        v->get<int64_t>() < 0 || v->get<int64_t>() > kMaxSize)
+      expected(field, "a non-negative integer", *v);
+    return v->get<int64_t>();
+  }
+
+  double positive_number(std::string_view field, double fallback) const {
+    const json* v = get(field);
+    if (!v) return fallback;
+    if (!v->is_number()) expected(field, "a positive number", *v);
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x <= 0) expected(field, "a positive number", *v);
+    return x;
+  }
+
+  std::string string(std::string_view field, const std::string& fallback) const {
+    const json* v = get(field);
+    if (!v) return fallback;
+    if (!v->is_string()) expected(field, "a string", *v);
+    return v->get<std::string>();
+  }
+
+  bool boolean(std::string_view field, bool fallback) const {
+    const json* v = get(field);
+    if (!v) return fallback;
+    if (!v->is_boolean()) expected(field, "true or false", *v);
+    return v->get<bool>();
+  }
+
+  const std::string& label() const { return label_; }
+
+ private:
+  const json& obj_;
+  const std::string& label_;
+};
+
+// "0", "17": decimal, no sign, no leading zeros (so "01" and "1" cannot both name id 1).
+std::optional<int64_t> label_id(const std::string& key) {
+  if (key.empty() || key.size() > 9) return std::nullopt;
+  if (key.size() > 1 && key[0] == '0') return std::nullopt;
+  int64_t v = 0;
+  for (char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+void parse_labels(const Fields& f, HfConfig& c) {
+  const json* id2label = f.get("id2label");
+  const json* num_labels = f.get("num_labels");
+  if (id2label) {
+    if (!id2label->is_object()) f.expected("id2label", "an object of id -> label name", *id2label);
+    const int64_t n = static_cast<int64_t>(id2label->size());
+    if (n == 0) f.fail(Errc::format, "id2label", "is empty; a model has at least one label");
+    c.id2label.assign(static_cast<size_t>(n), std::string());
+    for (const auto& [key, value] : id2label->items()) {
+      auto id = label_id(key);
+      if (!id || *id >= n) {
+        f.fail(Errc::format, "id2label",
+               "key \"" + key + "\" is not an id in 0.." + std::to_string(n - 1) +
+                   " (the keys must be exactly the ids 0..num_labels-1)");
+      }
+      if (!value.is_string()) f.expected("id2label", "label names (strings)", value);
+      c.id2label[static_cast<size_t>(*id)] = value.get<std::string>();
+    }
+    // n keys, each a distinct id below n: every id is present (duplicates were refused by the parser).
+    if (num_labels) {
+      const int64_t declared = f.positive_int("num_labels", n);
+      if (declared != n) {
+        f.fail(Errc::format, "num_labels",
+               std::to_string(declared) + " contradicts id2label, which names " + std::to_string(n) +
+                   " labels");
+      }
+    }
+  } else {
+    // transformers' PretrainedConfig: num_labels (default 2) -> LABEL_0..LABEL_{n-1}.
+    const int64_t n = f.positive_int("num_labels", 2);
+    if (n > 1'000'000) f.expected("num_labels", "at most 1000000 labels", *num_labels);
+    for (int64_t i = 0; i < n; ++i) c.id2label.push_back("LABEL_" + std::to_string(i));
+  }
+
+  if (const json* label2id = f.get("label2id")) {
+    if (!label2id->is_object()) f.expected("label2id", "an object of label name -> id", *label2id);
+    for (const auto& [name, value] : label2id->items()) {
+      if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+          value.get<int64_t>() >= c.num_labels()) {
+        f.fail(Errc::format, "label2id",
+               "label \"" + name + "\" maps to " + found(value) + ", expected an id in 0.." +
+                   std::to_string(c.num_labels() - 1));
+      }
+      c.label2id[name] = value.get<int64_t>();
+    }
+  } else {
+    for (int64_t i = 0; i < c.num_labels(); ++i) c.label2id[c.id2label[static_cast<size_t>(i)]] = i;
+  }
+}
+
+}  // namespace
+
+HfConfig parse_hf_config(std::string_view text, const std::string& label) {
+  const json root = parse_json_strict(text, label);
+  if (!root.is_object()) {
+    throw Error(Errc::format, label + ": expected a JSON object, found " + std::string(root.type_name()));
+  }
+  Fields f(root, label);
+  HfConfig c;
+
+  const json* type = f.get("model_type");
+  if (!type) {
+    throw Error(Errc::not_found, label + ": field \"model_type\" is missing; stoke needs it to know the "
+                                         "architecture (supported: " + kSupportedTypes + ")");
+  }
+  if (!type->is_string()) f.expected("model_type", "a string", *type);
+  c.model_type_name = type->get<std::string>();
+  if (c.model_type_name == "bert") {
+    c.model_type = ModelType::bert;
+  } else if (c.model_type_name == "roberta") {
+    c.model_type = ModelType::roberta;
+  } else if (c.model_type_name == "xlm-roberta") {
+    c.model_type = ModelType::xlm_roberta;
+  } else {
+    f.fail(Errc::unsupported, "model_type",
+           "\"" + c.model_type_name + "\" is not supported; stoke runs " + kSupportedTypes);
+  }
+  const bool bert = c.model_type == ModelType::bert;
+
+  // Defaults: BertConfig / RobertaConfig / XLMRobertaConfig of transformers 4.29.
+  c.vocab_size = f.positive_int("vocab_size", c.model_type == ModelType::roberta ? 50265 : 30522);
+  c.hidden_size = f.positive_int("hidden_size", 768);
+  c.num_hidden_layers = f.positive_int("num_hidden_layers", 12);
+  c.num_attention_heads = f.positive_int("num_attention_heads", 12);
+  c.intermediate_size = f.positive_int("intermediate_size", 3072);
+  c.max_position_embeddings = f.positive_int("max_position_embeddings", 512);
+  c.type_vocab_size = f.positive_int("type_vocab_size", 2);
+  c.layer_norm_eps = f.positive_number("layer_norm_eps", 1e-12);
+  c.pad_token_id = f.non_negative_int("pad_token_id", bert ? 0 : 1);
+  c.hidden_act = f.string("hidden_act", "gelu");
+  c.position_embedding_type = f.string("position_embedding_type", "absolute");
+
+  if (c.hidden_size % c.num_attention_heads != 0) {
+    f.fail(Errc::format, "hidden_size",
+           std::to_string(c.hidden_size) + " is not a multiple of num_attention_heads = " +
+               std::to_string(c.num_attention_heads));
+  }
+  if (c.pad_token_id >= c.vocab_size) {
+    f.fail(Errc::format, "pad_token_id",
+           std::to_string(c.pad_token_id) + " is not below vocab_size = " + std::to_string(c.vocab_size));
+  }
+  if (c.usable_positions() < 1) {
+    f.fail(Errc::format, "max_position_embeddings",
+           std::to_string(c.max_position_embeddings) + " leaves no usable position: " + c.model_type_name +
+               " numbers positions from pad_token_id + 1 = " + std::to_string(c.pad_token_id + 1));
+  }
+  if (c.hidden_act != "gelu" && c.hidden_act != "gelu_python") {
+    f.fail(Errc::unsupported, "hidden_act",
+           "\"" + c.hidden_act + "\" is not supported: stoke implements the exact (erf) GELU only, "
+           "\"gelu\"");
+  }
+  if (c.position_embedding_type != "absolute") {
+    f.fail(Errc::unsupported, "position_embedding_type",
+           "\"" + c.position_embedding_type + "\" is not supported: stoke implements \"absolute\" only");
+  }
+  if (f.boolean("is_decoder", false)) {
+    f.fail(Errc::unsupported, "is_decoder", "true is not supported: stoke runs bidirectional encoders only");
+  }
+  if (f.boolean("add_cross_attention", false)) {
+    f.fail(Errc::unsupported, "add_cross_attention", "true is not supported: stoke runs encoders only");
+  }
+
+  const std::string problem = f.string("problem_type", "");
+  if (problem.empty() && f.get("problem_type") == nullptr) {
+    c.problem_type = ProblemType::unspecified;
+  } else if (problem == "single_label_classification") {
+    c.problem_type = ProblemType::single_label_classification;
+  } else if (problem == "multi_label_classification") {
+    c.problem_type = ProblemType::multi_label_classification;
+  } else if (problem == "regression") {
+    c.problem_type = ProblemType::regression;
+  } else {
+    f.fail(Errc::format, "problem_type",
+           "expected null, \"single_label_classification\", \"multi_label_classification\" or "
+           "\"regression\", found \"" + problem + "\"");
+  }
+
+  if (const json* arch = f.get("architectures")) {
+    if (!arch->is_array()) f.expected("architectures", "a list of class names", *arch);
+    for (const auto& a : *arch) {
+      if (!a.is_string()) f.expected("architectures", "a list of class names (strings)", a);
+      c.architectures.push_back(a.get<std::string>());
+    }
+  }
+
+  parse_labels(f, c);
+  return c;
+}
+
+HfConfig load_hf_config(const fs::path& folder) {
+  const fs::path path = folder / "config.json";
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    throw ModelFolderError(ModelFolderErrc::no_config,
+                           folder.string() + ": no config.json; a Hugging Face model folder needs one");
+  }
+  return parse_hf_config(read_json_text(path, 16ull << 20), path.string());
+}
+
+}  // namespace stoke

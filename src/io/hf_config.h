@@ -1,0 +1,65 @@
+// config.json of a Hugging Face BERT / RoBERTa / XLM-RoBERTa model.
+//
+// Absent fields take the defaults of transformers' BertConfig / RobertaConfig /
+// XLMRobertaConfig (v4.29). Everything stoke's encoder does not run is refused
+// by name (other model types, activations other than erf GELU, relative
+// position embeddings, decoders). Every error names the file and the field:
+//   config.json: field "hidden_size": expected a positive integer, found -3
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stoke {
+
+enum class ModelType { bert, roberta, xlm_roberta };
+enum class ProblemType { unspecified, single_label_classification, multi_label_classification, regression };
+
+// "bert", "roberta", "xlm-roberta" (the config.json spelling).
+std::string_view model_type_name(ModelType t);
+// "single_label_classification", ...; "" for unspecified.
+std::string_view problem_type_name(ProblemType p);
+
+struct HfConfig {
+  ModelType model_type = ModelType::bert;
+  std::string model_type_name;      // as written in config.json
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t intermediate_size = 0;
+  int64_t max_position_embeddings = 0;
+  int64_t type_vocab_size = 0;
+  double layer_norm_eps = 0;
+  int64_t pad_token_id = 0;
+  std::string hidden_act;           // "gelu" or "gelu_python": both are the erf form
+  ProblemType problem_type = ProblemType::unspecified;
+  std::vector<std::string> id2label;          // index = id; size = num_labels
+  std::map<std::string, int64_t> label2id;    // every value in [0, num_labels)
+  std::vector<std::string> architectures;     // e.g. "BertForSequenceClassification"
+  std::string position_embedding_type;        // always "absolute" (others are refused)
+
+  int64_t num_labels() const { return static_cast<int64_t>(id2label.size()); }
+  // Positions a sequence (special tokens included) may use. BERT:
+  // max_position_embeddings. RoBERTa / XLM-R number positions from
+  // pad_token_id + 1, so: max_position_embeddings - pad_token_id - 1.
+  int64_t usable_positions() const;
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // The prefix of encoder/pooler names in *For...Classification checkpoints: "bert." / "roberta.".
+  std::string_view checkpoint_prefix() const;
+};
+
+// Parses and validates config.json text; `label` names the file in errors.
+// Throws Error: format (malformed / contradictory), unsupported (a model type,
+// activation or feature stoke does not run), not_found (model_type absent).
+HfConfig parse_hf_config(std::string_view json, const std::string& label);
+
+// Reads <folder>/config.json. No such file -> ModelFolderError(no_config).
+HfConfig load_hf_config(const std::filesystem::path& folder);
+
+}  // namespace stoke

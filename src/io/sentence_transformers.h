@@ -1,0 +1,52 @@
+// The sentence-transformers layout of a model folder: modules.json,
+// <pooling>/config.json, sentence_bert_config.json, config_sentence_transformers.json.
+//
+// Modules are read by TYPE (the last component of "type"), not by folder: a
+// Normalize entry means normalize although no 2_Normalize folder exists.
+// stoke runs Transformer -> Pooling (one mode) -> optional Normalize; any other
+// module (Dense, LayerNorm, WordEmbeddings, CNN, LSTM, ...) is refused by name.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stoke {
+
+enum class Pooling { cls, mean, max, mean_sqrt_len, lasttoken };
+
+// "cls", "mean", "max", "mean_sqrt_len", "lasttoken".
+std::string_view pooling_name(Pooling p);
+// Accepts the names above and the sentence-transformers spellings
+// "cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens".
+std::optional<Pooling> pooling_from_name(std::string_view name);
+
+struct SentenceTransformersConfig {
+  bool present = false;                          // modules.json exists
+  std::optional<Pooling> pooling;                // absent when there is no Pooling module
+  bool normalize = false;                        // a Normalize module follows pooling
+  std::optional<int64_t> max_seq_length;         // sentence_bert_config.json
+  std::optional<bool> do_lower_case;             // sentence_bert_config.json
+  std::optional<int64_t> word_embedding_dimension;  // <pooling>/config.json
+  bool include_prompt = true;                    // <pooling>/config.json
+  std::map<std::string, std::string> prompts;    // config_sentence_transformers.json
+  std::optional<std::string> default_prompt_name;
+  std::vector<std::string> module_types;         // e.g. {"Transformer", "Pooling", "Normalize"}
+  // The Transformer module's folder relative to the model folder: "" for the
+  // root (today's layout), "0_Transformer" / "0_BERT" in older saves. config.json,
+  // the weights and the tokenizer files live there.
+  std::string transformer_path;
+};
+
+// No modules.json -> present = false (a plain HF folder; not an error).
+// Throws Error: unsupported (a module type or pooling stoke does not run,
+// several pooling modes at once), refused (a module path that is absolute,
+// has "..", or leaves the folder), format (malformed files), not_found (a
+// Pooling module without its config.json, a Transformer path without config.json).
+SentenceTransformersConfig load_sentence_transformers(const std::filesystem::path& folder);
+
+}  // namespace stoke
