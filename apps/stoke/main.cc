@@ -1,2 +1,117 @@
+// The stoke command line: parses flags, calls one job function, and turns any
+// error into one clear line on stderr and exit status 1. No job logic here.
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
-int main() { std::puts("stoke"); return 0; }
+#include <iostream>
+#include <memory>
+
+#include "apps/stoke/config_json.h"
+#include "core/error.h"
+#include "jobs/common_options.h"
+#include "jobs/inspect_job.h"
+#include "jobs/tokenize_job.h"
+#include "jobs/version.h"
+
+namespace {
+
+using stoke::CommonOptions;
+
+// The flags every job that reads texts shares (DESIGN conventions).
+void add_common_flags(CLI::App* cmd, CommonOptions& o) {
+  cmd->add_option("--model", o.model, "Hugging Face model folder (config.json, tokenizer files, weights); required");
+  cmd->add_option("--input", o.input, "Input JSONL file, one object per line; - reads stdin");
+  cmd->add_option("--text-field", o.text_field, "Field holding the text");
+  cmd->add_option("--pair-field", o.pair_field, "Field holding the second text of a pair (optional per record)");
+  cmd->add_option("--id-field", o.id_field, "Field holding the record id (default: the 0-based record number)");
+  cmd->add_option("--max-length", o.max_length,
+                  "Max tokens per sequence, specials included (default: sentence_bert_config max_seq_length, "
+                  "else tokenizer model_max_length, else the model's usable positions)");
+  cmd->add_option("--device", o.device, "auto, cpu, cuda or cuda:N");
+  cmd->add_option("--precision", o.precision, "f32, bf16 or f16");
+  cmd->add_option("--workers", o.workers, "Tokenizer threads (0: one per core)");
+  cmd->add_option("--batch-tokens", o.batch_tokens, "Tokens per batch (token budget)");
+  cmd->add_option("--trace", o.trace, "Write a Chrome trace-event JSON timeline here");
+  cmd->add_flag("--quiet", o.quiet, "No progress bar and no summary");
+  cmd->add_option("--config", o.config, "JSON object of flag: value (e.g. from `stoke tune`); command-line flags win");
+}
+
+std::string per_second(double n, double secs) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", secs > 0 ? n / secs : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"stoke: keeps the accelerator fed while BERT-family models embed, classify and fine-tune", "stoke"};
+  app.option_defaults()->always_capture_default();
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("stoke ") + stoke::stoke_version());
+  app.footer("Run `stoke <command> --help` for a command's flags and their defaults.");
+
+  // tokenize
+  stoke::TokenizeOptions tok;
+  CLI::App* tokenize = app.add_subcommand("tokenize", "Token ids for every input record, as Hugging Face gives them");
+  add_common_flags(tokenize, tok.common);
+  tokenize->add_option("--output", tok.output, "Output JSONL ({\"ids\", \"tokens\"[, \"type_ids\"]} per record); - is stdout");
+  tokenize->add_flag("--no-truncation", tok.no_truncation, "Keep every token even past the max length");
+
+  // inspect
+  std::string inspect_path;
+  CLI::App* inspect = app.add_subcommand("inspect", "What a model folder or safetensors file holds, validated");
+  inspect->add_option("path", inspect_path, "A model folder or a .safetensors file")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "stoke: %s\n", e.what());
+    return 1;
+  }
+  try {
+    if (tokenize->parsed()) stoke::cli::apply_config_file(tokenize, tok.common.config);
+  } catch (const CLI::Error& e) {
+    std::fprintf(stderr, "stoke: --config %s: %s\n", tok.common.config.c_str(), e.what());
+    return 1;
+  } catch (const stoke::Error& e) {
+    std::fprintf(stderr, "stoke: error: %s\n", e.what());
+    return 1;
+  }
+
+  try {
+    if (tokenize->parsed()) {
+      const stoke::TokenizeSummary s = stoke::run_tokenize(tok);
+      if (!tok.common.quiet) {
+        std::fprintf(stderr,
+                     "tokenized %llu records (%llu pairs), %llu tokens in %.2f s: %s records/s, %s tokens/s; "
+                     "truncated %llu at max length %lld (from %s); invalid UTF-8 replaced %llu\n",
+                     static_cast<unsigned long long>(s.records), static_cast<unsigned long long>(s.pairs),
+                     static_cast<unsigned long long>(s.tokens), s.seconds,
+                     per_second(static_cast<double>(s.records), s.seconds).c_str(),
+                     per_second(static_cast<double>(s.tokens), s.seconds).c_str(),
+                     static_cast<unsigned long long>(tok.no_truncation ? 0 : s.truncated),
+                     static_cast<long long>(s.max_length), s.max_length_from.c_str(),
+                     static_cast<unsigned long long>(s.replaced_utf8));
+      }
+    } else if (inspect->parsed()) {
+      stoke::run_inspect(inspect_path, std::cout);
+    }
+  } catch (const stoke::Error& e) {
+    std::fprintf(stderr, "stoke: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "stoke: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stoke: internal error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -183,8 +183,9 @@ void WordPieceModel::encode(std::string_view text, std::vector<int32_t>& out, En
   flush();
 }
 
-std::vector<std::string> read_vocab_txt(const std::string& path) {
-  const std::string content = read_file(path);
+std::vector<std::string> read_vocab_txt(const std::string& path) { return parse_vocab_txt(read_file(path), path); }
+
+std::vector<std::string> parse_vocab_txt(std::string_view content, const std::string& path) {
   if (!utf8_is_valid(content)) {
     throw Error(Errc::format, path + ": vocabulary is not valid UTF-8 (expected one UTF-8 token per line)");
   }

@@ -64,5 +64,7 @@ class WordPieceModel final : public SubwordModel {
 // Reads vocab.txt (one token per line, id = line number; "\n" stripped as
 // transformers does). Throws Error naming the file and line on a bad file.
 std::vector<std::string> read_vocab_txt(const std::string& path);
+// The same from the file's bytes; `label` names it in errors.
+std::vector<std::string> parse_vocab_txt(std::string_view content, const std::string& label);
 
 }  // namespace stoke

@@ -1,0 +1,83 @@
+// Tokenizer throughput on a JSONL corpus: tokens/s and MB/s, per thread count.
+// Prints one JSON line per (model, threads) so bench/tokenize/run.sh can put
+// stoke next to its peers (HF tokenizers, SentencePiece's Python encoder).
+//
+//   bench_tokenize MODEL_DIR CORPUS.jsonl [--threads 1,2] [--seconds 3]
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "text/tokenizer_loader.h"
+
+using namespace stoke;
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s MODEL_DIR CORPUS.jsonl [--threads 1,2] [--seconds S]\n", argv[0]);
+    return 2;
+  }
+  std::vector<size_t> thread_counts = {1, 2};
+  double min_seconds = 3.0;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--threads") {
+      thread_counts.clear();
+      std::stringstream ss(argv[i + 1]);
+      std::string part;
+      while (std::getline(ss, part, ',')) thread_counts.push_back(std::stoul(part));
+    } else if (flag == "--seconds") {
+      min_seconds = std::stod(argv[i + 1]);
+    }
+  }
+  auto tok = load_tokenizer(argv[1]);
+  std::vector<std::string> texts;
+  size_t bytes = 0;
+  {
+    std::ifstream in(argv[2]);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      texts.push_back(nlohmann::json::parse(line)["text"].get<std::string>());
+      bytes += texts.back().size();
+    }
+  }
+  std::vector<TextInput> inputs;
+  for (const auto& t : texts) inputs.push_back({t, std::nullopt});
+  const EncodeOptions no_truncation{0, false};
+
+  for (size_t threads : thread_counts) {
+    ThreadPool pool(threads);
+    // One untimed pass warms caches (and SentencePiece's unknown-run probes).
+    EncodeStats warm;
+    auto encs = tok->encode_batch(inputs, no_truncation, &pool, &warm);
+    size_t tokens_per_pass = 0;
+    for (const auto& e : encs) tokens_per_pass += e.ids.size();
+    int passes = 0;
+    const auto start = std::chrono::steady_clock::now();
+    double secs = 0;
+    do {
+      auto out = tok->encode_batch(inputs, no_truncation, &pool, nullptr);
+      ++passes;
+      secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    } while (secs < min_seconds);
+    nlohmann::json row = {
+        {"impl", "stoke"},
+        {"tokenizer", tok->model().describe()},
+        {"threads", threads},
+        {"texts", texts.size()},
+        {"tokens", tokens_per_pass},
+        {"bytes", bytes},
+        {"passes", passes},
+        {"seconds", secs},
+        {"tokens_per_s", static_cast<double>(tokens_per_pass) * passes / secs},
+        {"mb_per_s", static_cast<double>(bytes) * passes / secs / 1e6},
+    };
+    std::printf("%s\n", row.dump().c_str());
+  }
+  return 0;
+}

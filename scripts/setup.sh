@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package stoke's build, tests, fuzzers and benchmarks need.
+# Idempotent: packages already present are not fetched again.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libutf8proc-dev libsentencepiece-dev nlohmann-json3-dev libsimdjson-dev
+  libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev
+  clang libclang-rt-14-dev           # libFuzzer targets
+  python3 python3-venv python3-sentencepiece sentencepiece   # benchmark peers
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The CUDA backend is compiled whenever nvcc is found (STOKE_CUDA=AUTO); it is
+# not a Debian package here, so only report whether it is present.
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: CUDA toolkit found; the CUDA backend will be compiled"
+else
+  echo "setup: no CUDA toolkit (nvcc); building the CPU backend only"
+fi

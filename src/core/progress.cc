@@ -1,0 +1,59 @@
+#include "core/progress.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace stoke {
+
+Progress::Progress(std::string what, uint64_t total_bytes, bool enabled)
+    : what_(std::move(what)), total_bytes_(total_bytes), enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1),
+      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+
+Progress::~Progress() {
+  if (!finished_ && enabled_ && tty_ && records_ > 0) std::fputc('\n', stderr);
+}
+
+void Progress::update(uint64_t records, uint64_t bytes_done) {
+  records_ = records;
+  bytes_ = bytes_done;
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  // A terminal gets 10 redraws a second; a log gets a line every 5 seconds.
+  const auto interval = tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(5000);
+  if (now - last_draw_ < interval) return;
+  last_draw_ = now;
+  draw(false);
+}
+
+void Progress::finish() {
+  if (!enabled_ || finished_) return;
+  finished_ = true;
+  if (tty_ && records_ > 0) {
+    draw(true);
+    std::fputc('\n', stderr);
+  }
+}
+
+void Progress::draw(bool final_line) {
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double rate = secs > 0 ? static_cast<double>(records_) / secs : 0.0;
+  char line[256];
+  if (total_bytes_ > 0) {
+    const double frac = std::min(1.0, static_cast<double>(bytes_) / static_cast<double>(total_bytes_));
+    const int width = 30, filled = static_cast<int>(frac * width);
+    std::string bar(static_cast<size_t>(filled), '#');
+    bar.append(static_cast<size_t>(width - filled), '.');
+    std::snprintf(line, sizeof line, "%s [%s] %5.1f%%  %llu records  %.0f/s", what_.c_str(), bar.c_str(),
+                  frac * 100.0, static_cast<unsigned long long>(records_), rate);
+  } else {
+    std::snprintf(line, sizeof line, "%s: %llu records  %.0f/s", what_.c_str(),
+                  static_cast<unsigned long long>(records_), rate);
+  }
+  if (tty_)
+    std::fprintf(stderr, "\r%s\x1b[K", line);
+  else if (!final_line)
+    std::fprintf(stderr, "%s\n", line);
+}
+
+}  // namespace stoke

@@ -1,0 +1,46 @@
+#include "jobs/common_options.h"
+
+#include <charconv>
+
+#include "core/error.h"
+
+namespace stoke {
+
+DeviceSpec parse_device(const std::string& text) {
+  DeviceSpec spec;
+  if (text == "auto") return spec;
+  if (text == "cpu") {
+    spec.kind = DeviceSpec::Kind::cpu;
+    return spec;
+  }
+  if (text == "cuda") {
+    spec.kind = DeviceSpec::Kind::cuda;
+    return spec;
+  }
+  if (text.rfind("cuda:", 0) == 0) {
+    const char* b = text.data() + 5;
+    const char* e = text.data() + text.size();
+    int index = -1;
+    auto [end, ec] = std::from_chars(b, e, index);
+    if (ec == std::errc() && end == e && b != e && index >= 0) {
+      spec.kind = DeviceSpec::Kind::cuda;
+      spec.index = index;
+      return spec;
+    }
+  }
+  throw Error(Errc::invalid_argument, "--device \"" + text + "\": expected auto, cpu, cuda or cuda:N");
+}
+
+void validate_common_options(const CommonOptions& o) {
+  parse_device(o.device);
+  if (o.precision != "f32" && o.precision != "bf16" && o.precision != "f16")
+    throw Error(Errc::invalid_argument, "--precision \"" + o.precision + "\": expected f32, bf16 or f16");
+  if (o.workers < 0) throw Error(Errc::invalid_argument, "--workers " + std::to_string(o.workers) + ": expected >= 0");
+  if (o.batch_tokens <= 0)
+    throw Error(Errc::invalid_argument, "--batch-tokens " + std::to_string(o.batch_tokens) + ": expected > 0");
+  if (o.max_length && *o.max_length <= 0)
+    throw Error(Errc::invalid_argument, "--max-length " + std::to_string(*o.max_length) + ": expected > 0");
+  if (o.text_field.empty()) throw Error(Errc::invalid_argument, "--text-field: expected a field name");
+}
+
+}  // namespace stoke

@@ -1,0 +1,37 @@
+// The flags every job that reads texts shares (DESIGN "Conventions every job
+// shares"), parsed once by the CLI and handed to the job.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace stoke {
+
+struct CommonOptions {
+  std::string model;                     // --model DIR
+  std::string input = "-";               // --input FILE ("-" = stdin)
+  std::string text_field = "text";       // --text-field
+  std::string pair_field = "text_pair";  // --pair-field (optional in each record)
+  std::string id_field;                  // --id-field ("" = record number)
+  std::optional<int64_t> max_length;     // --max-length
+  std::string device = "auto";           // --device auto|cpu|cuda[:N]
+  std::string precision = "f32";         // --precision f32|bf16|f16
+  int workers = 0;                       // --workers (0 = one per core)
+  int64_t batch_tokens = 16384;          // --batch-tokens
+  std::string trace;                     // --trace FILE ("" = off)
+  std::string config;                    // --config FILE (applied by the CLI)
+  bool quiet = false;                    // --quiet: no progress, no summary
+};
+
+// "auto", "cpu", "cuda", "cuda:N".
+struct DeviceSpec {
+  enum class Kind { automatic, cpu, cuda } kind = Kind::automatic;
+  int index = 0;
+};
+// Throws Error(invalid_argument) naming the flag and the accepted forms.
+DeviceSpec parse_device(const std::string& text);
+// Checks the value forms of the common flags (device, precision, workers, ...).
+void validate_common_options(const CommonOptions& options);
+
+}  // namespace stoke

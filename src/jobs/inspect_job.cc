@@ -1,0 +1,132 @@
+#include "jobs/inspect_job.h"
+
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "io/encoder_layout.h"
+#include "io/model_folder.h"
+#include "io/safetensors.h"
+#include "jobs/model_tokenizer.h"
+
+namespace stoke {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string with_commas(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+void print_tensor_table(const std::vector<const TensorView*>& tensors, std::ostream& out) {
+  size_t width = 4;
+  for (const auto* t : tensors) width = std::max(width, t->name.size());
+  out << fmt::format("  {:<{}}  {:<5} {}\n", "name", width, "dtype", "shape");
+  for (const auto* t : tensors)
+    out << fmt::format("  {:<{}}  {:<5} {}\n", t->name, width, dtype_name(t->dtype), shape_text(t->shape));
+}
+
+uint64_t parameter_count(const std::vector<const TensorView*>& tensors) {
+  uint64_t n = 0;
+  for (const auto* t : tensors)
+    if (dtype_is_float(t->dtype)) n += static_cast<uint64_t>(t->numel());
+  return n;
+}
+
+void inspect_safetensors(const fs::path& path, std::ostream& out) {
+  auto file = SafetensorsFile::open(path);
+  std::vector<const TensorView*> tensors;
+  for (const auto& t : file->tensors()) tensors.push_back(&t);
+  std::sort(tensors.begin(), tensors.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  out << "safetensors file: " << path.string() << " (" << with_commas(file->file_size()) << " bytes)\n";
+  out << "tensors: " << tensors.size() << ", parameters: " << with_commas(parameter_count(tensors))
+      << " (floating-point elements)\n";
+  if (!file->metadata().empty()) {
+    out << "metadata:\n";
+    for (const auto& [k, v] : file->metadata()) out << "  " << k << ": " << v << "\n";
+  }
+  print_tensor_table(tensors, out);
+}
+
+void inspect_folder(const fs::path& dir, std::ostream& out) {
+  ModelTokenizer mt = open_model_tokenizer(dir.string(), std::nullopt);
+  const HfConfig& c = mt.folder.config;
+  const Tokenizer& tok = *mt.tokenizer;
+  out << "model folder: " << dir.string() << "\n";
+  std::string arch = c.architectures.empty() ? std::string("(none listed)") : c.architectures[0];
+  out << "architecture: " << arch << " (model_type " << c.model_type_name << ")\n";
+  out << fmt::format(
+      "dims: hidden {}, layers {}, heads {} (head dim {}), intermediate {}, vocab {}, max positions {} "
+      "(usable {}), type vocab {}, layer_norm_eps {}, activation {}, pad id {}\n",
+      c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.head_dim(), c.intermediate_size, c.vocab_size,
+      c.max_position_embeddings, c.usable_positions(), c.type_vocab_size, c.layer_norm_eps, c.hidden_act,
+      c.pad_token_id);
+  std::string labels;
+  for (size_t i = 0; i < c.id2label.size(); ++i) labels += (i ? ", " : "") + c.id2label[i];
+  const std::string problem(problem_type_name(c.problem_type));
+  out << "labels: " << c.num_labels() << (labels.empty() ? "" : " (" + labels + ")")
+      << (problem.empty() ? "" : ", problem_type " + problem) << "\n";
+  out << "tokenizer: " << tok.model().describe() << " from " << tok.source << ", vocab size " << tok.vocab_size()
+      << ", " << tok.added_tokens().tokens().size() << " added/special tokens"
+      << (tok.lowercase_input() ? ", input lowercased (sentence_bert_config)" : "") << "\n";
+  out << "max length: " << mt.max_length << " (from " << mt.max_length_from << ")\n";
+  const auto& st = mt.folder.st;
+  if (st.present) {
+    std::string chain;
+    for (const auto& m : st.module_types) chain += (chain.empty() ? "" : " -> ") + m;
+    out << "sentence-transformers: " << chain;
+    if (st.pooling) out << "; pooling " << pooling_name(*st.pooling);
+    out << (st.normalize ? "; normalize" : "; no normalize");
+    if (st.max_seq_length) out << "; max_seq_length " << *st.max_seq_length;
+    out << "\n";
+    if (!st.prompts.empty()) {
+      out << "prompts:";
+      for (const auto& [name, text] : st.prompts) out << " " << name << "=\"" << text << "\"";
+      if (st.default_prompt_name) out << " (default " << *st.default_prompt_name << ")";
+      out << "\n";
+    }
+  } else {
+    out << "sentence-transformers: none (embed defaults: mean pooling, no normalize)\n";
+  }
+
+  const ModelWeights weights = open_model_folder_weights(mt.folder);
+  const auto resolved = resolve_encoder_tensors(c, weights, false, false);
+  bool has_pooler = false, has_classifier = true;
+  for (const auto& r : resolved) {
+    if (r.expected.part == ExpectedTensor::pooler && r.view) has_pooler = true;
+    if (r.expected.part == ExpectedTensor::classifier && !r.view) has_classifier = false;
+  }
+  std::vector<const TensorView*> tensors;
+  for (const auto& [name, entry] : weights.tensors()) tensors.push_back(entry.view);
+  out << "weights: " << (weights.sharded() ? std::to_string(weights.files().size()) + " shards" : "model.safetensors")
+      << ", " << tensors.size() << " tensors, " << with_commas(parameter_count(tensors)) << " parameters"
+      << "; pooler " << (has_pooler ? "present" : "absent") << ", classifier "
+      << (has_classifier ? "present" : "absent") << "; every shape matches config.json\n";
+  print_tensor_table(tensors, out);
+}
+
+}  // namespace
+
+void run_inspect(const std::string& path, std::ostream& out) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (!fs::exists(p, ec)) throw Error(Errc::not_found, path + ": no such file or folder");
+  if (fs::is_directory(p, ec))
+    inspect_folder(p, out);
+  else
+    inspect_safetensors(p, out);
+}
+
+}  // namespace stoke

@@ -1,0 +1,29 @@
+// `stoke tokenize`: token ids for every input record, in input order, exactly
+// as the model's Hugging Face tokenizer gives them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "jobs/common_options.h"
+
+namespace stoke {
+
+struct TokenizeOptions {
+  CommonOptions common;
+  std::string output = "-";  // "-" = stdout
+  bool no_truncation = false;
+};
+
+struct TokenizeSummary {
+  uint64_t records = 0, pairs = 0, tokens = 0, truncated = 0, replaced_utf8 = 0;
+  int64_t max_length = 0;
+  std::string max_length_from;
+  double seconds = 0;
+};
+
+// Writes `{"ids": [...], "tokens": [...]}` (+ "type_ids" for pairs) per record.
+// A file output appears only complete (written to a temp name, renamed at the end).
+TokenizeSummary run_tokenize(const TokenizeOptions& options);
+
+}  // namespace stoke
