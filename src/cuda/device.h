@@ -14,7 +14,7 @@ class CudaError : public Error {
  public:
   CudaError(const std::string& call, int code, const std::string& code_name, const std::string& detail);
   const std::string& call() const { return call_; }
-  int code() const { return code_; }
+  int cuda_code() const { return code_; }  // the cudaError_t value
 
  private:
   std::string call_;
