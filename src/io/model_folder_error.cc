@@ -100,6 +100,15 @@ std::string folder_path_problem(const fs::path& folder, std::string_view relativ
   // Lexical comparison of two canonical paths: /a/bc is not inside /a/b.
   const fs::path inside = resolved.lexically_relative(base);
   if (inside.empty() || *inside.begin() == "..") {
+    // The one layout where links leave the folder by design: a Hugging Face hub
+    // cache snapshot (models--org--name/snapshots/<rev>/file -> ../../blobs/<hash>).
+    // Links into that same repository's blobs/ store are accepted, nothing else.
+    const fs::path repo = base.parent_path().parent_path();
+    if (base.parent_path().filename() == "snapshots" && repo.filename().string().rfind("models--", 0) == 0) {
+      const fs::path in_blobs = resolved.lexically_relative(repo / "blobs");
+      if (!in_blobs.empty() && *in_blobs.begin() != ".." && std::distance(in_blobs.begin(), in_blobs.end()) == 1)
+        return "";
+    }
     return "resolves to " + resolved.string() + ", outside the folder " + base.string() +
            " (a symlink leaving the folder?)";
   }

@@ -476,6 +476,27 @@ TEST(ModelWeights, SymlinkedSingleFileLeavingTheFolder) {
             (std::vector<int64_t>{3000, 64}));
 }
 
+// The Hugging Face hub cache links every snapshot file into the repository's
+// blobs/ store: that one layout is accepted; links elsewhere still are not.
+TEST(ModelWeights, HubCacheSnapshotLinksIntoBlobs) {
+  const fs::path repo = test::scratch_dir("hub") / "models--org--tiny-bert";
+  const fs::path snap = repo / "snapshots" / "0123abcd";
+  fs::create_directories(snap);
+  fs::create_directories(repo / "blobs");
+  for (const char* name : {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"}) {
+    const fs::path blob = repo / "blobs" / (std::string("sha-") + name);
+    fs::copy_file(test::fixture(std::string("models/tiny-bert/") + name), blob);
+    fs::create_symlink(fs::path("../../blobs") / blob.filename(), snap / name);
+  }
+  EXPECT_EQ(open_model_weights(snap).find("bert.embeddings.word_embeddings.weight")->shape,
+            (std::vector<int64_t>{3000, 64}));
+  // Outside blobs/ (here: the repository folder itself) is still an escape.
+  fs::copy_file(test::fixture("models/tiny-bert/model.safetensors"), repo / "elsewhere.safetensors");
+  fs::remove(snap / "model.safetensors");
+  fs::create_symlink("../../elsewhere.safetensors", snap / "model.safetensors");
+  expect_folder_error(ModelFolderErrc::shard_path_escapes, [&] { open_model_weights(snap); });
+}
+
 // ---- sharded weights -----------------------------------------------------
 
 // A folder with the tiny-bert config and its weights split into two shards
