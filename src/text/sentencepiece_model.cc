@@ -7,6 +7,8 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/file_util.h"
+#include "text/sentencepiece_check.h"
 #include "core/utf8.h"
 
 namespace stoke {
@@ -17,7 +19,9 @@ constexpr const char* kFairseqSpecials[] = {"<s>", "<pad>", "</s>", "<unk>"};
 
 SentencePieceModel::SentencePieceModel(const std::string& model_path)
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()), label_(model_path) {
-  auto status = sp_->Load(model_path);
+  const std::string bytes = read_file(model_path);
+  check_sentencepiece_model(bytes, model_path);
+  auto status = sp_->LoadFromSerializedProto(bytes);
   if (!status.ok()) {
     throw Error(Errc::format, model_path + ": not a loadable SentencePiece model (" + status.ToString() + ")");
   }
@@ -30,6 +34,7 @@ std::unique_ptr<SentencePieceModel> SentencePieceModel::from_bytes(const std::st
   std::unique_ptr<SentencePieceModel> m(new SentencePieceModel());
   m->sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
   m->label_ = label;
+  check_sentencepiece_model(serialized, label);
   auto status = m->sp_->LoadFromSerializedProto(serialized);
   if (!status.ok()) {
     throw Error(Errc::format, label + ": not a loadable SentencePiece model (" + status.ToString() + ")");
