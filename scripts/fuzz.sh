@@ -13,8 +13,10 @@ for target in "$build"/tests/fuzz/fuzz_*; do
   work="$build/fuzz-work/$name"
   mkdir -p "$work"
   [ -d "$seeds" ] && cp -n "$seeds"/* "$work"/ 2>/dev/null || true
+  dict=()
+  [ -f "tests/fuzz/dict/${name#fuzz_}.dict" ] && dict=(-dict="tests/fuzz/dict/${name#fuzz_}.dict")
   echo "fuzz: $name for ${seconds}s"
-  if ! "$target" "$work" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+  if ! "$target" "$work" "${dict[@]}" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
        -artifact_prefix="$build/$name-" -print_final_stats=0 >"$build/$name.log" 2>&1; then
     echo "fuzz: $name FAILED (see $build/$name.log)"; tail -30 "$build/$name.log"; fail=1
   else

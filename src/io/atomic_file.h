@@ -15,7 +15,7 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::b
 void write_file_atomic(const std::filesystem::path& path, std::string_view text);
 // fsync a folder so a rename inside it is durable.
 void fsync_directory(const std::filesystem::path& dir);
-// The temporary name used for `path` (same folder, ".tmp" suffix plus a unique part).
+// True for the temporary names write_file_atomic uses ("<name>.stoke-tmp-<pid>-<n>").
 bool is_temp_name(const std::filesystem::path& path);
 
 }  // namespace stoke

@@ -140,6 +140,8 @@ void check_sentencepiece_model(std::string_view serialized, const std::string& l
       const std::string n = std::to_string(pieces);
       if (!has_text || text.empty()) w.fail("piece " + n + " is empty");
       if (!utf8_is_valid(text)) w.fail("piece " + n + " is not valid UTF-8");
+      // The trie builder treats pieces as C strings: a NUL would cut the key.
+      if (text.find('\0') != std::string_view::npos) w.fail("piece " + n + " contains a NUL byte");
       if (!seen.insert(text).second) w.fail("piece " + n + " appears twice");
       ++pieces;
     } else if (field == 3 || field == 5) {  // normalizer_spec, denormalizer_spec

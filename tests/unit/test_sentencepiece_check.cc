@@ -78,6 +78,8 @@ TEST(SentencePieceCheck, RefusesWhatTheLibraryWouldCrashOn) {
   EXPECT_NE(expect_refused(model_of({piece("<unk>", 2), piece("a"), piece("a")})).find("twice"), std::string::npos);
   EXPECT_NE(expect_refused(model_of({piece("\xFF\xFE")})).find("UTF-8"), std::string::npos);
   EXPECT_NE(expect_refused(model_of({piece("a", 9)})).find("type"), std::string::npos);
+  EXPECT_NE(expect_refused(model_of({piece("<unk>", 2), piece(std::string("\0\0s", 3))})).find("NUL"),
+            std::string::npos);
   EXPECT_NE(expect_refused(model_of({})).find("no pieces"), std::string::npos);
   expect_refused(std::string("\x0a\xff\xff\xff\xff\x0f", 6));  // length past the end
   expect_refused(std::string("\x0a", 1));                      // truncated varint
@@ -100,7 +102,8 @@ TEST(SentencePieceCheck, RefusesWhatTheLibraryWouldCrashOn) {
 
 TEST(SentencePieceCheck, FuzzerRegressionsAreRefusedNotFatal) {
   const std::string dir = std::string(STOKE_SOURCE_DIR) + "/tests/fuzz/corpus/sentencepiece/";
-  EXPECT_THROW(SentencePieceModel::from_bytes(read_file(dir + "regression-bad-piece.model"), "r"), Error);
+  for (const char* name : {"regression-bad-piece.model", "regression-nul-piece.model"})
+    EXPECT_THROW(SentencePieceModel::from_bytes(read_file(dir + name), "r"), Error) << name;
 }
 
 }  // namespace
