@@ -23,7 +23,8 @@ void add_common_flags(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--input", o.input, "Input JSONL file, one object per line; - reads stdin");
   cmd->add_option("--text-field", o.text_field, "Field holding the text");
   cmd->add_option("--pair-field", o.pair_field, "Field holding the second text of a pair (optional per record)");
-  cmd->add_option("--id-field", o.id_field, "Field holding the record id (default: the 0-based record number)");
+  cmd->add_option("--id-field", o.id_field,
+                  "Field holding the record id (default: the 0-based record number; tokenize adds \"id\" when given)");
   cmd->add_option("--max-length", o.max_length,
                   "Max tokens per sequence, specials included (default: sentence_bert_config max_seq_length, "
                   "else tokenizer model_max_length, else the model's usable positions)");

@@ -12,8 +12,12 @@ namespace stoke {
 
 using json = nlohmann::json;
 
-JsonlTextReader::JsonlTextReader(const std::string& path, std::string text_field, std::string pair_field)
-    : label_(path == "-" ? "<stdin>" : path), text_field_(std::move(text_field)), pair_field_(std::move(pair_field)) {
+JsonlTextReader::JsonlTextReader(const std::string& path, std::string text_field, std::string pair_field,
+                                 std::string id_field)
+    : label_(path == "-" ? "<stdin>" : path),
+      text_field_(std::move(text_field)),
+      pair_field_(std::move(pair_field)),
+      id_field_(std::move(id_field)) {
   if (path == "-") {
     in_ = &std::cin;
     return;
@@ -66,6 +70,13 @@ bool JsonlTextReader::next(TextRecord& record) {
                     where + ": field \"" + pair_field_ + "\": expected a string or null, found " + pair->type_name());
       record.pair = pair->get<std::string>();
     }
+  }
+  record.id_json.clear();
+  if (!id_field_.empty()) {
+    auto id = doc.find(id_field_);
+    if (id == doc.end() || id->is_null())
+      throw Error(Errc::format, where + ": field \"" + id_field_ + "\" (--id-field) is missing");
+    record.id_json = id->dump();
   }
   record.line = line_no_;
   record.replaced_utf8 = replaced;

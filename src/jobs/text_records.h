@@ -14,6 +14,7 @@ namespace stoke {
 struct TextRecord {
   std::string text;
   std::optional<std::string> pair;
+  std::string id_json;      // the id field's value as JSON, when an id field is asked for
   uint64_t line = 0;        // 1-based line in the input
   uint64_t replaced_utf8 = 0;
 };
@@ -21,7 +22,9 @@ struct TextRecord {
 class JsonlTextReader {
  public:
   // path "-" reads stdin.
-  JsonlTextReader(const std::string& path, std::string text_field, std::string pair_field);
+  // id_field "" means no id is read.
+  JsonlTextReader(const std::string& path, std::string text_field, std::string pair_field,
+                  std::string id_field = {});
   ~JsonlTextReader();
   // False at end of input; throws Error(format) on a bad record.
   bool next(TextRecord& record);
@@ -30,7 +33,7 @@ class JsonlTextReader {
   const std::string& label() const { return label_; }
 
  private:
-  std::string label_, text_field_, pair_field_;
+  std::string label_, text_field_, pair_field_, id_field_;
   std::unique_ptr<std::istream> owned_;
   std::istream* in_;
   std::string line_;

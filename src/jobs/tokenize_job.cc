@@ -24,8 +24,11 @@ namespace {
 
 constexpr size_t kBatchRecords = 2048;  // records tokenized together on the pool
 
-void append_record(std::string& out, const Tokenizer& tok, const Encoding& enc, bool is_pair) {
-  out += "{\"ids\": ";
+void append_record(std::string& out, const Tokenizer& tok, const Encoding& enc, bool is_pair,
+                   const std::string& id_json) {
+  out += "{";
+  if (!id_json.empty()) out += "\"id\": " + id_json + ", ";
+  out += "\"ids\": ";
   json_append_ints(out, enc.ids);
   out += ", \"tokens\": [";
   for (size_t i = 0; i < enc.ids.size(); ++i) {
@@ -57,7 +60,8 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
   enc_opts.max_length = static_cast<size_t>(mt.max_length);
   enc_opts.truncate = !options.no_truncation;
 
-  JsonlTextReader reader(options.common.input, options.common.text_field, options.common.pair_field);
+  JsonlTextReader reader(options.common.input, options.common.text_field, options.common.pair_field,
+                         options.common.id_field);
   OutputFile output(options.output);
   ThreadPool pool(options.common.workers > 0 ? static_cast<size_t>(options.common.workers) : 0);
   Progress progress("tokenize", reader.total_bytes(), !options.common.quiet);
@@ -93,7 +97,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
       TraceSpan span(trace.get(), "write");
       out.clear();
       for (size_t i = 0; i < n; ++i) {
-        append_record(out, tok, encs[i], inputs[i].pair.has_value());
+        append_record(out, tok, encs[i], inputs[i].pair.has_value(), records[i].id_json);
         summary.tokens += encs[i].ids.size();
         summary.pairs += inputs[i].pair.has_value();
       }

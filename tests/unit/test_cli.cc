@@ -89,6 +89,16 @@ TEST(Cli, PairsStdinStdoutFieldsAndConfig) {
   EXPECT_EQ(rows[0]["type_ids"].size(), rows[0]["ids"].size());
   EXPECT_EQ(rows[0]["type_ids"].back(), 1);
   EXPECT_FALSE(rows[1].contains("type_ids"));
+  EXPECT_FALSE(rows[0].contains("id"));
+
+  // --id-field copies each record's id into its output line.
+  std::ofstream(dir / "ids.jsonl") << R"({"text": "a", "key": "doc-1"})" << "\n" << R"({"text": "b", "key": 7})" << "\n";
+  r = run_stoke("tokenize --quiet --model " + model("tiny-bert") + " --input " + (dir / "ids.jsonl").string() +
+                " --id-field key");
+  ASSERT_EQ(r.status, 0) << r.err;
+  rows = jsonl(r.out);
+  EXPECT_EQ(rows[0]["id"], "doc-1");
+  EXPECT_EQ(rows[1]["id"], 7);
 
   // --config supplies flags; the command line wins over it.
   std::ofstream(dir / "cfg.json") << R"({"max-length": 4, "--quiet": true, "text-field": "q"})";

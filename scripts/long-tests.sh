@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The longer checks, run before an issue is resolved (not in CI): TSan build of
+# the unit tests, every corpus text against the reference tokenizers, each fuzz
+# target for a minute, and the tokenizer benchmark.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+export STOKE_FIXTURES="${STOKE_FIXTURES:-$(cd .. && pwd)/shared/fixtures}"
+
+echo "== TSan build and unit tests"
+scripts/build.sh tsan
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/tsan --output-on-failure -j "$(nproc)"
+
+echo "== corpus against the reference tokenizers"
+scripts/build.sh release
+if [ ! -x .venv-bench/bin/python ]; then
+  /usr/bin/python3 -m venv --system-site-packages .venv-bench
+  .venv-bench/bin/pip install -q tokenizers
+fi
+.venv-bench/bin/python tests/peer/compare_corpus.py build/release/apps/stoke/stoke "$STOKE_FIXTURES"
+
+echo "== fuzz targets, ${STOKE_LONG_FUZZ_SECONDS:-60}s each"
+scripts/build.sh fuzz
+scripts/fuzz.sh build/fuzz "${STOKE_LONG_FUZZ_SECONDS:-60}"
+
+echo "== tokenizer benchmark"
+bench/tokenize/run.sh 5
