@@ -3,6 +3,7 @@
 // stoke next to its peers (HF tokenizers, SentencePiece's Python encoder).
 //
 //   bench_tokenize MODEL_DIR CORPUS.jsonl [--threads 1,2] [--seconds 3]
+//   bench_tokenize MODEL_DIR --hostile      seconds per 1 MB of hostile text
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -35,6 +36,33 @@ int main(int argc, char** argv) {
     }
   }
   auto tok = load_tokenizer(argv[1]);
+  if (std::string(argv[2]) == "--hostile") {
+    // RELIABILITY item 3: each of these should take well under a second per core.
+    auto repeat = [](std::string_view unit) {
+      std::string s;
+      while (s.size() < (1u << 20)) s.append(unit);
+      return s;
+    };
+    const std::pair<const char*, std::string> cases[] = {
+        {"1 MB word without spaces", repeat("abcdefghij")},
+        {"1 MB of emoji (ZWJ sequences)", repeat("\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xF0\x9F\x8D\x95")},
+        {"1 MB of CJK", repeat("\xE6\x88\x91\xE7\x88\xB1\xE8\x87\xAA\xE7\x84\xB6")},
+        {"1 MB of combining marks", "e" + repeat("\xCC\x81")},
+        {"1 MB of mixed marks (Zalgo)", "a" + repeat("\xCC\x81\xCC\x80\xCD\x9C\xCC\xA3")},
+        {"1 MB of invalid UTF-8", repeat("\xFF\xC3(\xED\xA0\x80 ")},
+        {"1 MB of special-token prefixes", repeat("[CL<ma[SE")},
+        {"1 MB of prose", repeat("The quick brown fox, naive cafe, jumps over the lazy dog. ")},
+    };
+    for (const auto& [name, text] : cases) {
+      const auto start = std::chrono::steady_clock::now();
+      const auto enc = tok->encode(text, EncodeOptions{0, false});
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      nlohmann::json row = {{"impl", "stoke"}, {"tokenizer", tok->model().describe()}, {"case", name},
+                            {"bytes", text.size()}, {"tokens", enc.ids.size()}, {"seconds", secs}};
+      std::printf("%s\n", row.dump().c_str());
+    }
+    return 0;
+  }
   std::vector<std::string> texts;
   size_t bytes = 0;
   {

@@ -5,6 +5,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/file_util.h"
@@ -70,16 +71,20 @@ void SentencePieceModel::index_piece_characters() {
 
 namespace {
 
-// Characters that can never change a neighbour through normalization:
-// no combining marks that compose, no conjoining jamo, no spaces or controls
-// that the normalizer rewrites, and unchanged by NFKC on their own.
+int combining_class(char32_t cp) {
+  return cp < 0x300 ? 0 : utf8proc_get_property(static_cast<utf8proc_int32_t>(cp))->combining_class;
+}
+
+// Whether a character may be cut from a long unknown run at all, before the
+// model is asked: unchanged by NFKC on its own, and not one whose neighbours
+// normalization rewrites (conjoining jamo, spaces, controls, spacing marks).
+// Combining marks (class != 0) are allowed, under the mark rules of the .h.
 bool may_be_transparent(char32_t cp) {
   if (cp < 0x80) return false;
   if ((cp >= 0x1100 && cp <= 0x11FF) || (cp >= 0x3130 && cp <= 0x318F) || (cp >= 0xA960 && cp <= 0xA97F) ||
       (cp >= 0xD7B0 && cp <= 0xD7FF) || (cp >= 0xAC00 && cp <= 0xD7A3))
     return false;
   const utf8proc_property_t* prop = utf8proc_get_property(static_cast<utf8proc_int32_t>(cp));
-  if (prop->combining_class != 0) return false;
   switch (prop->category) {
     case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ZS: case UTF8PROC_CATEGORY_ZL:
     case UTF8PROC_CATEGORY_ZP: case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CS:
@@ -108,14 +113,14 @@ bool SentencePieceModel::run_transparent(char32_t cp) const {
   bool yes = may_be_transparent(cp);
   if (yes) {
     // The model itself says what its normalizer does with the character: it
-    // must come out as an unknown piece between two letters (not removed, not
-    // turned into a space or a known character).
-    std::string probe = "a";
+    // must come out as an unknown piece between two neighbours (not removed,
+    // not turned into a space or a known character). A combining mark is
+    // probed after "-", which nothing composes with.
+    std::string probe = combining_class(cp) != 0 ? "-" : "a";
     utf8_append(probe, cp);
-    probe += "a";
+    probe += probe[0];
     std::vector<int> ids;
-    yes = sp_->Encode(probe, &ids).ok() &&
-          std::find(ids.begin(), ids.end(), sp_->unk_id()) != ids.end();
+    yes = sp_->Encode(probe, &ids).ok() && std::find(ids.begin(), ids.end(), sp_->unk_id()) != ids.end();
   }
   transparent_[cp].store(yes ? 1 : 2, std::memory_order_relaxed);
   return yes;
@@ -123,17 +128,44 @@ bool SentencePieceModel::run_transparent(char32_t cp) const {
 
 std::string SentencePieceModel::shorten_unknown_runs(std::string_view text) const {
   // SentencePiece 0.1.97 merges a run of unknown characters into one <unk>
-  // in time quadratic in the run's length (1 MB of emoji takes 18 s); the
-  // ids depend only on the run being there, so a bounded run gives the same ids.
+  // in time quadratic in the run's length (1 MB of emoji: 18 s; 1 MB of
+  // combining marks: 28 s). The ids depend only on the run being there, so
+  // bounded runs give the same ids:
+  // - starters (class 0): past kMaxUnknownRun in a row, further unknown ones
+  //   are dropped, except one followed by a combining mark (marks compose
+  //   with the character before them);
+  // - combining marks after a starter: the first kMaxUnknownRun are kept, and
+  //   every first occurrence of a mark, so NFKC's reordering and composition
+  //   see the same marks; later repeats are dropped while every mark so far is
+  //   unknown (composition needs few marks; the rest stay one <unk>).
   std::string out;
   bool changed = false;
-  size_t run = 0;
+  size_t starters = 0, marks = 0;
+  bool marks_unknown = true;
+  std::unordered_set<char32_t> seen_marks;
   for (size_t i = 0; i < text.size();) {
     const size_t start = i;
     const char32_t cp = utf8_decode(text, i);
     const bool unknown = cp >= 0x80 && run_transparent(cp);
-    run = unknown ? run + 1 : 0;
-    if (run > kMaxUnknownRun) {
+    bool drop = false;
+    if (combining_class(cp) != 0) {
+      if (marks++ == 0) {
+        seen_marks.clear();
+        marks_unknown = true;
+      }
+      marks_unknown = marks_unknown && unknown;
+      const bool repeat = !seen_marks.insert(cp).second;
+      drop = marks_unknown && repeat && marks > kMaxUnknownRun;
+      if (!unknown) starters = 0;
+    } else {
+      marks = 0;
+      starters = unknown ? starters + 1 : 0;
+      if (starters > kMaxUnknownRun) {
+        size_t j = i;
+        drop = j >= text.size() || combining_class(utf8_decode(text, j)) == 0;
+      }
+    }
+    if (drop) {
       if (!changed) {
         out.assign(text.data(), start);
         changed = true;

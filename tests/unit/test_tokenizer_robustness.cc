@@ -87,6 +87,13 @@ TEST(TokenizerRobustness, TenThousandCombiningMarks) {
   // Uncased BERT strips accents: the word is just "e".
   EXPECT_EQ(b->encode(text).ids, b->encode("e").ids);
   expect_ids_in_vocab(*xlmr(), text, "xlmr combining marks");
+  // A megabyte of them (and of alternating ones, "Zalgo" text) stays fast:
+  // SentencePiece alone is quadratic here.
+  const std::string zalgo = "a" + repeat("\xCC\x81\xCC\x80\xCD\x9C\xCC\xA3", 1 << 20);
+  for (auto& tok : {bert(), xlmr()}) {
+    expect_ids_in_vocab(*tok, "e" + repeat("\xCC\x81", 1 << 20), "1 MB combining marks");
+    expect_ids_in_vocab(*tok, zalgo, "1 MB zalgo");
+  }
 }
 
 TEST(TokenizerRobustness, LongWordsBecomeUnknown) {
@@ -200,6 +207,10 @@ TEST(TokenizerRobustness, ShortenedUnknownRunsGiveTheLibrarysIds) {
       "\xCE\xB1\xCE\xB2" + repeat("\xCE\xB3\xCE\xB4 ", 4 * 100) + repeat("\xCE\xB1", 2 * 500) + "x",
       repeat("\xE2\x80\x8B\xF0\x9F\x8D\x95", 7 * 200),  // zero-width spaces become spaces
       repeat("\xEA\xB0\x80\xF0\x9F\x8D\x95", 7 * 200),  // Hangul: never dropped
+      "e" + repeat("\xCC\x81", 2 * 400) + " x",             // one mark repeated
+      "a" + repeat("\xCC\x81\xCC\x80\xCC\xA3", 6 * 150),    // marks of two classes, reordered by NFKC
+      "u" + repeat("\xCC\x88\xCC\x84", 4 * 150) + "o",        // u + diaeresis + macron composes
+      repeat("\xF0\x9F\x8D\x95", 4 * 100) + "\xCC\xA3" + repeat("\xF0\x9F\x8D\x95", 4 * 100) + "\xCC\x81z",
   };
   for (const auto& text : texts) {
     std::vector<int> spm_ids;
