@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "io/model_folder_error.h"
 #include "text/sentencepiece_model.h"
 #include "text/wordpiece.h"
 
@@ -14,13 +15,8 @@ using json = nlohmann::json;
 
 namespace {
 
-json parse_json(const std::string& text, const std::string& label) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(Errc::format, label + ": not valid JSON (" + e.what() + ")");
-  }
-}
+// Strict JSON (a key given twice is an error, not "the last one wins").
+json parse_json(const std::string& text, const std::string& label) { return parse_json_strict(text, label); }
 
 [[noreturn]] void bad_field(const std::string& label, const std::string& field, const std::string& expected,
                             const json& found) {
