@@ -60,22 +60,19 @@ AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens) : tokens_(s
   // Empty contents can never match; drop them rather than loop on them.
   tokens_.erase(std::remove_if(tokens_.begin(), tokens_.end(), [](const AddedToken& t) { return t.content.empty(); }),
                 tokens_.end());
-  for (const auto& t : tokens_) {
-    first_byte_[static_cast<unsigned char>(t.content[0])] = true;
-    max_len_ = std::max(max_len_, t.content.size());
-  }
+  for (size_t k = 0; k < tokens_.size(); ++k)
+    by_first_byte_[static_cast<unsigned char>(tokens_[k].content[0])].push_back(static_cast<uint32_t>(k));
 }
 
 int AddedTokenMatcher::longest_match_at(std::string_view text, size_t pos) const {
   int best = -1;
   size_t best_len = 0;
   const std::string_view rest = text.substr(pos);
-  // Few added tokens (a handful of specials, at most a few thousand added
-  // words), each compared only where its first byte matches: bounded work per
-  // position, so the split is linear in the text.
-  for (size_t k = 0; k < tokens_.size(); ++k) {
+  // Only the tokens starting with this byte are compared: bounded work per
+  // position (the added tokens are fixed), so the split is linear in the text.
+  for (uint32_t k : by_first_byte_[static_cast<unsigned char>(rest[0])]) {
     const std::string& c = tokens_[k].content;
-    if (c.size() > best_len && rest.size() >= c.size() && rest[0] == c[0] && rest.compare(0, c.size(), c) == 0) {
+    if (c.size() > best_len && rest.size() >= c.size() && rest.compare(0, c.size(), c) == 0) {
       if (tokens_[k].single_word &&
           (is_word_char_before(text, pos) || is_word_char_at(text, pos + c.size())))
         continue;
@@ -101,7 +98,7 @@ std::vector<TextSpan> AddedTokenMatcher::split(std::string_view text) const {
   };
   size_t pos = 0;
   while (pos < text.size()) {
-    if (!first_byte_[static_cast<unsigned char>(text[pos])]) {
+    if (by_first_byte_[static_cast<unsigned char>(text[pos])].empty()) {
       ++pos;
       continue;
     }

@@ -42,8 +42,7 @@ class AddedTokenMatcher {
   int longest_match_at(std::string_view text, size_t pos) const;
 
   std::vector<AddedToken> tokens_;
-  bool first_byte_[256] = {};
-  size_t max_len_ = 0;
+  std::vector<uint32_t> by_first_byte_[256];  // indices into tokens_, by content[0]
 };
 
 }  // namespace stoke

@@ -24,15 +24,17 @@ Tokenizer::Tokenizer(TokenizerKind kind, std::unique_ptr<SubwordModel> model, Ad
     : kind_(kind), model_(std::move(model)), added_(std::move(added)), post_(std::move(post)),
       pad_id_(pad_id), unk_id_(unk_id) {
   vocab_size_ = model_->vocab_size();
-  for (const auto& t : added_.tokens()) vocab_size_ = std::max<int64_t>(vocab_size_, int64_t{t.id} + 1);
+  for (const auto& t : added_.tokens()) {
+    vocab_size_ = std::max<int64_t>(vocab_size_, int64_t{t.id} + 1);
+    added_by_id_.emplace(t.id, t.content);  // the first token registered for an id names it
+  }
   for (const auto* tmpl : {&post_.single, &post_.pair})
     for (const auto& p : *tmpl)
       for (int32_t id : p.ids) vocab_size_ = std::max<int64_t>(vocab_size_, int64_t{id} + 1);
 }
 
 std::string Tokenizer::id_to_token(int32_t id) const {
-  for (const auto& t : added_.tokens())
-    if (t.id == id) return t.content;
+  if (auto it = added_by_id_.find(id); it != added_by_id_.end()) return it->second;
   return model_->id_to_token(id);
 }
 
@@ -126,7 +128,6 @@ Encoding Tokenizer::encode(const TextInput& input, const EncodeOptions& options,
 std::vector<Encoding> Tokenizer::encode_batch(std::span<const TextInput> inputs, const EncodeOptions& options,
                                               ThreadPool* pool, EncodeStats* stats) const {
   std::vector<Encoding> out(inputs.size());
-  std::vector<EncodeStats> per_chunk_stats;
   std::mutex mu;
   auto work = [&](size_t begin, size_t end) {
     EncodeStats local;

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "text/added_tokens.h"
@@ -97,6 +98,7 @@ class Tokenizer {
   PostProcessor post_;
   int32_t pad_id_;
   int32_t unk_id_;
+  std::unordered_map<int32_t, std::string> added_by_id_;  // id -> content, for id_to_token
   int64_t vocab_size_ = 0;
   bool lowercase_input_ = false;
 };

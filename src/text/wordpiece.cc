@@ -44,11 +44,8 @@ struct WordBuffer {
 WordPieceModel::WordPieceModel(std::vector<std::string> vocab, BertNormalizerOptions norm, WordPieceOptions wp)
     : vocab_(std::move(vocab)), norm_(norm), wp_(std::move(wp)) {
   token_ids_.reserve(vocab_.size());
-  for (size_t i = 0; i < vocab_.size(); ++i) {
+  for (size_t i = 0; i < vocab_.size(); ++i)
     token_ids_[vocab_[i]] = static_cast<int32_t>(i);  // later duplicates win, as in a Python dict
-    if (!vocab_[i].empty()) trie_.insert(vocab_[i], static_cast<int32_t>(i));
-  }
-  // Re-insert so the trie agrees with the map when a token appears twice.
   for (const auto& [token, id] : token_ids_)
     if (!token.empty()) trie_.insert(token, id);
   auto unk = token_ids_.find(wp_.unk_token);

@@ -91,7 +91,9 @@ void expect_matches_batch_goldens(const Tokenizer& tok, const std::string& model
   ASSERT_NE(ids, nullptr);
   ASSERT_NE(mask, nullptr);
   const TensorView* types = has_type_ids ? golden->find(prefix + "token_type_ids") : nullptr;
-  if (has_type_ids) ASSERT_NE(types, nullptr);
+  if (has_type_ids) {
+    ASSERT_NE(types, nullptr);
+  }
   ASSERT_EQ(ids->shape.size(), 2u);
   ASSERT_EQ(static_cast<size_t>(ids->shape[0]), inputs.size());
   const size_t width = static_cast<size_t>(ids->shape[1]);
@@ -113,7 +115,9 @@ void expect_matches_batch_goldens(const Tokenizer& tok, const std::string& model
       const size_t k = r * width + c;
       ASSERT_EQ(at(ids, k), real ? encs[r].ids[c] : tok.pad_id()) << prefix << " row " << r << " col " << c;
       ASSERT_EQ(at(mask, k), real ? 1 : 0) << prefix << " row " << r << " col " << c;
-      if (types) ASSERT_EQ(at(types, k), real ? encs[r].type_ids[c] : 0) << prefix << " row " << r << " col " << c;
+      if (types) {
+        ASSERT_EQ(at(types, k), real ? encs[r].type_ids[c] : 0) << prefix << " row " << r << " col " << c;
+      }
     }
   }
   EXPECT_EQ(longest, width);  // padded to the longest, as the goldens are
