@@ -67,7 +67,6 @@ class Wire {
 
 // darts-clone unit layout (what libsentencepiece's normalizer walks).
 uint32_t unit_offset(uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
-bool unit_has_leaf(uint32_t u) { return (u >> 8) & 1; }
 uint32_t unit_value(uint32_t u) { return u & ((1u << 31) - 1); }
 bool unit_is_leaf(uint32_t u) { return u >> 31; }
 
