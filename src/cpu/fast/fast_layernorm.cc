@@ -1,0 +1,97 @@
+// embed_layernorm and residual_layernorm: one token per iteration, threads
+// over tokens. The row's inputs are summed into a float scratch row (so out
+// may alias x or residual), normalised there with two passes (mean, then the
+// centred sum of squares: no cancellation), and narrowed into out.
+#include <cmath>
+#include <vector>
+
+#include "cpu/fast/fast_common.h"
+#include "cpu/fast/fast_ops.h"
+#include "cpu/ref/op_checks.h"
+
+namespace stoke::cpu::fast {
+
+namespace {
+
+template <class T>
+STOKE_CPU_CLONES void normalize_row(float* x, T* out, int64_t H, const float* gamma, const float* beta, float eps) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < H; ++i) sum += x[i];
+  const float mean = sum / static_cast<float>(H);
+  float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t i = 0; i < H; ++i) ss += (x[i] - mean) * (x[i] - mean);
+  const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(H) + eps);
+  for (int64_t i = 0; i < H; ++i) out[i] = narrow_one<T>((x[i] - mean) * rstd * gamma[i] + beta[i]);
+}
+
+template <class T>
+STOKE_CPU_CLONES void residual_row(const T* x, const T* res, T* out, float* row, int64_t H, const float* gamma,
+                                   const float* beta, float eps) {
+  for (int64_t i = 0; i < H; ++i) row[i] = to_float(x[i]) + to_float(res[i]);
+  normalize_row(row, out, H, gamma, beta, eps);
+}
+
+template <class T>
+void residual_layernorm_t(const TensorView& out, const TensorView& x, const TensorView& residual,
+                          const std::vector<float>& gamma, const std::vector<float>& beta, float eps, int64_t rows,
+                          int64_t H) {
+  const T* xp = x.as<const T>();
+  const T* rp = residual.as<const T>();
+  T* op = out.as<T>();
+#pragma omp parallel if (rows * H >= kParallelMinElements)
+  {
+    std::vector<float> row(static_cast<size_t>(H));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < rows; ++t)
+      residual_row(xp + t * H, rp + t * H, op + t * H, row.data(), H, gamma.data(), beta.data(), eps);
+  }
+}
+
+template <class T>
+void embed_layernorm_t(const TensorView& out, const TensorView& ids, const TensorView& positions,
+                       const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                       const TensorView& type, const std::vector<float>& gamma, const std::vector<float>& beta,
+                       float eps, int64_t rows, int64_t H) {
+  const int32_t* id = ids.as<const int32_t>();
+  const int32_t* ps = positions.as<const int32_t>();
+  const int32_t* ty = type_ids.empty() ? nullptr : type_ids.as<const int32_t>();
+  T* op = out.as<T>();
+#pragma omp parallel if (rows * H >= kParallelMinElements)
+  {
+    std::vector<float> row(static_cast<size_t>(H));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < rows; ++t) {
+      std::fill(row.begin(), row.end(), 0.0f);
+      add_row_any(word, id[t], row.data());
+      add_row_any(pos, ps[t], row.data());
+      if (!type.empty()) add_row_any(type, ty ? ty[t] : 0, row.data());
+      normalize_row(row.data(), op + t * H, H, gamma.data(), beta.data(), eps);
+    }
+  }
+}
+
+}  // namespace
+
+void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
+                     const TensorView& type_ids, const TensorView& word, const TensorView& pos, const TensorView& type,
+                     const TensorView& gamma, const TensorView& beta, float eps) {
+  const auto shape = check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps);
+  if (shape.T == 0 || shape.H == 0) return;
+  const std::vector<float> g = widen_vector(gamma), b = widen_vector(beta);
+  with_act_type(out.dtype, [&](auto tag) {
+    embed_layernorm_t<decltype(tag)>(out, ids, positions, type_ids, word, pos, type, g, b, eps, shape.T, shape.H);
+  });
+}
+
+void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual, const TensorView& gamma,
+                        const TensorView& beta, float eps) {
+  const auto shape = check_residual_layernorm(out, x, residual, gamma, beta, eps);
+  if (shape.T == 0 || shape.H == 0) return;
+  const std::vector<float> g = widen_vector(gamma), b = widen_vector(beta);
+  with_act_type(out.dtype,
+                [&](auto tag) { residual_layernorm_t<decltype(tag)>(out, x, residual, g, b, eps, shape.T, shape.H); });
+}
+
+}  // namespace stoke::cpu::fast

@@ -1,0 +1,61 @@
+// Branch-free float exp and GELU that the compiler can vectorise (libm's
+// expf/erff are calls it cannot). Accuracy is stated per function and checked
+// against the reference kernels (double, libm) in tests/ops.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace stoke::cpu::fast {
+
+inline float bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint32_t float_to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// e^x, relative error below 2e-7 (Cephes expf: x = n ln2 + r with |r| <= ln2/2
+// split in two constants, degree-6 polynomial for e^r, 2^n put into the
+// exponent bits). x is clamped to [-87, 88], so e^-1000 gives ~1.6e-38, not 0,
+// which is harmless where it is used (softmax numerators, erfc tails); NaN
+// stays NaN.
+inline float exp_approx(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  // n = round(x / ln2): adding 1.5 * 2^23 leaves n in the low mantissa bits.
+  const float shifted = x * 1.44269504088896341f + 12582912.0f;
+  const float n = shifted - 12582912.0f;
+  const uint32_t n_bits = float_to_bits(shifted) - 0x4B400000u;  // n as a two's complement int
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  return p * bits_to_float((n_bits + 127u) << 23);  // n in [-126, 127]: a normal 2^n
+}
+
+// GELU, erf form: 0.5 x (1 + erf(x / sqrt 2)). erfc(z) for z = |x|/sqrt 2 from
+// Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, the approximation PyTorch's
+// vectorised erf uses); for x < 0 the result is 0.5 x erfc(z), computed
+// directly instead of as 1 - erf, so there is no cancellation.
+inline float gelu_erf_approx(float x) {
+  const float z = (x < 0.0f ? -x : x) * 0.70710678118654752f;
+  const float t = 1.0f / (1.0f + 0.3275911f * z);
+  float p = 1.061405429f;
+  p = p * t - 1.453152027f;
+  p = p * t + 1.421413741f;
+  p = p * t - 0.284496736f;
+  p = p * t + 0.254829592f;
+  const float erfc_z = p * t * exp_approx(-z * z);
+  return x < 0.0f ? 0.5f * x * erfc_z : x - 0.5f * x * erfc_z;
+}
+
+}  // namespace stoke::cpu::fast

@@ -1,0 +1,31 @@
+// The fast CPU kernels (one file per op family); fast_kernels.cc puts them in
+// the table. Same contract as the reference set, checked by the same
+// cpu/ref/op_checks.
+#pragma once
+
+#include "backend/ops.h"
+
+namespace stoke::cpu::fast {
+
+void linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias, Activation act);
+void bias_gelu(const TensorView& x, const TensorView& bias);
+void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
+                     const TensorView& type_ids, const TensorView& word, const TensorView& pos, const TensorView& type,
+                     const TensorView& gamma, const TensorView& beta, float eps);
+void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual, const TensorView& gamma,
+                        const TensorView& beta, float eps);
+void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen);
+void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, PoolingMode mode);
+void l2_normalize(const TensorView& x);
+void gather_rows(const TensorView& out, const TensorView& h, const TensorView& rows);
+void slice_columns(const TensorView& out, const TensorView& in);
+void convert(const TensorView& out, const TensorView& in);
+
+// For tests: run the GEMM as if the CPU had no native bf16 (bf16 inputs widened
+// to f32), to cover that path on machines that do have it. Not thread-safe
+// against concurrent linear calls; set it only around a test.
+void set_linear_native_bf16_for_testing(bool allowed);
+// Primitives held in linear's cache (for tests of the bound).
+size_t linear_cached_primitives();
+
+}  // namespace stoke::cpu::fast

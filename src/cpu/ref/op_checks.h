@@ -1,0 +1,44 @@
+// Shape, dtype and index checks of the op table (backend/ops.h), shared by the
+// reference and the fast CPU kernels so both sets accept exactly the same
+// calls. Every check throws Error(invalid_argument) naming the op, the tensor,
+// what it got and what was expected. Index tensors are read (ids, positions,
+// cu_seqlens, rows): an out-of-range index would otherwise be a wild read.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/ops.h"
+
+namespace stoke::cpu {
+
+struct LinearShape {
+  int64_t M, N, K;
+};
+LinearShape check_linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias);
+
+struct RowsShape {
+  int64_t T, H;  // tokens (rows) and hidden size (columns)
+};
+RowsShape check_embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
+                                const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                                const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps);
+RowsShape check_residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual,
+                                   const TensorView& gamma, const TensorView& beta, float eps);
+RowsShape check_bias_gelu(const TensorView& x, const TensorView& bias);
+
+struct AttentionShape {
+  int64_t T, B, heads, d;  // tokens, sequences, heads, head dim
+};
+AttentionShape check_attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
+                               int max_seqlen);
+
+struct PoolShape {
+  int64_t T, B, H;
+};
+PoolShape check_pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens);
+RowsShape check_l2_normalize(const TensorView& x);
+RowsShape check_gather_rows(const TensorView& out, const TensorView& h, const TensorView& rows);  // {B, H}
+RowsShape check_slice_columns(const TensorView& out, const TensorView& in);                       // {B, D}
+int64_t check_convert(const TensorView& out, const TensorView& in);                               // numel
+
+}  // namespace stoke::cpu

@@ -1,0 +1,27 @@
+// Data movement: gather_rows, slice_columns, convert. Values pass through
+// float, so a dtype change rounds once (to nearest even) and a same-dtype
+// copy is exact.
+#include "cpu/ref/op_checks.h"
+#include "cpu/ref/ref_ops.h"
+
+namespace stoke::cpu::ref {
+
+void gather_rows(const TensorView& out, const TensorView& h, const TensorView& rows) {
+  const auto [B, H] = check_gather_rows(out, h, rows);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < H; ++i) store(out, b * H + i, load(h, index_at(rows, b) * H + i));
+}
+
+void slice_columns(const TensorView& out, const TensorView& in) {
+  const auto [B, D] = check_slice_columns(out, in);
+  const int64_t Din = in.dim(1);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < D; ++i) store(out, b * D + i, load(in, b * Din + i));
+}
+
+void convert(const TensorView& out, const TensorView& in) {
+  const int64_t n = check_convert(out, in);
+  for (int64_t i = 0; i < n; ++i) store(out, i, load(in, i));
+}
+
+}  // namespace stoke::cpu::ref

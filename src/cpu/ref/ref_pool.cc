@@ -1,0 +1,49 @@
+// pool and l2_normalize: per-sequence reductions into f32 vectors. An empty
+// sequence pools to zeros in every mode.
+#include <algorithm>
+#include <vector>
+
+#include "cpu/ref/op_checks.h"
+#include "cpu/ref/ref_ops.h"
+
+namespace stoke::cpu::ref {
+
+void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, PoolingMode mode) {
+  const auto [T, B, H] = check_pool(out, h, cu_seqlens);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t first = index_at(cu_seqlens, b), len = index_at(cu_seqlens, b + 1) - first;
+    for (int64_t i = 0; i < H; ++i) {
+      double v = 0.0;
+      if (len > 0) {
+        switch (mode) {
+          case PoolingMode::cls: v = load(h, first * H + i); break;
+          case PoolingMode::lasttoken: v = load(h, (first + len - 1) * H + i); break;
+          case PoolingMode::max:
+            v = load(h, first * H + i);
+            for (int64_t t = 1; t < len; ++t) v = std::max(v, load(h, (first + t) * H + i));
+            break;
+          case PoolingMode::mean:
+          case PoolingMode::mean_sqrt_len: {
+            double sum = 0.0;
+            for (int64_t t = 0; t < len; ++t) sum += load(h, (first + t) * H + i);
+            v = mode == PoolingMode::mean ? sum / static_cast<double>(len) : sum / std::sqrt(static_cast<double>(len));
+            break;
+          }
+        }
+      }
+      store(out, b * H + i, v);
+    }
+  }
+}
+
+void l2_normalize(const TensorView& x) {
+  const auto [B, D] = check_l2_normalize(x);
+  for (int64_t b = 0; b < B; ++b) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < D; ++i) ss += load(x, b * D + i) * load(x, b * D + i);
+    const double norm = std::max(std::sqrt(ss), 1e-12);
+    for (int64_t i = 0; i < D; ++i) store(x, b * D + i, load(x, b * D + i) / norm);
+  }
+}
+
+}  // namespace stoke::cpu::ref
