@@ -8,7 +8,9 @@
 
 #include "apps/stoke/config_json.h"
 #include "core/error.h"
+#include "jobs/classify_job.h"
 #include "jobs/common_options.h"
+#include "jobs/embed_job.h"
 #include "jobs/inspect_job.h"
 #include "jobs/tokenize_job.h"
 #include "jobs/version.h"
@@ -59,6 +61,30 @@ int main(int argc, char** argv) {
   tokenize->add_option("--output", tok.output, "Output JSONL ({\"ids\", \"tokens\"[, \"type_ids\"]} per record); - is stdout");
   tokenize->add_flag("--no-truncation", tok.no_truncation, "Keep every token even past the max length");
 
+  // embed
+  stoke::EmbedOptions emb;
+  bool emb_normalize = false, emb_no_normalize = false;
+  CLI::App* embed = app.add_subcommand("embed", "Sentence embeddings for every input record, as .npy files + a manifest");
+  add_common_flags(embed, emb.common);
+  embed->add_option("--output", emb.output, "Output folder (manifest.json, embeddings-NNNNN.npy, ids-NNNNN.jsonl); required");
+  embed->add_option("--pooling", emb.pooling,
+                    "cls, mean, max, mean_sqrt_len or lasttoken (default: the model's sentence-transformers pooling, else mean)");
+  auto* norm_flag = embed->add_flag("--normalize", emb_normalize, "L2-normalize the vectors (default: as the model's modules.json says)");
+  embed->add_flag("--no-normalize", emb_no_normalize, "Do not normalize")->excludes(norm_flag);
+  embed->add_option("--dimensions", emb.dimensions, "Keep the first D dimensions after normalizing (Matryoshka; 0: all)");
+  embed->add_option("--prompt", emb.prompt, "Text put before every input (e.g. \"query: \")");
+  embed->add_option("--prompt-name", emb.prompt_name, "A prompt by name from config_sentence_transformers.json");
+  embed->add_option("--output-dtype", emb.output_dtype, "f32 or f16 (.npy element type)");
+  embed->add_option("--max-batch-size", emb.max_batch_size, "Sequences per batch at most");
+  embed->add_flag("--overwrite", emb.overwrite, "Replace output already in the folder");
+
+  // classify
+  stoke::ClassifyOptions cls;
+  CLI::App* classify = app.add_subcommand("classify", "Classifier logits, label and score for every input record (pairs: cross-encoder)");
+  add_common_flags(classify, cls.common);
+  classify->add_option("--output", cls.output, "Output JSONL, one line per input record; - is stdout");
+  classify->add_option("--max-batch-size", cls.max_batch_size, "Sequences per batch at most");
+
   // inspect
   std::string inspect_path;
   CLI::App* inspect = app.add_subcommand("inspect", "What a model folder or safetensors file holds, validated");
@@ -78,6 +104,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (tokenize->parsed()) stoke::cli::apply_config_file(tokenize, tok.common.config);
+    if (embed->parsed()) stoke::cli::apply_config_file(embed, emb.common.config);
+    if (classify->parsed()) stoke::cli::apply_config_file(classify, cls.common.config);
   } catch (const CLI::Error& e) {
     std::fprintf(stderr, "stoke: --config %s: %s\n", tok.common.config.c_str(), e.what());
     return 1;
@@ -100,6 +128,35 @@ int main(int argc, char** argv) {
                      static_cast<unsigned long long>(tok.no_truncation ? 0 : s.truncated),
                      static_cast<long long>(s.max_length), s.max_length_from.c_str(),
                      static_cast<unsigned long long>(s.replaced_utf8));
+      }
+    } else if (embed->parsed()) {
+      if (emb_normalize) emb.normalize = true;
+      if (emb_no_normalize) emb.normalize = false;
+      const stoke::EmbedSummary s = stoke::run_embed(emb);
+      if (!emb.common.quiet) {
+        std::fprintf(stderr,
+                     "embedded %llu texts (%llu tokens, %llu batches) in %.2f s on %s: %s texts/s, %s tokens/s; "
+                     "%lld dims, pooling %s%s, %s; truncated %llu at max length %lld; invalid UTF-8 replaced %llu; "
+                     "host syncs %llu -> %s\n",
+                     static_cast<unsigned long long>(s.texts), static_cast<unsigned long long>(s.tokens),
+                     static_cast<unsigned long long>(s.batches), s.seconds, s.device.c_str(),
+                     per_second(static_cast<double>(s.texts), s.seconds).c_str(),
+                     per_second(static_cast<double>(s.tokens), s.seconds).c_str(), static_cast<long long>(s.dims),
+                     s.pooling.c_str(), s.normalize ? " + normalize" : "", s.precision.c_str(),
+                     static_cast<unsigned long long>(s.truncated), static_cast<long long>(s.max_length),
+                     static_cast<unsigned long long>(s.replaced_utf8), static_cast<unsigned long long>(s.host_syncs),
+                     emb.output.c_str());
+      }
+    } else if (classify->parsed()) {
+      const stoke::ClassifySummary s = stoke::run_classify(cls);
+      if (!cls.common.quiet) {
+        std::fprintf(stderr,
+                     "classified %llu records (%llu pairs, %llu tokens, %llu batches) in %.2f s on %s: %s records/s; "
+                     "%s; truncated %llu; host syncs %llu\n",
+                     static_cast<unsigned long long>(s.records), static_cast<unsigned long long>(s.pairs),
+                     static_cast<unsigned long long>(s.tokens), static_cast<unsigned long long>(s.batches), s.seconds,
+                     s.device.c_str(), per_second(static_cast<double>(s.records), s.seconds).c_str(), s.mode.c_str(),
+                     static_cast<unsigned long long>(s.truncated), static_cast<unsigned long long>(s.host_syncs));
       }
     } else if (inspect->parsed()) {
       stoke::run_inspect(inspect_path, std::cout);

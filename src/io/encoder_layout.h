@@ -33,7 +33,7 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& config);
 
 struct ResolvedTensor {
   ExpectedTensor expected;
-  const TensorView* view = nullptr;  // nullptr when absent (only pooler/classifier parts may be)
+  const StoredTensor* view = nullptr;  // nullptr when absent (only pooler/classifier parts may be)
   std::string stored_name;           // the name in the checkpoint ("bert.encoder..." or "encoder..."); "" when absent
 };
 

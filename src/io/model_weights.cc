@@ -55,7 +55,7 @@ std::shared_ptr<SafetensorsFile> open_inside(const fs::path& folder, const std::
 
 }  // namespace
 
-const TensorView* ModelWeights::find(std::string_view name) const {
+const StoredTensor* ModelWeights::find(std::string_view name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : it->second.view;
 }
@@ -79,7 +79,7 @@ ModelWeights open_model_weights(const fs::path& folder) {
     const size_t index = w.files_.size();
     w.files_.push_back(std::move(file));
     const SafetensorsFile& f = *w.files_.back();
-    for (const TensorView& t : f.tensors()) {
+    for (const StoredTensor& t : f.tensors()) {
       auto [it, inserted] = w.tensors_.emplace(t.name, ModelWeights::Entry{&t, index});
       if (!inserted) {
         fail(ModelFolderErrc::tensor_in_two_shards,

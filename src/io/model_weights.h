@@ -29,7 +29,7 @@ namespace stoke {
 class ModelWeights {
  public:
   struct Entry {
-    const TensorView* view;   // points into files()[file]
+    const StoredTensor* view;   // points into files()[file]
     size_t file;              // index into files()
   };
 
@@ -39,7 +39,7 @@ class ModelWeights {
   bool sharded() const { return sharded_; }
   // Every tensor of every file, by name (the union; no name is in two files).
   const std::map<std::string, Entry, std::less<>>& tensors() const { return tensors_; }
-  const TensorView* find(std::string_view name) const;           // nullptr when absent
+  const StoredTensor* find(std::string_view name) const;           // nullptr when absent
   // The file holding `name` ("" when absent), for messages.
   std::string file_of(std::string_view name) const;
   size_t size() const { return tensors_.size(); }

@@ -91,7 +91,7 @@ uint64_t read_le64(const std::byte* p) {
   return v;
 }
 
-// One tensor entry as parsed from the header, before it becomes a TensorView.
+// One tensor entry as parsed from the header, before it becomes a StoredTensor.
 struct Entry {
   std::string name;
   std::optional<DType> dtype;
@@ -453,7 +453,7 @@ const char* safetensors_errc_name(SafetensorsErrc e) {
 SafetensorsError::SafetensorsError(SafetensorsErrc kind, const std::string& message)
     : Error(broad_code(kind), message), kind_(kind) {}
 
-int64_t TensorView::numel() const {
+int64_t StoredTensor::numel() const {
   // The reader checked that the product fits (it equals the byte size / dtype size).
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -510,7 +510,7 @@ SafetensorsFile::~SafetensorsFile() {
   if (mapping_) ::munmap(mapping_, size_);
 }
 
-const TensorView* SafetensorsFile::find(std::string_view name) const {
+const StoredTensor* SafetensorsFile::find(std::string_view name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
@@ -587,7 +587,7 @@ void SafetensorsFile::parse(std::string_view label) {
   const std::byte* data = base_ + 8 + n;
   tensors_.reserve(entries.size());
   for (Entry& e : entries) {
-    TensorView v;
+    StoredTensor v;
     v.name = std::move(e.name);
     v.dtype = *e.dtype;
     v.shape.assign(e.shape.begin(), e.shape.end());  // each dim <= INT64_MAX, checked

@@ -63,7 +63,7 @@ class SafetensorsError : public Error {
 };
 
 // A view of one tensor's bytes inside the mapped file (valid while the file lives).
-struct TensorView {
+struct StoredTensor {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
@@ -83,8 +83,8 @@ class SafetensorsFile {
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
   const std::filesystem::path& path() const { return path_; }
-  const std::vector<TensorView>& tensors() const { return tensors_; }  // in file-offset order
-  const TensorView* find(std::string_view name) const;                 // nullptr when absent
+  const std::vector<StoredTensor>& tensors() const { return tensors_; }  // in file-offset order
+  const StoredTensor* find(std::string_view name) const;                 // nullptr when absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   uint64_t file_size() const { return size_; }
 
@@ -97,7 +97,7 @@ class SafetensorsFile {
   uint64_t size_ = 0;
   void* mapping_ = nullptr;             // mmap'd region, or nullptr
   std::vector<std::byte> owned_;        // from_bytes storage
-  std::vector<TensorView> tensors_;
+  std::vector<StoredTensor> tensors_;
   std::map<std::string, size_t, std::less<>> index_;
   std::map<std::string, std::string> metadata_;
 };

@@ -30,7 +30,7 @@ std::string with_commas(uint64_t n) {
   return out;
 }
 
-void print_tensor_table(const std::vector<const TensorView*>& tensors, std::ostream& out) {
+void print_tensor_table(const std::vector<const StoredTensor*>& tensors, std::ostream& out) {
   size_t width = 4;
   for (const auto* t : tensors) width = std::max(width, t->name.size());
   out << fmt::format("  {:<{}}  {:<5} {}\n", "name", width, "dtype", "shape");
@@ -38,7 +38,7 @@ void print_tensor_table(const std::vector<const TensorView*>& tensors, std::ostr
     out << fmt::format("  {:<{}}  {:<5} {}\n", t->name, width, dtype_name(t->dtype), shape_text(t->shape));
 }
 
-uint64_t parameter_count(const std::vector<const TensorView*>& tensors) {
+uint64_t parameter_count(const std::vector<const StoredTensor*>& tensors) {
   uint64_t n = 0;
   for (const auto* t : tensors)
     if (dtype_is_float(t->dtype)) n += static_cast<uint64_t>(t->numel());
@@ -47,7 +47,7 @@ uint64_t parameter_count(const std::vector<const TensorView*>& tensors) {
 
 void inspect_safetensors(const fs::path& path, std::ostream& out) {
   auto file = SafetensorsFile::open(path);
-  std::vector<const TensorView*> tensors;
+  std::vector<const StoredTensor*> tensors;
   for (const auto& t : file->tensors()) tensors.push_back(&t);
   std::sort(tensors.begin(), tensors.end(), [](auto* a, auto* b) { return a->name < b->name; });
   out << "safetensors file: " << path.string() << " (" << with_commas(file->file_size()) << " bytes)\n";
@@ -108,7 +108,7 @@ void inspect_folder(const fs::path& dir, std::ostream& out) {
     if (r.expected.part == ExpectedTensor::pooler && r.view) has_pooler = true;
     if (r.expected.part == ExpectedTensor::classifier && !r.view) has_classifier = false;
   }
-  std::vector<const TensorView*> tensors;
+  std::vector<const StoredTensor*> tensors;
   for (const auto& [name, entry] : weights.tensors()) tensors.push_back(entry.view);
   out << "weights: " << (weights.sharded() ? std::to_string(weights.files().size()) + " shards" : "model.safetensors")
       << ", " << tensors.size() << " tensors, " << with_commas(parameter_count(tensors)) << " parameters"

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -41,6 +42,44 @@ TEST(DType, NamesRoundTrip) {
   EXPECT_FALSE(dtype_from_name("f32").has_value());
   EXPECT_EQ(dtype_size(DType::bf16), 2u);
   EXPECT_EQ(dtype_size(DType::i64), 8u);
+}
+
+}  // namespace
+}  // namespace stoke
+
+#include "core/half.h"
+#include "core/sha256.h"
+
+namespace stoke {
+namespace {
+
+TEST(Sha256, KnownVectors) {
+  // FIPS 180-4 examples.
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  // Fed in uneven pieces, the same digest.
+  const std::string million(1000000, 'a');
+  Sha256 h;
+  for (size_t i = 0; i < million.size(); i += 997) h.update(million.data() + i, std::min<size_t>(997, million.size() - i));
+  EXPECT_EQ(h.hex_digest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(HalfPrecision, EveryValueRoundTripsAndRoundingIsToNearestEven) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const f16 h{static_cast<uint16_t>(b)};
+    const float f = to_float(h);
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(to_f16(f).bits, h.bits) << b;
+    const bf16 g{static_cast<uint16_t>(b)};
+    if (!std::isnan(to_float(g))) EXPECT_EQ(to_bf16(to_float(g)).bits, g.bits) << b;
+  }
+  EXPECT_EQ(to_bf16(1.0f + 1.0f / 256).bits, to_bf16(1.0f).bits);               // tie -> even
+  EXPECT_EQ(to_bf16(1.0f + 3.0f / 256).bits, to_bf16(1.0f + 4.0f / 256).bits);  // tie -> even (up)
+  EXPECT_EQ(to_float(to_f16(65504.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(to_float(to_f16(70000.0f))));
+  EXPECT_EQ(to_float(to_f16(5.96046448e-08f)), 5.96046448e-08f);  // smallest subnormal
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ void edit_json(const fs::path& path, const std::function<void(json&)>& edit) {
 std::vector<TensorToWrite> tensors_of(const SafetensorsFile& f,
                                       const std::function<std::string(const std::string&)>& rename = {}) {
   std::vector<TensorToWrite> out;
-  for (const TensorView& t : f.tensors()) {
+  for (const StoredTensor& t : f.tensors()) {
     std::string name = rename ? rename(t.name) : t.name;
     if (name.empty()) continue;
     out.push_back({name, t.dtype, t.shape, t.data});
@@ -533,8 +533,8 @@ TEST(ModelWeights, ShardedLoadsAndFindsEveryTensor) {
 
   auto ref = SafetensorsFile::open(test::fixture("models/tiny-bert/model.safetensors"));
   EXPECT_EQ(w.size(), ref->tensors().size());
-  for (const TensorView& t : ref->tensors()) {
-    const TensorView* v = w.find(t.name);
+  for (const StoredTensor& t : ref->tensors()) {
+    const StoredTensor* v = w.find(t.name);
     ASSERT_NE(v, nullptr) << t.name;
     EXPECT_EQ(v->shape, t.shape);
     EXPECT_EQ(v->dtype, t.dtype);

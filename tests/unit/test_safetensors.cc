@@ -63,7 +63,7 @@ std::string str(std::span<const std::byte> b) {
 TEST(SafetensorsRead, TinyBertFixture) {
   auto f = SafetensorsFile::open(test::fixture("golden/tiny-bert.safetensors"));
   ASSERT_NE(f->find("input_ids"), nullptr);
-  const TensorView& ids = *f->find("input_ids");
+  const StoredTensor& ids = *f->find("input_ids");
   EXPECT_EQ(ids.dtype, DType::i64);
   EXPECT_EQ(ids.shape, (std::vector<int64_t>{66, 128}));
   EXPECT_EQ(ids.numel(), 66 * 128);
@@ -75,13 +75,13 @@ TEST(SafetensorsRead, TinyBertFixture) {
   for (int r = 0; r < 66; ++r) EXPECT_EQ(v[r * 128], 2) << "row " << r;
   for (int64_t id : v) ASSERT_TRUE(id >= 0 && id < 3000) << id;
 
-  const TensorView* mask = f->find("attention_mask");
+  const StoredTensor* mask = f->find("attention_mask");
   ASSERT_NE(mask, nullptr);
   std::vector<int64_t> m(mask->numel());
   std::memcpy(m.data(), mask->data.data(), mask->data.size());
   for (int64_t x : m) ASSERT_TRUE(x == 0 || x == 1);
 
-  const TensorView* h = f->find("last_hidden_state");
+  const StoredTensor* h = f->find("last_hidden_state");
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(h->dtype, DType::f32);
   EXPECT_EQ(h->shape, (std::vector<int64_t>{66, 128, 64}));
@@ -201,7 +201,7 @@ TEST(SafetensorsWrite, RoundTripEveryDtype) {
     EXPECT_EQ(f->metadata(), meta);
     ASSERT_EQ(f->tensors().size(), ts.size());
     for (const auto& t : ts) {
-      const TensorView* v = f->find(t.name);
+      const StoredTensor* v = f->find(t.name);
       ASSERT_NE(v, nullptr) << t.name;
       EXPECT_EQ(v->dtype, t.dtype) << t.name;
       EXPECT_EQ(v->shape, t.shape) << t.name;

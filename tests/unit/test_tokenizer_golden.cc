@@ -86,18 +86,18 @@ TEST(TokenizerGolden, XlmrFromSentencePiece) {
 void expect_matches_batch_goldens(const Tokenizer& tok, const std::string& model, const std::string& prefix,
                                   const std::vector<TextInput>& inputs, bool has_type_ids) {
   auto golden = SafetensorsFile::open(test::fixture("golden/" + model + ".safetensors"));
-  const TensorView* ids = golden->find(prefix + "input_ids");
-  const TensorView* mask = golden->find(prefix + "attention_mask");
+  const StoredTensor* ids = golden->find(prefix + "input_ids");
+  const StoredTensor* mask = golden->find(prefix + "attention_mask");
   ASSERT_NE(ids, nullptr);
   ASSERT_NE(mask, nullptr);
-  const TensorView* types = has_type_ids ? golden->find(prefix + "token_type_ids") : nullptr;
+  const StoredTensor* types = has_type_ids ? golden->find(prefix + "token_type_ids") : nullptr;
   if (has_type_ids) {
     ASSERT_NE(types, nullptr);
   }
   ASSERT_EQ(ids->shape.size(), 2u);
   ASSERT_EQ(static_cast<size_t>(ids->shape[0]), inputs.size());
   const size_t width = static_cast<size_t>(ids->shape[1]);
-  auto at = [](const TensorView* t, size_t k) {
+  auto at = [](const StoredTensor* t, size_t k) {
     int64_t v;
     std::memcpy(&v, t->data.data() + k * 8, 8);
     return v;

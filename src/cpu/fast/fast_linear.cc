@@ -177,7 +177,7 @@ void linear(const TensorView& out, const TensorView& a, const TensorView& w, con
                              g_native_bf16_allowed.load(std::memory_order_relaxed);
     if ((a.dtype == DType::f32 && w.dtype == DType::f32) || native_bf16) {
       const dt t = to_dnnl(a.dtype);
-      run_matmul(Key{M, N, K, t, t, t, b != nullptr, act}, a.data, w.data, b, out.data);
+      run_matmul(Key{M, N, K, t, t, to_dnnl(out.dtype), b != nullptr, act}, a.data, w.data, b, out.data);
       return;
     }
     // Widen what is not f32, run f32, narrow the result.

@@ -101,7 +101,9 @@ LinearShape check_linear(const TensorView& out, const TensorView& a, const Tenso
   need(op, "w", w, 2);
   need(op, "out", out, 2);
   need_act(op, "a", a);
-  need_dtype(op, "out", out, a.dtype);
+  // The output is in the activation dtype, or f32 (low-precision GEMMs that
+  // feed the f32 residual stream).
+  if (out.dtype != a.dtype) need_dtype(op, "out", out, DType::f32);
   need_weight(op, "w", w, a.dtype);
   const int64_t M = a.dim(0), K = a.dim(1), N = w.dim(0);
   need_dim(op, "w", w, 1, K);

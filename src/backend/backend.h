@@ -1,0 +1,78 @@
+// A compute device as the model and the pipeline see it: memory, one ordered
+// stream of work (copies and ops), events, and a count of every time the host
+// waited for the device. The CPU backend runs its stream on an executor
+// thread, so host/device overlap is as real on the CPU as on a GPU; the CUDA
+// backend implements the same interface.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/ops.h"
+
+namespace stoke {
+
+// Memory owned by a backend; freed when the handle goes.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ protected:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A point in the stream: done once all work enqueued before it has finished.
+class Event {
+ public:
+  virtual ~Event() = default;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  // True when device memory is host memory (the CPU backend): weights can then
+  // be used where they lie (mmap'd safetensors), without a copy.
+  virtual bool device_is_host() const = 0;
+  // Device memory, and host memory for staging (pinned where the device has it).
+  virtual std::unique_ptr<Buffer> allocate(size_t bytes) = 0;
+  virtual std::unique_ptr<Buffer> allocate_host(size_t bytes) = 0;
+
+  // Enqueued copies: the source must stay unchanged, and the destination
+  // untouched, until an event recorded after the copy is done.
+  virtual void copy_to_device(void* device_dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
+
+  virtual std::shared_ptr<Event> record_event() = 0;
+  // True when the event is done; never waits, never counted.
+  virtual bool event_done(const Event& event) = 0;
+  // The host waits for the event: counted in host_syncs. Rethrows the first
+  // error any enqueued work raised (errors are sticky, as on a GPU).
+  virtual void wait(const Event& event) = 0;
+  // Waits for everything enqueued so far (counted).
+  void synchronize() { wait(*record_event()); }
+  // Teardown only: waits for all enqueued work, never throws, not counted.
+  // Whoever frees memory that enqueued work may still use calls this first.
+  virtual void drain() noexcept = 0;
+
+  // The op table; every op is enqueued on this backend's stream.
+  virtual const Ops& ops() const = 0;
+
+  // Every host wait on device work since the backend was made.
+  uint64_t host_syncs() const { return host_syncs_.load(std::memory_order_relaxed); }
+
+ protected:
+  void count_host_sync() { host_syncs_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> host_syncs_{0};
+};
+
+}  // namespace stoke

@@ -1,0 +1,171 @@
+#include "cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace stoke::cpu {
+
+namespace {
+
+// 64-byte aligned host memory: cache lines and AVX-512 vectors.
+class HostBuffer final : public Buffer {
+ public:
+  explicit HostBuffer(size_t bytes) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    data_ = rounded ? std::aligned_alloc(64, rounded) : nullptr;
+    if (rounded && !data_) throw Error(Errc::device, "cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
+    bytes_ = bytes;
+  }
+  ~HostBuffer() override { std::free(data_); }
+};
+
+// An event is the number of work items enqueued before it.
+class CpuEvent final : public Event {
+ public:
+  explicit CpuEvent(uint64_t seq) : seq(seq) {}
+  const uint64_t seq;
+};
+
+// The op table: each op captures its views by value and runs on the executor.
+class CpuOps final : public Ops {
+ public:
+  explicit CpuOps(CpuBackend& b) : b_(b), k_(b.kernels()) {}
+
+  void linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias,
+              Activation act) const override {
+    b_.enqueue([=, f = k_.linear] { f(out, a, w, bias, act); });
+  }
+  void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
+                       const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                       const TensorView& type, const TensorView& gamma, const TensorView& beta,
+                       float eps) const override {
+    b_.enqueue([=, f = k_.embed_layernorm] { f(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps); });
+  }
+  void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual,
+                          const TensorView& gamma, const TensorView& beta, float eps) const override {
+    b_.enqueue([=, f = k_.residual_layernorm] { f(out, x, residual, gamma, beta, eps); });
+  }
+  void bias_gelu(const TensorView& x, const TensorView& bias) const override {
+    b_.enqueue([=, f = k_.bias_gelu] { f(x, bias); });
+  }
+  void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
+                 int max_seqlen) const override {
+    b_.enqueue([=, f = k_.attention] { f(out, qkv, cu_seqlens, heads, max_seqlen); });
+  }
+  void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,
+            PoolingMode mode) const override {
+    b_.enqueue([=, f = k_.pool] { f(out, h, cu_seqlens, mode); });
+  }
+  void l2_normalize(const TensorView& x) const override {
+    b_.enqueue([=, f = k_.l2_normalize] { f(x); });
+  }
+  void gather_rows(const TensorView& out, const TensorView& h, const TensorView& rows) const override {
+    b_.enqueue([=, f = k_.gather_rows] { f(out, h, rows); });
+  }
+  void slice_columns(const TensorView& out, const TensorView& in) const override {
+    b_.enqueue([=, f = k_.slice_columns] { f(out, in); });
+  }
+  void convert(const TensorView& out, const TensorView& in) const override {
+    b_.enqueue([=, f = k_.convert] { f(out, in); });
+  }
+
+ private:
+  CpuBackend& b_;
+  const Kernels& k_;
+};
+
+}  // namespace
+
+CpuBackend::CpuBackend(const Kernels& kernels) : kernels_(kernels) {
+  ops_ = std::make_unique<CpuOps>(*this);
+  executor_ = std::thread([this] { run(); });
+}
+
+CpuBackend::~CpuBackend() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  executor_.join();
+}
+
+void CpuBackend::run() {
+  for (;;) {
+    std::function<void()> fn;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop requested and all work done
+      fn = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    bool skip;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      skip = error_ != nullptr;  // after a failure the stream only drains
+    }
+    if (!skip) {
+      try {
+        fn();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++completed_;
+    }
+    done_cv_.notify_all();
+  }
+}
+
+void CpuBackend::enqueue(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+    ++enqueued_;
+  }
+  work_cv_.notify_one();
+}
+
+std::unique_ptr<Buffer> CpuBackend::allocate(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
+std::unique_ptr<Buffer> CpuBackend::allocate_host(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
+
+void CpuBackend::copy_to_device(void* device_dst, const void* host_src, size_t bytes) {
+  enqueue([=] { std::memcpy(device_dst, host_src, bytes); });
+}
+
+void CpuBackend::copy_to_host(void* host_dst, const void* device_src, size_t bytes) {
+  enqueue([=] { std::memcpy(host_dst, device_src, bytes); });
+}
+
+std::shared_ptr<Event> CpuBackend::record_event() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::make_shared<CpuEvent>(enqueued_);
+}
+
+bool CpuBackend::event_done(const Event& event) {
+  const auto& e = static_cast<const CpuEvent&>(event);
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_ >= e.seq;
+}
+
+void CpuBackend::wait(const Event& event) {
+  const auto& e = static_cast<const CpuEvent&>(event);
+  count_host_sync();
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return completed_ >= e.seq; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void CpuBackend::drain() noexcept {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = enqueued_;
+  done_cv_.wait(lock, [&] { return completed_ >= target; });
+}
+
+}  // namespace stoke::cpu

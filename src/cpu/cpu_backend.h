@@ -1,0 +1,56 @@
+// The CPU backend: device memory is host memory, and the "stream" is an
+// executor thread that runs enqueued copies and ops in order. The host thread
+// only enqueues, so reading, tokenizing and staging overlap with compute
+// exactly as they would with a GPU, and host waits are counted the same way.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "backend/backend.h"
+#include "cpu/kernels.h"
+
+namespace stoke::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  // kernels: reference_kernels() or fast_kernels(), chosen once here.
+  explicit CpuBackend(const Kernels& kernels);
+  ~CpuBackend() override;
+
+  std::string name() const override { return "cpu"; }
+  bool device_is_host() const override { return true; }
+  std::unique_ptr<Buffer> allocate(size_t bytes) override;
+  std::unique_ptr<Buffer> allocate_host(size_t bytes) override;
+  void copy_to_device(void* device_dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* device_src, size_t bytes) override;
+  std::shared_ptr<Event> record_event() override;
+  bool event_done(const Event& event) override;
+  void wait(const Event& event) override;
+  void drain() noexcept override;
+  const Ops& ops() const override { return *ops_; }
+
+  // Runs fn on the executor, in stream order (what every op does).
+  void enqueue(std::function<void()> fn);
+  const Kernels& kernels() const { return kernels_; }
+
+ private:
+  void run();
+
+  const Kernels& kernels_;
+  std::unique_ptr<Ops> ops_;
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<std::function<void()>> queue_;
+  uint64_t enqueued_ = 0, completed_ = 0;  // sequence numbers: an event is a count
+  std::exception_ptr error_;               // first failure; sticky
+  bool stop_ = false;
+  std::thread executor_;
+};
+
+}  // namespace stoke::cpu

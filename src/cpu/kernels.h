@@ -1,0 +1,38 @@
+// CPU kernels: synchronous functions on host memory with the semantics of the
+// op table (backend/ops.h). Two complete sets exist: reference (plain loops,
+// the oracle, src/cpu/ref) and fast (oneDNN GEMM, vectorised and threaded
+// kernels, src/cpu/fast). The CPU backend picks one set once, when it is made.
+#pragma once
+
+#include "backend/ops.h"
+
+namespace stoke::cpu {
+
+struct Kernels {
+  const char* name;
+  void (*linear)(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias,
+                 Activation act);
+  void (*embed_layernorm)(const TensorView& out, const TensorView& ids, const TensorView& positions,
+                          const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                          const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps);
+  void (*residual_layernorm)(const TensorView& out, const TensorView& x, const TensorView& residual,
+                             const TensorView& gamma, const TensorView& beta, float eps);
+  void (*bias_gelu)(const TensorView& x, const TensorView& bias);
+  void (*attention)(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
+                    int max_seqlen);
+  void (*pool)(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, PoolingMode mode);
+  void (*l2_normalize)(const TensorView& x);
+  void (*gather_rows)(const TensorView& out, const TensorView& h, const TensorView& rows);
+  void (*slice_columns)(const TensorView& out, const TensorView& in);
+  void (*convert)(const TensorView& out, const TensorView& in);
+};
+
+const Kernels& reference_kernels();
+const Kernels& fast_kernels();
+
+// What the fast GEMM runs on this CPU, detected once at run time:
+// "bf16 (AMX)", "bf16 (AVX512-BF16)" or "f32 only".
+const char* cpu_bf16_support();
+bool cpu_has_native_bf16();
+
+}  // namespace stoke::cpu

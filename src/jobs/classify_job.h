@@ -1,0 +1,31 @@
+// `stoke classify`: a sequence classifier's output for every input record, in
+// input order, one JSON line each:
+//   single label (softmax):   {"logits": [...], "label": "<name>", "score": p}
+//   multi-label (sigmoid):    {"logits": [...], "labels": [names with p > 0.5], "scores": [p per label]}
+//   regression (one logit):   {"logits": [x], "score": x}
+// problem_type in config.json decides; without one, one label means a sigmoid
+// score (cross-encoders, as sentence-transformers' CrossEncoder does) and
+// several mean softmax. Pairs (--pair-field) make a cross-encoder / reranker.
+#pragma once
+
+#include <string>
+
+#include "jobs/common_options.h"
+
+namespace stoke {
+
+struct ClassifyOptions {
+  CommonOptions common;
+  std::string output = "-";
+  int64_t max_batch_size = 256;
+};
+
+struct ClassifySummary {
+  uint64_t records = 0, pairs = 0, tokens = 0, truncated = 0, batches = 0, host_syncs = 0;
+  std::string mode, device;
+  double seconds = 0;
+};
+
+ClassifySummary run_classify(const ClassifyOptions& options);
+
+}  // namespace stoke

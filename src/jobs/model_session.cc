@@ -1,0 +1,52 @@
+#include "jobs/model_session.h"
+
+#include "core/error.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/kernels.h"
+#ifdef STOKE_HAVE_CUDA
+#include "cuda/device.h"
+#endif
+
+namespace stoke {
+
+DType parse_precision(const std::string& text) {
+  if (text == "f32") return DType::f32;
+  if (text == "bf16") return DType::bf16;
+  if (text == "f16") return DType::f16;
+  throw Error(Errc::invalid_argument, "--precision \"" + text + "\": expected f32, bf16 or f16");
+}
+
+namespace {
+
+std::unique_ptr<Backend> open_backend(const DeviceSpec& device) {
+  if (device.kind == DeviceSpec::Kind::cuda) {
+#ifdef STOKE_HAVE_CUDA
+    cuda::require_device(device.index);  // one clear line when there is no such GPU
+    throw Error(Errc::unsupported, "--device cuda:" + std::to_string(device.index) +
+                                       ": the CUDA backend does not run models yet; use --device cpu");
+#else
+    throw Error(Errc::unsupported, "--device cuda: this stoke was built without the CUDA backend; use --device cpu");
+#endif
+  }
+  // auto: the first usable GPU once the CUDA backend runs models; the CPU now.
+  return std::make_unique<cpu::CpuBackend>(cpu::fast_kernels());
+}
+
+}  // namespace
+
+ModelSession open_model_session(const CommonOptions& options, bool need_classifier) {
+  validate_common_options(options);
+  ModelSession s;
+  s.precision = parse_precision(options.precision);
+  s.text = open_model_tokenizer(options.model, options.max_length);
+  s.backend = open_backend(parse_device(options.device));
+  s.device_name = s.backend->name();
+  EncoderLoadOptions load;
+  load.dtype = s.precision;
+  load.need_classifier = need_classifier;
+  load.need_pooler = need_classifier && s.text.folder.config.model_type == ModelType::bert;
+  s.encoder = load_encoder(s.text.folder.config, open_model_folder_weights(s.text.folder), *s.backend, load);
+  return s;
+}
+
+}  // namespace stoke

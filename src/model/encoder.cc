@@ -1,0 +1,153 @@
+#include "model/encoder.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace stoke {
+
+EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int64_t max_tokens,
+                             int64_t max_sequences)
+    : enc_(encoder), backend_(backend), max_tokens_(max_tokens), max_sequences_(max_sequences) {
+  if (max_tokens <= 0 || max_sequences <= 0) throw Error(Errc::invalid_argument, "encoder workspace must be positive");
+  const HfConfig& c = enc_.config;
+  const size_t T = static_cast<size_t>(max_tokens), B = static_cast<size_t>(max_sequences);
+  const size_t H = static_cast<size_t>(c.hidden_size), I = static_cast<size_t>(c.intermediate_size);
+  const size_t C = static_cast<size_t>(std::max<int64_t>(c.num_labels(), 1));
+  const size_t act = dtype_size(enc_.dtype);
+  ids_ = backend_.allocate(T * 4);
+  types_ = backend_.allocate(T * 4);
+  positions_ = backend_.allocate(T * 4);
+  cu_ = backend_.allocate((B + 1) * 4);
+  cls_rows_ = backend_.allocate(B * 4);
+  h_ = backend_.allocate(T * H * 4);          // (T, H) f32 residual stream, updated in place
+  if (enc_.dtype != DType::f32)
+    h_low_ = backend_.allocate(T * H * act);  // (T, H) the same in the compute dtype: GEMM input
+  qkv_ = backend_.allocate(T * 3 * H * act);  // (T, 3H)
+  ctx_ = backend_.allocate(T * H * act);      // (T, H) attention output
+  tmp_ = backend_.allocate(T * H * 4);        // (T, H) f32 dense outputs before residual + LayerNorm
+  ffn_ = backend_.allocate(T * I * act);      // (T, I)
+  head_a_ = backend_.allocate(B * H * 4);     // (B, H) first-token rows (f32)
+  head_b_ = backend_.allocate(B * H * 4);     // (B, H) pooler / head dense output (f32)
+  pooled_ = backend_.allocate(B * H * 4);     // (B, H) f32
+  pooled_dims_ = backend_.allocate(B * H * 4);
+  logits_ = backend_.allocate(B * C * 4);     // (B, C) f32
+  for (auto& s : staging_) s.host = backend_.allocate_host((3 * T + 2 * B + 1) * 4);
+}
+
+EncoderRunner::~EncoderRunner() { backend_.drain(); }
+
+TensorView EncoderRunner::device(Buffer& b, DType t, std::initializer_list<int64_t> shape) const {
+  return TensorView(b.data(), t, shape);
+}
+
+std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const EncoderOutputs& out) {
+  const HfConfig& c = enc_.config;
+  const EncoderParams& p = enc_.params;
+  const int64_t T = batch.tokens(), B = batch.sequences();
+  const int64_t H = c.hidden_size, I = c.intermediate_size, C = c.num_labels();
+  if (T > max_tokens_ || B > max_sequences_) {
+    throw Error(Errc::invalid_argument, "batch of " + std::to_string(B) + " sequences / " + std::to_string(T) +
+                                            " tokens exceeds the workspace (" + std::to_string(max_sequences_) +
+                                            " / " + std::to_string(max_tokens_) + ")");
+  }
+  if (B == 0) return backend_.record_event();
+  check_packed_batch(batch, c);
+  if (out.logits && (!enc_.has_classifier() || (c.model_type == ModelType::bert && !enc_.has_pooler())))
+    throw Error(Errc::invalid_argument, "logits asked for, but the model has no classification head");
+  if (out.head_hidden && c.model_type == ModelType::bert && !enc_.has_pooler())
+    throw Error(Errc::invalid_argument, "pooler output asked for, but the model has no pooler");
+  if (out.head_hidden && c.model_type != ModelType::bert && p.head_dense_w.empty())
+    throw Error(Errc::invalid_argument, "classification-head hidden state asked for, but the model has no head");
+  const Ops& ops = backend_.ops();
+  const DType dt = enc_.dtype;
+
+  // Stage the inputs. The slot's previous copy must have run before the host
+  // overwrites it; with two slots that is almost always already so.
+  Staging& slot = staging_[next_slot_];
+  next_slot_ = (next_slot_ + 1) % staging_.size();
+  if (slot.done && !backend_.event_done(*slot.done)) backend_.wait(*slot.done);
+  auto* host = static_cast<int32_t*>(slot.host->data());
+  int32_t* h_ids = host;
+  int32_t* h_types = h_ids + T;
+  int32_t* h_pos = h_types + T;
+  int32_t* h_cu = h_pos + T;
+  int32_t* h_rows = h_cu + B + 1;
+  std::memcpy(h_ids, batch.ids.data(), static_cast<size_t>(T) * 4);
+  std::memcpy(h_types, batch.type_ids.data(), static_cast<size_t>(T) * 4);
+  std::memcpy(h_pos, batch.positions.data(), static_cast<size_t>(T) * 4);
+  std::memcpy(h_cu, batch.cu_seqlens.data(), static_cast<size_t>(B + 1) * 4);
+  for (int64_t b = 0; b < B; ++b) h_rows[b] = batch.cu_seqlens[static_cast<size_t>(b)];
+  backend_.copy_to_device(ids_->data(), h_ids, static_cast<size_t>(T) * 4);
+  backend_.copy_to_device(types_->data(), h_types, static_cast<size_t>(T) * 4);
+  backend_.copy_to_device(positions_->data(), h_pos, static_cast<size_t>(T) * 4);
+  backend_.copy_to_device(cu_->data(), h_cu, static_cast<size_t>(B + 1) * 4);
+  backend_.copy_to_device(cls_rows_->data(), h_rows, static_cast<size_t>(B) * 4);
+  slot.done = backend_.record_event();
+
+  const TensorView ids = device(*ids_, DType::i32, {T});
+  const TensorView types = device(*types_, DType::i32, {T});
+  const TensorView positions = device(*positions_, DType::i32, {T});
+  const TensorView cu = device(*cu_, DType::i32, {B + 1});
+  const TensorView rows = device(*cls_rows_, DType::i32, {B});
+  const TensorView h = device(*h_, DType::f32, {T, H});
+  const TensorView h_low = h_low_ ? device(*h_low_, dt, {T, H}) : h;
+  const TensorView qkv = device(*qkv_, dt, {T, 3 * H});
+  const TensorView ctx = device(*ctx_, dt, {T, H});
+  const TensorView tmp = device(*tmp_, DType::f32, {T, H});
+  const TensorView ffn = device(*ffn_, dt, {T, I});
+  const float eps = static_cast<float>(c.layer_norm_eps);
+  const int heads = static_cast<int>(c.num_attention_heads);
+  // The GEMMs read the compute dtype; the residual stream and LayerNorm stay f32.
+  auto gemm_input = [&]() -> const TensorView& {
+    if (h_low_) ops.convert(h_low, h);
+    return h_low;
+  };
+
+  ops.embed_layernorm(h, ids, positions, types, p.word_embeddings, p.position_embeddings, p.token_type_embeddings,
+                      p.emb_ln_gamma, p.emb_ln_beta, eps);
+  for (const EncoderLayerParams& layer : p.layers) {
+    ops.linear(qkv, gemm_input(), layer.qkv_w, layer.qkv_b, Activation::none);
+    ops.attention(ctx, qkv, cu, heads, batch.max_seqlen);
+    ops.linear(tmp, ctx, layer.attn_out_w, layer.attn_out_b, Activation::none);
+    ops.residual_layernorm(h, tmp, h, layer.attn_ln_gamma, layer.attn_ln_beta, eps);
+    ops.linear(ffn, gemm_input(), layer.ffn_in_w, layer.ffn_in_b, Activation::gelu_erf);
+    ops.linear(tmp, ffn, layer.ffn_out_w, layer.ffn_out_b, Activation::none);
+    ops.residual_layernorm(h, tmp, h, layer.ffn_ln_gamma, layer.ffn_ln_beta, eps);
+  }
+
+  if (out.hidden) backend_.copy_to_host(out.hidden, h.data, h.bytes());
+  if (out.pooled) {
+    const TensorView pooled = device(*pooled_, DType::f32, {B, H});
+    ops.pool(pooled, h, cu, out.pooling);
+    if (out.normalize) ops.l2_normalize(pooled);
+    const int64_t dims = out.dims > 0 ? out.dims : H;
+    if (dims < H) {
+      const TensorView cut = device(*pooled_dims_, DType::f32, {B, dims});
+      ops.slice_columns(cut, pooled);
+      backend_.copy_to_host(out.pooled, cut.data, cut.bytes());
+    } else {
+      backend_.copy_to_host(out.pooled, pooled.data, pooled.bytes());
+    }
+  }
+  if (out.head_hidden || out.logits) {
+    // BERT: pooler = tanh(dense(h[CLS])), classifier on it. XLM-R: the head's
+    // own dense + tanh on h[CLS], then out_proj. All in f32.
+    const TensorView first = device(*head_a_, DType::f32, {B, H});
+    const TensorView hidden = device(*head_b_, DType::f32, {B, H});
+    ops.gather_rows(first, h, rows);
+    if (c.model_type == ModelType::bert)
+      ops.linear(hidden, first, p.pooler_w, p.pooler_b, Activation::tanh);
+    else
+      ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, Activation::tanh);
+    if (out.head_hidden) backend_.copy_to_host(out.head_hidden, hidden.data, hidden.bytes());
+    if (out.logits) {
+      const TensorView logits = device(*logits_, DType::f32, {B, C});
+      ops.linear(logits, hidden, p.head_out_w, p.head_out_b, Activation::none);
+      backend_.copy_to_host(out.logits, logits.data, logits.bytes());
+    }
+  }
+  return backend_.record_event();
+}
+
+}  // namespace stoke

@@ -1,0 +1,76 @@
+// The parameters of a BERT / XLM-R encoder and its heads, as views into device
+// memory, with their shapes. H = hidden, I = intermediate, V = vocab,
+// P = max positions, TV = type vocab, C = labels, L = layers.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/tensor.h"
+#include "io/hf_config.h"
+#include "io/model_weights.h"
+
+namespace stoke {
+
+// Precision: the layers' weight matrices (qkv_w, attn_out_w, ffn_in_w,
+// ffn_out_w) are in the compute dtype; everything else is f32.
+struct EncoderLayerParams {
+  TensorView qkv_w;          // (3H, H)  query, key, value weights stacked (one GEMM)
+  TensorView qkv_b;          // (3H)
+  TensorView attn_out_w;     // (H, H)
+  TensorView attn_out_b;     // (H)
+  TensorView attn_ln_gamma;  // (H)
+  TensorView attn_ln_beta;   // (H)
+  TensorView ffn_in_w;       // (I, H)
+  TensorView ffn_in_b;       // (I)
+  TensorView ffn_out_w;      // (H, I)
+  TensorView ffn_out_b;      // (H)
+  TensorView ffn_ln_gamma;   // (H)
+  TensorView ffn_ln_beta;    // (H)
+};
+
+struct EncoderParams {
+  TensorView word_embeddings;        // (V, H)
+  TensorView position_embeddings;    // (P, H)
+  TensorView token_type_embeddings;  // (TV, H)
+  TensorView emb_ln_gamma;           // (H)
+  TensorView emb_ln_beta;            // (H)
+  std::vector<EncoderLayerParams> layers;  // L of them
+  // BERT pooler: tanh(dense(h[CLS])); empty when the checkpoint has none.
+  TensorView pooler_w;               // (H, H)
+  TensorView pooler_b;               // (H)
+  // Classification head. BERT: classifier (C, H) on the pooler output.
+  // XLM-R: dense (H, H) + tanh on h[CLS], then out_proj (C, H). Empty when absent.
+  TensorView head_dense_w;           // (H, H)  XLM-R only
+  TensorView head_dense_b;           // (H)
+  TensorView head_out_w;             // (C, H)
+  TensorView head_out_b;             // (C)
+};
+
+// Where the parameters live: device buffers the loader filled, plus the
+// mapped weight files that zero-copy views point into.
+struct LoadedEncoder {
+  HfConfig config;
+  EncoderParams params;
+  DType dtype = DType::f32;  // weights and activations
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  ModelWeights weights;      // keeps the mmap alive for zero-copy views
+  bool has_pooler() const { return !params.pooler_w.empty(); }
+  bool has_classifier() const { return !params.head_out_w.empty(); }
+};
+
+struct EncoderLoadOptions {
+  DType dtype = DType::f32;   // f32, bf16 or f16
+  bool need_pooler = false;
+  bool need_classifier = false;
+};
+
+// Checks every tensor against the config (io/encoder_layout), then places the
+// weights on the backend: used where they lie when the backend's memory is
+// host memory and the dtype already matches, converted and copied once
+// otherwise. Query/key/value are stacked into one matrix for one GEMM.
+LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend& backend,
+                           const EncoderLoadOptions& options);
+
+}  // namespace stoke

@@ -1,0 +1,52 @@
+#include "model/packed_batch.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace stoke {
+
+void PackedBatch::clear() {
+  ids.clear();
+  type_ids.clear();
+  positions.clear();
+  cu_seqlens.assign(1, 0);
+  max_seqlen = 0;
+}
+
+void PackedBatch::add(std::span<const int32_t> seq_ids, std::span<const int32_t> seq_types, const HfConfig& config) {
+  if (cu_seqlens.empty()) cu_seqlens.push_back(0);
+  const bool roberta_positions = config.model_type != ModelType::bert;
+  const int32_t pad = static_cast<int32_t>(config.pad_token_id);
+  int32_t counted = 0;
+  for (size_t i = 0; i < seq_ids.size(); ++i) {
+    ids.push_back(seq_ids[i]);
+    type_ids.push_back(i < seq_types.size() ? seq_types[i] : 0);
+    if (!roberta_positions) {
+      positions.push_back(static_cast<int32_t>(i));
+    } else if (seq_ids[i] == pad) {
+      positions.push_back(pad);
+    } else {
+      positions.push_back(pad + (++counted));
+    }
+  }
+  cu_seqlens.push_back(static_cast<int32_t>(ids.size()));
+  max_seqlen = std::max(max_seqlen, static_cast<int32_t>(seq_ids.size()));
+}
+
+void check_packed_batch(const PackedBatch& b, const HfConfig& c) {
+  for (size_t t = 0; t < b.ids.size(); ++t) {
+    if (b.ids[t] < 0 || b.ids[t] >= c.vocab_size)
+      throw Error(Errc::invalid_argument, "token id " + std::to_string(b.ids[t]) + " is outside the vocabulary (0.." +
+                                              std::to_string(c.vocab_size - 1) + ")");
+    if (b.positions[t] < 0 || b.positions[t] >= c.max_position_embeddings)
+      throw Error(Errc::invalid_argument, "position " + std::to_string(b.positions[t]) +
+                                              " is past the model's max_position_embeddings " +
+                                              std::to_string(c.max_position_embeddings));
+    if (b.type_ids[t] < 0 || b.type_ids[t] >= std::max<int64_t>(c.type_vocab_size, 1))
+      throw Error(Errc::invalid_argument, "token type id " + std::to_string(b.type_ids[t]) +
+                                              " is past type_vocab_size " + std::to_string(c.type_vocab_size));
+  }
+}
+
+}  // namespace stoke
