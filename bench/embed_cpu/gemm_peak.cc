@@ -1,0 +1,163 @@
+// oneDNN matmul peak on this machine, the yardstick bench/embed_cpu holds
+// stoke's model GEMM time against (DESIGN.md "Physical limits").
+//
+//   bench_gemm_peak [--threads N] [--seconds S]
+//
+// Times BERT-base's two FFN shapes, [4096 x 768] x [768 x 3072] and
+// [4096 x 3072] x [3072 x 768], in f32 and bf16 (bf16 in, bf16 out, f32
+// accumulation), with the weights in the layout oneDNN picks (format "any",
+// reordered once outside the timing, as an engine with packed weights runs)
+// and in nn.Linear's stored layout ([N, K] row-major, "ba"). Each case runs
+// for S seconds after a warm-up; the best single call gives GFLOP/s. Prints
+// one JSON object: every case, and per dtype the best over cases ("peak").
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+struct Case {
+  long m, k, n;
+  dt type;
+  bool packed_weights;  // true: format any (oneDNN's blocked layout); false: [N, K] row-major
+};
+
+struct Result {
+  double best_s, mean_s;
+  int calls;
+  std::string impl;
+};
+
+void fill(dnnl::memory& mem, dt type, size_t count) {
+  // Small values in [-1, 1): the speed of a GEMM does not depend on them, but
+  // denormals or NaNs could, so none are made.
+  void* p = mem.get_data_handle();
+  unsigned state = 12345u;
+  auto next = [&state]() {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>((state >> 8) & 0xffff) / 32768.0f - 1.0f;
+  };
+  if (type == dt::f32) {
+    auto* f = static_cast<float*>(p);
+    for (size_t i = 0; i < count; ++i) f[i] = next();
+  } else {  // bf16: the high half of the f32 bit pattern
+    auto* h = static_cast<uint16_t*>(p);
+    for (size_t i = 0; i < count; ++i) {
+      float v = next();
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      h[i] = static_cast<uint16_t>(bits >> 16);
+    }
+  }
+}
+
+Result run(const Case& c, dnnl::engine& eng, dnnl::stream& strm, double seconds) {
+  const dnnl::memory::desc a_md({c.m, c.k}, c.type, tag::ab);
+  const dnnl::memory::desc b_plain({c.k, c.n}, c.type, tag::ba);  // [N, K] row-major in memory
+  const dnnl::memory::desc b_md = c.packed_weights ? dnnl::memory::desc({c.k, c.n}, c.type, tag::any) : b_plain;
+  const dnnl::memory::desc c_md({c.m, c.n}, c.type, tag::ab);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), eng);
+  const dnnl::matmul mm(pd);
+
+  dnnl::memory a(a_md, eng), b_src(b_plain, eng), dst(c_md, eng);
+  fill(a, c.type, size_t(c.m) * c.k);
+  fill(b_src, c.type, size_t(c.k) * c.n);
+  dnnl::memory b = b_src;
+  if (pd.weights_desc() != b_plain) {  // pack once, as at model load
+    b = dnnl::memory(pd.weights_desc(), eng);
+    dnnl::reorder(b_src, b).execute(strm, b_src, b);
+    strm.wait();
+  }
+  auto call = [&] {
+    mm.execute(strm, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, dst}});
+    strm.wait();
+  };
+  call();  // warm-up: JIT, page faults, AMX tile permission
+  call();
+  Result r{1e30, 0.0, 0, pd.impl_info_str()};
+  double total = 0.0;
+  while (total < seconds || r.calls < 3) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.best_s = std::min(r.best_s, s);
+    total += s;
+    ++r.calls;
+  }
+  r.mean_s = total / r.calls;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2;
+  double seconds = 1.0;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) {
+      seconds = std::atof(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--threads N] [--seconds S]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (threads < 1 || seconds < 0) {
+    std::fprintf(stderr, "bench_gemm_peak: --threads must be >= 1 and --seconds >= 0\n");
+    return 2;
+  }
+  omp_set_num_threads(threads);  // Debian's oneDNN uses the OpenMP runtime
+
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  const dnnl_version_t* v = dnnl_version();
+
+  std::vector<Case> cases;
+  for (dt type : {dt::f32, dt::bf16})
+    for (bool packed : {true, false}) {
+      cases.push_back({4096, 768, 3072, type, packed});
+      cases.push_back({4096, 3072, 768, type, packed});
+    }
+
+  double peak_f32 = 0, peak_bf16 = 0;
+  std::string rows;
+  for (const Case& c : cases) {
+    Result r;
+    try {
+      r = run(c, eng, strm, seconds);
+    } catch (const dnnl::error& e) {
+      std::fprintf(stderr, "bench_gemm_peak: %ldx%ldx%ld %s: oneDNN: %s\n", c.m, c.k, c.n,
+                   c.type == dt::f32 ? "f32" : "bf16", e.what());
+      continue;
+    }
+    const double flop = 2.0 * c.m * c.k * c.n;
+    const double gflops = flop / r.best_s / 1e9;
+    (c.type == dt::f32 ? peak_f32 : peak_bf16) = std::max(c.type == dt::f32 ? peak_f32 : peak_bf16, gflops);
+    char row[512];
+    std::snprintf(row, sizeof row,
+                  "%s    {\"dtype\": \"%s\", \"m\": %ld, \"k\": %ld, \"n\": %ld, \"weights\": \"%s\", "
+                  "\"calls\": %d, \"best_ms\": %.3f, \"mean_ms\": %.3f, \"gflops\": %.1f, "
+                  "\"gflops_mean\": %.1f, \"impl\": \"%s\"}",
+                  rows.empty() ? "" : ",\n", c.type == dt::f32 ? "f32" : "bf16", c.m, c.k, c.n,
+                  c.packed_weights ? "packed" : "nk-row-major", r.calls, r.best_s * 1e3, r.mean_s * 1e3,
+                  gflops, flop / r.mean_s / 1e9, r.impl.c_str());
+    rows += row;
+  }
+  std::printf("{\n  \"onednn\": \"%d.%d.%d\", \"threads\": %d, \"seconds_per_case\": %.2f,\n", v->major, v->minor,
+              v->patch, threads, seconds);
+  std::printf("  \"peak_gflops\": {\"f32\": %.1f, \"bf16\": %.1f},\n", peak_f32, peak_bf16);
+  std::printf("  \"cases\": [\n%s\n  ]\n}\n", rows.c_str());
+  return (peak_f32 > 0 && peak_bf16 > 0) ? 0 : 1;
+}
