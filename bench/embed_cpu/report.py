@@ -41,9 +41,10 @@ def main():
         if os.path.exists(os.path.join(res, name)):
             with open(os.path.join(res, name)) as f:
                 peaks.append(json.load(f))
-    # The best of the two measurements is the peak: contention only lowers it.
+    # The better of the two measurements counts: contention only lowers it.
     peak = dict(peaks[0])
-    peak["peak_gflops"] = {d: max(p["peak_gflops"][d] for p in peaks) for d in ("f32", "bf16")}
+    for key in ("peak_gflops", "burst_gflops"):
+        peak[key] = {d: max(p[key][d] for p in peaks) for d in ("f32", "bf16")}
     runs = [json.loads(line) for line in open(os.path.join(res, "runs.jsonl")) if line.strip()]
     keys = []
     for r in runs:
@@ -136,13 +137,14 @@ def main():
               f"{f2(r['compute_tps']):>9} {r2(r['compute_tps'], r['torch']):>9} {r['gflops']:>7.0f} {r['share']:>7.2f} | "
               f"{f2(r['torch_gflops']):>7} {f2(r['st_gflops']):>7}")
     print()
-    print(f"oneDNN {peak['onednn']} matmul peak, {peak['threads']} threads (bench_gemm_peak, best call of "
-          f"[4096x768]x[768x3072] and [4096x3072]x[3072x768], measured at the start and at the end): "
-          f"f32 {peak['peak_gflops']['f32']:.0f} GFLOP/s, bf16 {peak['peak_gflops']['bf16']:.0f} GFLOP/s")
+    print(f"oneDNN {peak['onednn']} matmul peak, {peak['threads']} threads (bench_gemm_peak: median call of "
+          f"[Mx768]x[768x3072] and [Mx3072]x[3072x768], M = {peak['cases'][0]['m']}, best case, measured at the start "
+          f"and at the end): f32 {peak['peak_gflops']['f32']:.0f} GFLOP/s, bf16 {peak['peak_gflops']['bf16']:.0f} GFLOP/s "
+          f"(best single call: f32 {peak['burst_gflops']['f32']:.0f}, bf16 {peak['burst_gflops']['bf16']:.0f})")
     for when, p in zip(("start", "end"), peaks):
         for c in p["cases"]:
-            print(f"  {when:<5} {c['dtype']:<4} {c['m']}x{c['k']}x{c['n']} weights {c['weights']:<12} best {c['gflops']:7.1f}  "
-                  f"mean {c['gflops_mean']:7.1f} GFLOP/s  ({c['impl']})")
+            print(f"  {when:<5} {c['dtype']:<4} {c['m']}x{c['k']}x{c['n']} weights {c['weights']:<12} median {c['gflops_median']:7.1f}  "
+                  f"best {c['gflops_best']:7.1f} GFLOP/s  ({c['impl']})")
     print()
     print("stoke runs (seconds; measured: wall around the process, and manifest.json's run section)")
     print(f"{'model':<10} {'prec':<5} {'walls':<24} {'run':>6} {'tokenize':>8} {'compute':>8} {'rest':>6} {'exit':>6} "
@@ -178,12 +180,15 @@ def main():
     print("derived: model FLOPs = 2 x layer matrix parameters per token + 4*S*H*L per token (S = each text's own")
     print("  length, no padding); stoke fwd tokens/s and GFLOP/s use stoke's compute seconds (below), so fwd/torch")
     print("  compares forward with forward, tokenization and load left out on both sides; 'of peak' = GFLOP/s /")
-    print("  oneDNN peak of that precision = the share of compute time the model's matmuls would take at peak.")
-    print("  Torch/ST GFLOP/s count the same useful FLOPs (their padding is extra work, not counted).")
+    print("  oneDNN peak (median call) of that precision = the share of compute time the model's matmuls would")
+    print("  take at that rate. Torch/ST GFLOP/s count the same useful FLOPs (their padding is extra work, not")
+    print("  counted).")
     print(f"whole benchmark: {total_s} s", end="")
     if others_s is not None:
+        share = max(others_s, 0) / max(total_s, 1)
         print(f"; other processes on this machine used {max(others_s, 0):.0f} CPU seconds meanwhile "
-              f"({max(others_s, 0) / max(total_s, 1):.2f} of a core on average: above ~0.1, rerun on a quiet machine)")
+              f"({share:.2f} of a core on average: " + ("quiet enough)" if share <= 0.1 else
+                                                        "too busy for these numbers, rerun on a quiet machine)"))
     else:
         print()
 
