@@ -7,6 +7,7 @@ find_package(CLI11 REQUIRED)                # command line, --help with defaults
 find_package(dnnl REQUIRED)                 # oneDNN: CPU GEMM (f32, bf16 on AVX512-BF16/AMX)
 find_package(OpenMP REQUIRED)               # threads inside CPU kernels (oneDNN uses OpenMP too)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)      # Unicode properties, NFD
+pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)     # SHA-256 with the CPU's SHA extensions
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece) # XLM-R tokenizer
 if(STOKE_TESTS)
   find_package(GTest REQUIRED)

@@ -1,10 +1,14 @@
-// SHA-256 (FIPS 180-4), for manifests and checksums: incremental, no dependencies.
+// SHA-256 for manifests, checksums and input fingerprints, incremental.
+// OpenSSL's libcrypto does the rounds: it uses the CPU's SHA extensions where
+// present (≈2 GB/s instead of ≈130 MB/s for plain C), which matters when a
+// job fingerprints a multi-gigabyte input or hashes a bert-large checkpoint.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,17 +18,19 @@ namespace stoke {
 class Sha256 {
  public:
   Sha256();
+  ~Sha256();
+  Sha256(Sha256&&) noexcept;
+  Sha256& operator=(Sha256&&) noexcept;
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
   void update(const void* data, size_t bytes);
   void update(std::string_view s) { update(s.data(), s.size()); }
   std::array<uint8_t, 32> digest();  // finishes; the object is spent afterwards
   std::string hex_digest();
 
  private:
-  void block(const uint8_t* p);
-  std::array<uint32_t, 8> h_;
-  uint8_t buf_[64];
-  size_t buf_len_ = 0;
-  uint64_t total_ = 0;
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 std::string sha256_hex(std::string_view data);
