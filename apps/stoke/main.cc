@@ -77,6 +77,17 @@ int main(int argc, char** argv) {
   embed->add_option("--output-dtype", emb.output_dtype, "f32 or f16 (.npy element type)");
   embed->add_option("--max-batch-size", emb.max_batch_size, "Sequences per batch at most");
   embed->add_flag("--overwrite", emb.overwrite, "Replace output already in the folder");
+  embed->add_flag("--resume", emb.resume,
+                  "Continue the job whose manifest is in the output folder (a fresh start when there is none)");
+  embed->add_option("--on-error", emb.on_error,
+                    "A bad record (invalid JSON/CSV, missing or non-string text): stop, or skip it into errors.jsonl");
+  embed->add_option("--sort-window", emb.sort_window, "Records sorted by length together (memory vs padding-free batches)");
+  embed->add_option("--shard-size", emb.shard_size, "Rows per embeddings-NNNNN.npy shard (the unit of a commit)");
+  embed->add_option("--shard-index", emb.shard_index, "This task's index i: it embeds records r with r mod N == i");
+  embed->add_option("--num-shards", emb.num_shards, "Number of tasks N the input is split into (job arrays)");
+  embed->add_flag("--serial", emb.serial,
+                  "Run the stages one after another (read, tokenize, compute, write): the loop the pipeline replaces, "
+                  "for comparison");
 
   // classify
   stoke::ClassifyOptions cls;
@@ -133,7 +144,12 @@ int main(int argc, char** argv) {
       if (emb_normalize) emb.normalize = true;
       if (emb_no_normalize) emb.normalize = false;
       const stoke::EmbedSummary s = stoke::run_embed(emb);
-      if (!emb.common.quiet) {
+      for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
+      if (s.already_complete) {
+        std::fprintf(stderr, "stoke: %s is already complete (%llu rows in %llu shards); nothing to do\n",
+                     emb.output.c_str(), static_cast<unsigned long long>(s.texts),
+                     static_cast<unsigned long long>(s.shards));
+      } else if (!emb.common.quiet) {
         std::fprintf(stderr,
                      "embedded %llu texts (%llu tokens, %llu batches) in %.2f s on %s: %s texts/s, %s tokens/s; "
                      "%lld dims, pooling %s%s, %s; truncated %llu at max length %lld; invalid UTF-8 replaced %llu; "
@@ -146,6 +162,13 @@ int main(int argc, char** argv) {
                      static_cast<unsigned long long>(s.truncated), static_cast<long long>(s.max_length),
                      static_cast<unsigned long long>(s.replaced_utf8), static_cast<unsigned long long>(s.host_syncs),
                      emb.output.c_str());
+        std::fprintf(stderr,
+                     "  records %llu (skipped %llu bad, %llu other tasks', %llu done by an earlier run); %llu shards; "
+                     "padding efficiency %.2f; bounded by %s\n%s",
+                     static_cast<unsigned long long>(s.records), static_cast<unsigned long long>(s.skipped),
+                     static_cast<unsigned long long>(s.other_tasks), static_cast<unsigned long long>(s.resumed),
+                     static_cast<unsigned long long>(s.shards), s.padding_efficiency, s.bound_by.c_str(),
+                     s.stage_report.c_str());
       }
     } else if (classify->parsed()) {
       const stoke::ClassifySummary s = stoke::run_classify(cls);

@@ -65,6 +65,11 @@ class Backend {
   // The op table; every op is enqueued on this backend's stream.
   virtual const Ops& ops() const = 0;
 
+  // Seconds the device spent running work since the backend was made, or a
+  // negative number when the backend cannot tell (the pipeline then judges the
+  // device by how long the host waited for results).
+  virtual double busy_seconds() const { return -1; }
+
   // Every host wait on device work since the backend was made.
   uint64_t host_syncs() const { return host_syncs_.load(std::memory_order_relaxed); }
 

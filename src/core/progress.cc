@@ -14,8 +14,9 @@ Progress::~Progress() {
   if (!finished_ && enabled_ && tty_ && records_ > 0) std::fputc('\n', stderr);
 }
 
-void Progress::update(uint64_t records, uint64_t bytes_done) {
+void Progress::update(uint64_t records, uint64_t bytes_done, uint64_t tokens) {
   records_ = records;
+  tokens_ = tokens;
   bytes_ = bytes_done;
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
@@ -38,17 +39,24 @@ void Progress::finish() {
 void Progress::draw(bool final_line) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = secs > 0 ? static_cast<double>(records_) / secs : 0.0;
-  char line[256];
+  char tokens[64] = "";
+  if (tokens_ > 0 && secs > 0) std::snprintf(tokens, sizeof tokens, "  %.0f tokens/s", static_cast<double>(tokens_) / secs);
+  char line[320];
   if (total_bytes_ > 0) {
     const double frac = std::min(1.0, static_cast<double>(bytes_) / static_cast<double>(total_bytes_));
     const int width = 30, filled = static_cast<int>(frac * width);
     std::string bar(static_cast<size_t>(filled), '#');
     bar.append(static_cast<size_t>(width - filled), '.');
-    std::snprintf(line, sizeof line, "%s [%s] %5.1f%%  %llu records  %.0f/s", what_.c_str(), bar.c_str(),
-                  frac * 100.0, static_cast<unsigned long long>(records_), rate);
+    char eta[48] = "";
+    if (frac > 0.01 && frac < 1.0) {
+      const auto left = static_cast<long long>(secs * (1.0 - frac) / frac);
+      std::snprintf(eta, sizeof eta, "  ETA %lldm%02llds", left / 60, left % 60);
+    }
+    std::snprintf(line, sizeof line, "%s [%s] %5.1f%%  %llu records  %.0f/s%s%s", what_.c_str(), bar.c_str(),
+                  frac * 100.0, static_cast<unsigned long long>(records_), rate, tokens, eta);
   } else {
-    std::snprintf(line, sizeof line, "%s: %llu records  %.0f/s", what_.c_str(),
-                  static_cast<unsigned long long>(records_), rate);
+    std::snprintf(line, sizeof line, "%s: %llu records  %.0f/s%s", what_.c_str(),
+                  static_cast<unsigned long long>(records_), rate, tokens);
   }
   if (tty_)
     std::fprintf(stderr, "\r%s\x1b[K", line);

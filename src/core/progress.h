@@ -14,7 +14,9 @@ class Progress {
   // total_bytes == 0: unknown size (stdin), shows counts only.
   Progress(std::string what, uint64_t total_bytes, bool enabled = true);
   ~Progress();
-  void update(uint64_t records, uint64_t bytes_done);
+  // bytes_done: input bytes whose records are done (an estimate is fine: it
+  // drives the bar and the ETA). tokens > 0 adds a tokens/s figure.
+  void update(uint64_t records, uint64_t bytes_done, uint64_t tokens = 0);
   void finish();
 
  private:
@@ -22,7 +24,7 @@ class Progress {
 
   std::string what_;
   uint64_t total_bytes_;
-  uint64_t records_ = 0, bytes_ = 0;
+  uint64_t records_ = 0, bytes_ = 0, tokens_ = 0;
   bool enabled_, tty_, finished_ = false;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };

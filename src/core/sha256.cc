@@ -22,6 +22,14 @@ Sha256::Sha256() : state_(std::make_unique<State>()) {
     throw Error(Errc::internal, "libcrypto: cannot start a SHA-256 digest");
 }
 Sha256::~Sha256() = default;
+Sha256::Sha256(const Sha256& other) : state_(std::make_unique<State>()) {
+  if (!state_->ctx || EVP_MD_CTX_copy_ex(state_->ctx, other.state_->ctx) != 1)
+    throw Error(Errc::internal, "libcrypto: cannot copy a SHA-256 digest");
+}
+Sha256& Sha256::operator=(const Sha256& other) {
+  if (this != &other) *this = Sha256(other);
+  return *this;
+}
 Sha256::Sha256(Sha256&&) noexcept = default;
 Sha256& Sha256::operator=(Sha256&&) noexcept = default;
 

@@ -21,8 +21,9 @@ class Sha256 {
   ~Sha256();
   Sha256(Sha256&&) noexcept;
   Sha256& operator=(Sha256&&) noexcept;
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
+  // A copy continues from the same state (a running digest of a stream).
+  Sha256(const Sha256& other);
+  Sha256& operator=(const Sha256& other);
   void update(const void* data, size_t bytes);
   void update(std::string_view s) { update(s.data(), s.size()); }
   std::array<uint8_t, 32> digest();  // finishes; the object is spent afterwards

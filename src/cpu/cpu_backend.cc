@@ -1,5 +1,7 @@
 #include "cpu/cpu_backend.h"
 
+#include <chrono>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -108,12 +110,15 @@ void CpuBackend::run() {
       skip = error_ != nullptr;  // after a failure the stream only drains
     }
     if (!skip) {
+      const auto t0 = std::chrono::steady_clock::now();
       try {
         fn();
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu_);
         if (!error_) error_ = std::current_exception();
       }
+      busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count(),
+                         std::memory_order_relaxed);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -131,6 +136,8 @@ void CpuBackend::enqueue(std::function<void()> fn) {
   }
   work_cv_.notify_one();
 }
+
+double CpuBackend::busy_seconds() const { return static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) * 1e-9; }
 
 std::unique_ptr<Buffer> CpuBackend::allocate(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
 std::unique_ptr<Buffer> CpuBackend::allocate_host(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }

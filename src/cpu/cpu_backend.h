@@ -4,6 +4,7 @@
 // exactly as they would with a GPU, and host waits are counted the same way.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -37,6 +38,7 @@ class CpuBackend final : public Backend {
 
   // Runs fn on the executor, in stream order (what every op does).
   void enqueue(std::function<void()> fn);
+  double busy_seconds() const override;
   const Kernels& kernels() const { return kernels_; }
 
  private:
@@ -47,6 +49,7 @@ class CpuBackend final : public Backend {
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<std::function<void()>> queue_;
+  std::atomic<int64_t> busy_ns_{0};         // executor time inside work items
   uint64_t enqueued_ = 0, completed_ = 0;  // sequence numbers: an event is a count
   std::exception_ptr error_;               // first failure; sticky
   bool stop_ = false;

@@ -94,3 +94,68 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view text)
 }
 
 }  // namespace stoke
+
+namespace stoke {
+
+namespace {
+constexpr size_t kWriteBuffer = 1 << 20;
+}
+
+AtomicFileWriter::AtomicFileWriter(std::filesystem::path path) : path_(std::move(path)), tmp_(temp_name_for(path_)) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail(tmp_, "create");
+}
+
+AtomicFileWriter::~AtomicFileWriter() { abandon(); }
+
+void AtomicFileWriter::append(std::span<const std::byte> bytes) {
+  buffer_.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  size_ += bytes.size();
+  if (buffer_.size() >= kWriteBuffer) flush();
+}
+
+void AtomicFileWriter::append(std::string_view text) {
+  append(std::span<const std::byte>(reinterpret_cast<const std::byte*>(text.data()), text.size()));
+}
+
+void AtomicFileWriter::flush() {
+  if (fd_ < 0) throw Error(Errc::internal, tmp_.string() + ": write after commit");
+  write_all(fd_, reinterpret_cast<const std::byte*>(buffer_.data()), buffer_.size(), tmp_);
+  buffer_.clear();
+}
+
+void AtomicFileWriter::write_at(uint64_t offset, std::span<const std::byte> bytes) {
+  flush();
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(tmp_, "write");
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+void AtomicFileWriter::commit() {
+  flush();
+  if (::fsync(fd_) != 0) fail(tmp_, "fsync");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail(tmp_, "close");
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail(path_, "rename");
+  tmp_.clear();
+}
+
+void AtomicFileWriter::abandon() noexcept {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (!tmp_.empty()) {
+    ::unlink(tmp_.c_str());
+    tmp_.clear();
+  }
+}
+
+}  // namespace stoke

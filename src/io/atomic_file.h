@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <span>
+#include <string>
+#include <cstdint>
 #include <string_view>
 
 namespace stoke {
@@ -15,6 +17,35 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::b
 void write_file_atomic(const std::filesystem::path& path, std::string_view text);
 // fsync a folder so a rename inside it is durable.
 void fsync_directory(const std::filesystem::path& dir);
+// A file written in pieces (a shard streamed row by row) that appears under
+// its name only when committed: the bytes go to a temporary file in the same
+// folder; commit() fsyncs it and renames it into place (the caller fsyncs the
+// folder, once for several files). Destroyed uncommitted, the temp file is removed.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(std::filesystem::path path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  void append(std::span<const std::byte> bytes);
+  void append(std::string_view text);
+  // Overwrites bytes already written (a header reserved at the start).
+  void write_at(uint64_t offset, std::span<const std::byte> bytes);
+  uint64_t size() const { return size_; }
+  const std::filesystem::path& temp_path() const { return tmp_; }
+  // Flushes, fsyncs and renames; throws Error(io) naming the step. No folder fsync.
+  void commit();
+  // Removes the temp file (also what the destructor does when not committed).
+  void abandon() noexcept;
+
+ private:
+  void flush();
+  std::filesystem::path path_, tmp_;
+  int fd_ = -1;
+  std::string buffer_;  // writes are gathered: rows arrive a few KB at a time
+  uint64_t size_ = 0;
+};
+
 // True for the temporary names write_file_atomic uses ("<name>.stoke-tmp-<pid>-<n>").
 bool is_temp_name(const std::filesystem::path& path);
 

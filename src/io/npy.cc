@@ -8,7 +8,7 @@
 
 namespace stoke {
 
-std::string npy_header(DType dtype, int64_t rows, int64_t cols) {
+std::string npy_header(DType dtype, int64_t rows, int64_t cols, size_t min_bytes) {
   const char* descr = dtype == DType::f32 ? "<f4" : dtype == DType::f16 ? "<f2" : nullptr;
   if (!descr) throw Error(Errc::invalid_argument, "npy: only float32 and float16 arrays are written");
   std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" +
@@ -16,7 +16,10 @@ std::string npy_header(DType dtype, int64_t rows, int64_t cols) {
   // magic (6) + version (2) + length (2) + dict + padding + '\n' = multiple of 64,
   // so the data is aligned for memory mapping.
   const size_t unpadded = 10 + dict.size() + 1;
-  dict.append((64 - unpadded % 64) % 64, ' ');
+  size_t padding = (64 - unpadded % 64) % 64;
+  if (unpadded + padding < min_bytes) padding += (min_bytes - unpadded - padding + 63) / 64 * 64;
+  if (10 + dict.size() + padding + 1 > 65535) throw Error(Errc::internal, "npy: header too long");
+  dict.append(padding, ' ');
   dict.push_back('\n');
   std::string header("\x93NUMPY\x01\x00", 8);
   const uint16_t len = static_cast<uint16_t>(dict.size());

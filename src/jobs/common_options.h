@@ -11,6 +11,7 @@ namespace stoke {
 struct CommonOptions {
   std::string model;                     // --model DIR
   std::string input = "-";               // --input FILE ("-" = stdin)
+  std::string input_format;              // --input-format jsonl|csv|tsv|text ("" = from the file name)
   std::string text_field = "text";       // --text-field
   std::string pair_field = "text_pair";  // --pair-field (optional in each record)
   std::string id_field;                  // --id-field ("" = record number)

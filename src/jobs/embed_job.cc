@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -13,20 +14,18 @@
 #include "core/thread_pool.h"
 #include "core/trace.h"
 #include "io/atomic_file.h"
-#include "io/npy.h"
-#include "jobs/batched_encoder.h"
+#include "jobs/embed_output.h"
 #include "jobs/model_session.h"
-#include "jobs/text_records.h"
+#include "pipeline/encode_pipeline.h"
+#include "pipeline/shard_writer.h"
 #include "jobs/version.h"
 
 namespace stoke {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
-
-constexpr size_t kWindow = 4096;  // records tokenized, sorted and batched together
 
 PoolingMode to_mode(Pooling p) {
   switch (p) {
@@ -37,29 +36,6 @@ PoolingMode to_mode(Pooling p) {
     case Pooling::lasttoken: return PoolingMode::lasttoken;
   }
   return PoolingMode::mean;
-}
-
-// Files that make a folder "already holding output" (DESIGN "Output folders").
-bool is_output_file(const fs::path& p) {
-  const std::string name = p.filename().string();
-  return name == "manifest.json" || p.extension() == ".npy" || (name.rfind("ids-", 0) == 0 && p.extension() == ".jsonl") ||
-         name == "errors.jsonl";
-}
-
-void prepare_output(const fs::path& dir, bool overwrite) {
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw Error(Errc::invalid_argument, "--output " + dir.string() + ": is a file (expected a folder)");
-  fs::create_directories(dir, ec);
-  if (ec) throw Error(Errc::io, "--output " + dir.string() + ": cannot create the folder: " + ec.message());
-  std::vector<fs::path> existing;
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (is_output_file(entry.path())) existing.push_back(entry.path());
-  if (existing.empty()) return;
-  if (!overwrite)
-    throw Error(Errc::refused, "--output " + dir.string() + " already holds output (" +
-                                   existing.front().filename().string() + "); use --overwrite to replace it");
-  for (const auto& p : existing) fs::remove(p);
 }
 
 std::string resolve_prompt(const EmbedOptions& o, const SentenceTransformersConfig& st) {
@@ -83,6 +59,88 @@ std::string resolve_prompt(const EmbedOptions& o, const SentenceTransformersConf
   return prompt;
 }
 
+// The embed job's rows go to the shard writer; bad records to errors.jsonl.
+class ShardSink : public RowSink {
+ public:
+  ShardSink(ShardWriter& writer, std::string input_label) : writer_(writer), input_(std::move(input_label)) {}
+  void row(const InputRecord& record, const Encoding& encoding, const float* values) override {
+    writer_.add_row(record.index, record.id_json, values,
+                    RowCounts{encoding.ids.size(), encoding.truncated, record.replaced_utf8});
+  }
+  void skipped(const InputRecord& record) override {
+    writer_.add_error(json{{"record", record.index}, {"file", input_}, {"line", record.line}, {"error", record.error}}
+                          .dump());
+  }
+
+ private:
+  ShardWriter& writer_;
+  std::string input_;
+};
+
+// Hash of the files that decide tokenization, by name, in a fixed order.
+std::string tokenizer_sha256(const fs::path& model_dir) {
+  Sha256 h;
+  for (const char* name : {"tokenizer.json", "vocab.txt", "sentencepiece.bpe.model", "tokenizer_config.json",
+                           "special_tokens_map.json", "added_tokens.json", "sentence_bert_config.json"}) {
+    std::error_code ec;
+    if (!fs::is_regular_file(model_dir / name, ec)) continue;
+    h.update(name);
+    h.update(std::string_view("\0", 1));
+    h.update(sha256_file(model_dir / name));
+  }
+  return h.hex_digest();
+}
+
+int default_workers(const std::string& device_name) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // On the CPU backend the kernels use every core; tokenization is ~20x
+  // cheaper than the forward, so one thread keeps up. A GPU needs the host's
+  // cores for tokenization.
+  if (device_name == "cpu") return 1;
+  return static_cast<int>(std::clamp(cores - 1, 1u, 8u));
+}
+
+json stage_json(const StageTime& t) {
+  return {{"busy", t.busy}, {"wait_input", t.wait_input}, {"wait_output", t.wait_output}};
+}
+
+// Which stage held the run back, from the busy times: the device when it was
+// busy most of the time, else the busiest host stage.
+std::string bounding_stage(const PipelineStats& st, bool serial) {
+  const double wall = std::max(st.seconds, 1e-9);
+  const double device = st.device_busy >= 0 ? st.device_busy : st.result_wait;
+  struct Candidate {
+    const char* name;
+    double busy;
+  } c[] = {{"reading", st.read.busy}, {"tokenization", st.tokenize.busy}, {"compute", device},
+           {"writing", st.write.busy}};
+  const Candidate* best = &c[0];
+  for (const auto& x : c)
+    if (x.busy > best->busy) best = &x;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s (busy %.0f%% of the %.2f s run%s)", best->name, 100.0 * best->busy / wall, wall,
+                serial ? "; --serial runs the stages one after another" : "");
+  return buf;
+}
+
+std::string stage_lines(const PipelineStats& st) {
+  char buf[900];
+  const double wall = std::max(st.seconds, 1e-9);
+  std::snprintf(buf, sizeof buf,
+                "  stage      busy s   waiting for input s   waiting for output s\n"
+                "  read     %8.2f   %19s   %20.2f\n"
+                "  tokenize %8.2f   %19.2f   %20.2f\n"
+                "  batch    %8.2f   %19.2f   %20.2f  (output slot: the device is behind)\n"
+                "  device   %8.2f   %19s   %20s  (%.0f%% busy)\n"
+                "  write    %8.2f   %19.2f   %20s  (of the input wait, %.2f s for results)\n",
+                st.read.busy, "-", st.read.wait_output, st.tokenize.busy, st.tokenize.wait_input,
+                st.tokenize.wait_output, st.batch.busy, st.batch.wait_input, st.batch.wait_output,
+                st.device_busy >= 0 ? st.device_busy : 0.0, "-", "-",
+                st.device_busy >= 0 ? 100.0 * st.device_busy / wall : 0.0, st.write.busy,
+                st.write.wait_input + st.result_wait, "-", st.result_wait);
+  return buf;
+}
+
 }  // namespace
 
 EmbedSummary run_embed(const EmbedOptions& o) {
@@ -92,6 +150,18 @@ EmbedSummary run_embed(const EmbedOptions& o) {
     throw Error(Errc::invalid_argument, "--output-dtype \"" + o.output_dtype + "\": expected f32 or f16");
   if (o.dimensions < 0) throw Error(Errc::invalid_argument, "--dimensions: expected a positive number");
   if (o.max_batch_size <= 0) throw Error(Errc::invalid_argument, "--max-batch-size: expected a positive number");
+  if (o.on_error != "stop" && o.on_error != "skip")
+    throw Error(Errc::invalid_argument, "--on-error \"" + o.on_error + "\": expected stop or skip");
+  if (o.sort_window == 0) throw Error(Errc::invalid_argument, "--sort-window: expected a positive number");
+  if (o.shard_size == 0) throw Error(Errc::invalid_argument, "--shard-size: expected a positive number");
+  if (o.num_shards == 0 || o.shard_index >= o.num_shards)
+    throw Error(Errc::invalid_argument, "--shard-index " + std::to_string(o.shard_index) +
+                                            ": expected 0 <= index < --num-shards (" + std::to_string(o.num_shards) + ")");
+  if (o.resume && o.overwrite) throw Error(Errc::invalid_argument, "--resume and --overwrite: give one of them");
+  const bool from_stdin = o.common.input == "-";
+  if (o.resume && from_stdin)
+    throw Error(Errc::invalid_argument,
+                "--resume needs --input FILE: stdin cannot be checked against what the first run read");
   std::unique_ptr<Trace> trace = o.common.trace.empty() ? nullptr : std::make_unique<Trace>();
 
   ModelSession s = open_model_session(o.common, /*need_classifier=*/false);
@@ -110,103 +180,64 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   }
   const bool normalize = o.normalize.value_or(st.present && st.normalize);
   const std::string prompt = resolve_prompt(o, st);
-  const fs::path out_dir(o.output);
-  prepare_output(out_dir, o.overwrite);
 
-  ThreadPool pool(o.common.workers > 0 ? static_cast<size_t>(o.common.workers) : 0);
-  BatchedEncoderOptions bo;
-  bo.batch_tokens = o.common.batch_tokens;
-  bo.max_batch_size = o.max_batch_size;
-  bo.encode.max_length = static_cast<size_t>(s.text.max_length);
-  bo.encode.truncate = true;
-  bo.product = EncoderProduct::pooled;
-  bo.pooling = pooling;
-  bo.normalize = normalize;
-  bo.dims = o.dimensions;
-  BatchedEncoder encoder(s.encoder, *s.backend, *s.text.tokenizer, bo, pool);
-  const int64_t dims = encoder.width();
+  EncodePipelineOptions po;
+  po.input.path = o.common.input;
+  if (!o.common.input_format.empty()) po.input.format = input_format_from_name(o.common.input_format);
+  po.input.text_field = o.common.text_field;
+  po.input.id_field = o.common.id_field;  // embeddings never mix pairs: the pair field is not read
+  po.prompt = prompt;
+  po.encode.max_length = static_cast<size_t>(s.text.max_length);
+  po.encode.truncate = true;
+  po.batch_tokens = o.common.batch_tokens;
+  po.max_batch_size = o.max_batch_size;
+  po.sort_window = o.sort_window;
+  po.workers = o.common.workers > 0 ? o.common.workers : default_workers(s.device_name);
+  po.task_index = o.shard_index;
+  po.task_count = o.num_shards;
+  po.skip_bad_records = o.on_error == "skip";
+  po.serial = o.serial;
+  po.product = RowProduct::pooled;
+  po.pooling = pooling;
+  po.normalize = normalize;
+  po.dims = o.dimensions;
+  po.trace = trace.get();
+  const int64_t dims = pipeline_row_width(s.encoder, po);
+  const InputFormat format = po.input.format.value_or(input_format_for_path(po.input.path));
 
-  // Embeddings never mix pairs: the pair field is not read.
-  JsonlTextReader reader(o.common.input, o.common.text_field, "", o.common.id_field);
-  Progress progress("embed", reader.total_bytes(), !o.common.quiet);
-  std::vector<float> all;
-  std::string ids_jsonl;
-  EmbedSummary summary;
-  std::vector<TextRecord> records(kWindow);
-  std::vector<std::string> texts;
-  std::vector<TextInput> inputs;
-  for (;;) {
-    size_t n = 0;
-    {
-      TraceSpan span(trace.get(), "read");
-      while (n < kWindow && reader.next(records[n])) ++n;
-    }
-    if (n == 0) break;
-    texts.clear();
-    inputs.clear();
-    for (size_t i = 0; i < n; ++i) {
-      texts.push_back(prompt + records[i].text);
-      summary.replaced_utf8 += records[i].replaced_utf8;
-      ids_jsonl += records[i].id_json.empty() ? std::to_string(summary.texts + i) : records[i].id_json;
-      ids_jsonl += '\n';
-    }
-    for (const auto& t : texts) inputs.push_back({t, std::nullopt});
-    const size_t first = all.size();
-    all.resize(first + n * static_cast<size_t>(dims));
-    {
-      TraceSpan span(trace.get(), "encode window");
-      encoder.run(inputs, all.data() + first);
-    }
-    summary.texts += n;
-    progress.update(summary.texts, reader.bytes_read());
-  }
-  progress.finish();
-
-  // Files first, the manifest last: the manifest is the commit record.
-  const DType out_dtype = o.output_dtype == "f16" ? DType::f16 : DType::f32;
-  std::vector<std::byte> bytes;
-  if (out_dtype == DType::f32) {
-    bytes.resize(all.size() * 4);
-    std::memcpy(bytes.data(), all.data(), bytes.size());
-  } else {
-    bytes.resize(all.size() * 2);
-    for (size_t i = 0; i < all.size(); ++i) {
-      const f16 h = to_f16(all[i]);
-      std::memcpy(bytes.data() + i * 2, &h.bits, 2);
-    }
-  }
-  const fs::path npy_path = out_dir / "embeddings-00000.npy";
-  const fs::path ids_path = out_dir / "ids-00000.jsonl";
-  write_npy(npy_path, out_dtype, static_cast<int64_t>(summary.texts), dims, bytes);
-  write_file_atomic(ids_path, std::string_view(ids_jsonl));
-
-  const auto& es = encoder.stats();
-  summary.tokens = es.tokens;
-  summary.truncated = es.encode.truncated;
-  summary.replaced_utf8 += es.encode.replaced_utf8;
-  summary.batches = es.batches;
-  summary.dims = dims;
-  summary.max_length = s.text.max_length;
-  summary.pooling = pooling_text;
-  summary.normalize = normalize;
-  summary.precision = o.common.precision;
-  summary.device = s.device_name;
-  summary.host_syncs = s.backend->host_syncs();
-  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
+  // The manifest's fixed part: what the vectors mean, what they came from, how
+  // they were batched (docs/output-format.md).
   const fs::path model_dir = s.text.folder.model_dir;
   json weights_sha = json::array();
   for (const auto& f : s.encoder.weights.files())
     weights_sha.push_back({{"file", f->path().filename().string()}, {"sha256", sha256_file(f->path())}});
+  json input = {{"name", from_stdin ? std::string("<stdin>") : fs::path(o.common.input).filename().string()},
+                {"format", input_format_name(format)},
+                {"text_field", format == InputFormat::text ? std::string() : o.common.text_field},
+                {"id_field", o.common.id_field},
+                {"size", nullptr},
+                {"sha256", nullptr}};
+  if (!from_stdin) {
+    std::error_code ec;
+    input["size"] = static_cast<uint64_t>(fs::file_size(o.common.input, ec));
+    if (ec) throw Error(Errc::not_found, o.common.input + ": no such input file");
+    input["sha256"] = sha256_file(o.common.input);
+  }
   json manifest = {
+      {"format", "stoke-embeddings"},
+      {"format_version", 1},
       {"stoke_version", stoke_version()},
+      {"complete", false},
       {"model",
        {{"folder", fs::path(o.common.model).filename().string()},
         {"architecture", cfg.architectures.empty() ? cfg.model_type_name : cfg.architectures[0]},
         {"model_type", cfg.model_type_name},
         {"config_sha256", sha256_file(model_dir / "config.json")},
         {"weights", weights_sha}}},
-      {"tokenizer", {{"source", s.text.tokenizer->source}, {"vocab_size", s.text.tokenizer->vocab_size()}}},
+      {"tokenizer",
+       {{"source", s.text.tokenizer->source},
+        {"vocab_size", s.text.tokenizer->vocab_size()},
+        {"sha256", tokenizer_sha256(model_dir)}}},
       {"pooling", pooling_text},
       {"normalize", normalize},
       {"max_length", s.text.max_length},
@@ -214,34 +245,104 @@ EmbedSummary run_embed(const EmbedOptions& o) {
       {"prompt", prompt},
       {"precision", o.common.precision},
       {"output_dtype", o.output_dtype},
-      {"shards",
-       json::array({{{"embeddings", npy_path.filename().string()},
-                     {"ids", ids_path.filename().string()},
-                     {"rows", summary.texts},
-                     {"first_input_index", 0},
-                     {"embeddings_sha256", sha256_hex(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()))},
-                     {"ids_sha256", sha256_hex(ids_jsonl)}}})},
-      {"counts",
-       {{"texts", summary.texts},
-        {"tokens", summary.tokens},
-        {"truncated", summary.truncated},
-        {"replaced_utf8", summary.replaced_utf8},
-        {"skipped", 0}}},
+      {"input", input},
+      {"task", {{"index", o.shard_index}, {"count", o.num_shards}}},
       {"settings",
        {{"batch_tokens", o.common.batch_tokens},
         {"max_batch_size", o.max_batch_size},
-        {"workers", pool.size()},
-        {"device", summary.device}}},
-      {"run",
-       {{"seconds", summary.seconds},
-        {"texts_per_second", summary.seconds > 0 ? summary.texts / summary.seconds : 0.0},
-        {"tokens_per_second", summary.seconds > 0 ? summary.tokens / summary.seconds : 0.0},
-        {"batches", summary.batches},
-        {"host_syncs", summary.host_syncs},
-        {"tokenize_seconds", es.tokenize_seconds},
-        {"compute_wait_seconds", es.compute_wait_seconds}}},
+        {"sort_window", o.sort_window},
+        {"shard_size", o.shard_size},
+        {"workers", po.workers},
+        {"device", s.device_name},
+        {"cores", std::thread::hardware_concurrency()},
+        {"on_error", o.on_error},
+        {"serial", o.serial}}},
   };
-  write_file_atomic(out_dir / "manifest.json", std::string_view(manifest.dump(2) + "\n"));
+
+  const fs::path out_dir(o.output);
+  EmbedOutputStart begin = prepare_embed_output(out_dir, o.resume, o.overwrite, manifest);
+  EmbedSummary summary;
+  summary.notes = begin.notes;
+  summary.dims = dims;
+  summary.max_length = s.text.max_length;
+  summary.pooling = pooling_text;
+  summary.normalize = normalize;
+  summary.precision = o.common.precision;
+  summary.device = s.device_name;
+  if (begin.already_complete) {
+    summary.already_complete = true;
+    summary.texts = begin.committed.rows;
+    summary.shards = begin.committed.shards.size();
+    return summary;
+  }
+  po.resume_record = begin.committed.records;
+
+  const uint64_t N = o.num_shards, task = o.shard_index;
+  auto own_records = [&](uint64_t records) { return records > task ? (records - task + N - 1) / N : 0; };
+  json run_info = json::object();
+  auto write_manifest = [&](const CommitPoint& point) {
+    json m = manifest;
+    m["complete"] = point.complete;
+    m["shards"] = shards_to_json(point.shards);
+    m["committed"] = {{"rows", point.rows}, {"records", point.records}, {"errors_bytes", point.errors_bytes}};
+    json counts = committed_counts(point);
+    counts["records"] = point.records;
+    counts["other_tasks"] = point.records - own_records(point.records);
+    m["counts"] = counts;
+    if (!run_info.empty()) m["run"] = run_info;
+    write_file_atomic(out_dir / "manifest.json", std::string_view(m.dump(2) + "\n"));
+  };
+
+  ShardWriter writer(out_dir, o.output_dtype == "f16" ? DType::f16 : DType::f32, dims, o.shard_size,
+                     begin.committed, write_manifest);
+  const std::string input_label = from_stdin ? std::string("<stdin>") : o.common.input;
+  ShardSink sink(writer, input_label);
+  Progress progress("embed", from_stdin ? 0 : manifest["input"]["size"].get<uint64_t>(), !o.common.quiet);
+  auto on_progress = [&](const PipelineProgress& p) {
+    // Done fraction: this task's texts against its share of the records read.
+    const double own = static_cast<double>(std::max<uint64_t>(1, own_records(p.records)));
+    const double frac = std::min(1.0, static_cast<double>(p.texts) / own);
+    progress.update(p.texts, static_cast<uint64_t>(frac * static_cast<double>(p.bytes_read)), p.tokens);
+  };
+  const PipelineStats ps = run_encode_pipeline(s.encoder, *s.backend, *s.text.tokenizer, po, sink, on_progress);
+  progress.finish();
+
+  summary.texts = ps.texts;
+  summary.tokens = ps.tokens;
+  summary.truncated = ps.truncated;
+  summary.replaced_utf8 = ps.replaced_utf8;
+  summary.batches = ps.batches;
+  summary.records = ps.records;
+  summary.skipped = ps.skipped;
+  summary.other_tasks = ps.other_tasks;
+  summary.resumed = ps.resumed;
+  summary.host_syncs = ps.host_syncs;
+  summary.padding_efficiency =
+      ps.computed_tokens > 0 ? static_cast<double>(ps.real_tokens) / static_cast<double>(ps.computed_tokens) : 1.0;
+  summary.bound_by = bounding_stage(ps, o.serial);
+  summary.stage_report = stage_lines(ps);
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run_info = {{"seconds", summary.seconds},
+              {"pipeline_seconds", ps.seconds},
+              {"texts_per_second", ps.seconds > 0 ? static_cast<double>(ps.texts) / ps.seconds : 0.0},
+              {"tokens_per_second", ps.seconds > 0 ? static_cast<double>(ps.tokens) / ps.seconds : 0.0},
+              {"batches", ps.batches},
+              {"host_syncs", ps.host_syncs},
+              {"padding_efficiency", summary.padding_efficiency},
+              {"resumed_records", ps.resumed},
+              {"bound_by", summary.bound_by},
+              {"stages",
+               {{"read", stage_json(ps.read)},
+                {"tokenize", stage_json(ps.tokenize)},
+                {"batch", stage_json(ps.batch)},
+                {"device", {{"busy", ps.device_busy}, {"result_wait", ps.result_wait}}},
+                {"write", stage_json(ps.write)}}}};
+  if (from_stdin) {
+    manifest["input"]["size"] = ps.input_bytes;
+    manifest["input"]["sha256"] = ps.input_sha256;
+  }
+  writer.finish(ps.records);
+  summary.shards = writer.committed().shards.size();
   if (trace) write_file_atomic(o.common.trace, std::string_view(trace->to_json()));
   return summary;
 }

@@ -1,11 +1,12 @@
 // `stoke embed`: sentence vectors for every input record, in input order,
-// written as numpy-readable files with a manifest (DESIGN "Output folders").
-// Shards, resume and the overlapped pipeline come with the pipeline issue;
-// this job writes one shard.
+// through the overlapped pipeline into crash-safe shards with a manifest
+// (DESIGN "Output folders", docs/output-format.md); resumable, and splittable
+// into tasks for job arrays.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "jobs/common_options.h"
 
@@ -22,10 +23,23 @@ struct EmbedOptions {
   std::string output_dtype = "f32";   // --output-dtype f32|f16
   int64_t max_batch_size = 256;       // --max-batch-size
   bool overwrite = false;             // --overwrite
+  bool resume = false;                // --resume
+  std::string on_error = "stop";      // --on-error stop|skip
+  uint64_t sort_window = 65536;       // --sort-window (records)
+  uint64_t shard_size = 100000;       // --shard-size (rows)
+  uint64_t shard_index = 0;           // --shard-index i
+  uint64_t num_shards = 1;            // --num-shards N
+  bool serial = false;                // --serial: no overlap (for comparison)
 };
 
 struct EmbedSummary {
   uint64_t texts = 0, tokens = 0, truncated = 0, replaced_utf8 = 0, batches = 0;
+  uint64_t records = 0, skipped = 0, other_tasks = 0, resumed = 0, shards = 0;
+  bool already_complete = false;
+  std::vector<std::string> notes;     // what resume did
+  std::string bound_by;               // the stage that bounded the run, in words
+  std::string stage_report;           // busy / waiting per stage, one line each
+  double padding_efficiency = 1.0;
   int64_t dims = 0, max_length = 0;
   std::string pooling, precision, device;
   bool normalize = false;

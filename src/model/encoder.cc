@@ -7,8 +7,12 @@
 namespace stoke {
 
 EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int64_t max_tokens,
-                             int64_t max_sequences)
-    : enc_(encoder), backend_(backend), max_tokens_(max_tokens), max_sequences_(max_sequences) {
+                             int64_t max_sequences, size_t staging_slots)
+    : enc_(encoder),
+      backend_(backend),
+      max_tokens_(max_tokens),
+      max_sequences_(max_sequences),
+      staging_(staging_slots < 1 ? 1 : staging_slots) {
   if (max_tokens <= 0 || max_sequences <= 0) throw Error(Errc::invalid_argument, "encoder workspace must be positive");
   const HfConfig& c = enc_.config;
   const size_t T = static_cast<size_t>(max_tokens), B = static_cast<size_t>(max_sequences);

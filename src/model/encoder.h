@@ -8,6 +8,7 @@
 
 #include <array>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "model/encoder_params.h"
@@ -30,7 +31,10 @@ class EncoderRunner {
  public:
   // Workspace is sized once for `max_tokens` tokens and `max_sequences`
   // sequences per batch, so no buffer is ever freed under running work.
-  EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int64_t max_tokens, int64_t max_sequences);
+  // `staging_slots` batches can be enqueued before the first slot is reused;
+  // a caller that keeps at most that many batches unread never waits in run().
+  EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int64_t max_tokens, int64_t max_sequences,
+                size_t staging_slots = 2);
   // Drains the backend: queued work may still use the workspace.
   ~EncoderRunner();
   EncoderRunner(const EncoderRunner&) = delete;
@@ -57,7 +61,7 @@ class EncoderRunner {
   // Device workspace.
   std::unique_ptr<Buffer> ids_, types_, positions_, cu_, cls_rows_;
   std::unique_ptr<Buffer> h_, h_low_, qkv_, ctx_, tmp_, ffn_, head_a_, head_b_, pooled_, pooled_dims_, logits_;
-  std::array<Staging, 2> staging_;
+  std::vector<Staging> staging_;
   size_t next_slot_ = 0;
 };
 

@@ -1,0 +1,230 @@
+#include "jobs/embed_output.h"
+
+#include <unistd.h>
+
+#include <system_error>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/sha256.h"
+#include "io/atomic_file.h"
+
+namespace stoke {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+bool is_output_file(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return name == "manifest.json" || name == kErrorsFileName || p.extension() == ".npy" ||
+         (name.rfind("ids-", 0) == 0 && p.extension() == ".jsonl") || is_temp_name(p);
+}
+
+std::vector<fs::path> output_files(const fs::path& dir) {
+  std::vector<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (is_output_file(entry.path())) found.push_back(entry.path());
+  return found;
+}
+
+std::string short_json(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+// The first identity field that differs, or "".
+std::string first_difference(const json& previous, const json& now, std::string* was, std::string* asked) {
+  for (const std::string& field : embed_identity_fields()) {
+    const json::json_pointer ptr(field);
+    const json a = previous.contains(ptr) ? previous.at(ptr) : json();
+    const json b = now.contains(ptr) ? now.at(ptr) : json();
+    if (a != b) {
+      *was = short_json(a);
+      *asked = short_json(b);
+      return field.substr(1);
+    }
+  }
+  return "";
+}
+
+bool shard_intact(const fs::path& dir, const ShardEntry& s, std::string* why) {
+  const fs::path npy = dir / embeddings_file_name(s.index), ids = dir / ids_file_name(s.index);
+  std::error_code ec;
+  if (!fs::is_regular_file(npy, ec)) return *why = npy.filename().string() + " is missing", false;
+  if (!fs::is_regular_file(ids, ec)) return *why = ids.filename().string() + " is missing", false;
+  if (sha256_file(npy) != s.embeddings_sha256) return *why = npy.filename().string() + " does not match its checksum", false;
+  if (sha256_file(ids) != s.ids_sha256) return *why = ids.filename().string() + " does not match its checksum", false;
+  return true;
+}
+
+}  // namespace
+
+const std::vector<std::string>& embed_identity_fields() {
+  static const std::vector<std::string> fields = {
+      "/model/config_sha256", "/model/weights",    "/tokenizer/sha256",        "/pooling",
+      "/normalize",           "/max_length",       "/dimensions",              "/prompt",
+      "/precision",           "/output_dtype",     "/input/format",            "/input/text_field",
+      "/input/id_field",      "/input/size",       "/input/sha256",            "/task/index",
+      "/task/count",          "/settings/batch_tokens", "/settings/max_batch_size", "/settings/sort_window",
+      "/settings/shard_size"};
+  return fields;
+}
+
+json shards_to_json(const std::vector<ShardEntry>& shards) {
+  json out = json::array();
+  for (const ShardEntry& s : shards)
+    out.push_back({{"index", s.index},
+                   {"embeddings", embeddings_file_name(s.index)},
+                   {"ids", ids_file_name(s.index)},
+                   {"rows", s.rows},
+                   {"first_row", s.first_row},
+                   {"first_record", s.first_record},
+                   {"last_record", s.last_record},
+                   {"records_after", s.records_after},
+                   {"errors_bytes_after", s.errors_bytes_after},
+                   {"skipped_after", s.skipped_after},
+                   {"tokens", s.tokens},
+                   {"truncated", s.truncated},
+                   {"replaced_utf8", s.replaced_utf8},
+                   {"embeddings_sha256", s.embeddings_sha256},
+                   {"ids_sha256", s.ids_sha256}});
+  return out;
+}
+
+std::vector<ShardEntry> shards_from_json(const json& shards) {
+  std::vector<ShardEntry> out;
+  for (const json& j : shards) {
+    ShardEntry s;
+    s.index = j.at("index").get<uint64_t>();
+    s.rows = j.at("rows").get<uint64_t>();
+    s.first_row = j.at("first_row").get<uint64_t>();
+    s.first_record = j.at("first_record").get<uint64_t>();
+    s.last_record = j.at("last_record").get<uint64_t>();
+    s.records_after = j.at("records_after").get<uint64_t>();
+    s.errors_bytes_after = j.at("errors_bytes_after").get<uint64_t>();
+    s.skipped_after = j.at("skipped_after").get<uint64_t>();
+    s.tokens = j.at("tokens").get<uint64_t>();
+    s.truncated = j.at("truncated").get<uint64_t>();
+    s.replaced_utf8 = j.at("replaced_utf8").get<uint64_t>();
+    s.embeddings_sha256 = j.at("embeddings_sha256").get<std::string>();
+    s.ids_sha256 = j.at("ids_sha256").get<std::string>();
+    if (s.index != out.size()) throw Error(Errc::format, "shard " + std::to_string(s.index) + " is out of order");
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+json committed_counts(const CommitPoint& point) {
+  uint64_t tokens = 0, truncated = 0, replaced = 0;
+  for (const ShardEntry& s : point.shards) {
+    tokens += s.tokens;
+    truncated += s.truncated;
+    replaced += s.replaced_utf8;
+  }
+  return {{"texts", point.rows}, {"tokens", tokens}, {"truncated", truncated}, {"replaced_utf8", replaced},
+          {"skipped", point.skipped}};
+}
+
+EmbedOutputStart prepare_embed_output(const fs::path& dir, bool resume, bool overwrite, const json& manifest) {
+  const std::string where = "--output " + dir.string();
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw Error(Errc::invalid_argument, where + ": is a file (expected a folder)");
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(Errc::io, where + ": cannot create the folder: " + ec.message());
+  EmbedOutputStart start;
+  const fs::path manifest_path = dir / "manifest.json";
+
+  if (overwrite || !resume) {
+    const std::vector<fs::path> existing = output_files(dir);
+    if (!existing.empty() && !overwrite)
+      throw Error(Errc::refused, where + " already holds output (" + existing.front().filename().string() +
+                                     "); --resume continues it, --overwrite replaces it");
+    for (const auto& p : existing) fs::remove(p);
+    return start;
+  }
+
+  // --resume
+  if (!fs::exists(manifest_path, ec)) {
+    // Killed before its first commit: nothing here was committed.
+    for (const auto& p : output_files(dir)) fs::remove(p);
+    start.notes.push_back("no manifest in " + dir.string() + ": starting from the beginning");
+    return start;
+  }
+  json previous;
+  CommitPoint committed;
+  try {
+    previous = json::parse(read_file(manifest_path));
+    if (previous.value("format", "") != "stoke-embeddings" || previous.value("format_version", 0) != 1)
+      throw Error(Errc::format, "not a stoke-embeddings manifest (format version 1)");
+    committed.shards = shards_from_json(previous.at("shards"));
+    committed.complete = previous.at("complete").get<bool>();
+  } catch (const std::exception& e) {
+    throw Error(Errc::format, manifest_path.string() + ": cannot resume from it (" + e.what() +
+                                  "); --overwrite starts again");
+  }
+  std::string was, asked;
+  const std::string field = first_difference(previous, manifest, &was, &asked);
+  if (!field.empty())
+    throw Error(Errc::refused, "--resume " + dir.string() + ": " + field + " differs (the output has " + was +
+                                   ", this run has " + asked +
+                                   "); resuming would mix vector spaces or batches — use the same settings, or "
+                                   "another --output folder");
+
+  // Trust only shards whose files are intact; redo from the first that is not.
+  for (size_t i = 0; i < committed.shards.size(); ++i) {
+    std::string why;
+    if (!shard_intact(dir, committed.shards[i], &why)) {
+      start.notes.push_back("shard " + std::to_string(i) + ": " + why + "; redoing it and the " +
+                            std::to_string(committed.shards.size() - i - 1) + " after it");
+      committed.shards.resize(i);
+      committed.complete = false;
+      break;
+    }
+  }
+  for (const ShardEntry& s : committed.shards) committed.rows += s.rows;
+  if (!committed.shards.empty()) {
+    committed.records = committed.shards.back().records_after;
+    committed.errors_bytes = committed.shards.back().errors_bytes_after;
+    committed.skipped = committed.shards.back().skipped_after;
+  }
+  if (committed.complete) {
+    // A complete output whose last commit had no shard of its own (trailing
+    // bad records, or rows ending on a shard boundary) records its own totals.
+    const json& c = previous.at("committed");
+    committed.records = c.at("records").get<uint64_t>();
+    committed.errors_bytes = c.at("errors_bytes").get<uint64_t>();
+    committed.skipped = previous.at("counts").at("skipped").get<uint64_t>();
+    start.already_complete = true;
+  }
+
+  // Clear what was not committed: temp files, shards past the committed ones,
+  // errors past the committed length.
+  for (const auto& p : output_files(dir)) {
+    const std::string name = p.filename().string();
+    if (name == "manifest.json") continue;
+    if (name == kErrorsFileName) {
+      if (committed.errors_bytes == 0) {
+        fs::remove(p);
+      } else if (fs::file_size(p) != committed.errors_bytes) {
+        if (fs::file_size(p) < committed.errors_bytes)
+          throw Error(Errc::format, p.string() + " is shorter than the manifest committed; --overwrite starts again");
+        fs::resize_file(p, committed.errors_bytes);
+      }
+      continue;
+    }
+    bool keep = false;
+    for (const ShardEntry& s : committed.shards)
+      keep = keep || name == embeddings_file_name(s.index) || name == ids_file_name(s.index);
+    if (!keep) fs::remove(p);
+  }
+  fsync_directory(dir);
+  start.committed = std::move(committed);
+  start.resumed = true;
+  return start;
+}
+
+}  // namespace stoke

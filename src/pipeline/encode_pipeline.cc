@@ -1,0 +1,471 @@
+#include "pipeline/encode_pipeline.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "pipeline/bounded_queue.h"
+
+namespace stoke {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Output slots: batches enqueued and not yet read back. Three keeps the device
+// fed while the writer reads one result and the executor enqueues the next.
+constexpr size_t kSlots = 3;
+
+// One sort window: this task's records with numbers in [first, end).
+struct Window {
+  uint64_t first = 0, end = 0;
+  std::vector<InputRecord> records;  // good records, in input order
+  std::vector<InputRecord> bad;      // bad records kept for the errors file (--on-error skip)
+  std::vector<Encoding> encodings;   // one per record
+  std::vector<float> rows;           // records.size() x width, filled by the writer
+};
+using WindowPtr = std::shared_ptr<Window>;
+
+struct BatchJob {
+  WindowPtr window;
+  std::vector<uint32_t> members;  // window rows in the order of the batch
+  size_t slot = 0;
+  std::shared_ptr<Event> done;
+  bool window_end = false;        // marker: every batch of `window` came before it
+};
+
+// Thrown inside a stage when another stage failed and the queues were aborted.
+struct Aborted {};
+
+class Pipeline {
+ public:
+  Pipeline(const LoadedEncoder& encoder, Backend& backend, const Tokenizer& tokenizer,
+           const EncodePipelineOptions& options, RowSink& sink,
+           const std::function<void(const PipelineProgress&)>& progress)
+      : enc_(encoder),
+        backend_(backend),
+        tok_(tokenizer),
+        opt_(options),
+        sink_(sink),
+        progress_(progress),
+        width_(pipeline_row_width(encoder, options)) {
+    if (opt_.batch_tokens <= 0) throw Error(Errc::invalid_argument, "--batch-tokens: expected a positive number");
+    if (opt_.max_batch_size <= 0) throw Error(Errc::invalid_argument, "--max-batch-size: expected a positive number");
+    if (opt_.sort_window == 0) throw Error(Errc::invalid_argument, "--sort-window: expected a positive number");
+    if (opt_.workers <= 0) throw Error(Errc::invalid_argument, "--workers: expected a positive number");
+    if (opt_.task_count == 0 || opt_.task_index >= opt_.task_count)
+      throw Error(Errc::invalid_argument, "--shard-index " + std::to_string(opt_.task_index) +
+                                              ": expected 0 <= index < --num-shards " + std::to_string(opt_.task_count));
+    for (auto& s : slots_) s = backend_.allocate_host(static_cast<size_t>(opt_.max_batch_size * width_) * sizeof(float));
+    // A batch holds at least one whole sequence, however long.
+    runner_ = std::make_unique<EncoderRunner>(
+        enc_, backend_, std::max<int64_t>(opt_.batch_tokens, static_cast<int64_t>(opt_.encode.max_length)),
+        opt_.max_batch_size, kSlots);
+  }
+
+  PipelineStats run() {
+    const auto t0 = Clock::now();
+    const uint64_t syncs0 = backend_.host_syncs();
+    const double busy0 = backend_.busy_seconds();
+    RecordReader reader(opt_.input);
+    total_bytes_ = reader.total_bytes();
+    // Resume: whole windows before the one holding the first uncommitted record
+    // are skipped unread; that window is redone from its start so its batches
+    // are the ones the first run formed.
+    const uint64_t first_window = opt_.resume_record / opt_.sort_window * opt_.sort_window;
+    if (first_window > 0) {
+      const auto ts = Clock::now();
+      const uint64_t skipped = reader.skip(first_window);
+      stats_.read.busy += since(ts);
+      stats_.resumed += skipped;
+    }
+    if (opt_.serial)
+      run_serial(reader);
+    else
+      run_pipelined(reader);
+    stats_.records = reader.records();
+    stats_.input_sha256 = reader.sha256_so_far();
+    stats_.input_bytes = reader.bytes_read();
+    stats_.seconds = since(t0);
+    stats_.host_syncs = backend_.host_syncs() - syncs0;
+    const double busy1 = backend_.busy_seconds();
+    stats_.device_busy = busy0 >= 0 && busy1 >= 0 ? busy1 - busy0 : -1;
+    return stats_;
+  }
+
+ private:
+  // --- stages, each on one window or batch; serial and pipelined runs share them
+
+  // Reads the records of the next window; false at end of input.
+  bool read_window(RecordReader& reader, Window& w) {
+    w.first = reader.records();
+    w.end = (w.first / opt_.sort_window + 1) * opt_.sort_window;
+    const uint64_t N = opt_.task_count, task = opt_.task_index;
+    InputRecord rec;
+    while (reader.records() < w.end) {
+      const uint64_t r = reader.records();
+      if (N > 1 && r % N != task) {
+        // Other tasks' records are skipped without parsing.
+        const uint64_t next_own = r + (task + N - r % N) % N;
+        const uint64_t want = std::min(next_own, w.end) - r;
+        const uint64_t got = reader.skip(want);
+        other_tasks_ += got;
+        if (got < want) break;
+        continue;
+      }
+      if (!reader.next(rec)) break;
+      bytes_read_.store(reader.bytes_read(), std::memory_order_relaxed);
+      records_read_.store(reader.records(), std::memory_order_relaxed);
+      if (!rec.error.empty()) {
+        if (rec.index < opt_.resume_record) continue;  // an earlier run already dealt with it
+        if (!opt_.skip_bad_records)
+          throw Error(Errc::format,
+                      describe_bad_record(reader, rec) + " (--on-error skip records bad lines in errors.jsonl and goes on)");
+        w.bad.push_back(std::move(rec));
+        continue;
+      }
+      if (!opt_.prompt.empty()) rec.text.insert(0, opt_.prompt);
+      w.records.push_back(std::move(rec));
+    }
+    bytes_read_.store(reader.bytes_read(), std::memory_order_relaxed);
+    records_read_.store(reader.records(), std::memory_order_relaxed);
+    return reader.records() > w.first;
+  }
+
+  void tokenize_window(Window& w, ThreadPool* pool) {
+    const size_t n = w.records.size();
+    w.encodings.resize(n);
+    auto body = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const InputRecord& r = w.records[i];
+        TextInput in{r.text, std::nullopt};
+        if (opt_.pairs && r.pair) in.pair = std::string_view(*r.pair);
+        w.encodings[i] = tok_.encode(in, opt_.encode);
+      }
+    };
+    if (pool && n > 64)
+      pool->parallel_for(n, body);
+    else
+      body(0, n);
+  }
+
+  // Longest first: the batch that needs the most memory comes first, and each
+  // batch holds texts of similar length, so the token budget is used evenly.
+  template <typename EachBatch>
+  void cut_batches(const Window& w, EachBatch&& each_batch) {
+    std::vector<uint32_t> order(w.records.size());
+    std::iota(order.begin(), order.end(), uint32_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return w.encodings[a].ids.size() > w.encodings[b].ids.size();
+    });
+    std::vector<uint32_t> members;
+    int64_t tokens = 0;
+    for (uint32_t i : order) {
+      const auto len = static_cast<int64_t>(w.encodings[i].ids.size());
+      if (!members.empty() &&
+          (tokens + len > opt_.batch_tokens || static_cast<int64_t>(members.size()) >= opt_.max_batch_size)) {
+        each_batch(std::move(members));
+        members = {};
+        tokens = 0;
+      }
+      members.push_back(i);
+      tokens += len;
+    }
+    if (!members.empty()) each_batch(std::move(members));
+  }
+
+  void pack(const Window& w, const std::vector<uint32_t>& members, PackedBatch& batch) {
+    batch.clear();
+    for (uint32_t m : members) batch.add(w.encodings[m].ids, w.encodings[m].type_ids, enc_.config);
+  }
+
+  // Enqueues a packed batch into an output slot; returns at once.
+  BatchJob submit(WindowPtr w, std::vector<uint32_t> members, const PackedBatch& batch, size_t slot) {
+    EncoderOutputs out;
+    auto* dst = static_cast<float*>(slots_[slot]->data());
+    if (opt_.product == RowProduct::pooled) {
+      out.pooled = dst;
+      out.pooling = opt_.pooling;
+      out.normalize = opt_.normalize;
+      out.dims = width_;
+    } else {
+      out.logits = dst;
+    }
+    BatchJob job;
+    job.done = runner_->run(batch, out);
+    job.window = std::move(w);
+    job.members = std::move(members);
+    job.slot = slot;
+    stats_.batches++;
+    stats_.computed_tokens += static_cast<uint64_t>(batch.tokens());
+    for (uint32_t m : job.members) stats_.real_tokens += job.window->encodings[m].ids.size();
+    return job;
+  }
+
+  // The writer's half of a batch: wait for its results (the one host sync per
+  // batch) and put each row where its record sits in the window.
+  void collect(const BatchJob& job) {
+    const auto t0 = Clock::now();
+    {
+      TraceSpan span(opt_.trace, "wait result", "sync");
+      backend_.wait(*job.done);
+    }
+    stats_.result_wait += since(t0);
+    const auto t1 = Clock::now();
+    const auto* src = static_cast<const float*>(slots_[job.slot]->data());
+    Window& w = *job.window;
+    if (w.rows.empty()) w.rows.resize(w.records.size() * static_cast<size_t>(width_));
+    const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
+    for (size_t r = 0; r < job.members.size(); ++r) {
+      std::memcpy(w.rows.data() + job.members[r] * static_cast<size_t>(width_), src + r * static_cast<size_t>(width_),
+                  row_bytes);
+      rows_done_.fetch_add(1, std::memory_order_relaxed);
+      tokens_done_.fetch_add(w.encodings[job.members[r]].ids.size(), std::memory_order_relaxed);
+    }
+    stats_.write.busy += since(t1);
+  }
+
+  // Rows and skipped records to the sink, merged in record order.
+  void emit(Window& w) {
+    TraceSpan span(opt_.trace, "emit", "stage");
+    const auto t0 = Clock::now();
+    size_t i = 0, j = 0;
+    while (i < w.records.size() || j < w.bad.size()) {
+      const bool take_row = j == w.bad.size() || (i < w.records.size() && w.records[i].index < w.bad[j].index);
+      if (take_row) {
+        const InputRecord& rec = w.records[i];
+        const Encoding& enc = w.encodings[i];
+        if (rec.index < opt_.resume_record) {
+          stats_.resumed++;
+        } else {
+          sink_.row(rec, enc, w.rows.data() + i * static_cast<size_t>(width_));
+          stats_.texts++;
+          stats_.tokens += enc.ids.size();
+          stats_.truncated += enc.truncated ? 1 : 0;
+          stats_.replaced_utf8 += rec.replaced_utf8;
+        }
+        ++i;
+      } else {
+        sink_.skipped(w.bad[j]);
+        stats_.skipped++;
+        ++j;
+      }
+    }
+    stats_.windows++;
+    stats_.write.busy += since(t0);
+    report_progress();
+  }
+
+  void report_progress() {
+    if (!progress_) return;
+    PipelineProgress p;
+    p.records = records_read_.load(std::memory_order_relaxed);
+    p.texts = rows_done_.load(std::memory_order_relaxed);
+    p.tokens = tokens_done_.load(std::memory_order_relaxed);
+    p.bytes_read = bytes_read_.load(std::memory_order_relaxed);
+    p.total_bytes = total_bytes_;
+    progress_(p);
+  }
+
+  // --- the two ways to run the stages
+
+  // One stage at a time, as a plain loop would (sentence-transformers' encode):
+  // read, tokenize, then for each batch enqueue and wait; the comparison for
+  // what the pipeline hides.
+  void run_serial(RecordReader& reader) {
+    PackedBatch batch;
+    for (;;) {
+      auto w = std::make_shared<Window>();
+      auto t = Clock::now();
+      if (!read_window(reader, *w)) break;
+      stats_.read.busy += since(t);
+      t = Clock::now();
+      tokenize_window(*w, nullptr);
+      stats_.tokenize.busy += since(t);
+      cut_batches(*w, [&](std::vector<uint32_t> members) {
+        const auto tb = Clock::now();
+        pack(*w, members, batch);
+        BatchJob job = submit(w, std::move(members), batch, 0);
+        stats_.batch.busy += since(tb);
+        collect(job);
+        report_progress();
+      });
+      emit(*w);
+    }
+    stats_.other_tasks = other_tasks_;
+  }
+
+  void run_pipelined(RecordReader& reader) {
+    BoundedQueue<WindowPtr> read_q(2), token_q(2);
+    BoundedQueue<BatchJob> result_q(kSlots + 2);
+    BoundedQueue<size_t> free_slots(kSlots);
+    for (size_t s = 0; s < kSlots; ++s) free_slots.push(s);
+
+    std::mutex error_mu;
+    std::exception_ptr error;
+    auto fail = [&](std::exception_ptr e) {
+      {
+        std::lock_guard lock(error_mu);
+        if (!error) error = e;
+      }
+      read_q.abort();
+      token_q.abort();
+      result_q.abort();
+      free_slots.abort();
+    };
+
+    std::thread reader_thread([&] {
+      if (opt_.trace) opt_.trace->name_thread("reader");
+      try {
+        for (;;) {
+          auto w = std::make_shared<Window>();
+          const auto t = Clock::now();
+          bool more;
+          {
+            TraceSpan span(opt_.trace, "read");
+            more = read_window(reader, *w);
+          }
+          stats_.read.busy += since(t);
+          if (!more || !read_q.push(std::move(w))) break;
+        }
+        read_q.close();
+      } catch (...) {
+        fail(std::current_exception());
+      }
+    });
+
+    std::thread tokenizer_thread([&] {
+      if (opt_.trace) opt_.trace->name_thread("tokenizer");
+      try {
+        // The coordinator tokenizes too: workers - 1 helpers.
+        std::unique_ptr<ThreadPool> pool;
+        if (opt_.workers > 1) pool = std::make_unique<ThreadPool>(static_cast<size_t>(opt_.workers - 1));
+        while (auto w = read_q.pop()) {
+          const auto t = Clock::now();
+          {
+            TraceSpan span(opt_.trace, "tokenize");
+            tokenize_window(**w, pool.get());
+          }
+          stats_.tokenize.busy += since(t);
+          if (!token_q.push(std::move(*w))) break;
+        }
+        token_q.close();
+      } catch (...) {
+        fail(std::current_exception());
+      }
+    });
+
+    std::thread writer_thread([&] {
+      if (opt_.trace) opt_.trace->name_thread("writer");
+      try {
+        while (auto job = result_q.pop()) {
+          if (job->window_end) {
+            emit(*job->window);
+            continue;
+          }
+          collect(*job);
+          job->window.reset();
+          free_slots.push(job->slot);
+          report_progress();
+        }
+      } catch (...) {
+        fail(std::current_exception());
+      }
+    });
+
+    // The executor: this thread.
+    try {
+      PackedBatch batch;
+      while (auto w = token_q.pop()) {
+        cut_batches(**w, [&](std::vector<uint32_t> members) {
+          auto t = Clock::now();
+          {
+            TraceSpan span(opt_.trace, "pack");
+            pack(**w, members, batch);  // packed before a slot frees: ready the moment one does
+          }
+          stats_.batch.busy += since(t);
+          const auto tw = Clock::now();
+          auto slot = free_slots.pop();
+          stats_.batch.wait_output += since(tw);
+          if (!slot) throw Aborted{};
+          t = Clock::now();
+          BatchJob job;
+          {
+            TraceSpan span(opt_.trace, "enqueue");
+            job = submit(*w, std::move(members), batch, *slot);
+          }
+          stats_.batch.busy += since(t);
+          if (!result_q.push(std::move(job))) throw Aborted{};
+        });
+        BatchJob end;
+        end.window = std::move(*w);
+        end.window_end = true;
+        if (!result_q.push(std::move(end))) throw Aborted{};
+      }
+      result_q.close();
+    } catch (const Aborted&) {
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    reader_thread.join();
+    tokenizer_thread.join();
+    writer_thread.join();
+    stats_.other_tasks = other_tasks_;
+    stats_.read.wait_output = read_q.push_wait_seconds();
+    stats_.tokenize.wait_input = read_q.pop_wait_seconds();
+    stats_.tokenize.wait_output = token_q.push_wait_seconds();
+    stats_.batch.wait_input = token_q.pop_wait_seconds();
+    stats_.write.wait_input = result_q.pop_wait_seconds();
+    if (error) {
+      // Work already enqueued may still write into the slots: let it finish
+      // before they go (drain never throws and is not a counted sync).
+      backend_.drain();
+      std::rethrow_exception(error);
+    }
+  }
+
+  const LoadedEncoder& enc_;
+  Backend& backend_;
+  const Tokenizer& tok_;
+  const EncodePipelineOptions& opt_;
+  RowSink& sink_;
+  const std::function<void(const PipelineProgress&)>& progress_;
+  int64_t width_;
+  std::array<std::unique_ptr<Buffer>, kSlots> slots_;  // before the runner: freed after it drained
+  std::unique_ptr<EncoderRunner> runner_;
+  PipelineStats stats_;
+  uint64_t other_tasks_ = 0, total_bytes_ = 0;
+  std::atomic<uint64_t> bytes_read_{0}, records_read_{0}, rows_done_{0}, tokens_done_{0};
+};
+
+}  // namespace
+
+int64_t pipeline_row_width(const LoadedEncoder& encoder, const EncodePipelineOptions& options) {
+  const int64_t H = encoder.config.hidden_size;
+  if (options.product == RowProduct::logits) return encoder.config.num_labels();
+  if (options.dims < 0) throw Error(Errc::invalid_argument, "--dimensions: expected a positive number");
+  if (options.dims > H)
+    throw Error(Errc::invalid_argument, "--dimensions " + std::to_string(options.dims) + " is more than the model's " +
+                                            std::to_string(H) + " hidden size");
+  return options.dims > 0 ? options.dims : H;
+}
+
+PipelineStats run_encode_pipeline(const LoadedEncoder& encoder, Backend& backend, const Tokenizer& tokenizer,
+                                  const EncodePipelineOptions& options, RowSink& sink,
+                                  const std::function<void(const PipelineProgress&)>& progress) {
+  Pipeline pipeline(encoder, backend, tokenizer, options, sink, progress);
+  return pipeline.run();
+}
+
+}  // namespace stoke

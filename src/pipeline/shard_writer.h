@@ -1,0 +1,88 @@
+// Output rows to shards with the commit protocol of docs/output-format.md:
+// each shard is streamed to a temporary file, and at its commit the data is
+// fsync'd and renamed, then the ids file the same way, then the errors of the
+// records it covers are appended to errors.jsonl and fsync'd, then the folder
+// is fsync'd — and only then is the manifest (the commit record) rewritten, by
+// the caller's callback. A kill at any point leaves the previous manifest, which
+// names only complete files.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/atomic_file.h"
+
+namespace stoke {
+
+// One committed shard, as the manifest lists it.
+struct ShardEntry {
+  uint64_t index = 0, rows = 0, first_row = 0, first_record = 0, last_record = 0;
+  uint64_t records_after = 0;       // every record before this number is accounted for
+  uint64_t errors_bytes_after = 0;  // length of errors.jsonl at this commit
+  uint64_t skipped_after = 0;       // lines of errors.jsonl at this commit
+  uint64_t tokens = 0, truncated = 0, replaced_utf8 = 0;  // over this shard's rows
+  std::string embeddings_sha256, ids_sha256;
+};
+
+// What one row's record cost and lost, summed per shard for the manifest.
+struct RowCounts {
+  uint64_t tokens = 0;
+  bool truncated = false;
+  uint64_t replaced_utf8 = 0;
+};
+std::string embeddings_file_name(uint64_t shard);  // embeddings-00003.npy
+std::string ids_file_name(uint64_t shard);         // ids-00003.jsonl
+inline constexpr const char* kErrorsFileName = "errors.jsonl";
+
+// What the manifest commits.
+struct CommitPoint {
+  std::vector<ShardEntry> shards;
+  uint64_t rows = 0, records = 0, errors_bytes = 0, skipped = 0;
+  bool complete = false;
+};
+
+class ShardWriter {
+ public:
+  // Writes the manifest for a commit point; runs after the shard's files are durable.
+  using OnCommit = std::function<void(const CommitPoint&)>;
+
+  // `start`: what an earlier run committed (empty for a fresh output).
+  ShardWriter(std::filesystem::path dir, DType dtype, int64_t dims, uint64_t shard_size, CommitPoint start,
+              OnCommit on_commit);
+  ~ShardWriter();  // an open shard is abandoned (its temp files removed)
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+
+  // The next output row: its record number, id (JSON text; "" = the record
+  // number) and `dims` floats. Commits the shard when it is full.
+  void add_row(uint64_t record, std::string_view id_json, const float* values, const RowCounts& counts);
+  // One line for errors.jsonl (without newline); written at the next commit.
+  void add_error(std::string_view line);
+  // Commits what is left and marks the output complete; `records` is the
+  // number of records in the whole input.
+  void finish(uint64_t records);
+  const CommitPoint& committed() const { return committed_; }
+
+ private:
+  struct OpenShard;
+  void commit(uint64_t records_after, bool complete);
+
+  std::filesystem::path dir_;
+  DType dtype_;
+  int64_t dims_;
+  uint64_t shard_size_;
+  OnCommit on_commit_;
+  CommitPoint committed_;
+  std::unique_ptr<OpenShard> open_;
+  std::string pending_errors_;
+  uint64_t pending_skipped_ = 0;
+  std::vector<std::byte> row_bytes_;
+};
+
+}  // namespace stoke
