@@ -1,0 +1,127 @@
+// The pipeline's record reader: input records (JSONL, CSV, TSV or plain text)
+// from a file or stdin, numbered over the whole input, streamed through one
+// buffer (memory is bounded by the longest record). A bad record is returned,
+// never thrown, so the caller decides between stopping and skipping
+// (RELIABILITY 5); only read failures and unusable settings throw.
+//
+// Record numbers (docs/output-format.md): a JSONL line that is not blank, a
+// CSV/TSV row after the header, a line of a text file. Bad records keep their
+// number. A UTF-8 BOM at the very start is dropped; lines end in LF or CRLF.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/sha256.h"
+
+namespace stoke {
+
+enum class InputFormat { jsonl, csv, tsv, text };
+// "jsonl", "csv", "tsv", "text"; throws Error(invalid_argument) naming --input-format otherwise.
+InputFormat input_format_from_name(const std::string& name);
+const char* input_format_name(InputFormat f);
+// From the file name: .csv -> csv, .tsv/.tab -> tsv, .txt -> text, anything else (and "-" = stdin) -> jsonl.
+InputFormat input_format_for_path(const std::string& path);
+
+struct RecordReaderOptions {
+  std::string path = "-";             // "-" = stdin
+  std::optional<InputFormat> format;  // nullopt: from the path
+  std::string text_field = "text";
+  std::string pair_field;             // "" = not read
+  std::string id_field;               // "" = none
+};
+
+struct InputRecord {
+  uint64_t index = 0;          // 0-based record number in the whole input
+  uint64_t line = 0;           // 1-based line where the record starts
+  std::string text;
+  std::optional<std::string> pair;
+  std::string id_json;         // the id value as JSON text ("" without --id-field); CSV cells become JSON strings
+  uint64_t replaced_utf8 = 0;  // invalid UTF-8 bytes replaced by U+FFFD in this record
+  std::string error;           // non-empty: a bad record; says the field and what was expected (no file:line prefix)
+};
+
+// Where a reader's bytes come from. Files and stdin are read with read(2);
+// tests and the fuzz target read memory.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Up to n bytes into buf; 0 only at end of input. Throws Error(io) on failure.
+  virtual size_t read(char* buf, size_t n) = 0;
+};
+// max_read > 0 caps the bytes one read returns (tests use it to split the input everywhere).
+std::unique_ptr<ByteSource> memory_byte_source(std::string data, size_t max_read = SIZE_MAX);
+
+class RecordReader {
+ public:
+  static constexpr size_t kDefaultBufferBytes = size_t{1} << 20;
+
+  // Throws Error: missing file, CSV header without the text column (lists the
+  // columns), id or pair field with plain text, ...
+  explicit RecordReader(RecordReaderOptions options);
+  // Reads from any source (options.path is ignored; label names it in messages).
+  // buffer_bytes is where the buffer starts; it grows to hold the longest line
+  // (tests use 1 byte to cross every buffer boundary).
+  RecordReader(RecordReaderOptions options, std::unique_ptr<ByteSource> source, std::string label,
+               uint64_t total_bytes = 0, size_t buffer_bytes = kDefaultBufferBytes);
+  ~RecordReader();
+  RecordReader(const RecordReader&) = delete;
+  RecordReader& operator=(const RecordReader&) = delete;
+
+  // False at end of input. A bad record comes back with `error` set and index/line filled (never thrown).
+  // Read failures throw Error(io) naming the file.
+  bool next(InputRecord& record);
+  // Skips up to n records without parsing fields (used by resume); returns how many were skipped.
+  uint64_t skip(uint64_t n);
+  uint64_t records() const { return records_; }  // records returned or skipped so far
+  uint64_t bytes_read() const { return bytes_read_; }
+  uint64_t total_bytes() const { return total_bytes_; }  // 0 for stdin (and pipes)
+  const std::string& label() const { return label_; }  // the path, or "<stdin>"
+  InputFormat format() const { return format_; }
+  // SHA-256 hex of every byte read so far; after end of input, the fingerprint of the whole input (used for stdin).
+  std::string sha256_so_far();
+
+ private:
+  // One CSV/TSV row split into fields, quote-aware; `error` set when malformed.
+  struct CsvRow;
+
+  void open_csv_header();
+  bool fill();  // reads more bytes into the buffer; false at end of input
+  // The next line without its LF/CRLF, as a view into the buffer valid until
+  // the next call; *ending is "\n", "\r\n", or "" for a last line without one.
+  bool next_line(std::string_view& line, const char** ending = nullptr);
+  bool next_jsonl(InputRecord& record);
+  bool next_csv(InputRecord& record);
+  bool next_text(InputRecord& record);
+  bool read_csv_row(CsvRow& row, bool keep_fields);
+
+  RecordReaderOptions options_;
+  InputFormat format_ = InputFormat::jsonl;
+  std::string label_;
+  std::unique_ptr<ByteSource> source_;
+  uint64_t total_bytes_ = 0;
+
+  std::string buf_;  // [pos_, end_) holds unread bytes
+  size_t pos_ = 0, end_ = 0;
+  bool eof_ = false, started_ = false;
+  uint64_t line_no_ = 0;  // lines consumed so far
+  uint64_t records_ = 0, bytes_read_ = 0;
+  Sha256 sha_;
+
+  // CSV/TSV
+  char delimiter_ = ',';
+  std::unique_ptr<CsvRow> row_;
+  std::vector<std::string> header_;  // column names (sanitized)
+  size_t header_fields_ = 0;
+  long text_col_ = -1, pair_col_ = -1, id_col_ = -1;
+};
+
+// "FILE:LINE: message" — the one-line form every job prints for a bad record.
+std::string describe_bad_record(const RecordReader& reader, const InputRecord& record);
+
+}  // namespace stoke
