@@ -6,11 +6,14 @@
 #include <optional>
 #include <string>
 
+#include "pipeline/record_reader.h"
+
 namespace stoke {
 
 struct CommonOptions {
   std::string model;                     // --model DIR
   std::string input = "-";               // --input FILE ("-" = stdin)
+  std::string input_format;              // --input-format jsonl|csv|tsv|text ("" = from the file name)
   std::string text_field = "text";       // --text-field
   std::string pair_field = "text_pair";  // --pair-field (optional in each record)
   std::string id_field;                  // --id-field ("" = record number)
@@ -33,5 +36,9 @@ struct DeviceSpec {
 DeviceSpec parse_device(const std::string& text);
 // Checks the value forms of the common flags (device, precision, workers, ...).
 void validate_common_options(const CommonOptions& options);
+// The record reader's settings for these flags: the format from --input-format,
+// else from the file name. Plain text has no fields, so the default
+// --pair-field is dropped there (an explicit other name is refused by the reader).
+RecordReaderOptions record_reader_options(const CommonOptions& options);
 
 }  // namespace stoke
