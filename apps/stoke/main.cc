@@ -22,7 +22,11 @@ using stoke::CommonOptions;
 // The flags every job that reads texts shares (DESIGN conventions).
 void add_common_flags(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--model", o.model, "Hugging Face model folder (config.json, tokenizer files, weights); required");
-  cmd->add_option("--input", o.input, "Input JSONL file, one object per line; - reads stdin");
+  cmd->add_option("--input", o.input,
+                  "Input file: JSONL (one object per line), CSV or TSV (a header row naming the columns) or plain "
+                  "text (one text per line); - reads stdin");
+  cmd->add_option("--input-format", o.input_format,
+                  "jsonl, csv, tsv or text (default: from the file name: .csv, .tsv, .txt, else JSONL)");
   cmd->add_option("--text-field", o.text_field, "Field holding the text");
   cmd->add_option("--pair-field", o.pair_field, "Field holding the second text of a pair (optional per record)");
   cmd->add_option("--id-field", o.id_field,

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/crash_point.h"
 #include "core/error.h"
 
 namespace stoke {
@@ -78,6 +79,7 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::b
     ::unlink(tmp.c_str());
     fail(tmp, "close");
   }
+  crash_point("before-rename");
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int saved = errno;
     ::unlink(tmp.c_str());

@@ -12,7 +12,6 @@
 #include "jobs/batched_encoder.h"
 #include "jobs/model_session.h"
 #include "jobs/output_file.h"
-#include "jobs/text_records.h"
 
 namespace stoke {
 
@@ -133,11 +132,11 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   BatchedEncoder encoder(s.encoder, *s.backend, *s.text.tokenizer, bo, pool);
   const size_t C = static_cast<size_t>(encoder.width());
 
-  JsonlTextReader reader(o.common.input, o.common.text_field, o.common.pair_field, o.common.id_field);
+  RecordReader reader(record_reader_options(o.common));
   OutputFile output(o.output);
   Progress progress("classify", reader.total_bytes(), !o.common.quiet);
   ClassifySummary summary;
-  std::vector<TextRecord> records(kWindow);
+  std::vector<InputRecord> records(kWindow);
   std::vector<TextInput> inputs;
   std::vector<float> logits;
   std::string out;
@@ -145,7 +144,10 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
     size_t n = 0;
     {
       TraceSpan span(trace.get(), "read");
-      while (n < kWindow && reader.next(records[n])) ++n;
+      while (n < kWindow && reader.next(records[n])) {
+        if (!records[n].error.empty()) throw Error(Errc::format, describe_bad_record(reader, records[n]));
+        ++n;
+      }
     }
     if (n == 0) break;
     inputs.clear();

@@ -41,6 +41,19 @@ void validate_common_options(const CommonOptions& o) {
   if (o.max_length && *o.max_length <= 0)
     throw Error(Errc::invalid_argument, "--max-length " + std::to_string(*o.max_length) + ": expected > 0");
   if (o.text_field.empty()) throw Error(Errc::invalid_argument, "--text-field: expected a field name");
+  if (!o.input_format.empty()) input_format_from_name(o.input_format);
+}
+
+RecordReaderOptions record_reader_options(const CommonOptions& o) {
+  RecordReaderOptions r;
+  r.path = o.input;
+  if (!o.input_format.empty()) r.format = input_format_from_name(o.input_format);
+  r.text_field = o.text_field;
+  r.pair_field = o.pair_field;
+  r.id_field = o.id_field;
+  const InputFormat format = r.format ? *r.format : input_format_for_path(r.path);
+  if (format == InputFormat::text && o.pair_field == CommonOptions().pair_field) r.pair_field.clear();
+  return r;
 }
 
 }  // namespace stoke

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "pipeline/record_reader.h"
+
 namespace stoke {
 
 struct CommonOptions {
@@ -34,5 +36,9 @@ struct DeviceSpec {
 DeviceSpec parse_device(const std::string& text);
 // Checks the value forms of the common flags (device, precision, workers, ...).
 void validate_common_options(const CommonOptions& options);
+// The record reader's settings for these flags: the format from --input-format,
+// else from the file name. Plain text has no fields, so the default
+// --pair-field is dropped there (an explicit other name is refused by the reader).
+RecordReaderOptions record_reader_options(const CommonOptions& options);
 
 }  // namespace stoke

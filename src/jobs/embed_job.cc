@@ -182,10 +182,8 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   const std::string prompt = resolve_prompt(o, st);
 
   EncodePipelineOptions po;
-  po.input.path = o.common.input;
-  if (!o.common.input_format.empty()) po.input.format = input_format_from_name(o.common.input_format);
-  po.input.text_field = o.common.text_field;
-  po.input.id_field = o.common.id_field;  // embeddings never mix pairs: the pair field is not read
+  po.input = record_reader_options(o.common);
+  po.input.pair_field.clear();  // embeddings never mix pairs: the pair field is not read
   po.prompt = prompt;
   po.encode.max_length = static_cast<size_t>(s.text.max_length);
   po.encode.truncate = true;

@@ -16,7 +16,6 @@
 #include "io/atomic_file.h"
 #include "jobs/model_tokenizer.h"
 #include "jobs/output_file.h"
-#include "jobs/text_records.h"
 
 namespace stoke {
 
@@ -60,8 +59,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
   enc_opts.max_length = static_cast<size_t>(mt.max_length);
   enc_opts.truncate = !options.no_truncation;
 
-  JsonlTextReader reader(options.common.input, options.common.text_field, options.common.pair_field,
-                         options.common.id_field);
+  RecordReader reader(record_reader_options(options.common));
   OutputFile output(options.output);
   ThreadPool pool(options.common.workers > 0 ? static_cast<size_t>(options.common.workers) : 0);
   Progress progress("tokenize", reader.total_bytes(), !options.common.quiet);
@@ -69,14 +67,17 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
   TokenizeSummary summary;
   summary.max_length = mt.max_length;
   summary.max_length_from = mt.max_length_from;
-  std::vector<TextRecord> records(kBatchRecords);
+  std::vector<InputRecord> records(kBatchRecords);
   std::vector<TextInput> inputs;
   std::string out;
   for (;;) {
     size_t n = 0;
     {
       TraceSpan span(trace.get(), "read");
-      while (n < kBatchRecords && reader.next(records[n])) ++n;
+      while (n < kBatchRecords && reader.next(records[n])) {
+        if (!records[n].error.empty()) throw Error(Errc::format, describe_bad_record(reader, records[n]));
+        ++n;
+      }
       span.set_arg(static_cast<int64_t>(n));
     }
     if (n == 0) break;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/crash_point.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/sha256.h"
@@ -134,8 +135,11 @@ void ShardWriter::commit(uint64_t records_after, bool complete) {
     e.truncated = s.truncated;
     e.replaced_utf8 = s.replaced_utf8;
     // Data first: fsync + rename each file; checksums from the fsync'd bytes.
+    crash_point("shard-written");
     s.embeddings.commit();
+    crash_point("shard-data-renamed");
     s.ids.commit();
+    crash_point("shard-ids-renamed");
     e.embeddings_sha256 = sha256_file(dir_ / embeddings_file_name(s.index));
     e.ids_sha256 = sha256_file(dir_ / ids_file_name(s.index));
     next.rows += s.rows;
@@ -144,6 +148,7 @@ void ShardWriter::commit(uint64_t records_after, bool complete) {
   }
   if (!pending_errors_.empty()) {
     append_durably(dir_ / kErrorsFileName, pending_errors_);
+    crash_point("errors-appended");
     next.errors_bytes += pending_errors_.size();
     next.skipped += pending_skipped_;
     pending_errors_.clear();
@@ -158,7 +163,9 @@ void ShardWriter::commit(uint64_t records_after, bool complete) {
   }
   // The renames are durable before the manifest names the files.
   fsync_directory(dir_);
+  crash_point("before-manifest");
   on_commit_(next);
+  crash_point("after-manifest");
   committed_ = std::move(next);
 }
 

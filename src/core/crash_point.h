@@ -1,0 +1,12 @@
+// A test hook for crash safety: with STOKE_CRASH_AT="name:n" in the
+// environment, the n-th time the process passes crash_point("name") it kills
+// itself with SIGKILL — no destructors, no flushing, exactly like kill -9 at
+// that instant. Tests use it to stop a job between any two steps of the
+// commit protocol. Without the variable it costs one relaxed load.
+#pragma once
+
+namespace stoke {
+
+void crash_point(const char* name);
+
+}  // namespace stoke
