@@ -59,7 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   std::vector<std::string> big, small;
   std::string sha_big, sha_small;
-  const bool ok = read_all(input, o, RecordReader::kDefaultBufferBytes, SIZE_MAX, big, sha_big);
+  // 64 KiB rather than the default 1 MiB: the same code, many more runs a second.
+  const bool ok = read_all(input, o, 65536, SIZE_MAX, big, sha_big);
   if (read_all(input, o, 1, max_read, small, sha_small) != ok) std::abort();
   if (!ok) return 0;
   if (big != small) std::abort();
