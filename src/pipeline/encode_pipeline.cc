@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "pipeline/bounded_queue.h"
+#include "pipeline/bucketer.h"
 
 namespace stoke {
 
@@ -160,29 +161,11 @@ class Pipeline {
       body(0, n);
   }
 
-  // Longest first: the batch that needs the most memory comes first, and each
-  // batch holds texts of similar length, so the token budget is used evenly.
   template <typename EachBatch>
-  void cut_batches(const Window& w, EachBatch&& each_batch) {
-    std::vector<uint32_t> order(w.records.size());
-    std::iota(order.begin(), order.end(), uint32_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      return w.encodings[a].ids.size() > w.encodings[b].ids.size();
-    });
-    std::vector<uint32_t> members;
-    int64_t tokens = 0;
-    for (uint32_t i : order) {
-      const auto len = static_cast<int64_t>(w.encodings[i].ids.size());
-      if (!members.empty() &&
-          (tokens + len > opt_.batch_tokens || static_cast<int64_t>(members.size()) >= opt_.max_batch_size)) {
-        each_batch(std::move(members));
-        members = {};
-        tokens = 0;
-      }
-      members.push_back(i);
-      tokens += len;
-    }
-    if (!members.empty()) each_batch(std::move(members));
+  void for_each_batch(const Window& w, EachBatch&& each_batch) {
+    std::vector<int64_t> lengths(w.encodings.size());
+    for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = static_cast<int64_t>(w.encodings[i].ids.size());
+    for (auto& members : cut_batches(lengths, opt_.batch_tokens, opt_.max_batch_size)) each_batch(std::move(members));
   }
 
   void pack(const Window& w, const std::vector<uint32_t>& members, PackedBatch& batch) {
@@ -293,7 +276,7 @@ class Pipeline {
       t = Clock::now();
       tokenize_window(*w, nullptr);
       stats_.tokenize.busy += since(t);
-      cut_batches(*w, [&](std::vector<uint32_t> members) {
+      for_each_batch(*w, [&](std::vector<uint32_t> members) {
         const auto tb = Clock::now();
         pack(*w, members, batch);
         BatchJob job = submit(w, std::move(members), batch, 0);
@@ -388,7 +371,7 @@ class Pipeline {
     try {
       PackedBatch batch;
       while (auto w = token_q.pop()) {
-        cut_batches(**w, [&](std::vector<uint32_t> members) {
+        for_each_batch(**w, [&](std::vector<uint32_t> members) {
           auto t = Clock::now();
           {
             TraceSpan span(opt_.trace, "pack");
