@@ -13,6 +13,7 @@
 #include "jobs/embed_job.h"
 #include "jobs/inspect_job.h"
 #include "jobs/tokenize_job.h"
+#include "jobs/verify_job.h"
 #include "jobs/version.h"
 
 namespace {
@@ -105,6 +106,11 @@ int main(int argc, char** argv) {
   CLI::App* inspect = app.add_subcommand("inspect", "What a model folder or safetensors file holds, validated");
   inspect->add_option("path", inspect_path, "A model folder or a .safetensors file")->required();
 
+  // verify
+  std::vector<std::string> verify_folders;
+  CLI::App* verify = app.add_subcommand("verify", "Check that embed output folders (one per task) are complete, consistent and intact");
+  verify->add_option("folders", verify_folders, "Output folders: every task's folder of one job (e.g. out/task-*), or one unsplit folder")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -187,6 +193,20 @@ int main(int argc, char** argv) {
       }
     } else if (inspect->parsed()) {
       stoke::run_inspect(inspect_path, std::cout);
+    } else if (verify->parsed()) {
+      const stoke::VerifyReport r = stoke::run_verify(verify_folders);
+      for (const auto& n : r.notes) std::fprintf(stderr, "stoke: note: %s\n", n.c_str());
+      for (const auto& p : r.problems) std::fprintf(stderr, "stoke: verify: %s\n", p.c_str());
+      auto count = [](uint64_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
+      if (!r.problems.empty()) {
+        std::fprintf(stderr, "stoke: verify found %s in %s\n", count(r.problems.size(), "problem", "problems").c_str(),
+                     count(r.folders, "folder", "folders").c_str());
+        return 1;
+      }
+      std::printf("verified %s (%s): %s, %s, %llu skipped — complete, consistent, intact\n",
+                  count(r.folders, "folder", "folders").c_str(), count(r.tasks, "task", "tasks").c_str(),
+                  count(r.records, "record", "records").c_str(), count(r.rows, "row", "rows").c_str(),
+                  static_cast<unsigned long long>(r.skipped));
     }
   } catch (const stoke::Error& e) {
     std::fprintf(stderr, "stoke: error: %s\n", e.what());

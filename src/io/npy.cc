@@ -1,6 +1,8 @@
 #include "io/npy.h"
 
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "core/error.h"
@@ -39,6 +41,193 @@ void write_npy(const std::filesystem::path& path, DType dtype, int64_t rows, int
   std::memcpy(bytes.data(), header.data(), header.size());
   if (!data.empty()) std::memcpy(bytes.data() + header.size(), data.data(), data.size());
   write_file_atomic(path, bytes);
+}
+
+namespace {
+
+[[noreturn]] void bad_header(const std::string& what) { throw Error(Errc::format, "npy header: " + what); }
+
+// A cursor over the header dict, which is a Python literal: {'key': value, ...}.
+// Only what numpy writes is accepted: quoted strings, True/False, tuples of
+// non-negative integers (a one-element tuple needs its trailing comma).
+class DictParser {
+ public:
+  explicit DictParser(std::string_view s) : s_(s) {}
+
+  void skip_spaces() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t')) ++pos_;
+  }
+  bool eat(char c) {
+    skip_spaces();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c, const std::string& where) {
+    if (!eat(c)) bad_header(std::string("expected '") + c + "' " + where + " at byte " + std::to_string(pos_) + " of the dict");
+  }
+  bool at_string() {
+    skip_spaces();
+    return pos_ < s_.size() && (s_[pos_] == '\'' || s_[pos_] == '"');
+  }
+  std::string string() {
+    if (!at_string()) bad_header("expected a quoted string at byte " + std::to_string(pos_) + " of the dict");
+    const char quote = s_[pos_++];
+    const size_t end = s_.find(quote, pos_);
+    if (end == std::string_view::npos) bad_header("unterminated string");
+    std::string out(s_.substr(pos_, end - pos_));
+    if (out.find('\\') != std::string::npos) bad_header("escapes in strings are not accepted");
+    pos_ = end + 1;
+    return out;
+  }
+  bool boolean() {
+    skip_spaces();
+    for (const auto& [word, value] : {std::pair{std::string_view("True"), true}, std::pair{std::string_view("False"), false}}) {
+      if (s_.substr(pos_, word.size()) == word) {
+        pos_ += word.size();
+        return value;
+      }
+    }
+    bad_header("fortran_order must be True or False");
+  }
+  int64_t integer() {
+    skip_spaces();
+    const size_t start = pos_;
+    int64_t v = 0;
+    while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
+      if (v > (INT64_MAX - 9) / 10) bad_header("a shape dimension is too large");
+      v = v * 10 + (s_[pos_++] - '0');
+    }
+    if (pos_ == start) bad_header("expected a non-negative integer in shape at byte " + std::to_string(pos_) + " of the dict");
+    return v;
+  }
+  std::vector<int64_t> tuple() {
+    expect('(', "to open shape");
+    std::vector<int64_t> dims;
+    bool trailing_comma = false;
+    while (!eat(')')) {
+      dims.push_back(integer());
+      trailing_comma = eat(',');
+      if (!trailing_comma) {
+        expect(')', "to close shape");
+        break;
+      }
+    }
+    if (dims.size() == 1 && !trailing_comma) bad_header("a one-dimensional shape needs its comma: (n,)");
+    return dims;
+  }
+  size_t pos() const { return pos_; }
+  size_t size() const { return s_.size(); }
+
+ private:
+  std::string_view s_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+NpyHeader parse_npy_header(std::string_view bytes) {
+  if (bytes.size() < 10 || bytes.substr(0, 6) != std::string_view("\x93NUMPY", 6)) bad_header("no .npy magic (\\x93NUMPY)");
+  NpyHeader h;
+  h.major_version = static_cast<uint8_t>(bytes[6]);
+  const int minor = static_cast<uint8_t>(bytes[7]);
+  if (h.major_version < 1 || h.major_version > 3 || minor != 0)
+    bad_header("version " + std::to_string(h.major_version) + "." + std::to_string(minor) + " (1.0, 2.0 or 3.0 expected)");
+  size_t len = 0, prefix = 0;
+  if (h.major_version == 1) {
+    len = static_cast<uint8_t>(bytes[8]) | (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
+    prefix = 10;
+  } else {
+    if (bytes.size() < 12) bad_header("truncated before the header length");
+    for (int i = 3; i >= 0; --i) len = (len << 8) | static_cast<uint8_t>(bytes[8 + i]);
+    prefix = 12;
+  }
+  if (bytes.size() < prefix + len)
+    bad_header("the header says it is " + std::to_string(len) + " bytes long but only " +
+               std::to_string(bytes.size() - prefix) + " follow");
+  h.data_offset = prefix + len;
+  std::string_view dict = bytes.substr(prefix, len);
+  if (dict.empty() || dict.back() != '\n') bad_header("does not end with a newline");
+  dict.remove_suffix(1);
+  while (!dict.empty() && dict.back() == ' ') dict.remove_suffix(1);  // padding
+
+  DictParser p(dict);
+  p.expect('{', "to open the dict");
+  bool have_descr = false, have_order = false, have_shape = false;
+  while (!p.eat('}')) {
+    const std::string key = p.string();
+    p.expect(':', "after key '" + key + "'");
+    if (key == "descr" && !have_descr) {
+      if (!p.at_string()) bad_header("descr is not a simple dtype string (structured arrays are not read)");
+      h.descr = p.string();
+      have_descr = true;
+    } else if (key == "fortran_order" && !have_order) {
+      h.fortran_order = p.boolean();
+      have_order = true;
+    } else if (key == "shape" && !have_shape) {
+      h.shape = p.tuple();
+      have_shape = true;
+    } else {
+      bad_header("unexpected or repeated key '" + key + "'");
+    }
+    if (!p.eat(',')) {
+      p.expect('}', "to close the dict");
+      break;
+    }
+  }
+  p.skip_spaces();
+  if (p.pos() != p.size()) bad_header("unexpected text after the dict");
+  if (!have_descr || !have_order || !have_shape) bad_header("needs the keys 'descr', 'fortran_order' and 'shape'");
+  return h;
+}
+
+NpyHeader read_npy_header(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) throw Error(Errc::not_found, path.string() + ": no such file");
+    throw Error(Errc::io, path.string() + ": cannot open: " + std::strerror(errno));
+  }
+  std::string bytes(12, '\0');
+  in.read(bytes.data(), 12);
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  try {
+    // Lengths come from the first 12 bytes; read just the header after them.
+    size_t len = 0;
+    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) {
+      len = 0;  // not a .npy file: parse_npy_header says so
+    } else if (bytes[6] == 1) {
+      len = static_cast<uint8_t>(bytes[8]) | (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
+      len += 10;
+    } else if (bytes.size() >= 12) {
+      for (int i = 3; i >= 0; --i) len = (len << 8) | static_cast<uint8_t>(bytes[8 + i]);
+      if (len > (size_t{1} << 24)) bad_header("header length " + std::to_string(len) + " is implausible");
+      len += 12;
+    }
+    if (len > bytes.size()) {
+      const size_t have = bytes.size();
+      bytes.resize(len);
+      in.read(bytes.data() + have, static_cast<std::streamsize>(len - have));
+      bytes.resize(have + static_cast<size_t>(in.gcount()));
+    }
+    return parse_npy_header(bytes);
+  } catch (const Error& e) {
+    throw Error(e.code(), path.string() + ": " + e.what());
+  }
+}
+
+size_t npy_descr_itemsize(std::string_view descr) {
+  if (descr.size() < 3 || (descr[0] != '<' && descr[0] != '>' && descr[0] != '|' && descr[0] != '=')) return 0;
+  const char kind = descr[1];
+  if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b') return 0;
+  size_t n = 0;
+  for (char c : descr.substr(2)) {
+    if (c < '0' || c > '9') return 0;
+    n = n * 10 + static_cast<size_t>(c - '0');
+  }
+  return n;
 }
 
 }  // namespace stoke

@@ -1,11 +1,14 @@
 // NumPy .npy files (format 1.0): what numpy.load reads, memory-mappable.
-// 2-D little-endian float32 or float16 arrays in C order.
+// Writes 2-D little-endian float32 or float16 arrays in C order; reads back the
+// header of any .npy file, strictly, so `stoke verify` can check what it holds.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -20,5 +23,25 @@ std::string npy_header(DType dtype, int64_t rows, int64_t cols, size_t min_bytes
 // Writes header + data atomically (temp file, fsync, rename, folder fsync).
 void write_npy(const std::filesystem::path& path, DType dtype, int64_t rows, int64_t cols,
                std::span<const std::byte> data);
+
+// What a .npy header says. `descr` is numpy's dtype string as written ("<f4",
+// "<f2", ...); `data_offset` is where the array data starts (header length).
+struct NpyHeader {
+  int major_version = 0;
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;
+};
+
+// Parses the header at the start of `bytes` (which may hold more than the
+// header). Strict, as numpy.lib.format reads it: magic, version 1.0/2.0/3.0,
+// a Python dict literal with exactly the keys 'descr', 'fortran_order' and
+// 'shape', ending in a newline. Throws Error(format) saying what is wrong.
+NpyHeader parse_npy_header(std::string_view bytes);
+// Reads only the header of the file; throws Error(io/not_found/format) naming it.
+NpyHeader read_npy_header(const std::filesystem::path& path);
+// Bytes per element for a descr ("<f4" -> 4, "<f2" -> 2, ...); 0 when unknown.
+size_t npy_descr_itemsize(std::string_view descr);
 
 }  // namespace stoke

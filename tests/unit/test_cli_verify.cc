@@ -1,0 +1,108 @@
+// `stoke verify DIR...` from the command line: exit status 0 with one summary
+// line on stdout for a good set; exit status 1 with one `stoke: verify:` line
+// per problem on stderr otherwise.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <fstream>
+
+#include "core/file_util.h"
+#include "support/embed_output.h"
+#include "support/fixtures.h"
+
+namespace stoke {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int status = -1;
+  std::string out, err;
+};
+
+RunResult run_stoke(const std::string& args) {
+  const fs::path dir = test::scratch_dir("cli-verify-run");
+  const std::string cmd = test::stoke_binary().string() + " " + args + " </dev/null >" + (dir / "out").string() +
+                          " 2>" + (dir / "err").string();
+  const int raw = std::system(cmd.c_str());
+  RunResult r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  r.out = read_file(dir / "out");
+  r.err = read_file(dir / "err");
+  return r;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += " " + x;
+  return s;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+    out.push_back(text.substr(start, nl - start));
+  return out;
+}
+
+TEST(CliVerify, GoodSetExitsZeroWithOneSummaryLine) {
+  test::EmbedJob job;
+  job.records = 10000;
+  job.count = 4;
+  job.shard_size = 1000;
+  job.bad = {5, 9998};
+  const auto folders = test::write_job(test::scratch_dir("cli-verify-good"), job);
+  const RunResult r = run_stoke("verify" + join(folders));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "verified 4 folders (4 tasks): 10000 records, 9998 rows, 2 skipped — complete, consistent, intact\n");
+  EXPECT_EQ(r.err, "");
+
+  test::EmbedJob one;
+  one.count = 1;
+  one.bad = {};
+  const auto single = test::write_job(test::scratch_dir("cli-verify-one"), one);
+  const RunResult s = run_stoke("verify " + single[0]);
+  EXPECT_EQ(s.status, 0) << s.err;
+  EXPECT_EQ(s.out, "verified 1 folder (1 task): 20 records, 20 rows, 0 skipped — complete, consistent, intact\n");
+
+  // A leftover temporary file is a note on stderr, not a problem.
+  std::ofstream(fs::path(single[0]) / "embeddings-00007.npy.stoke-tmp-99-0") << "partial";
+  const RunResult t = run_stoke("verify " + single[0]);
+  EXPECT_EQ(t.status, 0) << t.err;
+  EXPECT_EQ(t.out, s.out);
+  EXPECT_EQ(t.err, "stoke: note: " + single[0] +
+                       ": 1 temporary file left by an interrupted write (never taken as output; safe to delete)\n");
+}
+
+TEST(CliVerify, ProblemsExitOneWithOneLineEach) {
+  const auto folders = test::write_job(test::scratch_dir("cli-verify-bad"), test::EmbedJob{});
+  const fs::path npy = fs::path(folders[0]) / "embeddings-00000.npy";
+  std::string bytes = read_file(npy);
+  bytes.back() ^= 0x40;
+  std::ofstream(npy, std::ios::binary | std::ios::trunc) << bytes;
+  const RunResult r = run_stoke("verify " + folders[0] + " " + folders[1]);  // task 2 left out
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  const auto lines = lines_of(r.err);
+  ASSERT_EQ(lines.size(), 3u) << r.err;
+  EXPECT_EQ(lines[0], "stoke: verify: tasks: 1 of 3 missing: no readable folder given holds task 2; run it and "
+                      "verify all 3 folders together");
+  EXPECT_EQ(lines[1], "stoke: verify: " + folders[0] +
+                          ": shard 0 (embeddings-00000.npy): sha256 does not match the manifest (file changed or "
+                          "corrupted)");
+  EXPECT_EQ(lines[2], "stoke: verify found 2 problems in 2 folders");
+}
+
+TEST(CliVerify, NeedsAFolder) {
+  const RunResult r = run_stoke("verify");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("folders"), std::string::npos) << r.err;
+  const RunResult missing = run_stoke("verify /nonexistent/stoke-out");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_EQ(missing.err, "stoke: verify: /nonexistent/stoke-out: no such folder\nstoke: verify found 1 problem in 1 folder\n");
+}
+
+}  // namespace
+}  // namespace stoke
