@@ -467,7 +467,15 @@ class Verifier {
     }
     const uint64_t want_records = prev ? prev->records_after : 0;
     const uint64_t want_errors = prev ? prev->errors_bytes_after : 0;
-    if (f.committed_rows != rows || f.committed_records != want_records || f.committed_errors_bytes != want_errors)
+    // The last commit of a finished task covers the whole input: records
+    // after its last row (other tasks', trailing bad ones) and their errors
+    // are committed with it, past the last shard's values.
+    const bool consistent =
+        f.complete ? f.committed_rows == rows && f.committed_records == f.records &&
+                         f.committed_records >= want_records && f.committed_errors_bytes >= want_errors
+                   : f.committed_rows == rows && f.committed_records == want_records &&
+                         f.committed_errors_bytes == want_errors;
+    if (!consistent)
       problem(f, fmt::format("manifest.json: committed is rows {}, records {}, errors_bytes {}; the shards say {}, {}, "
                              "{}",
                              f.committed_rows, f.committed_records, f.committed_errors_bytes, rows, want_records,

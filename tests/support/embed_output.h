@@ -172,10 +172,8 @@ inline void write_task_folder(const std::filesystem::path& folder, const EmbedJo
         {"sha256", sha256_hex("input")}}},
       {"task", {{"index", index}, {"count", job.count}}},
       {"shards", shards},
-      {"committed",
-       {{"rows", rows.size()},
-        {"records", last.is_null() ? 0 : last["records_after"].get<uint64_t>()},
-        {"errors_bytes", last.is_null() ? 0 : last["errors_bytes_after"].get<uint64_t>()}}},
+      // A finished task's last commit covers the whole input, as embed writes it.
+      {"committed", {{"rows", rows.size()}, {"records", job.records}, {"errors_bytes", errors.size()}}},
       {"counts",
        {{"records", job.records},
         {"texts", rows.size()},
