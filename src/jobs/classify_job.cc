@@ -6,10 +6,9 @@
 #include "core/error.h"
 #include "core/json_write.h"
 #include "core/progress.h"
-#include "core/thread_pool.h"
 #include "core/trace.h"
 #include "io/atomic_file.h"
-#include "jobs/batched_encoder.h"
+#include "pipeline/encode_pipeline.h"
 #include "jobs/model_session.h"
 #include "jobs/output_file.h"
 
@@ -17,7 +16,6 @@ namespace stoke {
 
 namespace {
 
-constexpr size_t kWindow = 4096;
 
 enum class Head { softmax, sigmoid_multi, sigmoid_single, regression };
 
@@ -122,58 +120,51 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
     throw Error(Errc::unsupported, "config.json: problem_type regression with " + std::to_string(cfg.num_labels()) +
                                        " outputs; stoke reports one raw score");
 
-  ThreadPool pool(o.common.workers > 0 ? static_cast<size_t>(o.common.workers) : 0);
-  BatchedEncoderOptions bo;
-  bo.batch_tokens = o.common.batch_tokens;
-  bo.max_batch_size = o.max_batch_size;
-  bo.encode.max_length = static_cast<size_t>(s.text.max_length);
-  bo.encode.truncate = true;
-  bo.product = EncoderProduct::logits;
-  BatchedEncoder encoder(s.encoder, *s.backend, *s.text.tokenizer, bo, pool);
-  const size_t C = static_cast<size_t>(encoder.width());
+  // Logits rows through the same pipeline as embed, written as JSON lines in input order.
+  class JsonlSink : public RowSink {
+   public:
+    JsonlSink(OutputFile& out, const HfConfig& cfg, Head head) : out_(out), cfg_(cfg), head_(head) {}
+    void row(const InputRecord& record, const Encoding&, const float* logits) override {
+      line_.clear();
+      append_result(line_, logits, cfg_, head_, record.id_json);
+      out_.write(line_);
+      pairs += record.pair.has_value();
+    }
+    void skipped(const InputRecord&) override {}  // classify stops at a bad record
+    uint64_t pairs = 0;
 
-  RecordReader reader(record_reader_options(o.common));
+   private:
+    OutputFile& out_;
+    const HfConfig& cfg_;
+    Head head_;
+    std::string line_;
+  };
+
+  EncodePipelineOptions po;
+  po.input = record_reader_options(o.common);
+  po.pairs = true;
+  po.encode.max_length = static_cast<size_t>(s.text.max_length);
+  po.encode.truncate = true;
+  po.batch_tokens = o.common.batch_tokens;
+  po.max_batch_size = o.max_batch_size;
+  po.workers = o.common.workers > 0 ? o.common.workers : 1;
+  po.product = RowProduct::logits;
+  po.trace = trace.get();
   OutputFile output(o.output);
-  Progress progress("classify", reader.total_bytes(), !o.common.quiet);
+  JsonlSink sink(output, cfg, head);
+  Progress progress("classify", 0, !o.common.quiet);
+  const PipelineStats ps = run_encode_pipeline(
+      s.encoder, *s.backend, *s.text.tokenizer, po, sink,
+      [&](const PipelineProgress& p) { progress.update(p.texts, p.bytes_read, p.tokens); });
   ClassifySummary summary;
-  std::vector<InputRecord> records(kWindow);
-  std::vector<TextInput> inputs;
-  std::vector<float> logits;
-  std::string out;
-  for (;;) {
-    size_t n = 0;
-    {
-      TraceSpan span(trace.get(), "read");
-      while (n < kWindow && reader.next(records[n])) {
-        if (!records[n].error.empty()) throw Error(Errc::format, describe_bad_record(reader, records[n]));
-        ++n;
-      }
-    }
-    if (n == 0) break;
-    inputs.clear();
-    for (size_t i = 0; i < n; ++i) {
-      inputs.push_back({records[i].text, records[i].pair ? std::optional<std::string_view>(*records[i].pair)
-                                                         : std::nullopt});
-      summary.pairs += records[i].pair.has_value();
-    }
-    logits.assign(n * C, 0.0f);
-    {
-      TraceSpan span(trace.get(), "encode window");
-      encoder.run(inputs, logits.data());
-    }
-    out.clear();
-    for (size_t i = 0; i < n; ++i) append_result(out, logits.data() + i * C, cfg, head, records[i].id_json);
-    output.write(out);
-    summary.records += n;
-    progress.update(summary.records, reader.bytes_read());
-  }
+  summary.records = ps.texts;
+  summary.pairs = sink.pairs;
   output.commit();
   progress.finish();
-  const auto& es = encoder.stats();
-  summary.tokens = es.tokens;
-  summary.truncated = es.encode.truncated;
-  summary.batches = es.batches;
-  summary.host_syncs = s.backend->host_syncs();
+  summary.tokens = ps.tokens;
+  summary.truncated = ps.truncated;
+  summary.batches = ps.batches;
+  summary.host_syncs = ps.host_syncs;
   summary.mode = head_name(head);
   summary.device = s.device_name;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
