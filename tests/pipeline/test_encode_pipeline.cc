@@ -1,0 +1,181 @@
+// The encode pipeline on the CPU backend with the fixture model: rows come
+// back in input order for any window, worker count and token budget, equal to
+// each text embedded alone; one host sync per batch; a resumed run skips what
+// was committed and forms the same batches; a bad record stops with its line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "core/error.h"
+#include "jobs/model_session.h"
+#include "pipeline/encode_pipeline.h"
+#include "support/fixtures.h"
+
+namespace stoke {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Row {
+  uint64_t record;
+  std::vector<float> values;
+};
+
+class MemorySink : public RowSink {
+ public:
+  explicit MemorySink(int64_t width) : width_(width) {}
+  void row(const InputRecord& record, const Encoding&, const float* values) override {
+    rows.push_back({record.index, std::vector<float>(values, values + width_)});
+  }
+  void skipped(const InputRecord& record) override { skipped_records.push_back(record.index); }
+  std::vector<Row> rows;
+  std::vector<uint64_t> skipped_records;
+
+ private:
+  int64_t width_;
+};
+
+fs::path fortunes(size_t n) {
+  const fs::path path = test::scratch_dir("encode-pipeline-input") / "texts.jsonl";
+  std::ifstream in(test::fixture("corpus/fortunes-multilingual.jsonl"));
+  std::ofstream out(path);
+  std::string line;
+  for (size_t i = 0; i < n && std::getline(in, line); ++i) out << line << '\n';
+  return path;
+}
+
+class EncodePipeline : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    CommonOptions o;
+    o.model = test::fixture("models/tiny-bert").string();
+    o.device = "cpu";
+    session_ = new ModelSession(open_model_session(o, /*need_classifier=*/false));
+    input_ = new fs::path(fortunes(150));
+  }
+  static void TearDownTestSuite() {
+    delete session_;
+    delete input_;
+  }
+
+  EncodePipelineOptions options() const {
+    EncodePipelineOptions po;
+    po.input.path = input_->string();
+    po.encode.max_length = static_cast<size_t>(session_->text.max_length);
+    po.pooling = PoolingMode::mean;
+    po.normalize = true;
+    return po;
+  }
+  std::pair<std::vector<Row>, PipelineStats> run(const EncodePipelineOptions& po) const {
+    MemorySink sink(pipeline_row_width(session_->encoder, po));
+    const PipelineStats st = run_encode_pipeline(session_->encoder, *session_->backend, *session_->text.tokenizer, po, sink);
+    return {std::move(sink.rows), st};
+  }
+
+  static ModelSession* session_;
+  static fs::path* input_;
+};
+ModelSession* EncodePipeline::session_ = nullptr;
+fs::path* EncodePipeline::input_ = nullptr;
+
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+TEST_F(EncodePipeline, OrderAndValuesHoldForAnyWindowWorkersAndBudget) {
+  // Window 1: every text alone in its batch — the reference.
+  EncodePipelineOptions alone = options();
+  alone.sort_window = 1;
+  const auto [reference, ref_stats] = run(alone);
+  ASSERT_EQ(reference.size(), 150u);
+  EXPECT_EQ(ref_stats.batches, 150u);
+  for (uint64_t window : {7u, 1000u}) {
+    for (int workers : {1, 3}) {
+      for (int64_t budget : {int64_t{130}, int64_t{4096}}) {
+        EncodePipelineOptions po = options();
+        po.sort_window = window;
+        po.workers = workers;
+        po.batch_tokens = budget;
+        const auto [rows, st] = run(po);
+        ASSERT_EQ(rows.size(), reference.size());
+        for (size_t i = 0; i < rows.size(); ++i) {
+          ASSERT_EQ(rows[i].record, i) << "window " << window << " workers " << workers;
+          ASSERT_LE(relative_error(rows[i].values, reference[i].values), 1e-6)
+              << "record " << i << " window " << window << " budget " << budget;
+        }
+        EXPECT_EQ(st.host_syncs, st.batches) << "one sync per batch: the result read";
+        EXPECT_EQ(st.texts, 150u);
+        EXPECT_EQ(st.real_tokens, st.computed_tokens);
+      }
+    }
+  }
+}
+
+TEST_F(EncodePipeline, SerialEqualsPipelinedBitwise) {
+  EncodePipelineOptions po = options();
+  po.sort_window = 50;
+  po.batch_tokens = 512;
+  const auto [piped, a] = run(po);
+  po.serial = true;
+  const auto [serial, b] = run(po);
+  ASSERT_EQ(piped.size(), serial.size());
+  for (size_t i = 0; i < piped.size(); ++i) EXPECT_EQ(piped[i].values, serial[i].values) << i;
+  EXPECT_EQ(a.batches, b.batches);
+}
+
+TEST_F(EncodePipeline, ResumeDropsCommittedRowsAndKeepsTheBatches) {
+  EncodePipelineOptions po = options();
+  po.sort_window = 64;
+  po.batch_tokens = 512;
+  const auto [full, a] = run(po);
+  po.resume_record = 100;  // mid-window: window [64, 128) is redone whole
+  const auto [rest, b] = run(po);
+  ASSERT_EQ(rest.size(), 50u);
+  for (size_t i = 0; i < rest.size(); ++i) {
+    EXPECT_EQ(rest[i].record, 100 + i);
+    EXPECT_EQ(rest[i].values, full[100 + i].values) << "same batches, same bits";
+  }
+  EXPECT_EQ(b.resumed, 100u);  // 64 skipped unread + 36 recomputed and dropped
+  EXPECT_EQ(b.records, 150u);
+}
+
+TEST_F(EncodePipeline, TasksTakeEveryNthRecord) {
+  EncodePipelineOptions po = options();
+  po.task_index = 2;
+  po.task_count = 7;
+  const auto [rows, st] = run(po);
+  for (const Row& r : rows) EXPECT_EQ(r.record % 7, 2u);
+  EXPECT_EQ(rows.size(), 22u);  // records 2, 9, ..., 149
+  EXPECT_EQ(st.other_tasks, 150u - 22u);
+}
+
+TEST_F(EncodePipeline, BadRecordStopsWithItsLineOrIsSkipped) {
+  const fs::path path = test::scratch_dir("encode-pipeline-bad") / "bad.jsonl";
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 50; ++i) out << (i == 20 ? std::string("{\"text\": null}") : "{\"text\": \"t" + std::to_string(i) + "\"}") << "\n";
+  }
+  EncodePipelineOptions po = options();
+  po.input.path = path.string();
+  try {
+    run(po);
+    FAIL() << "a bad record must stop the run";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::format);
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl:21"), std::string::npos) << e.what();
+  }
+  po.skip_bad_records = true;
+  MemorySink sink(pipeline_row_width(session_->encoder, po));
+  run_encode_pipeline(session_->encoder, *session_->backend, *session_->text.tokenizer, po, sink);
+  EXPECT_EQ(sink.rows.size(), 49u);
+  EXPECT_EQ(sink.skipped_records, std::vector<uint64_t>{20});
+}
+
+}  // namespace
+}  // namespace stoke
