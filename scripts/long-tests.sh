@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The longer checks, run before an issue is resolved (not in CI): TSan build of
-# the unit tests, every corpus text against the reference tokenizers, each fuzz
-# target for a minute, and the tokenizer benchmark.
+# the unit and pipeline tests, 50 random kill -9s of an embed job, every corpus
+# text against the reference tokenizers, each fuzz target for a minute, and the
+# tokenizer and pipeline benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,8 +12,12 @@ echo "== TSan build and unit tests"
 scripts/build.sh tsan
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build/tsan --output-on-failure -j "$(nproc)"
 
-echo "== corpus against the reference tokenizers"
+echo "== embed killed at 50 random moments, resumed each time"
 scripts/build.sh release
+STOKE_KILL_TEST_KILLS="${STOKE_KILL_TEST_KILLS:-50}" build/release/tests/test_cli_embed_resume \
+  --gtest_filter='EmbedKills.*:EmbedResume.CrashAtEveryCommitStep*'
+
+echo "== corpus against the reference tokenizers"
 if [ ! -x .venv-bench/bin/python ]; then
   /usr/bin/python3 -m venv --system-site-packages .venv-bench
   .venv-bench/bin/pip install -q tokenizers
@@ -25,3 +30,6 @@ scripts/fuzz.sh build/fuzz "${STOKE_LONG_FUZZ_SECONDS:-60}"
 
 echo "== tokenizer benchmark"
 bench/tokenize/run.sh 5
+
+echo "== pipeline benchmark"
+bench/pipeline/run.sh
