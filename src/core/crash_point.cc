@@ -1,5 +1,7 @@
 #include "core/crash_point.h"
 
+#include "core/error.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,17 +21,23 @@ struct Target {
   bool armed = false;
 };
 
-Target& target() {
-  static Target t = [] {
+Target parse(const char* variable) {
     Target r;
-    const char* spec = std::getenv("STOKE_CRASH_AT");
+    const char* spec = std::getenv(variable);
     if (!spec) return r;
     const char* colon = std::strrchr(spec, ':');
     r.name = colon ? std::string(spec, colon) : std::string(spec);
     r.hits_left = colon ? std::strtol(colon + 1, nullptr, 10) : 1;
     r.armed = !r.name.empty() && r.hits_left > 0;
     return r;
-  }();
+}
+
+Target& crash_target() {
+  static Target t = parse("STOKE_CRASH_AT");
+  return t;
+}
+Target& fail_target() {
+  static Target t = parse("STOKE_FAIL_AT");
   return t;
 }
 
@@ -38,11 +46,15 @@ std::mutex mu;
 }  // namespace
 
 void crash_point(const char* name) {
-  Target& t = target();
-  if (!t.armed) return;
+  Target& crash = crash_target();
+  Target& fail = fail_target();
+  if (!crash.armed && !fail.armed) return;
   std::lock_guard lock(mu);
-  if (t.name != name) return;
-  if (--t.hits_left == 0) ::kill(::getpid(), SIGKILL);
+  if (crash.armed && crash.name == name && --crash.hits_left == 0) ::kill(::getpid(), SIGKILL);
+  if (fail.armed && fail.name == name && --fail.hits_left == 0) {
+    fail.armed = false;
+    throw Error(Errc::io, std::string(name) + ": No space left on device (injected by STOKE_FAIL_AT)");
+  }
 }
 
 }  // namespace stoke

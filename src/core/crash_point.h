@@ -2,7 +2,9 @@
 // environment, the n-th time the process passes crash_point("name") it kills
 // itself with SIGKILL — no destructors, no flushing, exactly like kill -9 at
 // that instant. Tests use it to stop a job between any two steps of the
-// commit protocol. Without the variable it costs one relaxed load.
+// commit protocol. STOKE_FAIL_AT="name:n" instead makes that passage throw
+// Error(io) as a full disk would (the error path, with the process alive).
+// Without the variables it costs one check of a static.
 #pragma once
 
 namespace stoke {

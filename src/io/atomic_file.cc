@@ -79,7 +79,12 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::b
     ::unlink(tmp.c_str());
     fail(tmp, "close");
   }
-  crash_point("before-rename");
+  try {
+    crash_point("before-rename");
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int saved = errno;
     ::unlink(tmp.c_str());

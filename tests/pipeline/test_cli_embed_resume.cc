@@ -209,6 +209,22 @@ TEST(EmbedKills, RandomKillsResumeIdentically) {
   expect_same_files(reference, out);
 }
 
+// A write that fails (a full disk) at any commit step: exit 1 with the error,
+// no temp file left, nothing half-committed; resuming once space is back gives
+// the uninterrupted run's files.
+TEST_F(EmbedResume, WriteFailureExitsCleanlyAndResumes) {
+  for (const char* step : {"shard-written", "shard-ids-renamed", "before-manifest", "before-rename"}) {
+    const fs::path out = test::scratch_dir(std::string("cli-resume-fail-") + step);
+    std::string err;
+    EXPECT_EQ(run(embed_args(*input_, out), &err, std::string("STOKE_FAIL_AT=") + step + ":3"), 1) << step;
+    EXPECT_NE(err.find("No space left on device"), std::string::npos) << step << ": " << err;
+    for (const auto& e : fs::directory_iterator(out))
+      EXPECT_EQ(e.path().filename().string().find(".stoke-tmp-"), std::string::npos) << step << ": " << e.path();
+    ASSERT_EQ(run(embed_args(*input_, out, "--resume"), &err), 0) << step << ": " << err;
+    expect_same_files(*reference_, out);
+  }
+}
+
 TEST_F(EmbedResume, CompleteOutputResumesToNothing) {
   std::string err;
   ASSERT_EQ(run(embed_args(*input_, *reference_, "--resume"), &err), 0) << err;
