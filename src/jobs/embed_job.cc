@@ -252,7 +252,7 @@ EmbedSummary run_embed(const EmbedOptions& o) {
         {"shard_size", o.shard_size},
         {"workers", po.workers},
         {"device", s.device_name},
-        {"cores", std::thread::hardware_concurrency()},
+        {"threads", std::thread::hardware_concurrency()},  // compute threads (OpenMP uses every core)
         {"on_error", o.on_error},
         {"serial", o.serial}}},
   };
