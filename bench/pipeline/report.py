@@ -78,7 +78,8 @@ def main():
         rows.append(dict(prec=prec, texts=texts, tokens=tokens, batches=ma["run"]["batches"],
                          a_walls=rounds("pipelined", "wall"), b_secs=rounds("compute", "seconds"),
                          c_walls=rounds("serial", "wall"), a_texts=texts / a["wall"], a=a_tps, b=b_tps, c=c_tps,
-                         a_pipe=a_pipe_tps))
+                         a_pipe=a_pipe_tps, a_dev=ma["run"]["stages"]["device"]["busy"] / ma["run"]["pipeline_seconds"],
+                         c_dev=mc["run"]["stages"]["device"]["busy"] / mc["run"]["pipeline_seconds"]))
         for k, label, r in (("pipelined", "(a) stoke embed", a), ("serial", "(c) stoke embed --serial", c)):
             run = man[k]["run"]
             stages.append(f"{prec} {label}, round {r['round']}: process {r['wall']:.2f} s, pipeline "
@@ -123,14 +124,15 @@ def main():
     print("Embed pipeline on the CPU: tokens/s = tokens embedded / seconds of the best round "
           "(same texts, flags and batches in a, b, c)")
     hdr = (f"{'prec':<5} {'texts':>6} {'tokens':>9} {'batches':>7} | {'(a) embed':>9} {'(b) compute':>11} "
-           f"{'(c) serial':>10} | {'efficiency a/b':>14} {'speed-up a/c':>12} | {'a texts/s':>9} {'a pipeline/b':>12}")
+           f"{'(c) serial':>10} | {'efficiency a/b':>14} {'speed-up a/c':>12} | {'a texts/s':>9} {'a pipeline/b':>12} "
+           f"{'device busy a, c':>16}")
     print(f"{'':<31}| {'tokens/s (measured)':^33} | {'ratios':^27} |")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         print(f"{r['prec']:<5} {r['texts']:>6} {r['tokens']:>9} {r['batches']:>7} | {n(r['a']):>9} {n(r['b']):>11} "
               f"{n(r['c']):>10} | {r['a'] / r['b']:>14.2f} {r['a'] / r['c']:>12.2f} | {n(r['a_texts']):>9} "
-              f"{r['a_pipe'] / r['b']:>12.2f}")
+              f"{r['a_pipe'] / r['b']:>12.2f} {100 * r['a_dev']:>7.1f}% {100 * r['c_dev']:>6.1f}%")
     print()
     print("efficiency a/b: the pipeline's wall-clock efficiency (target >= 0.95: the whole `stoke embed` process")
     print("  within 5% of the executor alone on the same batches); speed-up a/c: over the serial loop")
@@ -139,6 +141,8 @@ def main():
     print("(b): bench_pipeline, only enqueue + result wait timed, 3 batches in flight as the pipeline keeps them.")
     print("a pipeline/b: a's in-process pipeline seconds (manifest run.pipeline_seconds: no model load, no input")
     print("  hashing, no manifest) against b.")
+    print("device busy a, c: the executor's busy seconds over the in-process pipeline seconds (manifest); unlike the")
+    print("  ratios, other load on the machine hardly moves it: what the pipeline leaves idle, the serial loop too.")
     print()
     print("Seconds per round: " + "; ".join(f"{r['prec']} a {r['a_walls']} | b {r['b_secs']} | c {r['c_walls']}"
                                          for r in rows))
