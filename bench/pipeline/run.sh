@@ -21,7 +21,8 @@
 #                                (built there with ninja when missing)
 # Everything generated goes to build/bench-models/ (git-ignored): the
 # MiniLM-L6-size model from bench/embed_cpu/make_models.py, and pipeline/.
-# On 2 cores the full corpus takes ~15 minutes (f32 is most of it).
+# On 2 quiet cores, BENCH_TEXTS=6000 BENCH_REPEAT=2 took 471 s (f32 is two thirds
+# of it); one round over the whole corpus is ~4x a 6,000-text round, ~16 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 fixtures="${STOKE_FIXTURES:-$(cd .. && pwd)/shared/fixtures}"
