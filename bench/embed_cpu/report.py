@@ -85,7 +85,8 @@ def main():
         wall, man = min(stoke, key=lambda x: x[0])
         run = man["run"]
         s_tokens = man["counts"]["tokens"]
-        compute_s = run["compute_wait_seconds"]
+        # The device's own busy time (the CPU backend times its executor thread).
+        compute_s = run["stages"]["device"]["busy"]
         peak_g = peak["peak_gflops"][prec]
         stoke_tps = s_tokens / wall
         torch_tps = torch_r["tokens_per_s"] if torch_r else None
@@ -98,8 +99,8 @@ def main():
                          torch_gflops=model_f / torch_r["seconds"] / 1e9 if torch_r else None,
                          st_gflops=model_f / st_r["seconds"] / 1e9 if st_r else None))
         details.append(dict(model=model, prec=prec, walls=[w for w, _ in stoke], wall=wall, run_s=run["seconds"],
-                            tok_s=run["tokenize_seconds"], comp_s=compute_s,
-                            other=run["seconds"] - run["tokenize_seconds"] - compute_s, after=wall - run["seconds"],
+                            tok_s=run["stages"]["tokenize"]["busy"], comp_s=compute_s,
+                            other=run["seconds"] - compute_s, after=wall - run["seconds"],
                             batches=run.get("batches"), syncs=run.get("host_syncs"),
                             torch_passes=torch_r["passes"] if torch_r else [], st_passes=st_r["passes"] if st_r else [],
                             gemm_tf=gemm_f / 1e12, attn_tf=attn_f / 1e12))
@@ -155,9 +156,9 @@ def main():
         sp = " ".join(f"{s:.2f}" for s in d["st_passes"]) or "-"
         print(f"{d['model']:<10} {d['prec']:<5} {walls:<24} {d['run_s']:>6.2f} {d['tok_s']:>8.2f} {d['comp_s']:>8.2f} "
               f"{d['other']:>6.2f} {d['after']:>6.2f} {d['batches']!s:>7} | {tp} / {sp}")
-    print("  run = manifest run.seconds; tokenize = run.tokenize_seconds; compute = run.compute_wait_seconds (host")
-    print("  blocked on the CPU executor: the forward, since the host only enqueues); rest = run - tokenize - compute")
-    print("  (model load, read, write); exit = wall - run (after the timer: weights sha256, process exit)")
+    print("  run = manifest run.seconds; tokenize = run.stages.tokenize.busy (overlapped with compute); compute =")
+    print("  run.stages.device.busy (the CPU executor thread running the forward); rest = run - compute (model load")
+    print("  and whatever the pipeline did not hide); exit = wall - run (after the timer: process exit)")
     print()
     print("output checks (min cosine over all texts against the torch f32 eager peer's vectors)")
     for c in checks:
