@@ -13,6 +13,9 @@ if(STOKE_UBSAN)
 endif()
 if(STOKE_TSAN)
   list(APPEND _stoke_san thread)
+  # target_clones resolvers run while the dynamic loader relocates, before the
+  # TSan runtime is up; instrumented, they crash at start. One code path here.
+  add_compile_definitions(STOKE_CPU_CLONES=)
 endif()
 if(STOKE_FUZZ)
   # Fuzz builds instrument every library for coverage; the fuzzer main comes from
