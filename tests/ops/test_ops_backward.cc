@@ -981,6 +981,46 @@ TEST_P(Semantics, BackwardIsBitwiseReproducible) {
     for (size_t i = 0; i < runs[0].size(); ++i) ASSERT_EQ(runs[r][i], runs[0][i]) << k().name << " run " << r << " element " << i;
 }
 
+// The CPU's own token reductions (column sums, dgamma/dbeta, the embedding
+// scatter-adds) use fixed blocks and groups, so the thread count cannot change
+// a bit. (The GEMMs of linear_backward are oneDNN's and are left out.) The
+// OpenMP runtime comes with stoke_cpu; its C entry points are declared here
+// rather than making the tests depend on OpenMP's header.
+extern "C" void omp_set_num_threads(int);
+extern "C" int omp_get_max_threads(void);
+
+TEST(Determinism, TokenReductionsDoNotDependOnThreadCount) {
+  Rng rng(24);
+  const int64_t T = 2048, H = 64, V = 50, P = 128;  // T * H above the kernels' threading threshold
+  Tensor word = random(rng, DType::f32, {V, H}), pos = random(rng, DType::f32, {P, H}), type = random(rng, DType::f32, {2, H});
+  Tensor g = random(rng, DType::f32, {H}, 0.5f, 1.5f), b = random(rng, DType::f32, {H});
+  Tensor ids = indices(random_ids(rng, T, V)), ps = indices(random_ids(rng, T, P)), ty = indices(random_ids(rng, T, 2));
+  Tensor out = make(DType::f32, {T, H}), mean = make(DType::f32, {T}), rstd = make(DType::f32, {T});
+  ref().embed_layernorm_train(out.view, mean.view, rstd.view, ids.view, ps.view, ty.view, word.view, pos.view,
+                              type.view, g.view, b.view, 1e-5f);
+  Tensor dy = random(rng, DType::f32, {T, H}), x = random(rng, DType::f32, {T, H}), w = random(rng, DType::f32, {H, H});
+  const int threads_before = omp_get_max_threads();
+  std::vector<std::vector<double>> runs;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    Tensor dword = make(DType::f32, {V, H}), dpos = make(DType::f32, {P, H}), dtype = make(DType::f32, {2, H}),
+           dg = make(DType::f32, {H}), dbt = make(DType::f32, {H}), dx = make(DType::f32, {T, H}),
+           dbias = make(DType::f32, {H}), db = make(DType::f32, {H});
+    fast().embed_layernorm_backward(dword.view, dpos.view, dtype.view, dg.view, dbt.view, dy.view, ids.view, ps.view,
+                                    ty.view, word.view, pos.view, type.view, mean.view, rstd.view, g.view);
+    fast().layernorm_backward(dx.view, dg.view, dbt.view, dy.view, x.view, TensorView{}, mean.view, rstd.view, g.view);
+    fast().bias_gelu_backward(dx.view, dbias.view, dy.view, x.view);
+    fast().linear_backward(TensorView{}, TensorView{}, db.view, dy.view, x.view, w.view);  // db only
+    std::vector<double> all;
+    for (Tensor* t : {&dword, &dpos, &dtype, &dg, &dbt, &dx, &dbias, &db}) append(all, t->view);
+    runs.push_back(std::move(all));
+  }
+  omp_set_num_threads(threads_before);
+  for (size_t r = 1; r < runs.size(); ++r)
+    for (size_t i = 0; i < runs[0].size(); ++i)
+      ASSERT_EQ(runs[r][i], runs[0][i]) << "threads " << r + 1 << " element " << i;
+}
+
 TEST_P(Semantics, RefusesBadCalls) {
   Tensor a = make(DType::f32, {2, 3}), w = make(DType::f32, {4, 3}), dy = make(DType::f32, {2, 4});
   Tensor dw = make(DType::f32, {4, 3}), dwb = make(DType::bf16, {4, 3}), db = make(DType::f32, {5});
