@@ -73,6 +73,66 @@ class CpuOps final : public Ops {
     b_.enqueue([=, f = k_.convert] { f(out, in); });
   }
 
+  // --- training: forward variants that keep what backward needs, and backward ops
+  void linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db, const TensorView& dy,
+                       const TensorView& a, const TensorView& w) const override {
+    b_.enqueue([=, f = k_.linear_backward] { f(da, dw, db, dy, a, w); });
+  }
+  void residual_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                                const TensorView& x, const TensorView& residual, const TensorView& gamma,
+                                const TensorView& beta, float eps) const override {
+    b_.enqueue([=, f = k_.residual_layernorm_train] { f(out, mean, rstd, x, residual, gamma, beta, eps); });
+  }
+  void layernorm_backward(const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta,
+                          const TensorView& dy, const TensorView& x, const TensorView& residual,
+                          const TensorView& mean, const TensorView& rstd, const TensorView& gamma) const override {
+    b_.enqueue([=, f = k_.layernorm_backward] { f(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma); });
+  }
+  void embed_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                             const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+                             const TensorView& word, const TensorView& pos, const TensorView& type,
+                             const TensorView& gamma, const TensorView& beta, float eps) const override {
+    b_.enqueue([=, f = k_.embed_layernorm_train] {
+      f(out, mean, rstd, ids, positions, type_ids, word, pos, type, gamma, beta, eps);
+    });
+  }
+  void embed_layernorm_backward(const TensorView& dword, const TensorView& dpos, const TensorView& dtype,
+                                const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
+                                const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+                                const TensorView& word, const TensorView& pos, const TensorView& type,
+                                const TensorView& mean, const TensorView& rstd, const TensorView& gamma) const override {
+    b_.enqueue([=, f = k_.embed_layernorm_backward] {
+      f(dword, dpos, dtype, dgamma, dbeta, dy, ids, positions, type_ids, word, pos, type, mean, rstd, gamma);
+    });
+  }
+  void bias_gelu_train(const TensorView& x, const TensorView& pre, const TensorView& bias) const override {
+    b_.enqueue([=, f = k_.bias_gelu_train] { f(x, pre, bias); });
+  }
+  void bias_gelu_backward(const TensorView& dx, const TensorView& dbias, const TensorView& dy,
+                          const TensorView& pre) const override {
+    b_.enqueue([=, f = k_.bias_gelu_backward] { f(dx, dbias, dy, pre); });
+  }
+  void tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) const override {
+    b_.enqueue([=, f = k_.tanh_backward] { f(dx, dy, y); });
+  }
+  void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                       const TensorView& cu_seqlens, int heads, int max_seqlen) const override {
+    b_.enqueue([=, f = k_.attention_train] { f(out, lse, qkv, cu_seqlens, heads, max_seqlen); });
+  }
+  void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                          const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
+                          int max_seqlen) const override {
+    b_.enqueue([=, f = k_.attention_backward] { f(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen); });
+  }
+  void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) const override {
+    b_.enqueue([=, f = k_.gather_rows_backward] { f(dh, dout, rows); });
+  }
+  void pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h,
+                     const TensorView& cu_seqlens, PoolingMode mode) const override {
+    b_.enqueue([=, f = k_.pool_backward] { f(dh, dout, h, cu_seqlens, mode); });
+  }
+  // --- end of training ops
+
  private:
   CpuBackend& b_;
   const Kernels& k_;

@@ -25,6 +25,37 @@ struct Kernels {
   void (*gather_rows)(const TensorView& out, const TensorView& h, const TensorView& rows);
   void (*slice_columns)(const TensorView& out, const TensorView& in);
   void (*convert)(const TensorView& out, const TensorView& in);
+  // --- training: forward variants that keep what backward needs, and backward ops (backend/ops.h)
+  void (*linear_backward)(const TensorView& da, const TensorView& dw, const TensorView& db, const TensorView& dy,
+                          const TensorView& a, const TensorView& w);
+  void (*residual_layernorm_train)(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                                   const TensorView& x, const TensorView& residual, const TensorView& gamma,
+                                   const TensorView& beta, float eps);
+  void (*layernorm_backward)(const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta,
+                             const TensorView& dy, const TensorView& x, const TensorView& residual,
+                             const TensorView& mean, const TensorView& rstd, const TensorView& gamma);
+  void (*embed_layernorm_train)(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                                const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+                                const TensorView& word, const TensorView& pos, const TensorView& type,
+                                const TensorView& gamma, const TensorView& beta, float eps);
+  void (*embed_layernorm_backward)(const TensorView& dword, const TensorView& dpos, const TensorView& dtype,
+                                   const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
+                                   const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+                                   const TensorView& word, const TensorView& pos, const TensorView& type,
+                                   const TensorView& mean, const TensorView& rstd, const TensorView& gamma);
+  void (*bias_gelu_train)(const TensorView& x, const TensorView& pre, const TensorView& bias);
+  void (*bias_gelu_backward)(const TensorView& dx, const TensorView& dbias, const TensorView& dy,
+                             const TensorView& pre);
+  void (*tanh_backward)(const TensorView& dx, const TensorView& dy, const TensorView& y);
+  void (*attention_train)(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                          const TensorView& cu_seqlens, int heads, int max_seqlen);
+  void (*attention_backward)(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                             const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
+                             int max_seqlen);
+  void (*gather_rows_backward)(const TensorView& dh, const TensorView& dout, const TensorView& rows);
+  void (*pool_backward)(const TensorView& dh, const TensorView& dout, const TensorView& h,
+                        const TensorView& cu_seqlens, PoolingMode mode);
+  // --- end of training ops
 };
 
 const Kernels& reference_kernels();

@@ -11,15 +11,18 @@
 // so S is only kRows x Lp floats and stays in L1. Only the sequence's own
 // tokens are read: no padding tokens, no cross-sequence work, and a query's
 // result depends on its own sequence alone (tested).
+// attention_train is the same kernel, also storing each query row's
+// log-sum-exp (max + log rowsum) for the backward (fast_backward_attention.cc).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "cpu/fast/fast_backward.h"
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_math.h"
 #include "cpu/fast/fast_ops.h"
-#include "cpu/ref/op_checks.h"
+#include "cpu/ref/op_checks_backward.h"
 
 namespace stoke::cpu::fast {
 
@@ -92,8 +95,8 @@ STOKE_CPU_CLONES void values_block(const float* p, int64_t Lp, int64_t len, cons
 #pragma GCC diagnostic pop
 
 // p = exp(s - max) over the first len entries of each of n rows of s (stride
-// Lp), in place; sums[r] = sum of row r's p.
-STOKE_CPU_CLONES void softmax_rows(float* s, int64_t n, int64_t Lp, int64_t len, float* sums) {
+// Lp), in place; sums[r] = sum of row r's p, maxes[r] = the max subtracted.
+STOKE_CPU_CLONES void softmax_rows(float* s, int64_t n, int64_t Lp, int64_t len, float* sums, float* maxes) {
   for (int64_t r = 0; r < n; ++r) {
     float* x = s + r * Lp;
     float mx = x[0];
@@ -110,6 +113,7 @@ STOKE_CPU_CLONES void softmax_rows(float* s, int64_t n, int64_t Lp, int64_t len,
       sum += x[j];
     }
     sums[r] = sum;
+    maxes[r] = mx;
   }
 }
 
@@ -136,8 +140,9 @@ inline void prefetch_row(const T* row, const Item& it, const Geometry& g) {
     for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(reinterpret_cast<const char*>(p) + off);
 }
 
+// lse (null for inference): the training forward's log-sum-exp [T, heads].
 template <class T>
-STOKE_CPU_CLONES void attend(const T* qkv, T* out, const Item& it, const Geometry& g, Scratch& w) {
+STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Item& it, const Geometry& g, Scratch& w) {
   const int64_t len = it.len, d = g.d, C = g.C;
   const int64_t Lp = round_up(len, kLanes), dp = round_up(d, kLanes);
   // One pass over the sequence's rows widens K^T [d, Lp], V [Lp, dp] and the
@@ -167,24 +172,23 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, const Item& it, const Geometr
   std::fill(qs + n_all * d, qs + round_up(n_all, kRows) * d, 0.0f);  // the last block's padding rows
   float* s = w.s.data();
   float* o = w.o.data();
-  float sums[kRows];
+  float sums[kRows], maxes[kRows];
   for (int64_t r0 = 0; r0 < n_all; r0 += kRows) {
     const int64_t n = std::min(kRows, n_all - r0);  // real rows of this block
     scores_block(qs + r0 * d, d, kt, Lp, s);
-    softmax_rows(s, n, Lp, len, sums);
+    softmax_rows(s, n, Lp, len, sums, maxes);
     values_block(s, Lp, len, v, dp, o);
     for (int64_t r = 0; r < n; ++r) {
       const float inv = 1.0f / sums[r];
       T* oi = out + (it.first + it.i0 + r0 + r) * g.heads * d + it.head * d;
       for (int64_t c = 0; c < d; ++c) oi[c] = narrow_one<T>(o[r * dp + c] * inv);
+      if (lse) lse[(it.first + it.i0 + r0 + r) * g.heads + it.head] = maxes[r] + std::log(sums[r]);
     }
   }
 }
 
-}  // namespace
-
-void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen) {
-  const auto shape = check_attention(out, qkv, cu_seqlens, heads, max_seqlen);
+void attention_with_lse(const AttentionShape& shape, const TensorView& out, const TensorView& qkv,
+                        const TensorView& cu_seqlens, float* lse) {
   const int32_t* cu = cu_seqlens.as<const int32_t>();
   std::vector<Item> items;
   int64_t longest = 0;
@@ -210,9 +214,23 @@ void attention(const TensorView& out, const TensorView& qkv, const TensorView& c
     {
       Scratch scratch(longest, g.d);
 #pragma omp for schedule(dynamic)
-      for (int64_t n = 0; n < n_items; ++n) attend(src, dst, items[static_cast<size_t>(n)], g, scratch);
+      for (int64_t n = 0; n < n_items; ++n) attend(src, dst, lse, items[static_cast<size_t>(n)], g, scratch);
     }
   });
+}
+
+}  // namespace
+
+void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen) {
+  attention_with_lse(check_attention(out, qkv, cu_seqlens, heads, max_seqlen), out, qkv, cu_seqlens, nullptr);
+}
+
+// The training forward: the same kernel, also keeping lse = max + log(sum) of
+// each softmax row (scores already scaled by 1/sqrt(d)).
+void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                     const TensorView& cu_seqlens, int heads, int max_seqlen) {
+  attention_with_lse(check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen), out, qkv, cu_seqlens,
+                     lse.as<float>());
 }
 
 }  // namespace stoke::cpu::fast

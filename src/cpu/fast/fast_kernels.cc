@@ -1,3 +1,4 @@
+#include "cpu/fast/fast_backward.h"
 #include "cpu/fast/fast_ops.h"
 #include "cpu/kernels.h"
 
@@ -7,6 +8,11 @@ const Kernels& fast_kernels() {
   static const Kernels k{
       "cpu",      fast::linear,       fast::embed_layernorm, fast::residual_layernorm, fast::bias_gelu, fast::attention,
       fast::pool, fast::l2_normalize, fast::gather_rows,     fast::slice_columns,      fast::convert,
+      // --- training: forward variants that keep what backward needs, and backward ops
+      fast::linear_backward, fast::residual_layernorm_train, fast::layernorm_backward, fast::embed_layernorm_train,
+      fast::embed_layernorm_backward, fast::bias_gelu_train, fast::bias_gelu_backward, fast::tanh_backward,
+      fast::attention_train, fast::attention_backward, fast::gather_rows_backward, fast::pool_backward,
+      // --- end of training ops
   };
   return k;
 }

@@ -1,4 +1,5 @@
 #include "cpu/kernels.h"
+#include "cpu/ref/ref_backward.h"
 #include "cpu/ref/ref_ops.h"
 
 namespace stoke::cpu {
@@ -7,6 +8,11 @@ const Kernels& reference_kernels() {
   static const Kernels k{
       "cpu-ref", ref::linear,       ref::embed_layernorm, ref::residual_layernorm, ref::bias_gelu, ref::attention,
       ref::pool, ref::l2_normalize, ref::gather_rows,     ref::slice_columns,      ref::convert,
+      // --- training: forward variants that keep what backward needs, and backward ops
+      ref::linear_backward, ref::residual_layernorm_train, ref::layernorm_backward, ref::embed_layernorm_train,
+      ref::embed_layernorm_backward, ref::bias_gelu_train, ref::bias_gelu_backward, ref::tanh_backward,
+      ref::attention_train, ref::attention_backward, ref::gather_rows_backward, ref::pool_backward,
+      // --- end of training ops
   };
   return k;
 }

@@ -1,0 +1,98 @@
+// bias_gelu_train, bias_gelu_backward and tanh_backward: element-wise, threads
+// over rows, the GELU and its derivative through the vectorisable
+// approximations of fast_math.h.
+#include <vector>
+
+#include "cpu/fast/fast_backward.h"
+#include "cpu/fast/fast_backward_common.h"
+#include "cpu/fast/fast_math.h"
+#include "cpu/ref/op_checks_backward.h"
+
+namespace stoke::cpu::fast {
+
+namespace {
+
+// GELU_erf'(u) = Phi(u) + u phi(u). Phi from the same erfc approximation as
+// gelu_erf_approx (A&S 7.1.26, |error| <= 1.5e-7 / 2 on Phi), sharing its
+// exp(-u^2/2) with phi(u) = exp(-u^2/2) / sqrt(2 pi).
+inline float gelu_erf_grad_approx(float u) {
+  const float z = (u < 0.0f ? -u : u) * 0.70710678118654752f;
+  const float t = 1.0f / (1.0f + 0.3275911f * z);
+  float p = 1.061405429f;
+  p = p * t - 1.453152027f;
+  p = p * t + 1.421413741f;
+  p = p * t - 0.284496736f;
+  p = p * t + 0.254829592f;
+  const float e = exp_approx(-z * z);
+  const float half_erfc = 0.5f * p * t * e;
+  const float Phi = u < 0.0f ? half_erfc : 1.0f - half_erfc;
+  return Phi + u * 0.39894228040143268f * e;
+}
+
+template <class T, class P>
+STOKE_CPU_CLONES void bias_gelu_train_row(T* x, P* pre, const float* bias, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = bias ? to_float(x[i]) + bias[i] : to_float(x[i]);  // as bias_gelu computes it
+    pre[i] = narrow_one<P>(u);
+    x[i] = narrow_one<T>(gelu_erf_approx(u));
+  }
+}
+
+STOKE_CPU_CLONES void gelu_grad_row(const float* dy, const float* u, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * gelu_erf_grad_approx(u[i]);
+}
+
+STOKE_CPU_CLONES void tanh_grad_row(const float* dy, const float* y, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+
+}  // namespace
+
+void bias_gelu_train(const TensorView& x, const TensorView& pre, const TensorView& bias) {
+  const RowsShape shape = check_bias_gelu_train(x, pre, bias);
+  const int64_t T = shape.T, N = shape.H;  // (plain locals: lambdas and OpenMP may use them)
+  if (T == 0 || N == 0) return;
+  const std::vector<float> b = widen_vector(bias);
+  const float* bp = b.empty() ? nullptr : b.data();
+  with_act_type(x.dtype, [&](auto tag) {
+    using A = decltype(tag);
+    A* xp = x.as<A>();
+    auto rows = [&](auto* pp) {
+#pragma omp parallel for schedule(static) if (T * N >= kParallelMinElements)
+      for (int64_t t = 0; t < T; ++t) bias_gelu_train_row(xp + t * N, pp + t * N, bp, N);
+    };
+    if (pre.dtype == DType::f32)
+      rows(pre.as<float>());
+    else
+      rows(pre.as<A>());  // (the checks allow only f32 or x's dtype)
+  });
+}
+
+void bias_gelu_backward(const TensorView& dx, const TensorView& dbias, const TensorView& dy, const TensorView& pre) {
+  const RowsShape shape = check_bias_gelu_backward(dx, dbias, dy, pre);
+  const int64_t T = shape.T, N = shape.H;
+  if (T == 0 || N == 0) return;
+  thread_local std::vector<float> dy_buf, u_buf, dx_buf;
+  const float* g = f32_input(dy, dy_buf);
+  const float* u = f32_input(pre, u_buf);
+  float* out = f32_output(dx, dx_buf);
+#pragma omp parallel for schedule(static) if (T * N >= kParallelMinElements)
+  for (int64_t t = 0; t < T; ++t) gelu_grad_row(g + t * N, u + t * N, out + t * N, N);
+  if (!dbias.empty()) column_sums_add(out, T, N, dbias.as<float>());  // the f32 values, before any narrowing
+  finish_output(dx, out);
+}
+
+void tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) {
+  const RowsShape shape = check_tanh_backward(dx, dy, y);
+  const int64_t R = shape.T, C = shape.H;
+  if (R == 0 || C == 0) return;
+  thread_local std::vector<float> dy_buf, y_buf, dx_buf;
+  const float* g = f32_input(dy, dy_buf);
+  const float* yp = f32_input(y, y_buf);
+  float* out = f32_output(dx, dx_buf);
+#pragma omp parallel for schedule(static) if (R * C >= kParallelMinElements)
+  for (int64_t r = 0; r < R; ++r) tanh_grad_row(g + r * C, yp + r * C, out + r * C, C);
+  finish_output(dx, out);
+}
+
+}  // namespace stoke::cpu::fast

@@ -1,0 +1,245 @@
+// LayerNorm training forward (mean and rstd kept) and backward, residual and
+// embedding variants. Threads over tokens.
+//
+// Forward: the same float operations in the same order as fast_layernorm.cc,
+// so the training forward's out is the inference forward's out, bit for bit.
+// Backward, per row, with s_hat = (s - mean) rstd and g = dy * gamma:
+//   ds = rstd (g - mean(g) - s_hat mean(g s_hat)).
+// dgamma/dbeta sum over tokens in fixed blocks of kReduceRows rows
+// (fast_backward_common.h), so they do not depend on the thread count.
+// The embedding backward scatter-adds ds into the table rows: tokens are
+// grouped by row with a stable sort (a row's tokens stay in token order),
+// each group is summed by one thread in token order and added to its row.
+// Groups own distinct rows, so there are no races and no atomics, and the
+// result is bitwise the same for any thread count.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "cpu/fast/fast_backward.h"
+#include "cpu/fast/fast_backward_common.h"
+#include "cpu/ref/op_checks_backward.h"
+
+namespace stoke::cpu::fast {
+
+namespace {
+
+// fast_layernorm.cc's normalize_row, also returning the statistics.
+template <class T>
+STOKE_CPU_CLONES void normalize_row_stats(float* x, T* out, int64_t H, const float* gamma, const float* beta,
+                                          float eps, float* mean_out, float* rstd_out) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < H; ++i) sum += x[i];
+  const float mean = sum / static_cast<float>(H);
+  float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t i = 0; i < H; ++i) ss += (x[i] - mean) * (x[i] - mean);
+  const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(H) + eps);
+  for (int64_t i = 0; i < H; ++i) out[i] = narrow_one<T>((x[i] - mean) * rstd * gamma[i] + beta[i]);
+  *mean_out = mean;
+  *rstd_out = rstd;
+}
+
+// One row's backward: s[0:H] the LayerNorm input, dy its output gradient;
+// writes ds (may be dy: dy is read whole first) and adds into pg / pb (when
+// not null). xhat and g are scratch rows.
+STOKE_CPU_CLONES void row_backward(const float* s, const float* dy, float mean, float rstd, const float* gamma,
+                                   int64_t H, float* xhat, float* g, float* ds, float* pg, float* pb) {
+  float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+  for (int64_t i = 0; i < H; ++i) {
+    const float xh = (s[i] - mean) * rstd, gi = dy[i] * gamma[i];
+    xhat[i] = xh;
+    g[i] = gi;
+    sum_g += gi;
+    sum_gx += gi * xh;
+  }
+  if (pg)
+    for (int64_t i = 0; i < H; ++i) {
+      pg[i] += dy[i] * xhat[i];
+      pb[i] += dy[i];
+    }
+  const float mg = sum_g / static_cast<float>(H), mgx = sum_gx / static_cast<float>(H);
+  for (int64_t i = 0; i < H; ++i) ds[i] = rstd * (g[i] - mg - xhat[i] * mgx);
+}
+
+// The embedding input row of token t, summed in fast_layernorm.cc's order.
+inline void embedding_row(float* row, int64_t t, int64_t H, const int32_t* id, const int32_t* ps, const int32_t* ty,
+                          const TensorView& word, const TensorView& pos, const TensorView& type) {
+  std::fill(row, row + H, 0.0f);
+  add_row_any(word, id[t], row);
+  add_row_any(pos, ps[t], row);
+  if (!type.empty()) add_row_any(type, ty ? ty[t] : 0, row);
+}
+
+// LayerNorm backward over all T rows in blocks of kReduceRows; input_row(t,
+// buf) returns row t's LayerNorm input (buf is H floats of scratch it may use).
+template <class InputRow>
+void backward_rows(int64_t T, int64_t H, const float* dy, const float* mean, const float* rstd, const float* gamma,
+                   float* ds, const TensorView& dgamma, const TensorView& dbeta, InputRow input_row) {
+  const int64_t nb = (T + kReduceRows - 1) / kReduceRows;
+  const bool params = !dgamma.empty() || !dbeta.empty();
+  std::vector<float> pg(params ? static_cast<size_t>(nb * H) : 0, 0.0f), pb(pg.size(), 0.0f);
+#pragma omp parallel if (T * H >= kParallelMinElements && nb > 1)
+  {
+    std::vector<float> buf(static_cast<size_t>(H)), xhat(buf.size()), g(buf.size());
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t t1 = std::min(T, (b + 1) * kReduceRows);
+      for (int64_t t = b * kReduceRows; t < t1; ++t)
+        row_backward(input_row(t, buf.data()), dy + t * H, mean[t], rstd[t], gamma, H, xhat.data(), g.data(),
+                     ds + t * H, params ? pg.data() + b * H : nullptr, params ? pb.data() + b * H : nullptr);
+    }
+  }
+  if (!dgamma.empty()) add_partials(pg.data(), nb, H, dgamma.as<float>());
+  if (!dbeta.empty()) add_partials(pb.data(), nb, H, dbeta.as<float>());
+}
+
+// grad[keys[t]] += ds[t] for all t (keys null: every token reads row 0).
+void scatter_rows_add(const float* ds, int64_t T, int64_t H, const int32_t* keys, float* grad) {
+  std::vector<int64_t> order(static_cast<size_t>(T));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  auto key = [&](int64_t t) { return keys ? keys[t] : 0; };
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return key(x) < key(y); });
+  std::vector<int64_t> starts;  // group g is order[starts[g], starts[g + 1])
+  for (int64_t i = 0; i < T; ++i)
+    if (i == 0 || key(order[static_cast<size_t>(i)]) != key(order[static_cast<size_t>(i - 1)])) starts.push_back(i);
+  starts.push_back(T);
+  const int64_t groups = static_cast<int64_t>(starts.size()) - 1;
+#pragma omp parallel if (T * H >= kParallelMinElements && groups > 1)
+  {
+    std::vector<float> acc(static_cast<size_t>(H));
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      const int64_t i0 = starts[static_cast<size_t>(gi)], i1 = starts[static_cast<size_t>(gi + 1)];
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* r = ds + order[static_cast<size_t>(i)] * H;
+#pragma omp simd
+        for (int64_t c = 0; c < H; ++c) acc[static_cast<size_t>(c)] += r[c];
+      }
+      float* dst = grad + int64_t{key(order[static_cast<size_t>(i0)])} * H;
+#pragma omp simd
+      for (int64_t c = 0; c < H; ++c) dst[c] += acc[static_cast<size_t>(c)];
+    }
+  }
+}
+
+}  // namespace
+
+void residual_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                              const TensorView& x, const TensorView& residual, const TensorView& gamma,
+                              const TensorView& beta, float eps) {
+  const RowsShape shape = check_residual_layernorm_train(out, mean, rstd, x, residual, gamma, beta, eps);
+  const int64_t T = shape.T, H = shape.H;
+  if (T == 0) return;
+  float* mp = mean.as<float>();
+  float* rp = rstd.as<float>();
+  if (H == 0) {  // as the reference: statistics of an empty row are 0
+    std::fill(mp, mp + T, 0.0f);
+    std::fill(rp, rp + T, 0.0f);
+    return;
+  }
+  const std::vector<float> g = widen_vector(gamma), b = widen_vector(beta);
+  with_act_type(out.dtype, [&](auto tag) {
+    using A = decltype(tag);
+    const A* xp = x.as<const A>();
+    const A* sp = residual.as<const A>();
+    A* op = out.as<A>();
+#pragma omp parallel if (T * H >= kParallelMinElements)
+    {
+      std::vector<float> row(static_cast<size_t>(H));
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t i = 0; i < H; ++i) row[static_cast<size_t>(i)] = to_float(xp[t * H + i]) + to_float(sp[t * H + i]);
+        normalize_row_stats(row.data(), op + t * H, H, g.data(), b.data(), eps, mp + t, rp + t);
+      }
+    }
+  });
+}
+
+void embed_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                           const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+                           const TensorView& word, const TensorView& pos, const TensorView& type,
+                           const TensorView& gamma, const TensorView& beta, float eps) {
+  const RowsShape shape =
+      check_embed_layernorm_train(out, mean, rstd, ids, positions, type_ids, word, pos, type, gamma, beta, eps);
+  const int64_t T = shape.T, H = shape.H;
+  if (T == 0) return;
+  float* mp = mean.as<float>();
+  float* rp = rstd.as<float>();
+  if (H == 0) {
+    std::fill(mp, mp + T, 0.0f);
+    std::fill(rp, rp + T, 0.0f);
+    return;
+  }
+  const std::vector<float> g = widen_vector(gamma), b = widen_vector(beta);
+  const int32_t* id = ids.as<const int32_t>();
+  const int32_t* ps = positions.as<const int32_t>();
+  const int32_t* ty = type_ids.empty() ? nullptr : type_ids.as<const int32_t>();
+  with_act_type(out.dtype, [&](auto tag) {
+    using A = decltype(tag);
+    A* op = out.as<A>();
+#pragma omp parallel if (T * H >= kParallelMinElements)
+    {
+      std::vector<float> row(static_cast<size_t>(H));
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < T; ++t) {
+        embedding_row(row.data(), t, H, id, ps, ty, word, pos, type);
+        normalize_row_stats(row.data(), op + t * H, H, g.data(), b.data(), eps, mp + t, rp + t);
+      }
+    }
+  });
+}
+
+void layernorm_backward(const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
+                        const TensorView& x, const TensorView& residual, const TensorView& mean,
+                        const TensorView& rstd, const TensorView& gamma) {
+  const RowsShape shape = check_layernorm_backward(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma);
+  const int64_t T = shape.T, H = shape.H;
+  if (T == 0 || H == 0) return;
+  thread_local std::vector<float> dy_buf, x_buf, r_buf, dx_buf;
+  const float* g = f32_input(dy, dy_buf);
+  const float* xf = f32_input(x, x_buf);
+  const float* rf = f32_input(residual, r_buf);
+  float* out = f32_output(dx, dx_buf);
+  const std::vector<float> gam = widen_vector(gamma);
+  backward_rows(T, H, g, mean.as<const float>(), rstd.as<const float>(), gam.data(), out, dgamma, dbeta,
+                [&](int64_t t, float* buf) -> const float* {
+                  if (!rf) return xf + t * H;
+                  for (int64_t i = 0; i < H; ++i) buf[i] = xf[t * H + i] + rf[t * H + i];
+                  return buf;
+                });
+  finish_output(dx, out);
+}
+
+void embed_layernorm_backward(const TensorView& dword, const TensorView& dpos, const TensorView& dtype,
+                              const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
+                              const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+                              const TensorView& word, const TensorView& pos, const TensorView& type,
+                              const TensorView& mean, const TensorView& rstd, const TensorView& gamma) {
+  const RowsShape shape = check_embed_layernorm_backward(dword, dpos, dtype, dgamma, dbeta, dy, ids, positions,
+                                                         type_ids, word, pos, type, mean, rstd, gamma);
+  const int64_t T = shape.T, H = shape.H;
+  if (T == 0 || H == 0) return;
+  thread_local std::vector<float> dy_buf, ds_buf;
+  const float* g = f32_input(dy, dy_buf);
+  ds_buf.resize(static_cast<size_t>(T * H));
+  float* ds = ds_buf.data();
+  const std::vector<float> gam = widen_vector(gamma);
+  const int32_t* id = ids.as<const int32_t>();
+  const int32_t* ps = positions.as<const int32_t>();
+  const int32_t* ty = type_ids.empty() ? nullptr : type_ids.as<const int32_t>();
+  backward_rows(T, H, g, mean.as<const float>(), rstd.as<const float>(), gam.data(), ds, dgamma, dbeta,
+                [&](int64_t t, float* buf) -> const float* {
+                  embedding_row(buf, t, H, id, ps, ty, word, pos, type);
+                  return buf;
+                });
+  if (!dword.empty()) scatter_rows_add(ds, T, H, id, dword.as<float>());
+  if (!dpos.empty()) scatter_rows_add(ds, T, H, ps, dpos.as<float>());
+  if (!dtype.empty()) scatter_rows_add(ds, T, H, ty, dtype.as<float>());
+}
+
+}  // namespace stoke::cpu::fast

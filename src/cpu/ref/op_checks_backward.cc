@@ -1,0 +1,356 @@
+#include "cpu/ref/op_checks_backward.h"
+
+#include <fmt/format.h>
+
+#include <iterator>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+
+namespace stoke::cpu {
+
+namespace {
+
+// The small helpers of op_checks.cc, repeated here (they are file-local there)
+// so the training checks live in their own file.
+[[noreturn]] void fail(const char* op, const std::string& what) {
+  throw Error(Errc::invalid_argument, fmt::format("{}: {}", op, what));
+}
+
+std::string describe(const TensorView& t) { return fmt::format("{} {}", dtype_name(t.dtype), t.shape_string()); }
+
+bool is_act(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+
+void need(const char* op, const char* name, const TensorView& t, int rank) {
+  if (t.rank != rank) fail(op, fmt::format("{} is {}, expected rank {}", name, describe(t), rank));
+  for (int i = 0; i < rank; ++i)
+    if (t.dim(i) < 0) fail(op, fmt::format("{} has a negative dimension: {}", name, t.shape_string()));
+  if (t.data == nullptr && t.numel() != 0) fail(op, fmt::format("{} {} has no data", name, t.shape_string()));
+}
+
+void need_act(const char* op, const char* name, const TensorView& t) {
+  if (!is_act(t.dtype)) fail(op, fmt::format("{} is {}, expected F32, BF16 or F16", name, describe(t)));
+}
+
+void need_dtype(const char* op, const char* name, const TensorView& t, DType want) {
+  if (t.dtype != want) fail(op, fmt::format("{} is {}, expected {}", name, describe(t), dtype_name(want)));
+}
+
+void need_dim(const char* op, const char* name, const TensorView& t, int i, int64_t want) {
+  if (t.dim(i) != want) fail(op, fmt::format("{} is {}: dimension {} must be {}", name, t.shape_string(), i, want));
+}
+
+// A 2-D activation (or activation gradient) of shape [rows, cols].
+void need_rows(const char* op, const char* name, const TensorView& t, int64_t rows, int64_t cols) {
+  need(op, name, t, 2);
+  need_act(op, name, t);
+  need_dim(op, name, t, 0, rows);
+  need_dim(op, name, t, 1, cols);
+}
+
+// An f32 tensor shaped like `like` (a parameter gradient or a statistic).
+void need_f32_like(const char* op, const char* name, const TensorView& t, const TensorView& like) {
+  need(op, name, t, like.rank);
+  need_dtype(op, name, t, DType::f32);
+  for (int i = 0; i < like.rank; ++i) need_dim(op, name, t, i, like.dim(i));
+}
+
+void need_f32_vector(const char* op, const char* name, const TensorView& t, int64_t n) {
+  need(op, name, t, 1);
+  need_dtype(op, name, t, DType::f32);
+  need_dim(op, name, t, 0, n);
+}
+
+void need_indices(const char* op, const char* name, const TensorView& idx, int64_t count, int64_t limit) {
+  need(op, name, idx, 1);
+  need_dtype(op, name, idx, DType::i32);
+  need_dim(op, name, idx, 0, count);
+  const int32_t* p = idx.as<const int32_t>();
+  for (int64_t i = 0; i < count; ++i)
+    if (p[i] < 0 || p[i] >= limit) fail(op, fmt::format("{}[{}] = {} is out of range [0, {})", name, i, p[i], limit));
+}
+
+int64_t need_cu_seqlens(const char* op, const TensorView& cu, int64_t T) {
+  need(op, "cu_seqlens", cu, 1);
+  need_dtype(op, "cu_seqlens", cu, DType::i32);
+  if (cu.dim(0) < 1) fail(op, "cu_seqlens is empty, expected [batch + 1] offsets starting at 0");
+  const int32_t* c = cu.as<const int32_t>();
+  const int64_t B = cu.dim(0) - 1;
+  if (c[0] != 0) fail(op, fmt::format("cu_seqlens[0] = {}, expected 0", c[0]));
+  for (int64_t b = 0; b < B; ++b)
+    if (c[b + 1] < c[b]) fail(op, fmt::format("cu_seqlens decreases at {}: {} then {}", b, c[b], c[b + 1]));
+  if (c[B] != T) fail(op, fmt::format("cu_seqlens ends at {}, expected the token count {}", c[B], T));
+  return B;
+}
+
+bool overlap(const TensorView& x, const TensorView& y) {
+  if (x.data == nullptr || y.data == nullptr) return false;
+  const char* a = static_cast<const char*>(x.data);
+  const char* b = static_cast<const char*>(y.data);
+  return a < b + y.bytes() && b < a + x.bytes();
+}
+
+void need_no_overlap(const char* op, const char* out_name, const TensorView& out, const char* in_name,
+                     const TensorView& in) {
+  if (overlap(out, in)) fail(op, fmt::format("{} overlaps {} in memory (not allowed for this op)", out_name, in_name));
+}
+
+// An element-wise output may be the very same view as an input, never a partial overlap.
+void need_same_or_apart(const char* op, const char* out_name, const TensorView& out, const char* in_name,
+                        const TensorView& in) {
+  if (overlap(out, in) && !(out.data == in.data && out.dtype == in.dtype))
+    fail(op, fmt::format("{} overlaps {} (only the identical view is allowed)", out_name, in_name));
+}
+
+void need_weight(const char* op, const char* name, const TensorView& t, int64_t n) {
+  need(op, name, t, 1);
+  need_act(op, name, t);
+  need_dim(op, name, t, 0, n);
+}
+
+}  // namespace
+
+LinearShape check_linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db,
+                                  const TensorView& dy, const TensorView& a, const TensorView& w) {
+  const char* op = "linear_backward";
+  need(op, "a", a, 2);
+  need(op, "w", w, 2);
+  need_act(op, "a", a);
+  need_act(op, "w", w);
+  const int64_t M = a.dim(0), K = a.dim(1), N = w.dim(0);
+  need_dim(op, "w", w, 1, K);
+  need_rows(op, "dy", dy, M, N);
+  if (!da.empty()) {
+    need_rows(op, "da", da, M, K);
+    for (const auto& [name, t] : {std::pair{"dy", &dy}, std::pair{"a", &a}, std::pair{"w", &w}})
+      need_no_overlap(op, "da", da, name, *t);
+  }
+  if (!dw.empty()) {
+    need_f32_like(op, "dw", dw, w);
+    for (const auto& [name, t] : {std::pair{"dy", &dy}, std::pair{"a", &a}, std::pair{"w", &w}, std::pair{"da", &da}})
+      need_no_overlap(op, "dw", dw, name, *t);
+  }
+  if (!db.empty()) {
+    need_f32_vector(op, "db", db, N);
+    for (const auto& [name, t] : {std::pair{"dy", &dy}, std::pair{"da", &da}, std::pair{"dw", &dw}})
+      need_no_overlap(op, "db", db, name, *t);
+  }
+  return {M, N, K};
+}
+
+RowsShape check_residual_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                                         const TensorView& x, const TensorView& residual, const TensorView& gamma,
+                                         const TensorView& beta, float eps) {
+  const char* op = "residual_layernorm_train";
+  const RowsShape s = check_residual_layernorm(out, x, residual, gamma, beta, eps);
+  need_f32_vector(op, "mean", mean, s.T);
+  need_f32_vector(op, "rstd", rstd, s.T);
+  for (const auto& [name, t] : {std::pair{"out", &out}, std::pair{"x", &x}, std::pair{"residual", &residual}}) {
+    need_no_overlap(op, "mean", mean, name, *t);
+    need_no_overlap(op, "rstd", rstd, name, *t);
+  }
+  need_no_overlap(op, "mean", mean, "rstd", rstd);
+  return s;
+}
+
+RowsShape check_layernorm_backward(const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta,
+                                   const TensorView& dy, const TensorView& x, const TensorView& residual,
+                                   const TensorView& mean, const TensorView& rstd, const TensorView& gamma) {
+  const char* op = "layernorm_backward";
+  need(op, "dy", dy, 2);
+  need_act(op, "dy", dy);
+  const int64_t T = dy.dim(0), H = dy.dim(1);
+  need_rows(op, "x", x, T, H);
+  if (!residual.empty()) need_rows(op, "residual", residual, T, H);
+  need_rows(op, "dx", dx, T, H);
+  need_f32_vector(op, "mean", mean, T);
+  need_f32_vector(op, "rstd", rstd, T);
+  need_weight(op, "gamma", gamma, H);
+  need_same_or_apart(op, "dx", dx, "dy", dy);
+  for (const auto& [name, t] : {std::pair{"x", &x}, std::pair{"residual", &residual}, std::pair{"mean", &mean},
+                                std::pair{"rstd", &rstd}, std::pair{"gamma", &gamma}})
+    need_no_overlap(op, "dx", dx, name, *t);
+  for (const auto& [name, g] : {std::pair{"dgamma", &dgamma}, std::pair{"dbeta", &dbeta}}) {
+    if (g->empty()) continue;
+    need_f32_vector(op, name, *g, H);
+    for (const auto& [n2, t] : {std::pair{"dx", &dx}, std::pair{"dy", &dy}, std::pair{"gamma", &gamma}})
+      need_no_overlap(op, name, *g, n2, *t);
+  }
+  need_no_overlap(op, "dgamma", dgamma, "dbeta", dbeta);
+  return {T, H};
+}
+
+RowsShape check_embed_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                                      const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+                                      const TensorView& word, const TensorView& pos, const TensorView& type,
+                                      const TensorView& gamma, const TensorView& beta, float eps) {
+  const char* op = "embed_layernorm_train";
+  const RowsShape s = check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps);
+  need_f32_vector(op, "mean", mean, s.T);
+  need_f32_vector(op, "rstd", rstd, s.T);
+  need_no_overlap(op, "mean", mean, "out", out);
+  need_no_overlap(op, "rstd", rstd, "out", out);
+  need_no_overlap(op, "mean", mean, "rstd", rstd);
+  return s;
+}
+
+RowsShape check_embed_layernorm_backward(const TensorView& dword, const TensorView& dpos, const TensorView& dtype,
+                                         const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
+                                         const TensorView& ids, const TensorView& positions,
+                                         const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                                         const TensorView& type, const TensorView& mean, const TensorView& rstd,
+                                         const TensorView& gamma) {
+  const char* op = "embed_layernorm_backward";
+  need(op, "dy", dy, 2);
+  need_act(op, "dy", dy);
+  const int64_t T = dy.dim(0), H = dy.dim(1);
+  need(op, "word", word, 2);
+  need(op, "pos", pos, 2);
+  need_act(op, "word", word);
+  need_act(op, "pos", pos);
+  need_dim(op, "word", word, 1, H);
+  need_dim(op, "pos", pos, 1, H);
+  need_indices(op, "ids", ids, T, word.dim(0));
+  need_indices(op, "positions", positions, T, pos.dim(0));
+  if (!type.empty()) {
+    need(op, "type", type, 2);
+    need_act(op, "type", type);
+    need_dim(op, "type", type, 1, H);
+    if (type_ids.empty() && type.dim(0) < 1) fail(op, "type has no rows, but row 0 is used when type_ids is empty");
+  }
+  if (!type_ids.empty()) {
+    if (type.empty()) fail(op, "type_ids given without a type embedding table");
+    need_indices(op, "type_ids", type_ids, T, type.dim(0));
+  }
+  need_f32_vector(op, "mean", mean, T);
+  need_f32_vector(op, "rstd", rstd, T);
+  need_weight(op, "gamma", gamma, H);
+  if (!dword.empty()) need_f32_like(op, "dword", dword, word);
+  if (!dpos.empty()) need_f32_like(op, "dpos", dpos, pos);
+  if (!dtype.empty()) {
+    if (type.empty()) fail(op, "dtype given without a type embedding table");
+    need_f32_like(op, "dtype", dtype, type);
+  }
+  if (!dgamma.empty()) need_f32_vector(op, "dgamma", dgamma, H);
+  if (!dbeta.empty()) need_f32_vector(op, "dbeta", dbeta, H);
+  const std::pair<const char*, const TensorView*> grads[] = {
+      {"dword", &dword}, {"dpos", &dpos}, {"dtype", &dtype}, {"dgamma", &dgamma}, {"dbeta", &dbeta}};
+  const std::pair<const char*, const TensorView*> inputs[] = {
+      {"dy", &dy},   {"word", &word}, {"pos", &pos},   {"type", &type},
+      {"mean", &mean}, {"rstd", &rstd}, {"gamma", &gamma}};
+  for (size_t i = 0; i < std::size(grads); ++i) {
+    for (const auto& in : inputs) need_no_overlap(op, grads[i].first, *grads[i].second, in.first, *in.second);
+    for (size_t j = i + 1; j < std::size(grads); ++j)
+      need_no_overlap(op, grads[i].first, *grads[i].second, grads[j].first, *grads[j].second);
+  }
+  return {T, H};
+}
+
+RowsShape check_bias_gelu_train(const TensorView& x, const TensorView& pre, const TensorView& bias) {
+  const char* op = "bias_gelu_train";
+  const RowsShape s = check_bias_gelu(x, bias);
+  need_rows(op, "pre", pre, s.T, s.H);
+  if (pre.dtype != x.dtype) need_dtype(op, "pre", pre, DType::f32);
+  need_no_overlap(op, "pre", pre, "x", x);
+  need_no_overlap(op, "pre", pre, "bias", bias);
+  return s;
+}
+
+RowsShape check_bias_gelu_backward(const TensorView& dx, const TensorView& dbias, const TensorView& dy,
+                                   const TensorView& pre) {
+  const char* op = "bias_gelu_backward";
+  need(op, "dy", dy, 2);
+  need_act(op, "dy", dy);
+  const int64_t T = dy.dim(0), N = dy.dim(1);
+  need_rows(op, "pre", pre, T, N);
+  need_rows(op, "dx", dx, T, N);
+  need_same_or_apart(op, "dx", dx, "dy", dy);
+  need_no_overlap(op, "dx", dx, "pre", pre);
+  if (!dbias.empty()) {
+    need_f32_vector(op, "dbias", dbias, N);
+    need_no_overlap(op, "dbias", dbias, "dx", dx);
+    need_no_overlap(op, "dbias", dbias, "dy", dy);
+    need_no_overlap(op, "dbias", dbias, "pre", pre);
+  }
+  return {T, N};
+}
+
+RowsShape check_tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) {
+  const char* op = "tanh_backward";
+  need(op, "dy", dy, 2);
+  need_act(op, "dy", dy);
+  const int64_t R = dy.dim(0), C = dy.dim(1);
+  need_rows(op, "y", y, R, C);
+  need_rows(op, "dx", dx, R, C);
+  need_same_or_apart(op, "dx", dx, "dy", dy);
+  need_same_or_apart(op, "dx", dx, "y", y);
+  return {R, C};
+}
+
+AttentionShape check_attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                                     const TensorView& cu_seqlens, int heads, int max_seqlen) {
+  const char* op = "attention_train";
+  const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen);
+  need(op, "lse", lse, 2);
+  need_dtype(op, "lse", lse, DType::f32);
+  need_dim(op, "lse", lse, 0, s.T);
+  need_dim(op, "lse", lse, 1, s.heads);
+  need_no_overlap(op, "lse", lse, "out", out);
+  need_no_overlap(op, "lse", lse, "qkv", qkv);
+  return s;
+}
+
+AttentionShape check_attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                                        const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens,
+                                        int heads, int max_seqlen) {
+  const char* op = "attention_backward";
+  const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen);
+  need_rows(op, "dout", dout, s.T, s.heads * s.d);
+  need(op, "lse", lse, 2);
+  need_dtype(op, "lse", lse, DType::f32);
+  need_dim(op, "lse", lse, 0, s.T);
+  need_dim(op, "lse", lse, 1, s.heads);
+  need_rows(op, "dqkv", dqkv, s.T, 3 * s.heads * s.d);
+  for (const auto& [name, t] : {std::pair{"dout", &dout}, std::pair{"qkv", &qkv}, std::pair{"out", &out},
+                                std::pair{"lse", &lse}, std::pair{"cu_seqlens", &cu_seqlens}})
+    need_no_overlap(op, "dqkv", dqkv, name, *t);
+  return s;
+}
+
+RowsShape check_gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) {
+  const char* op = "gather_rows_backward";
+  need(op, "dh", dh, 2);
+  need(op, "dout", dout, 2);
+  need_act(op, "dh", dh);
+  need_act(op, "dout", dout);
+  const int64_t B = dout.dim(0), H = dh.dim(1);
+  need_dim(op, "dout", dout, 1, H);
+  need_indices(op, "rows", rows, B, dh.dim(0));
+  need_no_overlap(op, "dh", dh, "dout", dout);
+  need_no_overlap(op, "dh", dh, "rows", rows);
+  return {B, H};
+}
+
+PoolShape check_pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h,
+                              const TensorView& cu_seqlens, PoolingMode mode) {
+  const char* op = "pool_backward";
+  need(op, "dh", dh, 2);
+  need_act(op, "dh", dh);
+  const int64_t T = dh.dim(0), H = dh.dim(1);
+  const int64_t B = need_cu_seqlens(op, cu_seqlens, T);
+  need(op, "dout", dout, 2);
+  need_dtype(op, "dout", dout, DType::f32);
+  need_dim(op, "dout", dout, 0, B);
+  need_dim(op, "dout", dout, 1, H);
+  if (mode == PoolingMode::max && h.empty() && T * H > 0) fail(op, "max pooling needs h (the pooled input)");
+  if (!h.empty()) {
+    need_rows(op, "h", h, T, H);
+    need_no_overlap(op, "dh", dh, "h", h);
+  }
+  need_no_overlap(op, "dh", dh, "dout", dout);
+  need_no_overlap(op, "dh", dh, "cu_seqlens", cu_seqlens);
+  return {T, B, H};
+}
+
+}  // namespace stoke::cpu

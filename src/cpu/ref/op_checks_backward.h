@@ -1,0 +1,43 @@
+// Shape, dtype and index checks of the training ops (backend/ops.h, "training"
+// block), shared by the reference and the fast CPU kernels so both sets
+// accept exactly the same calls. Same rules as op_checks.h: every check throws
+// Error(invalid_argument) naming the op, the tensor, what it got and what was
+// expected; index tensors are read and range-checked.
+#pragma once
+
+#include "cpu/ref/op_checks.h"
+
+namespace stoke::cpu {
+
+LinearShape check_linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db,
+                                  const TensorView& dy, const TensorView& a, const TensorView& w);
+RowsShape check_residual_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                                         const TensorView& x, const TensorView& residual, const TensorView& gamma,
+                                         const TensorView& beta, float eps);
+RowsShape check_layernorm_backward(const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta,
+                                   const TensorView& dy, const TensorView& x, const TensorView& residual,
+                                   const TensorView& mean, const TensorView& rstd, const TensorView& gamma);
+RowsShape check_embed_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                                      const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+                                      const TensorView& word, const TensorView& pos, const TensorView& type,
+                                      const TensorView& gamma, const TensorView& beta, float eps);
+RowsShape check_embed_layernorm_backward(const TensorView& dword, const TensorView& dpos, const TensorView& dtype,
+                                         const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
+                                         const TensorView& ids, const TensorView& positions,
+                                         const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                                         const TensorView& type, const TensorView& mean, const TensorView& rstd,
+                                         const TensorView& gamma);
+RowsShape check_bias_gelu_train(const TensorView& x, const TensorView& pre, const TensorView& bias);
+RowsShape check_bias_gelu_backward(const TensorView& dx, const TensorView& dbias, const TensorView& dy,
+                                   const TensorView& pre);
+RowsShape check_tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y);
+AttentionShape check_attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                                     const TensorView& cu_seqlens, int heads, int max_seqlen);
+AttentionShape check_attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                                        const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens,
+                                        int heads, int max_seqlen);
+RowsShape check_gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows);  // {B, H}
+PoolShape check_pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h,
+                              const TensorView& cu_seqlens, PoolingMode mode);
+
+}  // namespace stoke::cpu
