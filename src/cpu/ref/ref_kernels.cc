@@ -1,5 +1,6 @@
 #include "cpu/kernels.h"
 #include "cpu/ref/ref_ops.h"
+#include "cpu/ref/ref_train.h"
 
 namespace stoke::cpu {
 
@@ -7,6 +8,9 @@ const Kernels& reference_kernels() {
   static const Kernels k{
       "cpu-ref", ref::linear,       ref::embed_layernorm, ref::residual_layernorm, ref::bias_gelu, ref::attention,
       ref::pool, ref::l2_normalize, ref::gather_rows,     ref::slice_columns,      ref::convert,
+      // --- training: dropout, loss, optimizer
+      ref::dropout, ref::dropout_backward, ref::cross_entropy, ref::mse_loss, ref::sum_squares, ref::clip_scale,
+      ref::adamw,
   };
   return k;
 }
