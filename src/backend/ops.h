@@ -157,6 +157,76 @@ class Ops {
   virtual void pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h,
                              const TensorView& cu_seqlens, PoolingMode mode) const = 0;
   // --- end of training ops
+  // --- training: dropout, loss, optimizer
+  // All of these run on the stream without a host read: losses and metrics
+  // accumulate in device buffers, and gradient clipping reads its scale from
+  // device memory. Parameters, gradients and optimizer state are f32.
+
+  // out = x * mask / (1 - p) element-wise (x, out: activations of one dtype,
+  // same shape; out may be x). mask[i] = (uniform_i >= p), uniform_i drawn by
+  // Philox4x32-10 from (seed, step, tensor_id, flat index i) in the layout of
+  // core/philox.h, so every backend draws the same mask. The product is one
+  // f32 multiply by the f32 scale 1 / (1 - p), rounded once to out's dtype.
+  // p in [0, 1]: p = 0 copies x; p = 1 writes zeros.
+  virtual void dropout(const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step,
+                       uint32_t tensor_id) const = 0;
+  // dx = dy * mask / (1 - p) with the mask of the forward call with the same
+  // (p, seed, step, tensor_id) and shape, recomputed (no mask is stored).
+  virtual void dropout_backward(const TensorView& dx, const TensorView& dy, float p, uint64_t seed, uint32_t step,
+                                uint32_t tensor_id) const = 0;
+
+  // Softmax cross-entropy, forward and backward in one pass, as
+  // torch.nn.functional.cross_entropy(logits, labels, label_smoothing=eps):
+  //   loss_b = (1 - eps) * -log p[b, labels[b]] + eps * mean_c(-log p[b, c])
+  //   dlogits[b, c] = scale * (p[b, c] - (1 - eps) * [c == labels[b]] - eps / C)
+  // logits[B,C] f32, labels[B] i32 in [0, C), dlogits[B,C] f32 (written; may be
+  // logits itself, or empty for evaluation). scale is the loss's weight: 1/B
+  // for torch's mean, 1/(K*B) for K accumulated micro-batches of B.
+  // metrics[3] f64 (may be empty) ACCUMULATES {sum_b loss_b (unscaled), number
+  // of rows whose argmax (first maximum) is the label, B}; the host reads it
+  // at logging steps only. f64 keeps the counts exact and the sums precise
+  // over a whole epoch.
+  virtual void cross_entropy(const TensorView& dlogits, const TensorView& metrics, const TensorView& logits,
+                             const TensorView& labels, float label_smoothing, float scale) const = 0;
+  // Regression (num_labels == 1), torch's MSELoss: loss_b = (pred[b] -
+  // target[b])^2, dpred[b] = scale * 2 * (pred[b] - target[b]). pred[B,1] f32,
+  // target[B] f32, dpred[B,1] f32 (may be pred, or empty). metrics[3] f64 (may
+  // be empty) accumulates {sum_b loss_b, 0, B}.
+  virtual void mse_loss(const TensorView& dpred, const TensorView& metrics, const TensorView& pred,
+                        const TensorView& target, float scale) const = 0;
+
+  // out[1] (f64 or f32) += sum_i x_i^2 over x of any shape (f32, bf16, f16),
+  // summed in double in a fixed order (the same for any thread count). Zero
+  // out first (an enqueued copy) to start a new sum.
+  virtual void sum_squares(const TensorView& out, const TensorView& x) const = 0;
+  // scale[1] f32 = min(1, max_norm / (sqrt(sumsq[0]) + 1e-6)), torch's
+  // clip_grad_norm_ coefficient (norm and coefficient in f32 as torch has
+  // them; a NaN norm gives a NaN scale, as in torch). sumsq[1] f64 or f32.
+  virtual void clip_scale(const TensorView& scale, const TensorView& sumsq, float max_norm) const = 0;
+
+  // One AdamW step of a parameter group, torch.optim.AdamW semantics. Host
+  // doubles, as Python floats are in torch: the derived coefficients (1 -
+  // beta1, 1 - lr * weight_decay, lr / (1 - beta1^t), ...) are formed in
+  // double and rounded to f32 once, as torch's CPU kernels receive them.
+  struct AdamWStep {
+    int64_t step = 1;  // t, 1-based: the number of this step (bias corrections 1 - beta^t)
+    double lr = 0.0;
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+    double weight_decay = 0.0;  // decoupled: p -= lr * weight_decay * p where decay applies
+  };
+  // p, g, m, v: f32 of equal element count (flat buffers; any shape). For
+  // every element, with s = grad_scale[0] (f32 on device; empty = 1):
+  //   g' = s * g
+  //   p  = p * (1 - lr * weight_decay)           only where decay applies
+  //   m  = beta1 * m + (1 - beta1) * g'    (as torch: m + (1 - beta1) * (g' - m))
+  //   v  = beta2 * v + (1 - beta2) * g'^2
+  //   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+  // decay_ranges[R,2] i64: sorted, disjoint [begin, end) element ranges where
+  // weight decay applies (the per-tensor decay flags of the group, merged); an
+  // unset view (TensorView{}, rank 0) = decay applies everywhere, R = 0 rows =
+  // nowhere. g is read, never written.
+  virtual void adamw(const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
+                     const TensorView& decay_ranges, const TensorView& grad_scale, const AdamWStep& hp) const = 0;
 };
 
 }  // namespace stoke

@@ -132,6 +132,33 @@ class CpuOps final : public Ops {
     b_.enqueue([=, f = k_.pool_backward] { f(dh, dout, h, cu_seqlens, mode); });
   }
   // --- end of training ops
+  // --- training: dropout, loss, optimizer
+  void dropout(const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step,
+               uint32_t tensor_id) const override {
+    b_.enqueue([=, f = k_.dropout] { f(out, x, p, seed, step, tensor_id); });
+  }
+  void dropout_backward(const TensorView& dx, const TensorView& dy, float p, uint64_t seed, uint32_t step,
+                        uint32_t tensor_id) const override {
+    b_.enqueue([=, f = k_.dropout_backward] { f(dx, dy, p, seed, step, tensor_id); });
+  }
+  void cross_entropy(const TensorView& dlogits, const TensorView& metrics, const TensorView& logits,
+                     const TensorView& labels, float label_smoothing, float scale) const override {
+    b_.enqueue([=, f = k_.cross_entropy] { f(dlogits, metrics, logits, labels, label_smoothing, scale); });
+  }
+  void mse_loss(const TensorView& dpred, const TensorView& metrics, const TensorView& pred, const TensorView& target,
+                float scale) const override {
+    b_.enqueue([=, f = k_.mse_loss] { f(dpred, metrics, pred, target, scale); });
+  }
+  void sum_squares(const TensorView& out, const TensorView& x) const override {
+    b_.enqueue([=, f = k_.sum_squares] { f(out, x); });
+  }
+  void clip_scale(const TensorView& scale, const TensorView& sumsq, float max_norm) const override {
+    b_.enqueue([=, f = k_.clip_scale] { f(scale, sumsq, max_norm); });
+  }
+  void adamw(const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
+             const TensorView& decay_ranges, const TensorView& grad_scale, const AdamWStep& hp) const override {
+    b_.enqueue([=, f = k_.adamw] { f(p, g, m, v, decay_ranges, grad_scale, hp); });
+  }
 
  private:
   CpuBackend& b_;

@@ -56,6 +56,20 @@ struct Kernels {
   void (*pool_backward)(const TensorView& dh, const TensorView& dout, const TensorView& h,
                         const TensorView& cu_seqlens, PoolingMode mode);
   // --- end of training ops
+
+  // --- training: dropout, loss, optimizer
+  void (*dropout)(const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step,
+                  uint32_t tensor_id);
+  void (*dropout_backward)(const TensorView& dx, const TensorView& dy, float p, uint64_t seed, uint32_t step,
+                           uint32_t tensor_id);
+  void (*cross_entropy)(const TensorView& dlogits, const TensorView& metrics, const TensorView& logits,
+                        const TensorView& labels, float label_smoothing, float scale);
+  void (*mse_loss)(const TensorView& dpred, const TensorView& metrics, const TensorView& pred,
+                   const TensorView& target, float scale);
+  void (*sum_squares)(const TensorView& out, const TensorView& x);
+  void (*clip_scale)(const TensorView& scale, const TensorView& sumsq, float max_norm);
+  void (*adamw)(const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
+                const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp);
 };
 
 const Kernels& reference_kernels();

@@ -1,5 +1,6 @@
 #include "cpu/fast/fast_backward.h"
 #include "cpu/fast/fast_ops.h"
+#include "cpu/fast/fast_train.h"
 #include "cpu/kernels.h"
 
 namespace stoke::cpu {
@@ -13,6 +14,9 @@ const Kernels& fast_kernels() {
       fast::embed_layernorm_backward, fast::bias_gelu_train, fast::bias_gelu_backward, fast::tanh_backward,
       fast::attention_train, fast::attention_backward, fast::gather_rows_backward, fast::pool_backward,
       // --- end of training ops
+      // --- training: dropout, loss, optimizer
+      fast::dropout, fast::dropout_backward, fast::cross_entropy, fast::mse_loss, fast::sum_squares, fast::clip_scale,
+      fast::adamw,
   };
   return k;
 }

@@ -1,6 +1,7 @@
 #include "cpu/kernels.h"
 #include "cpu/ref/ref_backward.h"
 #include "cpu/ref/ref_ops.h"
+#include "cpu/ref/ref_train.h"
 
 namespace stoke::cpu {
 
@@ -13,6 +14,9 @@ const Kernels& reference_kernels() {
       ref::embed_layernorm_backward, ref::bias_gelu_train, ref::bias_gelu_backward, ref::tanh_backward,
       ref::attention_train, ref::attention_backward, ref::gather_rows_backward, ref::pool_backward,
       // --- end of training ops
+      // --- training: dropout, loss, optimizer
+      ref::dropout, ref::dropout_backward, ref::cross_entropy, ref::mse_loss, ref::sum_squares, ref::clip_scale,
+      ref::adamw,
   };
   return k;
 }

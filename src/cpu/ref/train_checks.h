@@ -1,0 +1,38 @@
+// Shape, dtype and value checks of the training ops of the op table
+// (backend/ops.h, "training: dropout, loss, optimizer"), shared by the
+// reference and the fast CPU kernels so both accept exactly the same calls.
+// Every check throws Error(invalid_argument) naming the op, the tensor, what it
+// got and what was expected. Index tensors (labels, decay ranges) are read: a
+// bad index would otherwise be a wild read or write.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/ops.h"
+
+namespace stoke::cpu {
+
+// Element count; out and x are activations of one dtype and one shape, out is
+// x itself or does not overlap it, p in [0, 1].
+int64_t check_dropout(const char* op, const TensorView& out, const TensorView& x, float p);
+
+struct LossShape {
+  int64_t B, C;  // rows (examples) and classes (1 for mse_loss)
+};
+LossShape check_cross_entropy(const TensorView& dlogits, const TensorView& metrics, const TensorView& logits,
+                              const TensorView& labels, float label_smoothing, float scale);
+LossShape check_mse_loss(const TensorView& dpred, const TensorView& metrics, const TensorView& pred,
+                         const TensorView& target, float scale);
+
+int64_t check_sum_squares(const TensorView& out, const TensorView& x);  // numel of x
+void check_clip_scale(const TensorView& scale, const TensorView& sumsq, float max_norm);
+
+// Element count of the group; the decay ranges are sorted, disjoint and inside it.
+int64_t check_adamw(const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
+                    const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp);
+
+// A scalar of a one-element f64 or f32 tensor, and its store (by dtype).
+double read_scalar(const TensorView& t);
+void write_scalar(const TensorView& t, double v);
+
+}  // namespace stoke::cpu
