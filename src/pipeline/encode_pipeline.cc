@@ -210,12 +210,15 @@ class Pipeline {
     Window& w = *job.window;
     if (w.rows.empty()) w.rows.resize(w.records.size() * static_cast<size_t>(width_));
     const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
+    uint64_t tokens = 0;
     for (size_t r = 0; r < job.members.size(); ++r) {
       std::memcpy(w.rows.data() + job.members[r] * static_cast<size_t>(width_), src + r * static_cast<size_t>(width_),
                   row_bytes);
-      rows_done_.fetch_add(1, std::memory_order_relaxed);
-      tokens_done_.fetch_add(w.encodings[job.members[r]].ids.size(), std::memory_order_relaxed);
+      tokens += w.encodings[job.members[r]].ids.size();
     }
+    // Progress counters are shared with the progress reader: once per batch, not per row.
+    rows_done_.fetch_add(job.members.size(), std::memory_order_relaxed);
+    tokens_done_.fetch_add(tokens, std::memory_order_relaxed);
     stats_.write.busy += since(t1);
   }
 
