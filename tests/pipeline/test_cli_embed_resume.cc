@@ -28,12 +28,9 @@ using json = nlohmann::json;
 
 // Runs stoke with args (a shell command line tail); returns the exit status.
 int run(const std::string& args, std::string* err = nullptr, const std::string& env = "") {
-  const fs::path dir = test::scratch_dir("cli-resume-run");
-  const std::string cmd = env + " " + test::stoke_binary().string() + " " + args + " </dev/null >" +
-                          (dir / "out").string() + " 2>" + (dir / "err").string();
-  const int raw = std::system(cmd.c_str());
-  if (err) *err = read_file(dir / "err");
-  return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  const test::RunResult r = test::run_stoke(args, "/dev/null", env);
+  if (err) *err = r.err;
+  return r.status;
 }
 
 // The first n fortunes as JSONL.

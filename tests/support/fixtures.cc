@@ -1,7 +1,11 @@
 #include "support/fixtures.h"
 
-#include <cstdlib>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdlib>
+
+#include "core/file_util.h"
 
 namespace stoke::test {
 
@@ -24,6 +28,18 @@ std::filesystem::path scratch_dir(const std::string& name) {
 std::filesystem::path stoke_binary() {
   if (const char* env = std::getenv("STOKE_BIN"); env && *env) return env;
   return std::filesystem::path(STOKE_BINARY_DIR) / "apps" / "stoke" / "stoke";
+}
+
+RunResult run_stoke(const std::string& args, const std::string& stdin_file, const std::string& env) {
+  const std::filesystem::path dir = scratch_dir("cli-run");
+  const std::string cmd = env + " " + stoke_binary().string() + " " + args + " <" + stdin_file + " >" +
+                          (dir / "out").string() + " 2>" + (dir / "err").string();
+  const int raw = std::system(cmd.c_str());
+  RunResult r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  r.out = read_file(dir / "out");
+  r.err = read_file(dir / "err");
+  return r;
 }
 
 }  // namespace stoke::test

@@ -14,4 +14,11 @@ std::filesystem::path scratch_dir(const std::string& name);
 // The built stoke binary (for CLI tests).
 std::filesystem::path stoke_binary();
 
+struct RunResult {
+  int status = -1;  // exit status, or 128 + signal
+  std::string out, err;
+};
+// Runs `env stoke <args>` through the shell; stdout and stderr captured separately.
+RunResult run_stoke(const std::string& args, const std::string& stdin_file = "/dev/null", const std::string& env = "");
+
 }  // namespace stoke::test

@@ -19,23 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-struct RunResult {
-  int status = -1;
-  std::string out, err;
-};
-
-// Runs `stoke <args>` through the shell; stdout and stderr captured separately.
-RunResult run_stoke(const std::string& args, const std::string& stdin_file = "/dev/null") {
-  const fs::path dir = test::scratch_dir("cli-run");
-  const std::string cmd = test::stoke_binary().string() + " " + args + " <" + stdin_file + " >" +
-                          (dir / "out").string() + " 2>" + (dir / "err").string();
-  const int raw = std::system(cmd.c_str());
-  RunResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  r.out = read_file(dir / "out");
-  r.err = read_file(dir / "err");
-  return r;
-}
+using test::RunResult;
+using test::run_stoke;
 
 std::string model(const std::string& name) { return test::fixture("models/" + name).string(); }
 

@@ -21,12 +21,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 int run(const std::string& args, std::string* err = nullptr) {
-  const fs::path dir = test::scratch_dir("cli-embed-run");
-  const std::string cmd = test::stoke_binary().string() + " " + args + " </dev/null >" + (dir / "out").string() +
-                          " 2>" + (dir / "err").string();
-  const int raw = std::system(cmd.c_str());
-  if (err) *err = read_file(dir / "err");
-  return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  const test::RunResult r = test::run_stoke(args);
+  if (err) *err = r.err;
+  return r.status;
 }
 
 struct Npy {

@@ -15,22 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int status = -1;
-  std::string out, err;
-};
-
-RunResult run_stoke(const std::string& args) {
-  const fs::path dir = test::scratch_dir("cli-verify-run");
-  const std::string cmd = test::stoke_binary().string() + " " + args + " </dev/null >" + (dir / "out").string() +
-                          " 2>" + (dir / "err").string();
-  const int raw = std::system(cmd.c_str());
-  RunResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  r.out = read_file(dir / "out");
-  r.err = read_file(dir / "err");
-  return r;
-}
+using test::RunResult;
+using test::run_stoke;
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;
