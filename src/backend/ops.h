@@ -12,6 +12,8 @@
 // - index tensors (ids, positions, type ids, cu_seqlens, rows) are int32.
 #pragma once
 
+#include <cstdint>
+
 #include "core/tensor.h"
 
 namespace stoke {
@@ -132,18 +134,34 @@ class Ops {
   // the classification head's activation). dx may alias dy.
   virtual void tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) const = 0;
 
+  // Dropout on the attention probabilities (BERT's attention_probs_dropout):
+  // out = (P * mask / (1 - p)) · v, the mask drawn as the dropout op draws
+  // (core/philox.h) with element index (t * heads + h) * max_seqlen + j for
+  // query row t (packed), head h and key j (0-based within its sequence).
+  // p = 0: no dropout.
+  struct AttentionDropout {
+    float p = 0.0f;
+    uint64_t seed = 0;
+    uint32_t step = 0;
+    uint32_t tensor_id = 0;
+  };
+
   // attention that also writes lse[T, heads] (f32): per token and head, the
-  // log of the softmax denominator, log sum_j exp(q·k_j / sqrt(d)).
+  // log of the softmax denominator, log sum_j exp(q·k_j / sqrt(d)) (before
+  // dropout, which does not change the denominator).
   virtual void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                               const TensorView& cu_seqlens, int heads, int max_seqlen) const = 0;
+                               const TensorView& cu_seqlens, int heads, int max_seqlen,
+                               const AttentionDropout& dropout) const = 0;
 
   // Backward of attention: dqkv[T, 3*heads*d] from dout[T, heads*d] and the
   // forward's qkv, out and lse. P is recomputed as exp(q·k/sqrt(d) - lse);
   // dV = P^T dout, dP = dout V^T, dS = P * (dP - rowsum(dout * out)),
-  // dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d); per sequence and head.
+  // dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d); per sequence and head. With
+  // dropout (the forward's key), dV = Pd^T dout and dP = (dout V^T) * mask / (1 - p)
+  // for Pd = P * mask / (1 - p); rowsum(dout * out) is unchanged.
   virtual void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                                   const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens,
-                                  int heads, int max_seqlen) const = 0;
+                                  int heads, int max_seqlen, const AttentionDropout& dropout) const = 0;
 
   // Backward of gather_rows: dh[rows[b]] += dout[b]. ADDS: the caller zeroes
   // dh (or passes the gradient the rest of the graph already wrote there).

@@ -116,13 +116,16 @@ class CpuOps final : public Ops {
     b_.enqueue([=, f = k_.tanh_backward] { f(dx, dy, y); });
   }
   void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                       const TensorView& cu_seqlens, int heads, int max_seqlen) const override {
-    b_.enqueue([=, f = k_.attention_train] { f(out, lse, qkv, cu_seqlens, heads, max_seqlen); });
+                       const TensorView& cu_seqlens, int heads, int max_seqlen,
+                       const AttentionDropout& dropout) const override {
+    b_.enqueue([=, f = k_.attention_train] { f(out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout); });
   }
   void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                           const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
-                          int max_seqlen) const override {
-    b_.enqueue([=, f = k_.attention_backward] { f(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen); });
+                          int max_seqlen, const AttentionDropout& dropout) const override {
+    b_.enqueue([=, f = k_.attention_backward] {
+      f(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
+    });
   }
   void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) const override {
     b_.enqueue([=, f = k_.gather_rows_backward] { f(dh, dout, rows); });

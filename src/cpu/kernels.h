@@ -48,10 +48,11 @@ struct Kernels {
                              const TensorView& pre);
   void (*tanh_backward)(const TensorView& dx, const TensorView& dy, const TensorView& y);
   void (*attention_train)(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                          const TensorView& cu_seqlens, int heads, int max_seqlen);
+                          const TensorView& cu_seqlens, int heads, int max_seqlen,
+                          const Ops::AttentionDropout& dropout);
   void (*attention_backward)(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                              const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
-                             int max_seqlen);
+                             int max_seqlen, const Ops::AttentionDropout& dropout);
   void (*gather_rows_backward)(const TensorView& dh, const TensorView& dout, const TensorView& rows);
   void (*pool_backward)(const TensorView& dh, const TensorView& dout, const TensorView& h,
                         const TensorView& cu_seqlens, PoolingMode mode);

@@ -451,9 +451,9 @@ TEST(FiniteDifference, Attention) {
     const int64_t T = total(lens), C = 3 * heads * d, D = heads * d;
     Tensor qkv = random(rng, DType::f32, {T, C}, -1.5f, 1.5f), cu = cu_seqlens(lens);
     Tensor out = make(DType::f32, {T, D}), lse = make(DType::f32, {T, heads});
-    ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens));
+    ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), {});
     Tensor dout = random(rng, DType::f32, {T, D}), dqkv = make(DType::f32, {T, C});
-    ref().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens));
+    ref().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens), {});
     Vec xv = values(qkv.view);
     const Vec g = values(dout.view);
     auto loss = [&] { return dot(g, attention64(xv, lens, heads, d)); };
@@ -761,14 +761,14 @@ void add_attention_cases(std::vector<Case>& cases) {
           Tensor out = make(at, {T, D}), lse = make(DType::f32, {T, heads});
           std::vector<double> all;
           if (train) {
-            k.attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens));
+            k.attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), {});
             append(all, out.view);
             append(all, lse.view);
             return all;
           }
-          ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens));
+          ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), {});
           Tensor dout = random(rng, at, {T, D}), dqkv = random(rng, at, {T, C});  // fully overwritten
-          k.attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens));
+          k.attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens), {});
           append(all, dqkv.view);
           return all;
         };
@@ -941,7 +941,7 @@ TEST_P(Semantics, TrainingForwardsEqualInferenceForwards) {
     Tensor qkv = random(rng, at, {T, 3 * heads * d}, -2.5f, 2.5f), cu = cu_seqlens(lens);
     Tensor a1 = make(at, {T, heads * d}), a2 = make(at, {T, heads * d}), lse = make(DType::f32, {T, heads});
     k().attention(a1.view, qkv.view, cu.view, heads, longest(lens));
-    k().attention_train(a2.view, lse.view, qkv.view, cu.view, heads, longest(lens));
+    k().attention_train(a2.view, lse.view, qkv.view, cu.view, heads, longest(lens), {});
     EXPECT_EQ(values(a1.view), values(a2.view)) << k().name << " attention " << dname(at);
     // A one-token sequence attends only to itself: lse = q·k / sqrt(d).
     double s = 0.0;
@@ -1029,8 +1029,8 @@ TEST_P(Semantics, RefusesBadCalls) {
   EXPECT_THROW(k().linear_backward(TensorView{}, dw.view, db.view, dy.view, a.view, w.view), Error);  // db [5], N = 4
   Tensor qkv = make(DType::f32, {3, 12}), out = make(DType::f32, {3, 4}), lse = make(DType::f32, {3, 2});
   Tensor dqkv = make(DType::f32, {3, 12}), cu = cu_seqlens({3});
-  EXPECT_THROW(k().attention_train(out.view, lse.view, qkv.view, cu.view, 1, 3), Error);  // lse [3, 2], heads 1
-  EXPECT_THROW(k().attention_backward(dqkv.view, out.view, qkv.view, out.view, lse.view, cu.view, 1, 3), Error);
+  EXPECT_THROW(k().attention_train(out.view, lse.view, qkv.view, cu.view, 1, 3, {}), Error);  // lse [3, 2], heads 1
+  EXPECT_THROW(k().attention_backward(dqkv.view, out.view, qkv.view, out.view, lse.view, cu.view, 1, 3, {}), Error);
   Tensor h = make(DType::f32, {3, 4}), dh = make(DType::f32, {3, 4}), pout = make(DType::f32, {1, 4});
   EXPECT_THROW(k().pool_backward(dh.view, pout.view, TensorView{}, cu.view, PoolingMode::max), Error);  // max needs h
   EXPECT_NO_THROW(k().pool_backward(dh.view, pout.view, TensorView{}, cu.view, PoolingMode::mean));

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/error.h"
 #include "cpu/fast/fast_backward.h"
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_math.h"
@@ -228,7 +229,8 @@ void attention(const TensorView& out, const TensorView& qkv, const TensorView& c
 // The training forward: the same kernel, also keeping lse = max + log(sum) of
 // each softmax row (scores already scaled by 1/sqrt(d)).
 void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                     const TensorView& cu_seqlens, int heads, int max_seqlen) {
+                     const TensorView& cu_seqlens, int heads, int max_seqlen, const Ops::AttentionDropout& dropout) {
+  if (dropout.p != 0.0f) throw Error(Errc::unsupported, "attention dropout is not implemented yet");
   attention_with_lse(check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen), out, qkv, cu_seqlens,
                      lse.as<float>());
 }

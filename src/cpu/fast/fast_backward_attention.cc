@@ -13,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/error.h"
 #include "cpu/fast/fast_backward.h"
 #include "cpu/fast/fast_backward_common.h"
 #include "cpu/fast/fast_math.h"
@@ -125,7 +126,9 @@ void backward_item(const float* qkv, const float* out, const float* dout, const 
 }  // namespace
 
 void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv, const TensorView& out,
-                        const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen) {
+                        const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen,
+                        const Ops::AttentionDropout& dropout) {
+  if (dropout.p != 0.0f) throw Error(Errc::unsupported, "attention dropout is not implemented yet");
   const AttentionShape shape = check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen);
   if (shape.T == 0) return;
   const int32_t* cu = cu_seqlens.as<const int32_t>();

@@ -28,9 +28,10 @@ void bias_gelu_train(const TensorView& x, const TensorView& pre, const TensorVie
 void bias_gelu_backward(const TensorView& dx, const TensorView& dbias, const TensorView& dy, const TensorView& pre);
 void tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y);
 void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                     const TensorView& cu_seqlens, int heads, int max_seqlen);
+                     const TensorView& cu_seqlens, int heads, int max_seqlen, const Ops::AttentionDropout& dropout);
 void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv, const TensorView& out,
-                        const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen);
+                        const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen,
+                        const Ops::AttentionDropout& dropout);
 void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows);
 void pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h, const TensorView& cu_seqlens,
                    PoolingMode mode);

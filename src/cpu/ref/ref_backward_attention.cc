@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/error.h"
 #include "cpu/ref/op_checks_backward.h"
 #include "cpu/ref/ref_backward.h"
 #include "cpu/ref/ref_ops.h"
@@ -16,7 +17,8 @@
 namespace stoke::cpu::ref {
 
 void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                     const TensorView& cu_seqlens, int heads, int max_seqlen) {
+                     const TensorView& cu_seqlens, int heads, int max_seqlen, const Ops::AttentionDropout& dropout) {
+  if (dropout.p != 0.0f) throw Error(Errc::unsupported, "attention dropout is not implemented yet");
   const auto [T, B, nh, d] = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen);
   const int64_t C = 3 * nh * d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -54,7 +56,9 @@ void attention_train(const TensorView& out, const TensorView& lse, const TensorV
 }
 
 void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv, const TensorView& out,
-                        const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen) {
+                        const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen,
+                        const Ops::AttentionDropout& dropout) {
+  if (dropout.p != 0.0f) throw Error(Errc::unsupported, "attention dropout is not implemented yet");
   const auto [T, B, nh, d] = check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen);
   const int64_t C = 3 * nh * d, D = nh * d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
