@@ -174,6 +174,11 @@ class Ops {
   // the other modes.
   virtual void pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h,
                              const TensorView& cu_seqlens, PoolingMode mode) const = 0;
+
+  // y += x element-wise (same shape; activations of any dtype, added in f32,
+  // rounded once to y's dtype): where a gradient reaches one tensor along two
+  // paths — the residual and the branch of a post-LN block.
+  virtual void add(const TensorView& y, const TensorView& x) const = 0;
   // --- end of training ops
   // --- training: dropout, loss, optimizer
   // All of these run on the stream without a host read: losses and metrics

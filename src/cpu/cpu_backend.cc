@@ -127,6 +127,9 @@ class CpuOps final : public Ops {
       f(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
     });
   }
+  void add(const TensorView& y, const TensorView& x) const override {
+    b_.enqueue([=, f = k_.add] { f(y, x); });
+  }
   void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) const override {
     b_.enqueue([=, f = k_.gather_rows_backward] { f(dh, dout, rows); });
   }

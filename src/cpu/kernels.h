@@ -56,6 +56,7 @@ struct Kernels {
   void (*gather_rows_backward)(const TensorView& dh, const TensorView& dout, const TensorView& rows);
   void (*pool_backward)(const TensorView& dh, const TensorView& dout, const TensorView& h,
                         const TensorView& cu_seqlens, PoolingMode mode);
+  void (*add)(const TensorView& y, const TensorView& x);
   // --- end of training ops
 
   // --- training: dropout, loss, optimizer

@@ -491,6 +491,31 @@ TEST(SumSquares, FastMatchesReference) {
     }
 }
 
+TEST(Add, HandComputedEveryDtypeAndFastMatchesReference) {
+  for (const Kernels* k : kSets) {
+    Tensor y = from(DType::f32, {2, 2}, {1, 2, 3, 4}), x = from(DType::bf16, {2, 2}, {0.5, -2, 0, 8});
+    k->add(y.view, x.view);
+    EXPECT_EQ(std::vector<float>(y.view.as<float>(), y.view.as<float>() + 4), (std::vector<float>{1.5f, 0, 3, 12}))
+        << k->name;
+    k->add(y.view, y.view);  // the identical view: doubles
+    EXPECT_EQ(y.view.as<float>()[3], 24.0f) << k->name;
+    Tensor wrong = make(DType::f32, {4});
+    EXPECT_THROW(k->add(y.view, wrong.view), Error) << k->name;
+    Tensor i32 = make(DType::i32, {2, 2});
+    EXPECT_THROW(k->add(i32.view, x.view), Error) << k->name;
+  }
+  for (int64_t n : {1, 7, 4097, 100003})
+    for (DType ty : {DType::f32, DType::bf16, DType::f16})
+      for (DType tx : {DType::f32, DType::bf16}) {
+        Rng rng(static_cast<uint64_t>(n) + 17);
+        const Tensor y0 = random(rng, ty, {n}), x = random(rng, tx, {n});
+        Tensor a = y0, b = y0;
+        reference_kernels().add(a.view, x.view);
+        fast_kernels().add(b.view, x.view);
+        EXPECT_EQ(std::memcmp(a.view.data, b.view.data, a.view.bytes()), 0) << n << " " << dname(ty) << dname(tx);
+      }
+}
+
 TEST(ClipScale, TorchCoefficientClampedToOne) {
   for (const Kernels* k : kSets) {
     Tensor scale = make(DType::f32, {1});

@@ -35,5 +35,6 @@ void attention_backward(const TensorView& dqkv, const TensorView& dout, const Te
 void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows);
 void pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h, const TensorView& cu_seqlens,
                    PoolingMode mode);
+void add(const TensorView& y, const TensorView& x);
 
 }  // namespace stoke::cpu::fast

@@ -99,4 +99,29 @@ void pool_backward(const TensorView& dh, const TensorView& dout, const TensorVie
   });
 }
 
+void add(const TensorView& y, const TensorView& x) {
+  const int64_t n = check_add(y, x);
+  constexpr int64_t kTile = 4096;
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  const size_t ysz = dtype_size(y.dtype), xsz = dtype_size(x.dtype);
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t at = t * kTile, m = std::min(kTile, n - at);
+    if (y.dtype == DType::f32 && x.dtype == DType::f32) {
+      float* py = y.as<float>() + at;
+      const float* px = x.as<const float>() + at;
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i) py[i] += px[i];
+      continue;
+    }
+    // Mixed or low precision: widen both, add in f32, round once.
+    float a[kTile], b[kTile];
+    char* yp = static_cast<char*>(y.data) + static_cast<size_t>(at) * ysz;
+    convert_n(yp, y.dtype, a, DType::f32, m);
+    convert_n(static_cast<const char*>(x.data) + static_cast<size_t>(at) * xsz, x.dtype, b, DType::f32, m);
+    for (int64_t i = 0; i < m; ++i) a[i] += b[i];
+    convert_n(a, DType::f32, yp, y.dtype, m);
+  }
+}
+
 }  // namespace stoke::cpu::fast

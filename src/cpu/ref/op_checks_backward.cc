@@ -353,4 +353,16 @@ PoolShape check_pool_backward(const TensorView& dh, const TensorView& dout, cons
   return {T, B, H};
 }
 
+int64_t check_add(const TensorView& y, const TensorView& x) {
+  const char* op = "add";
+  need(op, "y", y, y.rank);
+  need_act(op, "y", y);
+  need(op, "x", x, x.rank);
+  need_act(op, "x", x);
+  if (x.rank != y.rank) fail(op, fmt::format("x is {}, expected the shape of y {}", describe(x), describe(y)));
+  for (int i = 0; i < y.rank; ++i) need_dim(op, "x", x, i, y.dim(i));
+  need_same_or_apart(op, "y", y, "x", x);
+  return y.numel();
+}
+
 }  // namespace stoke::cpu

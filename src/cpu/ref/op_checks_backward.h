@@ -40,4 +40,7 @@ RowsShape check_gather_rows_backward(const TensorView& dh, const TensorView& dou
 PoolShape check_pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h,
                               const TensorView& cu_seqlens, PoolingMode mode);
 
+// add: y and x activations of equal shape, apart or identical (y += y doubles).
+int64_t check_add(const TensorView& y, const TensorView& x);
+
 }  // namespace stoke::cpu

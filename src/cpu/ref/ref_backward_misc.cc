@@ -1,5 +1,6 @@
 // Reference backward of the data-movement and pooling ops: gather_rows
-// (a scatter-add in row order) and pool (every token's gradient written).
+// (a scatter-add in row order) and pool (every token's gradient written);
+// add, the sum of two gradient paths.
 #include <vector>
 
 #include "cpu/ref/op_checks_backward.h"
@@ -45,6 +46,12 @@ void pool_backward(const TensorView& dh, const TensorView& dout, const TensorVie
       }
     }
   }
+}
+
+void add(const TensorView& y, const TensorView& x) {
+  const int64_t n = check_add(y, x);
+  for (int64_t i = 0; i < n; ++i) store(y, i, static_cast<double>(static_cast<float>(load(y, i)) +
+                                                                 static_cast<float>(load(x, i))));
 }
 
 }  // namespace stoke::cpu::ref
