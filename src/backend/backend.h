@@ -56,6 +56,13 @@ class Backend {
   // The host waits for the event: counted in host_syncs. Rethrows the first
   // error any enqueued work raised (errors are sticky, as on a GPU).
   virtual void wait(const Event& event) = 0;
+  // Flow control, not a sync: the host has run ahead of the device and wants
+  // to refill a staging buffer whose copy is still queued, so it waits until
+  // `event` is done. Work enqueued after the event keeps the device busy
+  // through this wait, so it is counted apart (throttle_waits), not in
+  // host_syncs. Rethrows like wait.
+  virtual void throttle(const Event& event) = 0;
+  uint64_t throttle_waits() const { return throttle_waits_.load(std::memory_order_relaxed); }
   // Waits for everything enqueued so far (counted).
   void synchronize() { wait(*record_event()); }
   // Teardown only: waits for all enqueued work, never throws, not counted.
@@ -75,9 +82,11 @@ class Backend {
 
  protected:
   void count_host_sync() { host_syncs_.fetch_add(1, std::memory_order_relaxed); }
+  void count_throttle_wait() { throttle_waits_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   std::atomic<uint64_t> host_syncs_{0};
+  std::atomic<uint64_t> throttle_waits_{0};
 };
 
 }  // namespace stoke

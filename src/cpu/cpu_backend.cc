@@ -262,6 +262,14 @@ void CpuBackend::wait(const Event& event) {
   if (error_) std::rethrow_exception(error_);
 }
 
+void CpuBackend::throttle(const Event& event) {
+  const auto& e = static_cast<const CpuEvent&>(event);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (completed_ < e.seq) count_throttle_wait();
+  done_cv_.wait(lock, [&] { return completed_ >= e.seq; });
+  if (error_) std::rethrow_exception(error_);
+}
+
 void CpuBackend::drain() noexcept {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t target = enqueued_;

@@ -33,6 +33,7 @@ class CpuBackend final : public Backend {
   std::shared_ptr<Event> record_event() override;
   bool event_done(const Event& event) override;
   void wait(const Event& event) override;
+  void throttle(const Event& event) override;
   void drain() noexcept override;
   const Ops& ops() const override { return *ops_; }
 

@@ -118,6 +118,15 @@ class Placer {
 
 }  // namespace
 
+void copy_stored_as_f32(const StoredTensor& src, float* dst) {
+  const size_t n = static_cast<size_t>(src.numel());
+  if (src.dtype == DType::f32) {
+    std::memcpy(dst, src.data.data(), n * 4);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) dst[i] = stored_at(src, i);
+}
+
 LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend& backend,
                            const EncoderLoadOptions& options) {
   if (options.dtype != DType::f32 && options.dtype != DType::bf16 && options.dtype != DType::f16)

@@ -70,6 +70,10 @@ struct EncoderLoadOptions {
 // weights on the backend: used where they lie when the backend's memory is
 // host memory and the dtype already matches, converted and copied once
 // otherwise. Query/key/value are stacked into one matrix for one GEMM.
+// A stored tensor's elements widened or narrowed to f32 (any float dtype; the
+// data may be unaligned), into dst[numel].
+void copy_stored_as_f32(const StoredTensor& src, float* dst);
+
 LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend& backend,
                            const EncoderLoadOptions& options);
 

@@ -1,0 +1,276 @@
+#include "model/encoder_training.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace stoke {
+
+namespace {
+
+TensorView shaped(void* data, DType t, std::initializer_list<int64_t> shape) { return TensorView(data, t, shape); }
+
+}  // namespace
+
+// Device memory of the workspace: every activation the backward reads, per
+// layer, sized for the maximum micro-batch. Views are cut per batch.
+struct EncoderTrainingRunner::Saved {
+  struct Slab {
+    std::unique_ptr<Buffer> buf;
+    DType dtype = DType::f32;
+    int64_t cols = 0;
+    TensorView rows(int64_t n) const { return TensorView(buf->data(), dtype, {n, cols}); }
+    TensorView vec(int64_t n) const { return TensorView(buf->data(), dtype, {n}); }
+  };
+  struct LayerSlabs {
+    Slab x_low, qkv, ctx, lse, ao, m1, r1, hm, hm_low, ffa, ffpre, fo, m2, r2;
+  };
+  std::vector<Slab> h;             // L + 1 residual streams (f32): h[l] = input of layer l
+  std::vector<LayerSlabs> layers;
+  Slab em, er;                     // embedding LayerNorm statistics
+  Slab first, pooled, pooled_drop, first_drop, logits, dlogits;  // head (B rows)
+  Slab g_a, g_b;                   // head gradient rows (B, H)
+  Slab d_h, d_x, d_s, d_t;         // (T, H) f32 gradients
+  Slab d_i;                        // (T, I) f32
+  Slab d_qkv;                      // (T, 3H) f32
+};
+
+EncoderTrainingRunner::EncoderTrainingRunner(const TrainableEncoder& encoder, Backend& backend, int64_t max_tokens,
+                                             int64_t max_sequences, size_t staging_slots)
+    : enc_(encoder),
+      backend_(backend),
+      max_tokens_(max_tokens),
+      max_sequences_(max_sequences),
+      staging_(staging_slots < 1 ? 1 : staging_slots),
+      saved_(std::make_unique<Saved>()) {
+  if (max_tokens <= 0 || max_sequences <= 0) throw Error(Errc::invalid_argument, "training workspace must be positive");
+  const HfConfig& c = enc_.config;
+  const int64_t T = max_tokens, B = max_sequences, H = c.hidden_size, I = c.intermediate_size;
+  const int64_t C = std::max<int64_t>(c.num_labels(), 1), heads = c.num_attention_heads;
+  const DType dt = enc_.dtype;
+  const bool low = dt != DType::f32;
+  auto slab = [&](DType t, int64_t rows, int64_t cols) {
+    Saved::Slab s;
+    s.dtype = t;
+    s.cols = cols;
+    s.buf = backend_.allocate(static_cast<size_t>(std::max<int64_t>(rows * cols, 1)) * dtype_size(t));
+    return s;
+  };
+  Saved& s = *saved_;
+  for (int64_t l = 0; l <= c.num_hidden_layers; ++l) s.h.push_back(slab(DType::f32, T, H));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    Saved::LayerSlabs x;
+    if (low) x.x_low = slab(dt, T, H);
+    x.qkv = slab(dt, T, 3 * H);
+    x.ctx = slab(dt, T, H);
+    x.lse = slab(DType::f32, T, heads);
+    x.ao = slab(DType::f32, T, H);
+    x.m1 = slab(DType::f32, T, 1);
+    x.r1 = slab(DType::f32, T, 1);
+    x.hm = slab(DType::f32, T, H);
+    if (low) x.hm_low = slab(dt, T, H);
+    x.ffa = slab(dt, T, I);
+    x.ffpre = slab(DType::f32, T, I);
+    x.fo = slab(DType::f32, T, H);
+    x.m2 = slab(DType::f32, T, 1);
+    x.r2 = slab(DType::f32, T, 1);
+    s.layers.push_back(std::move(x));
+  }
+  s.em = slab(DType::f32, T, 1);
+  s.er = slab(DType::f32, T, 1);
+  for (Saved::Slab* b : {&s.first, &s.pooled, &s.pooled_drop, &s.first_drop, &s.g_a, &s.g_b})
+    *b = slab(DType::f32, B, H);
+  s.logits = slab(DType::f32, B, C);
+  s.dlogits = slab(DType::f32, B, C);
+  for (Saved::Slab* b : {&s.d_h, &s.d_x, &s.d_s, &s.d_t}) *b = slab(DType::f32, T, H);
+  s.d_i = slab(DType::f32, T, I);
+  s.d_qkv = slab(DType::f32, T, 3 * H);
+
+  for (auto* p : {&ids_, &types_, &positions_}) {
+    owned_.push_back(backend_.allocate(static_cast<size_t>(T) * 4));
+    *p = owned_.back()->data();
+  }
+  owned_.push_back(backend_.allocate(static_cast<size_t>(B + 1) * 4));
+  cu_ = owned_.back()->data();
+  owned_.push_back(backend_.allocate(static_cast<size_t>(B) * 4));
+  rows_ = owned_.back()->data();
+  owned_.push_back(backend_.allocate(static_cast<size_t>(B) * 4));
+  labels_ = owned_.back()->data();
+  for (auto& st : staging_) st.host = backend_.allocate_host(static_cast<size_t>(3 * T + 3 * B + 1) * 4);
+}
+
+EncoderTrainingRunner::~EncoderTrainingRunner() { backend_.drain(); }
+
+int64_t EncoderTrainingRunner::bytes_per_token(const HfConfig& c, DType dt) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size, L = c.num_hidden_layers;
+  const int64_t a = static_cast<int64_t>(dtype_size(dt)), low = dt == DType::f32 ? 0 : 1;
+  const int64_t per_layer = low * 2 * H * a + 3 * H * a + H * a + c.num_attention_heads * 4 + 3 * H * 4 + 4 * 4 +
+                            I * a + I * 4;
+  return (L + 1) * H * 4 + L * per_layer + 2 * 4 + 4 * H * 4 + I * 4 + 3 * H * 4 + 3 * 4;
+}
+
+int64_t EncoderTrainingRunner::bytes_per_sequence(const HfConfig& c) {
+  return 6 * c.hidden_size * 4 + 2 * std::max<int64_t>(c.num_labels(), 1) * 4 + 3 * 4;
+}
+
+void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const int32_t> labels,
+                                    std::span<const float> targets, const MicroBatchKnobs& k,
+                                    const TensorView& metrics) {
+  const HfConfig& c = enc_.config;
+  const int64_t T = batch.tokens(), B = batch.sequences();
+  const int64_t C = c.num_labels();
+  const bool regression = C == 1;
+  if (T > max_tokens_ || B > max_sequences_)
+    throw Error(Errc::invalid_argument, "micro-batch of " + std::to_string(B) + " sequences / " + std::to_string(T) +
+                                            " tokens exceeds the training workspace (" +
+                                            std::to_string(max_sequences_) + " / " + std::to_string(max_tokens_) + ")");
+  if (B == 0) return;
+  if (static_cast<int64_t>(regression ? targets.size() : labels.size()) != B)
+    throw Error(Errc::invalid_argument, "micro-batch needs one label per sequence");
+  check_packed_batch(batch, c);
+  if (!regression)
+    for (int32_t y : labels)
+      if (y < 0 || y >= C)
+        throw Error(Errc::invalid_argument, "label " + std::to_string(y) + " is outside [0, " + std::to_string(C) + ")");
+
+  // Stage the inputs (the host buffer of a slot is refilled only after its
+  // previous copy ran: flow control, not a sync).
+  Staging& slot = staging_[next_slot_];
+  next_slot_ = (next_slot_ + 1) % staging_.size();
+  if (slot.done && !backend_.event_done(*slot.done)) backend_.throttle(*slot.done);
+  auto* host = static_cast<int32_t*>(slot.host->data());
+  int32_t* h_ids = host;
+  int32_t* h_types = h_ids + T;
+  int32_t* h_pos = h_types + T;
+  int32_t* h_cu = h_pos + T;
+  int32_t* h_rows = h_cu + B + 1;
+  int32_t* h_labels = h_rows + B;
+  std::memcpy(h_ids, batch.ids.data(), static_cast<size_t>(T) * 4);
+  std::memcpy(h_types, batch.type_ids.data(), static_cast<size_t>(T) * 4);
+  std::memcpy(h_pos, batch.positions.data(), static_cast<size_t>(T) * 4);
+  std::memcpy(h_cu, batch.cu_seqlens.data(), static_cast<size_t>(B + 1) * 4);
+  for (int64_t b = 0; b < B; ++b) h_rows[b] = batch.cu_seqlens[static_cast<size_t>(b)];
+  if (regression)
+    std::memcpy(h_labels, targets.data(), static_cast<size_t>(B) * 4);
+  else
+    std::memcpy(h_labels, labels.data(), static_cast<size_t>(B) * 4);
+  backend_.copy_to_device(ids_, h_ids, static_cast<size_t>(T) * 4);
+  backend_.copy_to_device(types_, h_types, static_cast<size_t>(T) * 4);
+  backend_.copy_to_device(positions_, h_pos, static_cast<size_t>(T) * 4);
+  backend_.copy_to_device(cu_, h_cu, static_cast<size_t>(B + 1) * 4);
+  backend_.copy_to_device(rows_, h_rows, static_cast<size_t>(B) * 4);
+  backend_.copy_to_device(labels_, h_labels, static_cast<size_t>(B) * 4);
+  slot.done = backend_.record_event();
+
+  const Ops& ops = backend_.ops();
+  const EncoderParams& p = enc_.compute;
+  const EncoderParams& g = enc_.grad;
+  Saved& s = *saved_;
+  const TensorView ids = shaped(ids_, DType::i32, {T});
+  const TensorView types = shaped(types_, DType::i32, {T});
+  const TensorView positions = shaped(positions_, DType::i32, {T});
+  const TensorView cu = shaped(cu_, DType::i32, {B + 1});
+  const TensorView rows = shaped(rows_, DType::i32, {B});
+  const float eps = static_cast<float>(c.layer_norm_eps);
+  const int heads = static_cast<int>(c.num_attention_heads);
+  const int maxlen = batch.max_seqlen;
+  const float ph = k.dropout.hidden, pc = k.dropout.classifier;
+  auto site = [](int64_t l, int which) { return static_cast<uint32_t>(1 + 3 * l + which); };
+  auto attn_drop = [&](int64_t l) {
+    return Ops::AttentionDropout{k.dropout.attention, k.seed, k.step, site(l, 0)};
+  };
+  const size_t L = p.layers.size();
+  const bool low = enc_.dtype != DType::f32;
+
+  // ---- forward, keeping what the backward reads
+  ops.embed_layernorm_train(s.h[0].rows(T), s.em.vec(T), s.er.vec(T), ids, positions, types, p.word_embeddings,
+                            p.position_embeddings, p.token_type_embeddings, p.emb_ln_gamma, p.emb_ln_beta, eps);
+  if (ph > 0) ops.dropout(s.h[0].rows(T), s.h[0].rows(T), ph, k.seed, k.step, 0);
+  for (size_t l = 0; l < L; ++l) {
+    const EncoderLayerParams& w = p.layers[l];
+    Saved::LayerSlabs& a = s.layers[l];
+    const TensorView x = s.h[l].rows(T);
+    const TensorView x_in = low ? a.x_low.rows(T) : x;  // GEMM input in the compute dtype
+    if (low) ops.convert(x_in, x);
+    ops.linear(a.qkv.rows(T), x_in, w.qkv_w, w.qkv_b, Activation::none);
+    ops.attention_train(a.ctx.rows(T), a.lse.rows(T), a.qkv.rows(T), cu, heads, maxlen, attn_drop(static_cast<int64_t>(l)));
+    ops.linear(a.ao.rows(T), a.ctx.rows(T), w.attn_out_w, w.attn_out_b, Activation::none);
+    if (ph > 0) ops.dropout(a.ao.rows(T), a.ao.rows(T), ph, k.seed, k.step, site(static_cast<int64_t>(l), 1));
+    ops.residual_layernorm_train(a.hm.rows(T), a.m1.vec(T), a.r1.vec(T), a.ao.rows(T), x, w.attn_ln_gamma,
+                                 w.attn_ln_beta, eps);
+    const TensorView hm_in = low ? a.hm_low.rows(T) : a.hm.rows(T);
+    if (low) ops.convert(hm_in, a.hm.rows(T));
+    ops.linear(a.ffa.rows(T), hm_in, w.ffn_in_w, TensorView{}, Activation::none);
+    ops.bias_gelu_train(a.ffa.rows(T), a.ffpre.rows(T), w.ffn_in_b);
+    ops.linear(a.fo.rows(T), a.ffa.rows(T), w.ffn_out_w, w.ffn_out_b, Activation::none);
+    if (ph > 0) ops.dropout(a.fo.rows(T), a.fo.rows(T), ph, k.seed, k.step, site(static_cast<int64_t>(l), 2));
+    ops.residual_layernorm_train(s.h[l + 1].rows(T), a.m2.vec(T), a.r2.vec(T), a.fo.rows(T), a.hm.rows(T),
+                                 w.ffn_ln_gamma, w.ffn_ln_beta, eps);
+  }
+
+  // ---- head and loss. BERT: pooler tanh(dense(h[CLS])), dropout, classifier.
+  // XLM-R: dropout, dense + tanh, dropout, out_proj (RobertaClassificationHead).
+  const bool bert = c.model_type == ModelType::bert;
+  const TensorView first = s.first.rows(B), hid = s.pooled.rows(B), hid_drop = s.pooled_drop.rows(B);
+  const TensorView first_drop = s.first_drop.rows(B);
+  const TensorView logits = s.logits.rows(B), dlogits = s.dlogits.rows(B);
+  ops.gather_rows(first, s.h[L].rows(T), rows);
+  const TensorView head_in = (!bert && pc > 0) ? first_drop : first;
+  if (!bert && pc > 0) ops.dropout(first_drop, first, pc, k.seed, k.step, kHeadSite);
+  ops.linear(hid, head_in, bert ? p.pooler_w : p.head_dense_w, bert ? p.pooler_b : p.head_dense_b,
+             Activation::tanh);
+  const uint32_t out_site = bert ? kHeadSite : kHeadSite + 1;
+  const TensorView out_in = pc > 0 ? hid_drop : hid;
+  if (pc > 0) ops.dropout(hid_drop, hid, pc, k.seed, k.step, out_site);
+  ops.linear(logits, out_in, p.head_out_w, p.head_out_b, Activation::none);
+  if (regression)
+    ops.mse_loss(dlogits, metrics, logits, shaped(labels_, DType::f32, {B}), k.loss_scale);
+  else
+    ops.cross_entropy(dlogits, metrics, logits, shaped(labels_, DType::i32, {B}), k.label_smoothing, k.loss_scale);
+
+  // ---- backward
+  const TensorView g_a = s.g_a.rows(B), g_b = s.g_b.rows(B);
+  ops.linear_backward(g_a, g.head_out_w, g.head_out_b, dlogits, out_in, p.head_out_w);  // g_a = d out_in
+  if (pc > 0) ops.dropout_backward(g_a, g_a, pc, k.seed, k.step, out_site);             // d hid
+  ops.tanh_backward(g_a, g_a, hid);
+  ops.linear_backward(g_b, bert ? g.pooler_w : g.head_dense_w, bert ? g.pooler_b : g.head_dense_b, g_a, head_in,
+                      bert ? p.pooler_w : p.head_dense_w);  // g_b = d head_in
+  if (!bert && pc > 0) ops.dropout_backward(g_b, g_b, pc, k.seed, k.step, kHeadSite);
+  // d h[L]: the first token of each sequence gets g_b, every other token 0.
+  TensorView dh = s.d_h.rows(T), dx = s.d_x.rows(T);
+  ops.pool_backward(dh, g_b, TensorView{}, cu, PoolingMode::cls);
+  const TensorView ds = s.d_s.rows(T), dt = s.d_t.rows(T), di = s.d_i.rows(T), dqkv = s.d_qkv.rows(T);
+  for (size_t li = L; li-- > 0;) {
+    const int64_t l = static_cast<int64_t>(li);
+    const EncoderLayerParams& w = p.layers[li];
+    const EncoderLayerParams& gw = g.layers[li];
+    Saved::LayerSlabs& a = s.layers[li];
+    const TensorView x_in = low ? a.x_low.rows(T) : s.h[li].rows(T);
+    const TensorView hm_in = low ? a.hm_low.rows(T) : a.hm.rows(T);
+    // FFN block: h[l+1] = LN(dropout(fo) + hm)
+    ops.layernorm_backward(ds, gw.ffn_ln_gamma, gw.ffn_ln_beta, dh, a.fo.rows(T), a.hm.rows(T), a.m2.vec(T),
+                           a.r2.vec(T), w.ffn_ln_gamma);                       // ds = d fo' = d hm (residual)
+    const TensorView dfo = ph > 0 ? dt : ds;
+    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, site(l, 2));
+    ops.linear_backward(di, gw.ffn_out_w, gw.ffn_out_b, dfo, a.ffa.rows(T), w.ffn_out_w);
+    ops.bias_gelu_backward(di, gw.ffn_in_b, di, a.ffpre.rows(T));
+    ops.linear_backward(dx, gw.ffn_in_w, TensorView{}, di, hm_in, w.ffn_in_w);
+    ops.add(dx, ds);                                                             // d hm, both paths
+    // Attention block: hm = LN(dropout(ao) + x)
+    ops.layernorm_backward(ds, gw.attn_ln_gamma, gw.attn_ln_beta, dx, a.ao.rows(T), s.h[li].rows(T), a.m1.vec(T),
+                           a.r1.vec(T), w.attn_ln_gamma);                      // ds = d ao' = d x (residual)
+    const TensorView dao = ph > 0 ? dt : ds;
+    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, site(l, 1));
+    ops.linear_backward(dx, gw.attn_out_w, gw.attn_out_b, dao, a.ctx.rows(T), w.attn_out_w);  // dx = d ctx
+    ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), cu, heads, maxlen,
+                           attn_drop(l));
+    ops.linear_backward(dh, gw.qkv_w, gw.qkv_b, dqkv, x_in, w.qkv_w);          // dh = d x via the branch
+    ops.add(dh, ds);                                                             // + the residual path
+  }
+  if (ph > 0) ops.dropout_backward(dh, dh, ph, k.seed, k.step, 0);
+  ops.embed_layernorm_backward(g.word_embeddings, g.position_embeddings, g.token_type_embeddings, g.emb_ln_gamma,
+                               g.emb_ln_beta, dh, ids, positions, types, p.word_embeddings, p.position_embeddings,
+                               p.token_type_embeddings, s.em.vec(T), s.er.vec(T), p.emb_ln_gamma);
+}
+
+}  // namespace stoke

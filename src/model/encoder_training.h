@@ -1,0 +1,90 @@
+// One training micro-batch of a sequence classifier, enqueued on a backend:
+// the encoder forward keeping what the backward needs, dropout at every site
+// transformers has one, the loss (cross-entropy, or MSE for a one-logit
+// regression head) with its metrics added to a device buffer, and the backward
+// into the encoder's gradient buffer. Nothing here reads from the device: the
+// caller decides when (if ever) to look at the metrics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/packed_batch.h"
+#include "model/trainable_encoder.h"
+
+namespace stoke {
+
+struct DropoutRates {
+  float hidden = 0.0f;      // hidden_dropout_prob: embeddings, attention output, FFN output
+  float attention = 0.0f;   // attention_probs_dropout_prob
+  float classifier = 0.0f;  // classifier_dropout, else hidden_dropout_prob (transformers' rule)
+};
+
+struct MicroBatchKnobs {
+  DropoutRates dropout;
+  uint64_t seed = 0;        // dropout masks: Philox key
+  uint32_t step = 0;        // micro-step number (each draws its own masks)
+  float label_smoothing = 0.0f;
+  float loss_scale = 1.0f;  // the loss's weight in the gradient: 1 / examples of the optimizer step
+};
+
+// Dropout sites (Philox tensor ids): 0 the embeddings, 1 + 3l / 2 + 3l / 3 + 3l
+// layer l's attention probabilities / attention output / FFN output, then the
+// classification head's: kHeadSite (BERT: the pooled output; XLM-R: the first
+// token) and kHeadSite + 1 (XLM-R: after the head's dense + tanh).
+inline constexpr uint32_t kHeadSite = 1u << 20;
+
+class EncoderTrainingRunner {
+ public:
+  // Workspace for up to max_tokens tokens and max_sequences sequences per
+  // micro-batch, allocated once. `staging_slots` micro-batches can be
+  // enqueued before a slot's inputs are overwritten (the host throttles on
+  // the oldest one's copy then: Backend::throttle, not a host sync).
+  EncoderTrainingRunner(const TrainableEncoder& encoder, Backend& backend, int64_t max_tokens, int64_t max_sequences,
+                        size_t staging_slots = 3);
+  ~EncoderTrainingRunner();  // drains the backend
+  EncoderTrainingRunner(const EncoderTrainingRunner&) = delete;
+  EncoderTrainingRunner& operator=(const EncoderTrainingRunner&) = delete;
+
+  // Forward, loss and backward of one micro-batch; parameter gradients ADD to
+  // encoder.grad. labels: one per sequence (class ids, or targets as floats
+  // for regression — `targets`). metrics: f64 [3] device buffer, see
+  // Ops::cross_entropy.
+  void enqueue(const PackedBatch& batch, std::span<const int32_t> labels, std::span<const float> targets,
+               const MicroBatchKnobs& knobs, const TensorView& metrics);
+
+  // Device bytes of the workspace per token and per sequence (auto batch size).
+  static int64_t bytes_per_token(const HfConfig& config, DType dtype);
+  static int64_t bytes_per_sequence(const HfConfig& config);
+
+ private:
+  struct Layer;  // one layer's saved activations
+  struct Staging {
+    std::unique_ptr<Buffer> host;
+    std::shared_ptr<Event> done;
+  };
+  TensorView take(DType t, std::initializer_list<int64_t> shape, int64_t rows_used);
+
+  const TrainableEncoder& enc_;
+  Backend& backend_;
+  int64_t max_tokens_, max_sequences_;
+  std::unique_ptr<Buffer> arena_;
+  size_t arena_used_ = 0;
+  std::vector<std::unique_ptr<Buffer>> owned_;
+  std::vector<Staging> staging_;
+  size_t next_slot_ = 0;
+  // Device input views (sized for the maximum; re-shaped per batch).
+  void* ids_ = nullptr;
+  void* types_ = nullptr;
+  void* positions_ = nullptr;
+  void* cu_ = nullptr;
+  void* rows_ = nullptr;
+  void* labels_ = nullptr;
+  struct Saved;
+  std::unique_ptr<Saved> saved_;
+};
+
+}  // namespace stoke

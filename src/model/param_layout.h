@@ -1,0 +1,60 @@
+// Where every trainable parameter lives in one flat f32 buffer, and its
+// Hugging Face name. Training keeps parameters, gradients and both AdamW
+// moments as four flat buffers with this one layout, so the optimizer is one
+// op per step, the gradient norm one reduction, and a checkpoint one list of
+// (name, shape, offset) slices.
+//
+// The order is the checkpoint's, except that each layer's query, key and value
+// weights (then their biases) sit next to each other: together they are the
+// stacked (3H, H) matrix the forward multiplies by in one GEMM.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/encoder_layout.h"
+#include "io/hf_config.h"
+#include "model/encoder_params.h"
+
+namespace stoke {
+
+struct ParamSlot {
+  std::string canonical;        // "encoder.layer.0.attention.self.query.weight" (no model prefix)
+  std::string name;             // as *ForSequenceClassification saves it: "bert.encoder..." / "classifier.weight"
+  std::vector<int64_t> shape;
+  int64_t offset = 0;           // in elements, into the flat buffer
+  int64_t numel = 0;
+  ExpectedTensor::Part part = ExpectedTensor::encoder;
+  // Weight decay applies here unless --decay-all is off and this is a bias or
+  // a LayerNorm weight (the HF Trainer's rule, get_decay_parameter_names).
+  bool decay = true;
+};
+
+class ParamLayout {
+ public:
+  // BERT: the encoder, the pooler and the classifier (C = config.num_labels()).
+  // RoBERTa / XLM-R: the encoder and the classification head (no pooler: the
+  // sequence classifier does not use one).
+  explicit ParamLayout(const HfConfig& config);
+
+  const std::vector<ParamSlot>& slots() const { return slots_; }
+  int64_t numel() const { return numel_; }
+  const ParamSlot& slot(const std::string& canonical) const;  // throws Error(internal) when absent
+
+  // Views of every parameter (f32) in a buffer with this layout.
+  EncoderParams views(float* base) const;
+  // Sorted, merged [begin, end) element ranges where weight decay applies:
+  // the decay flags (decay_all: the whole buffer).
+  std::vector<int64_t> decay_ranges(bool decay_all) const;  // flattened pairs
+  // A short fingerprint of names, shapes and offsets (checkpoints record it,
+  // so optimizer state is never loaded into another layout).
+  std::string fingerprint() const;
+
+ private:
+  HfConfig config_;
+  std::vector<ParamSlot> slots_;
+  int64_t numel_ = 0;
+};
+
+}  // namespace stoke

@@ -1,0 +1,142 @@
+#include "model/trainable_encoder.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "io/encoder_layout.h"
+
+namespace stoke {
+
+namespace {
+
+// Philox "step" word reserved for parameter initialisation, so init draws
+// never coincide with a dropout mask (dropout steps count micro-batches from 0).
+constexpr uint32_t kInitStep = 0xFFFFFFFFu;
+
+// N(0, std) by Box-Muller on two Philox uniforms per element (u1 in (0, 1]).
+void draw_normal(float* dst, int64_t n, double std, uint64_t seed, uint32_t tensor_id) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t w[4];
+    philox::block_bits(seed, kInitStep, tensor_id, static_cast<uint64_t>(i), w);
+    const double u1 = (static_cast<double>(w[0] >> 8) + 1.0) * 0x1.0p-24;
+    const double u2 = static_cast<double>(w[1] >> 8) * 0x1.0p-24;
+    dst[i] = static_cast<float>(std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+  }
+}
+
+bool is_gemm_weight(const std::string& canonical) {
+  for (const char* tail : {"attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
+                           "attention.output.dense.weight", "intermediate.dense.weight", "output.dense.weight"}) {
+    const std::string t(tail);
+    if (canonical.rfind("encoder.layer.", 0) == 0 && canonical.size() >= t.size() &&
+        canonical.compare(canonical.size() - t.size(), t.size(), t) == 0)
+      return true;
+  }
+  return false;
+}
+
+TensorView flat(void* data, int64_t n) {
+  TensorView v;
+  v.data = data;
+  v.dtype = DType::f32;
+  v.rank = 1;
+  v.dims[0] = n;
+  return v;
+}
+
+}  // namespace
+
+TensorView TrainableEncoder::master_flat() const { return flat(master_buffer->data(), layout.numel()); }
+TensorView TrainableEncoder::grad_flat() const { return flat(grad_buffer->data(), layout.numel()); }
+
+void TrainableEncoder::refresh_compute_weights(const Ops& ops) const {
+  if (dtype == DType::f32) return;
+  for (size_t l = 0; l < master.layers.size(); ++l) {
+    const EncoderLayerParams& m = master.layers[l];
+    const EncoderLayerParams& c = compute.layers[l];
+    ops.convert(c.qkv_w, m.qkv_w);
+    ops.convert(c.attn_out_w, m.attn_out_w);
+    ops.convert(c.ffn_in_w, m.ffn_in_w);
+    ops.convert(c.ffn_out_w, m.ffn_out_w);
+  }
+}
+
+LoadedEncoder TrainableEncoder::inference_view() const {
+  LoadedEncoder e;
+  e.config = config;
+  e.params = compute;
+  e.dtype = dtype;
+  return e;
+}
+
+std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config, const HfConfig& stored_config,
+                                                         const ModelWeights& weights, Backend& backend, DType dtype,
+                                                         const TrainableInit& init, TrainableLoadReport* report) {
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
+    throw Error(Errc::invalid_argument, "training dtype must be f32, bf16 or f16");
+  auto enc = std::make_unique<TrainableEncoder>(config);
+  enc->dtype = dtype;
+  const ParamLayout& layout = enc->layout;
+  const size_t bytes = static_cast<size_t>(layout.numel()) * 4;
+
+  // Every stored tensor is checked against the checkpoint's own config; heads
+  // may be absent (a bare encoder) and are then drawn fresh.
+  const auto resolved = resolve_encoder_tensors(stored_config, weights, false, false);
+  std::map<std::string, const ResolvedTensor*> by_name;
+  for (const auto& r : resolved) by_name[r.expected.name] = &r;
+
+  std::vector<float> host(static_cast<size_t>(layout.numel()));
+  uint32_t index = 0;
+  for (const ParamSlot& s : layout.slots()) {
+    float* dst = host.data() + s.offset;
+    auto it = by_name.find(s.canonical);
+    const StoredTensor* stored = it == by_name.end() ? nullptr : it->second->view;
+    const bool same_shape = stored && stored->shape == s.shape;
+    if (stored && same_shape) {
+      copy_stored_as_f32(*stored, dst);
+    } else {
+      // transformers' _init_weights for a Linear: weight N(0, range), bias 0.
+      const bool bias = s.shape.size() == 1;
+      if (bias)
+        std::memset(dst, 0, static_cast<size_t>(s.numel) * 4);
+      else
+        draw_normal(dst, s.numel, init.initializer_range, init.seed, index);
+      if (report) report->initialised.push_back(s.name);
+    }
+    ++index;
+  }
+
+  enc->master_buffer = backend.allocate(bytes);
+  enc->grad_buffer = backend.allocate(bytes);
+  backend.copy_to_device(enc->master_buffer->data(), host.data(), bytes);
+  enc->master = layout.views(enc->master_data());
+  enc->grad = layout.views(enc->grad_data());
+  enc->compute = enc->master;
+  if (dtype != DType::f32) {
+    // The layers' GEMM weights in the compute dtype, one buffer.
+    int64_t low = 0;
+    for (const ParamSlot& s : layout.slots())
+      if (is_gemm_weight(s.canonical)) low += s.numel;
+    enc->low_buffer = backend.allocate(static_cast<size_t>(low) * dtype_size(dtype));
+    char* at = static_cast<char*>(enc->low_buffer->data());
+    auto place = [&](TensorView& v) {
+      v.data = at;
+      v.dtype = dtype;
+      at += static_cast<size_t>(v.numel()) * dtype_size(dtype);
+    };
+    for (EncoderLayerParams& l : enc->compute.layers) {
+      place(l.qkv_w);
+      place(l.attn_out_w);
+      place(l.ffn_in_w);
+      place(l.ffn_out_w);
+    }
+    enc->refresh_compute_weights(backend.ops());
+  }
+  backend.synchronize();  // `host` goes out of scope: its copy must have run
+  return enc;
+}
+
+}  // namespace stoke
