@@ -123,7 +123,8 @@ void check_fields(const RecordReaderOptions& o, InputFormat format) {
   if (format == InputFormat::text) {
     // text_field is not checked: it has a default, and plain text ignores it.
     for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--id-field", o.id_field},
-                                      std::pair<const char*, const std::string&>{"--pair-field", o.pair_field}}) {
+                                      std::pair<const char*, const std::string&>{"--pair-field", o.pair_field},
+                                      std::pair<const char*, const std::string&>{"--label-field", o.label_field}}) {
       if (!value.empty())
         throw Error(Errc::invalid_argument,
                     std::string(flag) + " \"" + value +
@@ -237,6 +238,7 @@ bool RecordReader::next(InputRecord& record) {
   record.text.clear();
   record.pair.reset();
   record.id_json.clear();
+  record.label_json.clear();
   record.replaced_utf8 = 0;
   record.error.clear();
   switch (format_) {
@@ -309,6 +311,17 @@ bool RecordReader::next_jsonl(InputRecord& record) {
       return true;
     }
     record.id_json = id->dump();
+  }
+  const std::string& lf = options_.label_field;
+  if (!lf.empty()) {
+    auto label = doc.find(lf);
+    if (label == doc.end() || label->is_null()) {
+      record.error = "field \"" + lf + "\" (--label-field) is " + (label == doc.end() ? "missing" : "null") +
+                     " (expected the example's label: a class id, a label name, or a number for regression)";
+      record.pair.reset();
+      return true;
+    }
+    record.label_json = label->dump();
   }
   record.text = std::move(text->get_ref<std::string&>());
   record.replaced_utf8 = replaced;
@@ -451,6 +464,7 @@ void RecordReader::open_csv_header() {
   text_col_ = column(options_.text_field, "--text-field", true);
   if (!options_.pair_field.empty()) pair_col_ = column(options_.pair_field, "--pair-field", false);
   if (!options_.id_field.empty()) id_col_ = column(options_.id_field, "--id-field", true);
+  if (!options_.label_field.empty()) label_col_ = column(options_.label_field, "--label-field", true);
 }
 
 bool RecordReader::next_csv(InputRecord& record) {
@@ -477,6 +491,11 @@ bool RecordReader::next_csv(InputRecord& record) {
   }
   // Id and pair first: they are copied, so a column named twice (--pair-field = --text-field) still reads.
   if (id_col_ >= 0) record.id_json = json(row.fields[static_cast<size_t>(id_col_)]).dump();
+  if (label_col_ >= 0) {
+    const std::string& cell = row.fields[static_cast<size_t>(label_col_)];
+    const json number = json::parse(cell, nullptr, false);
+    record.label_json = number.is_number() ? number.dump() : json(cell).dump();
+  }
   if (pair_col_ >= 0 && !row.fields[static_cast<size_t>(pair_col_)].empty())
     record.pair = row.fields[static_cast<size_t>(pair_col_)];
   record.text.swap(row.fields[static_cast<size_t>(text_col_)]);

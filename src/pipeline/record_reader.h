@@ -34,6 +34,7 @@ struct RecordReaderOptions {
   std::string text_field = "text";
   std::string pair_field;             // "" = not read
   std::string id_field;               // "" = none
+  std::string label_field;            // "" = none (training data: required in every record)
 };
 
 struct InputRecord {
@@ -42,6 +43,8 @@ struct InputRecord {
   std::string text;
   std::optional<std::string> pair;
   std::string id_json;         // the id value as JSON text ("" without --id-field); CSV cells become JSON strings
+  std::string label_json;      // the label as JSON text ("" without a label field); a CSV cell that is a JSON
+                               // number becomes that number, any other cell a JSON string
   uint64_t replaced_utf8 = 0;  // invalid UTF-8 bytes replaced by U+FFFD in this record
   std::string error;           // non-empty: a bad record; says the field and what was expected (no file:line prefix)
 };
@@ -118,7 +121,7 @@ class RecordReader {
   std::unique_ptr<CsvRow> row_;
   std::vector<std::string> header_;  // column names (sanitized)
   size_t header_fields_ = 0;
-  long text_col_ = -1, pair_col_ = -1, id_col_ = -1;
+  long text_col_ = -1, pair_col_ = -1, id_col_ = -1, label_col_ = -1;
 };
 
 // "FILE:LINE: message" — the one-line form every job prints for a bad record.

@@ -363,6 +363,42 @@ TEST(RecordReaderText, IdOrPairFieldIsRefused) {
   expect_records(read_all(*r), {{0, 1, "a"}});
 }
 
+// ---- label field (training data) ------------------------------------------------
+
+TEST(RecordReaderLabel, JsonlLabelsKeepTheirJsonAndMissingOrNullIsABadRecord) {
+  RecordReaderOptions o = opts(InputFormat::jsonl);
+  o.label_field = "label";
+  auto r = from_string(
+      "{\"text\": \"a\", \"label\": 2}\n{\"text\": \"b\", \"label\": \"pos\"}\n{\"text\": \"c\", \"label\": 0.5}\n"
+      "{\"text\": \"d\"}\n{\"text\": \"e\", \"label\": null}\n",
+      o);
+  const auto recs = read_all(*r);
+  ASSERT_EQ(recs.size(), 5u);
+  EXPECT_EQ(recs[0].label_json, "2");
+  EXPECT_EQ(recs[1].label_json, "\"pos\"");
+  EXPECT_EQ(recs[2].label_json, "0.5");
+  EXPECT_NE(recs[3].error.find("field \"label\" (--label-field) is missing"), std::string::npos) << recs[3].error;
+  EXPECT_NE(recs[4].error.find("is null"), std::string::npos) << recs[4].error;
+}
+
+TEST(RecordReaderLabel, CsvNumbersBecomeNumbersOtherCellsStrings) {
+  RecordReaderOptions o = opts(InputFormat::csv);
+  o.label_field = "label";
+  auto r = from_string("text,label\na,1\nb,neg\nc,-0.25\nd,\"1 2\"\n", o);
+  const auto recs = read_all(*r);
+  ASSERT_EQ(recs.size(), 4u);
+  EXPECT_EQ(recs[0].label_json, "1");
+  EXPECT_EQ(recs[1].label_json, "\"neg\"");
+  EXPECT_EQ(recs[2].label_json, "-0.25");
+  EXPECT_EQ(recs[3].label_json, "\"1 2\"");
+  RecordReaderOptions missing = opts(InputFormat::csv);
+  missing.label_field = "y";
+  expect_throw([&] { from_string("text,label\na,1\n", missing); }, Errc::not_found, {"--label-field", "\"y\""});
+  RecordReaderOptions text = opts(InputFormat::text);
+  text.label_field = "label";
+  expect_throw([&] { from_string("a\n", text); }, Errc::invalid_argument, {"--label-field", "no fields"});
+}
+
 // ---- all formats: buffer boundaries, skip -------------------------------------
 
 struct Case {
