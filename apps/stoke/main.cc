@@ -13,6 +13,7 @@
 #include "jobs/embed_job.h"
 #include "jobs/inspect_job.h"
 #include "jobs/tokenize_job.h"
+#include "jobs/train_job.h"
 #include "jobs/verify_job.h"
 #include "jobs/version.h"
 
@@ -101,6 +102,49 @@ int main(int argc, char** argv) {
   classify->add_option("--output", cls.output, "Output JSONL, one line per input record; - is stdout");
   classify->add_option("--max-batch-size", cls.max_batch_size, "Sequences per batch at most");
 
+  // train
+  stoke::TrainOptions trn;
+  double trn_dropout = -1;
+  std::string trn_resume;
+  CLI::App* train = app.add_subcommand("train", "Fine-tune a sequence classifier; checkpoints load in transformers");
+  add_common_flags(train, trn.common);
+  train->add_option("--train", trn.train, "Training data: JSONL or CSV with text, optional text_pair, and label; required");
+  train->add_option("--eval", trn.eval, "Evaluation data, same form (loss, accuracy, macro-F1 without gradients)");
+  train->add_option("--output", trn.output, "Output folder: checkpoint-STEP/, the final model, log.jsonl, run.json; required");
+  train->add_option("--label-field", trn.label_field, "Field holding the label (integer id, name, or number for regression)");
+  train->add_option("--epochs", trn.epochs, "Passes over the training data");
+  train->add_option("--max-steps", trn.max_steps, "Optimizer steps in all (overrides --epochs when > 0)");
+  train->add_option("--batch-size", trn.batch_size, "Examples per micro-batch, or auto (largest that fits --memory-budget)");
+  train->add_option("--max-batch-size", trn.max_batch_size, "Largest batch --batch-size auto tries");
+  train->add_option("--memory-budget", trn.memory_budget, "Memory --batch-size auto may plan for, e.g. 8G (default: 80% of available)");
+  train->add_option("--grad-accum", trn.grad_accum, "Micro-batches per optimizer step");
+  train->add_option("--lr", trn.lr, "Peak learning rate (before --lr-scale-from)");
+  train->add_option("--lr-scale-from", trn.lr_scale_from, "Scale --lr by effective batch / B0 (linear scaling rule; 0: off)");
+  train->add_option("--lr-scale", trn.lr_scale, "linear or sqrt (with --lr-scale-from)");
+  train->add_option("--seed", trn.seed, "Seed for shuffling, dropout masks and new heads");
+  train->add_flag("--no-shuffle", trn.no_shuffle, "File order exactly, no regrouping");
+  train->add_flag("--no-group-by-length", trn.no_group_by_length, "Shuffle without grouping similar lengths");
+  train->add_option("--log-every", trn.log_every, "Read the loss from the device every K steps (one host sync each)");
+  train->add_option("--eval-strategy", trn.eval_strategy, "steps, epoch or no (default: steps with --eval)");
+  train->add_option("--eval-every", trn.eval_every, "Evaluate every K steps (default: --log-every)");
+  train->add_option("--save-every", trn.save_every, "Checkpoint every K steps (0: only the final model)");
+  train->add_option("--save-total-limit", trn.save_total_limit, "Keep the newest N checkpoints (0: all)");
+  train->add_flag("--load-best", trn.load_best, "End with the weights of the best evaluation (--metric)");
+  train->add_option("--metric", trn.metric, "eval_loss, eval_accuracy or eval_macro_f1 (for --load-best)");
+  train->add_option("--resume", trn_resume, "Continue from CHECKPOINT, or from the newest valid one in --output")
+      ->expected(0, 1);
+  train->add_flag("--overwrite", trn.overwrite, "Replace a training run already in --output");
+  train->add_option("--schedule", trn.schedule, "linear, constant or cosine");
+  train->add_option("--warmup-steps", trn.warmup_steps, "Warmup steps (0: --warmup-ratio)");
+  train->add_option("--warmup-ratio", trn.warmup_ratio, "Warmup as a fraction of all steps");
+  train->add_option("--weight-decay", trn.weight_decay, "AdamW decoupled weight decay");
+  train->add_flag("--decay-all", trn.decay_all, "Decay biases and LayerNorm weights too");
+  train->add_option("--max-grad-norm", trn.max_grad_norm, "Clip the global gradient norm (0: no clipping)");
+  train->add_option("--dropout", trn_dropout, "Every dropout probability (default: the config's; 0 disables)");
+  train->add_option("--label-smoothing", trn.label_smoothing, "Cross-entropy label smoothing");
+  train->add_option("--num-labels", trn.num_labels, "Outputs of the classification head (a new head when it changes)");
+  train->add_option("--on-error", trn.on_error, "A bad record: stop, or skip it");
+
   // inspect
   std::string inspect_path;
   CLI::App* inspect = app.add_subcommand("inspect", "What a model folder or safetensors file holds, validated");
@@ -127,6 +171,7 @@ int main(int argc, char** argv) {
     if (tokenize->parsed()) stoke::cli::apply_config_file(tokenize, tok.common.config);
     if (embed->parsed()) stoke::cli::apply_config_file(embed, emb.common.config);
     if (classify->parsed()) stoke::cli::apply_config_file(classify, cls.common.config);
+    if (train->parsed()) stoke::cli::apply_config_file(train, trn.common.config);
   } catch (const CLI::Error& e) {
     std::fprintf(stderr, "stoke: --config %s: %s\n", tok.common.config.c_str(), e.what());
     return 1;
@@ -190,6 +235,29 @@ int main(int argc, char** argv) {
                      static_cast<unsigned long long>(s.tokens), static_cast<unsigned long long>(s.batches), s.seconds,
                      s.device.c_str(), per_second(static_cast<double>(s.records), s.seconds).c_str(), s.mode.c_str(),
                      static_cast<unsigned long long>(s.truncated), static_cast<unsigned long long>(s.host_syncs));
+      }
+    } else if (train->parsed()) {
+      if (train->count("--resume") > 0) {
+        trn.resume = true;
+        trn.resume_from = trn_resume;
+      }
+      if (train->count("--dropout") > 0) trn.dropout = trn_dropout;
+      const stoke::TrainSummary s = stoke::run_train(trn);
+      for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
+      if (!trn.common.quiet) {
+        std::fprintf(stderr,
+                     "trained %lld steps (%.2f epochs, batch %lld x %lld, lr %g) on %s, %s: %llu samples in %.2f s: "
+                     "%.1f samples/s, %.0f tokens/s; host syncs %llu (bound %llu)\n  last loss %.4f",
+                     static_cast<long long>(s.steps), s.epochs, static_cast<long long>(s.batch_size),
+                     static_cast<long long>(s.grad_accum), s.lr, s.device.c_str(), s.precision.c_str(),
+                     static_cast<unsigned long long>(s.samples), s.seconds, s.samples_per_s, s.tokens_per_s,
+                     static_cast<unsigned long long>(s.host_syncs), static_cast<unsigned long long>(s.host_sync_bound),
+                     s.last_loss);
+        if (s.has_eval)
+          std::fprintf(stderr, "; eval loss %.4f, accuracy %.4f, macro-F1 %.4f", s.eval_loss, s.eval_accuracy,
+                       s.eval_macro_f1);
+        std::fprintf(stderr, "%s%s -> %s\n", s.resumed_from.empty() ? "" : "; resumed from ",
+                     s.resumed_from.c_str(), s.output.c_str());
       }
     } else if (inspect->parsed()) {
       stoke::run_inspect(inspect_path, std::cout);

@@ -52,11 +52,13 @@ void Progress::draw(bool final_line) {
       const auto left = static_cast<long long>(secs * (1.0 - frac) / frac);
       std::snprintf(eta, sizeof eta, "  ETA %lldm%02llds", left / 60, left % 60);
     }
-    std::snprintf(line, sizeof line, "%s [%s] %5.1f%%  %llu records  %.0f/s%s%s", what_.c_str(), bar.c_str(),
-                  frac * 100.0, static_cast<unsigned long long>(records_), rate, tokens, eta);
+    std::snprintf(line, sizeof line, "%s [%s] %5.1f%%  %llu %s  %.0f/s%s%s%s%s", what_.c_str(), bar.c_str(),
+                  frac * 100.0, static_cast<unsigned long long>(records_), unit_.c_str(), rate, tokens,
+                  note_.empty() ? "" : "  ", note_.c_str(), eta);
   } else {
-    std::snprintf(line, sizeof line, "%s: %llu records  %.0f/s%s", what_.c_str(),
-                  static_cast<unsigned long long>(records_), rate, tokens);
+    std::snprintf(line, sizeof line, "%s: %llu %s  %.0f/s%s%s%s", what_.c_str(),
+                  static_cast<unsigned long long>(records_), unit_.c_str(), rate, tokens, note_.empty() ? "" : "  ",
+                  note_.c_str());
   }
   if (tty_)
     std::fprintf(stderr, "\r%s\x1b[K", line);

@@ -18,11 +18,16 @@ class Progress {
   // drives the bar and the ETA). tokens > 0 adds a tokens/s figure.
   void update(uint64_t records, uint64_t bytes_done, uint64_t tokens = 0);
   void finish();
+  // What the count counts ("records" unless told; training counts "samples").
+  void set_unit(std::string unit) { unit_ = std::move(unit); }
+  // A short figure shown after the rates, e.g. "loss 0.4132" (the last read one).
+  void set_note(std::string note) { note_ = std::move(note); }
 
  private:
   void draw(bool final_line);
 
   std::string what_;
+  std::string unit_ = "records", note_;
   uint64_t total_bytes_;
   uint64_t records_ = 0, bytes_ = 0, tokens_ = 0;
   bool enabled_, tty_, finished_ = false;

@@ -16,8 +16,6 @@ DType parse_precision(const std::string& text) {
   throw Error(Errc::invalid_argument, "--precision \"" + text + "\": expected f32, bf16 or f16");
 }
 
-namespace {
-
 std::unique_ptr<Backend> open_backend(const DeviceSpec& device) {
   if (device.kind == DeviceSpec::Kind::cuda) {
 #ifdef STOKE_HAVE_CUDA
@@ -31,8 +29,6 @@ std::unique_ptr<Backend> open_backend(const DeviceSpec& device) {
   // auto: the first usable GPU once the CUDA backend runs models; the CPU now.
   return std::make_unique<cpu::CpuBackend>(cpu::fast_kernels());
 }
-
-}  // namespace
 
 ModelSession open_model_session(const CommonOptions& options, bool need_classifier) {
   validate_common_options(options);

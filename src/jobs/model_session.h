@@ -26,5 +26,7 @@ struct ModelSession {
 ModelSession open_model_session(const CommonOptions& options, bool need_classifier);
 
 DType parse_precision(const std::string& text);
+// The backend --device names (auto: the CPU until the CUDA backend runs models).
+std::unique_ptr<Backend> open_backend(const DeviceSpec& device);
 
 }  // namespace stoke

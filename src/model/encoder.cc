@@ -67,10 +67,11 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   const DType dt = enc_.dtype;
 
   // Stage the inputs. The slot's previous copy must have run before the host
-  // overwrites it; with two slots that is almost always already so.
+  // overwrites it; with two slots that is almost always already so (and when
+  // not, the host throttles: flow control, not a host sync).
   Staging& slot = staging_[next_slot_];
   next_slot_ = (next_slot_ + 1) % staging_.size();
-  if (slot.done && !backend_.event_done(*slot.done)) backend_.wait(*slot.done);
+  if (slot.done && !backend_.event_done(*slot.done)) backend_.throttle(*slot.done);
   auto* host = static_cast<int32_t*>(slot.host->data());
   int32_t* h_ids = host;
   int32_t* h_types = h_ids + T;

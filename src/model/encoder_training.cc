@@ -119,7 +119,8 @@ void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const in
   const HfConfig& c = enc_.config;
   const int64_t T = batch.tokens(), B = batch.sequences();
   const int64_t C = c.num_labels();
-  const bool regression = C == 1;
+  const bool regression = k.regression;
+  if (regression && C != 1) throw Error(Errc::invalid_argument, "regression needs a one-output head");
   if (T > max_tokens_ || B > max_sequences_)
     throw Error(Errc::invalid_argument, "micro-batch of " + std::to_string(B) + " sequences / " + std::to_string(T) +
                                             " tokens exceeds the training workspace (" +

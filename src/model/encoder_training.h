@@ -29,6 +29,7 @@ struct MicroBatchKnobs {
   uint32_t step = 0;        // micro-step number (each draws its own masks)
   float label_smoothing = 0.0f;
   float loss_scale = 1.0f;  // the loss's weight in the gradient: 1 / examples of the optimizer step
+  bool regression = false;  // one output trained with MSE on `targets` (else cross-entropy on `labels`)
 };
 
 // Dropout sites (Philox tensor ids): 0 the embeddings, 1 + 3l / 2 + 3l / 3 + 3l

@@ -1,0 +1,73 @@
+// `stoke train`: fine-tune a sequence classifier from a Hugging Face model
+// folder on labelled JSONL/CSV data, with checkpoints transformers can load,
+// exact resume, a log history and a run record (run.json).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jobs/common_options.h"
+
+namespace stoke {
+
+struct TrainOptions {
+  CommonOptions common;              // --model, --text-field, --pair-field, --max-length, --device, --precision, ...
+  std::string train;                 // --train FILE (required)
+  std::string eval;                  // --eval FILE
+  std::string output;                // --output DIR (required)
+  std::string label_field = "label";
+  int64_t epochs = 3;
+  int64_t max_steps = 0;             // > 0 overrides --epochs
+  std::string batch_size = "8";      // a number or "auto"
+  int64_t max_batch_size = 256;      // --batch-size auto searches up to this
+  std::string memory_budget;         // --memory-budget (bytes, or with K/M/G suffix; "" = from free memory)
+  int64_t grad_accum = 1;
+  double lr = 5e-5;
+  int64_t lr_scale_from = 0;         // > 0: scale lr by effective batch / this
+  std::string lr_scale = "linear";   // linear | sqrt
+  uint64_t seed = 42;
+  bool no_shuffle = false;
+  bool no_group_by_length = false;
+  int64_t log_every = 500;
+  std::string eval_strategy;         // "" = "steps" when --eval is given, else "no"
+  int64_t eval_every = 0;            // 0 = --log-every
+  int64_t save_every = 500;
+  int64_t save_total_limit = 0;
+  bool load_best = false;
+  std::string metric = "eval_loss";
+  bool resume = false;
+  std::string resume_from;           // --resume CHECKPOINT ("" = the newest valid one in --output)
+  bool overwrite = false;
+  std::string schedule = "linear";
+  int64_t warmup_steps = 0;
+  double warmup_ratio = 0;
+  double weight_decay = 0;
+  bool decay_all = false;
+  double max_grad_norm = 1.0;
+  std::optional<double> dropout;     // overrides the config's dropout probabilities
+  double label_smoothing = 0;
+  int64_t num_labels = 0;            // > 0: train a head with this many outputs
+  std::string on_error = "stop";
+};
+
+struct TrainSummary {
+  std::string device, precision;
+  int64_t steps = 0, total_steps = 0, batch_size = 0, grad_accum = 1;
+  double base_lr = 0, lr = 0;
+  double epochs = 0;
+  uint64_t samples = 0, tokens = 0, examples = 0, eval_examples = 0, truncated = 0;
+  double seconds = 0, samples_per_s = 0, tokens_per_s = 0;
+  uint64_t host_syncs = 0, host_sync_bound = 0;
+  double last_loss = 0, last_accuracy = 0;
+  bool has_eval = false;
+  double eval_loss = 0, eval_accuracy = 0, eval_macro_f1 = 0;
+  std::string resumed_from;
+  std::vector<std::string> notes;    // label changes, fresh heads, batch size / lr choices
+  std::string output;
+};
+
+TrainSummary run_train(const TrainOptions& options);
+
+}  // namespace stoke

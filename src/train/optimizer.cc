@@ -1,0 +1,76 @@
+#include "train/optimizer.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace stoke::train {
+
+Optimizer::Optimizer(TrainableEncoder& encoder, Backend& backend, const OptimizerOptions& options)
+    : enc_(encoder), backend_(backend), options_(options), n_(encoder.layout.numel()) {
+  if (options.weight_decay < 0) throw Error(Errc::invalid_argument, "--weight-decay must be >= 0");
+  if (options.max_grad_norm < 0) throw Error(Errc::invalid_argument, "--max-grad-norm must be >= 0 (0 disables)");
+  const size_t bytes = static_cast<size_t>(n_) * 4;
+  m_ = backend_.allocate(bytes);
+  v_ = backend_.allocate(bytes);
+  // One host page of zeros would do on a GPU (memset); a full-size zero
+  // source keeps the Backend interface to copies.
+  zeros_host_ = backend_.allocate_host(bytes);
+  std::memset(zeros_host_->data(), 0, bytes);
+  backend_.copy_to_device(m_->data(), zeros_host_->data(), bytes);
+  backend_.copy_to_device(v_->data(), zeros_host_->data(), bytes);
+  const std::vector<int64_t> ranges = encoder.layout.decay_ranges(options.decay_all);
+  decay_rows_ = static_cast<int64_t>(ranges.size() / 2);
+  decay_ = backend_.allocate(std::max<size_t>(ranges.size(), 2) * 8);
+  if (!ranges.empty()) {
+    auto staging = backend_.allocate_host(ranges.size() * 8);
+    std::memcpy(staging->data(), ranges.data(), ranges.size() * 8);
+    backend_.copy_to_device(decay_->data(), staging->data(), ranges.size() * 8);
+    backend_.throttle(*backend_.record_event());  // `staging` goes now: its copy must have run
+  }
+  sumsq_ = backend_.allocate(8);
+  scale_ = backend_.allocate(4);
+}
+
+void Optimizer::zero_grad() {
+  backend_.copy_to_device(enc_.grad_data(), zeros_host_->data(), static_cast<size_t>(n_) * 4);
+}
+
+TensorView Optimizer::exp_avg() const { return TensorView(m_->data(), DType::f32, {n_}); }
+TensorView Optimizer::exp_avg_sq() const { return TensorView(v_->data(), DType::f32, {n_}); }
+
+void Optimizer::step(int64_t t, double lr) {
+  const Ops& ops = backend_.ops();
+  TensorView scale;
+  if (options_.max_grad_norm > 0) {
+    const TensorView sumsq(sumsq_->data(), DType::f64, {1});
+    backend_.copy_to_device(sumsq_->data(), zeros_host_->data(), 8);
+    ops.sum_squares(sumsq, enc_.grad_flat());
+    scale = TensorView(scale_->data(), DType::f32, {1});
+    ops.clip_scale(scale, sumsq, static_cast<float>(options_.max_grad_norm));
+  }
+  Ops::AdamWStep hp;
+  hp.step = t;
+  hp.lr = lr;
+  hp.beta1 = options_.beta1;
+  hp.beta2 = options_.beta2;
+  hp.eps = options_.eps;
+  hp.weight_decay = options_.weight_decay;
+  // --decay-all: the unset view means "everywhere"; otherwise the layout's ranges.
+  const TensorView ranges =
+      options_.decay_all ? TensorView{} : TensorView(decay_->data(), DType::i64, {decay_rows_, 2});
+  ops.adamw(enc_.master_flat(), enc_.grad_flat(), exp_avg(), exp_avg_sq(), ranges, scale, hp);
+  enc_.refresh_compute_weights(ops);
+}
+
+void Optimizer::copy_state_to_host(float* m, float* v) const {
+  backend_.copy_to_host(m, m_->data(), static_cast<size_t>(n_) * 4);
+  backend_.copy_to_host(v, v_->data(), static_cast<size_t>(n_) * 4);
+}
+
+void Optimizer::load_state(const float* m, const float* v) {
+  backend_.copy_to_device(m_->data(), m, static_cast<size_t>(n_) * 4);
+  backend_.copy_to_device(v_->data(), v, static_cast<size_t>(n_) * 4);
+}
+
+}  // namespace stoke::train

@@ -1,0 +1,52 @@
+// The optimizer step of a TrainableEncoder, enqueued without a host read:
+// gradient norm and clipping coefficient on the device (when max_grad_norm >
+// 0), AdamW over the one flat parameter buffer with the weight-decay ranges of
+// the layout, then the compute-dtype weight copies refreshed. Owns the AdamW
+// moments.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/trainable_encoder.h"
+
+namespace stoke::train {
+
+struct OptimizerOptions {
+  double weight_decay = 0.0;
+  bool decay_all = false;  // decay biases and LayerNorm weights too (default: not, as the HF Trainer)
+  double max_grad_norm = 1.0;  // 0: no clipping
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+
+class Optimizer {
+ public:
+  Optimizer(TrainableEncoder& encoder, Backend& backend, const OptimizerOptions& options);
+
+  // Enqueues gradient = 0 (before the first micro-batch of a step).
+  void zero_grad();
+  // Enqueues step t (1-based) at learning rate lr.
+  void step(int64_t t, double lr);
+
+  // Moments as flat f32 device buffers (the encoder's layout).
+  TensorView exp_avg() const;
+  TensorView exp_avg_sq() const;
+  // Enqueued copies of the moments into host memory of layout.numel() floats
+  // each; valid once an event recorded after them is done.
+  void copy_state_to_host(float* m, float* v) const;
+  // Enqueued copies from host memory (kept alive and unchanged until an event
+  // recorded after them is done).
+  void load_state(const float* m, const float* v);
+
+ private:
+  TrainableEncoder& enc_;
+  Backend& backend_;
+  OptimizerOptions options_;
+  int64_t n_;
+  std::unique_ptr<Buffer> m_, v_, decay_, sumsq_, scale_, zeros_host_;
+  int64_t decay_rows_ = 0;
+};
+
+}  // namespace stoke::train

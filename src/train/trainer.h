@@ -1,0 +1,131 @@
+// The training loop: optimizer steps over length-grouped batches with no host
+// read inside a step. The host reads the device only at logging steps (the
+// loss/accuracy sums), evaluations (one wait each), checkpoint saves (the
+// parameters and moments), and the end — the run report's host_syncs counts
+// exactly these.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+
+#include "backend/backend.h"
+#include "model/encoder_training.h"
+#include "model/trainable_encoder.h"
+#include "train/batch_order.h"
+#include "train/evaluate.h"
+#include "train/optimizer.h"
+#include "train/schedule.h"
+#include "train/train_data.h"
+
+namespace stoke::train {
+
+enum class EvalStrategy { no, steps, epoch };
+
+struct TrainerOptions {
+  std::filesystem::path output;
+  int64_t epochs = 3;
+  int64_t max_steps = 0;   // > 0: overrides epochs
+  int64_t batch_size = 8;
+  int64_t grad_accum = 1;
+  double lr = 5e-5;        // effective (after any batch scaling)
+  Schedule schedule = Schedule::linear;
+  int64_t warmup_steps = 0;
+  double warmup_ratio = 0;
+  uint64_t seed = 42;
+  bool shuffle = true, group_by_length = true;
+  int64_t log_every = 500;
+  EvalStrategy eval_strategy = EvalStrategy::no;
+  int64_t eval_every = 500;
+  int64_t save_every = 500;     // 0: no intermediate checkpoints
+  int64_t save_total_limit = 0; // 0: keep all
+  bool load_best = false;
+  std::string metric = "eval_loss";  // for load_best: eval_loss, eval_accuracy, eval_macro_f1
+  DropoutRates dropout;
+  float label_smoothing = 0;
+  OptimizerOptions optim;
+  bool quiet = false;
+  // Everything that must match for a resume (the job fills it).
+  nlohmann::json identity;
+};
+
+// What a checkpoint needs besides the device state (the job provides it).
+struct SaveContext {
+  std::string config_json;
+  std::vector<std::filesystem::path> tokenizer_files;
+};
+
+struct TrainReport {
+  int64_t steps = 0, total_steps = 0, steps_per_epoch = 0;
+  int64_t micro_batches = 0;
+  double epochs_done = 0;
+  uint64_t samples = 0, tokens = 0;   // this run (after any resume)
+  double train_seconds = 0;
+  uint64_t host_syncs = 0, throttle_waits = 0, saves = 0, evals = 0, log_reads = 0;
+  uint64_t extra_epoch_reads = 0;  // metric reads at epoch ends that were not log steps or the last step
+  double device_busy = -1;
+  double last_loss = 0, last_accuracy = 0;
+  std::optional<EvalMetrics> last_eval;
+  std::optional<double> best_metric;
+  int64_t best_step = 0;
+  int64_t resumed_from_step = 0;      // 0: a fresh run
+  std::string resumed_from;
+};
+
+class Trainer {
+ public:
+  Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptions& options,
+          const std::vector<Example>& train, const std::vector<Example>* eval, bool regression, SaveContext save);
+
+  // Restores device and loop state from a checkpoint folder (already verified).
+  void resume_from(const std::filesystem::path& checkpoint);
+  TrainReport run();
+
+  int64_t total_steps() const { return total_steps_; }
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t max_tokens() const { return max_tokens_; }
+
+ private:
+  struct State {
+    int64_t step = 0, epoch = 0, batch_in_epoch = 0;
+    uint64_t micro_step = 0;
+    double metrics[3] = {0, 0, 0};  // read but not yet logged
+    uint64_t samples = 0, tokens = 0;
+    std::optional<double> best;
+    int64_t best_step = 0;
+    std::string best_checkpoint;
+  };
+  nlohmann::json state_json() const;
+  void read_metrics(double out[3]);  // one host sync; zeroes the device sums
+  void log(const nlohmann::json& line);
+  void save(int64_t step);
+  std::optional<EvalMetrics> maybe_eval();
+  double metric_value(const EvalMetrics& m) const;
+
+  TrainableEncoder& enc_;
+  Backend& backend_;
+  TrainerOptions o_;
+  const std::vector<Example>& train_;
+  const std::vector<Example>* eval_;
+  bool regression_;
+  SaveContext save_ctx_;
+  std::vector<int64_t> lengths_;
+  int64_t batches_per_epoch_ = 0, steps_per_epoch_ = 0, total_steps_ = 0, max_tokens_ = 0;
+  ScheduleConfig schedule_;
+  Optimizer optimizer_;
+  std::unique_ptr<EncoderTrainingRunner> runner_;
+  std::unique_ptr<Buffer> metrics_, zeros_;
+  State st_;
+  TrainReport report_;
+  std::vector<double> metrics_host_;
+  std::string resumed_from_;
+};
+
+const char* eval_strategy_name(EvalStrategy s);
+EvalStrategy eval_strategy_from_name(const std::string& name);
+
+}  // namespace stoke::train

@@ -1,0 +1,249 @@
+// `stoke train` end to end: the Hugging Face training goldens through the CLI
+// (both fixture models, two AdamW steps, checkpoint after the first), the host
+// sync bound over an epoch, exact resume after kill -9 between and during
+// saves and past a corrupted checkpoint (RELIABILITY 9), the output folder's
+// layout, and the errors a user can cause.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/file_util.h"
+#include "io/safetensors.h"
+#include "support/fixtures.h"
+#include "support/goldens.h"
+
+namespace stoke {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace test::goldens;
+
+const int kGoldenLabels[16] = {0, 1, 2, 0, 1, 2, 0, 1, 2, 1, 0, 2, 1, 0, 2, 1};
+
+// Texts 0..15 of the goldens with the golden labels: the two training batches.
+fs::path golden_train_file() {
+  const fs::path p = test::scratch_dir("cli-train-golden-data") / "train.jsonl";
+  std::ifstream in(test::fixture("golden/texts.jsonl"));
+  std::ofstream out(p);
+  std::string line;
+  for (int i = 0; i < 16 && std::getline(in, line); ++i)
+    out << json{{"text", json::parse(line)["text"]}, {"label", kGoldenLabels[i]}}.dump() << "\n";
+  return p;
+}
+
+// n corpus records as language-labelled examples: records first, first +
+// 97, first + 2 * 97, ... (the corpus is grouped by language; the stride
+// mixes them).
+fs::path corpus_file(const std::string& name, size_t first, size_t n) {
+  const fs::path p = test::scratch_dir("cli-train-data-" + name) / "data.jsonl";
+  std::ifstream in(test::fixture("corpus/fortunes-multilingual.jsonl"));
+  std::ofstream out(p);
+  std::string line;
+  size_t written = 0;
+  for (size_t i = 0; written < n && std::getline(in, line); ++i) {
+    if (i < first || (i - first) % 97 != 0) continue;
+    const json r = json::parse(line);
+    out << json{{"text", r["text"]}, {"label", r["lang"]}}.dump() << "\n";
+    ++written;
+  }
+  return p;
+}
+
+std::string model(const std::string& name) { return test::fixture("models/" + name).string(); }
+
+const char* kGoldenFlags =
+    " --batch-size 8 --lr 1e-3 --weight-decay 0.01 --decay-all --schedule constant --warmup-steps 0 --dropout 0"
+    " --no-shuffle --max-grad-norm 0 --max-steps 2 --max-length 128 --precision f32 --log-every 1";
+
+void expect_model_matches(const Fixture& fx, const fs::path& safetensors, const std::string& prefix) {
+  auto file = SafetensorsFile::open(safetensors);
+  size_t compared = 0;
+  for (const StoredTensor& t : file->tensors()) {
+    const auto want = golden(*fx.golden, prefix + t.name);
+    std::vector<float> got(static_cast<size_t>(t.numel()));
+    std::memcpy(got.data(), t.data.data(), got.size() * 4);
+    ASSERT_EQ(got.size(), want.size()) << t.name;
+    if (t.name.find("attention.self.key.bias") != std::string::npos) {
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-3) << t.name;
+    } else {
+      EXPECT_LE(relative_error(got, want), 1e-5) << prefix << t.name;
+    }
+    ++compared;
+  }
+  // Every trained parameter of the golden is in the file.
+  size_t golden_params = 0;
+  for (const StoredTensor& t : fx.golden->tensors())
+    if (t.name.rfind(prefix, 0) == 0) ++golden_params;
+  EXPECT_EQ(compared, golden_params);
+}
+
+std::vector<json> log_lines(const fs::path& dir) {
+  std::vector<json> out;
+  std::ifstream in(dir / "log.jsonl");
+  std::string line;
+  while (std::getline(in, line)) out.push_back(json::parse(line));
+  return out;
+}
+
+class TrainGoldenCli : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TrainGoldenCli, TwoAdamWStepsMatchTransformers) {
+  const std::string name = GetParam();
+  const Fixture fx = open_fixture(name);
+  const fs::path out = test::scratch_dir("cli-train-golden-" + name) / "run";
+  const auto r = test::run_stoke("train --model " + model(name) + " --train " + golden_train_file().string() +
+                                 " --output " + out.string() + kGoldenFlags + " --save-every 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find(" of 16 training texts are longer than 128 tokens and were truncated"), std::string::npos)
+      << r.err;
+  expect_model_matches(fx, out / "checkpoint-1" / "model.safetensors", "after_step.");
+  expect_model_matches(fx, out / "model.safetensors", "after_step2.");
+  const auto lines = log_lines(out);
+  ASSERT_EQ(lines.size(), 2u);
+  const double want[2] = {best_golden(*fx.golden, "loss")[0], best_golden(*fx.golden, "loss_step2")[0]};
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(lines[i]["loss"].get<double>(), want[i], 1e-5 * want[i]) << i;
+  // HF layout: config with the labels and the architecture, tokenizer files, checksums.
+  const json config = json::parse(read_file(out / "config.json"));
+  EXPECT_EQ(config["id2label"].size(), 3u);
+  EXPECT_EQ(config["label2id"].size(), 3u);
+  EXPECT_NE(config["architectures"][0].get<std::string>().find("ForSequenceClassification"), std::string::npos);
+  EXPECT_TRUE(fs::exists(out / "tokenizer_config.json"));
+  EXPECT_TRUE(fs::exists(out / (name == "tiny-bert" ? "vocab.txt" : "sentencepiece.bpe.model")));
+  EXPECT_TRUE(fs::exists(out / "checksums.json"));
+  EXPECT_TRUE(fs::exists(out / "checkpoint-1" / "optimizer.safetensors"));
+  EXPECT_TRUE(fs::exists(out / "checkpoint-1" / "trainer_state.json"));
+  // The saved model classifies with stoke like any HF folder.
+  const auto c = test::run_stoke("classify --model " + out.string() + " --input " + golden_train_file().string() +
+                                 " --output - --quiet");
+  EXPECT_EQ(c.status, 0) << c.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, TrainGoldenCli, ::testing::Values("tiny-bert", "tiny-xlmr"),
+                         [](const auto& info) { return std::string(info.param) == "tiny-bert" ? "bert" : "xlmr"; });
+
+TEST(TrainCli, HostSyncsOverAnEpochStayWithinTheBound) {
+  const fs::path data = corpus_file("syncs", 0, 96), eval = corpus_file("syncs-eval", 50, 24);
+  const fs::path out = test::scratch_dir("cli-train-syncs") / "run";
+  // 96 examples / 8 = 12 steps; logs at 5, 10 (+ the last); evals at 4, 8, 12; a checkpoint at 6; the final model.
+  const auto r = test::run_stoke("train --model " + model("tiny-bert") + " --train " + data.string() + " --eval " +
+                                 eval.string() + " --output " + out.string() +
+                                 " --batch-size 8 --epochs 1 --log-every 5 --eval-every 4 --save-every 6 --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json run = json::parse(read_file(out / "run.json"));
+  const int64_t steps = run["steps"], log_every = 5, evals = 3, saves = 2;  // checkpoint-6 and the final model
+  EXPECT_EQ(steps, 12);
+  EXPECT_LE(run["host_syncs"].get<int64_t>(), 1 + steps / log_every + evals + saves) << run.dump(2);
+  EXPECT_EQ(run["host_sync_reads"]["eval"], evals);
+  EXPECT_EQ(run["host_sync_reads"]["save"], 1);
+  EXPECT_TRUE(fs::exists(out / "checkpoint-6"));
+  const auto lines = log_lines(out);
+  int eval_lines = 0;
+  for (const json& l : lines) eval_lines += l.contains("eval_accuracy") ? 1 : 0;
+  EXPECT_EQ(eval_lines, 3);
+  EXPECT_GT(run["throughput"]["samples_per_s"].get<double>(), 0);
+  for (const char* key : {"batch_size", "lr", "base_lr", "precision", "workers", "threads", "device", "seed"})
+    EXPECT_TRUE(run["settings"].contains(key)) << key;
+}
+
+// RELIABILITY 9: N steps + kill -9 + resume + N steps == 2N straight, bitwise,
+// with dropout and shuffling on; a kill during a save falls back to the
+// previous checkpoint; a corrupted checkpoint is detected and skipped.
+TEST(TrainCli, ResumeAfterKillIsBitwiseExact) {
+  const fs::path data = corpus_file("resume", 20, 72);
+  const std::string base = "train --model " + model("tiny-bert") + " --train " + data.string() +
+                           " --batch-size 8 --max-steps 9 --save-every 3 --log-every 2 --dropout 0.1 --quiet";
+  const std::string env = "OMP_NUM_THREADS=1";
+  const fs::path root = test::scratch_dir("cli-train-resume");
+  const auto straight = test::run_stoke(base + " --output " + (root / "straight").string(), "/dev/null", env);
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  const std::string want = read_file(root / "straight" / "model.safetensors");
+  const std::string want_log = read_file(root / "straight" / "log.jsonl");
+
+  struct Kill {
+    const char* name;
+    const char* crash_at;  // STOKE_CRASH_AT of the first run
+  };
+  for (const Kill k : {Kill{"after-save", "checkpoint_saved:1"}, Kill{"during-save-files", "checkpoint_files:2"},
+                       Kill{"during-save-rename", "checkpoint_rename:2"}, Kill{"after-second-save", "checkpoint_saved:2"}}) {
+    const fs::path out = root / k.name;
+    const auto first = test::run_stoke(base + " --output " + out.string(), "/dev/null",
+                                       env + " STOKE_CRASH_AT=" + k.crash_at);
+    ASSERT_NE(first.status, 0) << k.name << ": the crash point was not reached";
+    const auto resumed = test::run_stoke(base + " --output " + out.string() + " --resume", "/dev/null", env);
+    ASSERT_EQ(resumed.status, 0) << k.name << ": " << resumed.err;
+    EXPECT_EQ(read_file(out / "model.safetensors"), want) << k.name;
+    EXPECT_EQ(read_file(out / "log.jsonl").size(), want_log.size()) << k.name;
+    for (const auto& e : fs::directory_iterator(out))
+      EXPECT_EQ(e.path().filename().string().find("partial"), std::string::npos) << e.path();
+  }
+
+  // A corrupted newest checkpoint: detected by its checksum, skipped, the one before resumed.
+  const fs::path out = root / "corrupt";
+  ASSERT_NE(test::run_stoke(base + " --output " + out.string(), "/dev/null", env + " STOKE_CRASH_AT=checkpoint_saved:2")
+                .status,
+            0);
+  {
+    std::fstream f(out / "checkpoint-6" / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.put('\x7f');
+  }
+  const auto resumed = test::run_stoke(base + " --output " + out.string() + " --resume", "/dev/null", env);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("checkpoint-6: model.safetensors does not match its checksum"), std::string::npos)
+      << resumed.err;
+  EXPECT_EQ(read_file(out / "model.safetensors"), want);
+}
+
+TEST(TrainCli, UserErrorsSayWhatAndWhere) {
+  const fs::path root = test::scratch_dir("cli-train-errors");
+  const fs::path data = corpus_file("errors", 0, 16);
+  const std::string base = "train --model " + model("tiny-bert") + " --train " + data.string() + " --max-steps 1 --quiet";
+  ASSERT_EQ(test::run_stoke(base + " --output " + (root / "a").string()).status, 0);
+  auto again = test::run_stoke(base + " --output " + (root / "a").string());
+  EXPECT_EQ(again.status, 1);
+  EXPECT_NE(again.err.find("already holds a training run"), std::string::npos) << again.err;
+  EXPECT_EQ(test::run_stoke(base + " --output " + (root / "a").string() + " --overwrite").status, 0);
+  // Resuming with another learning rate is refused, naming it.
+  ASSERT_EQ(test::run_stoke(base + " --output " + (root / "b").string() + " --max-steps 2 --save-every 1").status, 0);
+  auto other = test::run_stoke(base + " --output " + (root / "b").string() + " --max-steps 2 --save-every 1 --resume --lr 1e-3");
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.err.find("lr was"), std::string::npos) << other.err;
+
+  const fs::path bad = root / "bad.jsonl";
+  std::ofstream(bad) << "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\"}\n";
+  auto missing = test::run_stoke("train --model " + model("tiny-bert") + " --train " + bad.string() + " --output " +
+                                 (root / "c").string());
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find("bad.jsonl:2"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("\"label\""), std::string::npos) << missing.err;
+  const fs::path range = root / "range.jsonl";
+  std::ofstream(range) << "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\", \"label\": 7}\n";
+  auto out_of_range = test::run_stoke("train --model " + model("tiny-bert") + " --train " + range.string() +
+                                      " --output " + (root / "d").string());
+  EXPECT_EQ(out_of_range.status, 1);
+  EXPECT_NE(out_of_range.err.find("range.jsonl:2: label 7 is outside [0, 3)"), std::string::npos) << out_of_range.err;
+  EXPECT_NE(out_of_range.err.find("--num-labels"), std::string::npos);
+  auto f16 = test::run_stoke(base + " --output " + (root / "e").string() + " --precision f16");
+  EXPECT_EQ(f16.status, 1);
+  EXPECT_NE(f16.err.find("bf16"), std::string::npos) << f16.err;
+}
+
+TEST(TrainCli, NewLabelNamesGetANewHeadAndAreSaved) {
+  const fs::path data = corpus_file("labels", 0, 40);
+  const fs::path out = test::scratch_dir("cli-train-labels") / "run";
+  const auto r = test::run_stoke("train --model " + model("tiny-xlmr") + " --train " + data.string() + " --output " +
+                                 out.string() + " --max-steps 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("the classification head is initialised afresh"), std::string::npos) << r.err;
+  const json config = json::parse(read_file(out / "config.json"));
+  EXPECT_EQ(config["id2label"]["0"], "de");  // names sorted
+  EXPECT_EQ(config["label2id"].size(), config["id2label"].size());
+  EXPECT_GE(config["id2label"].size(), 2u);
+}
+
+}  // namespace
+}  // namespace stoke
