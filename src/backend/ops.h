@@ -138,7 +138,8 @@ class Ops {
   // out = (P * mask / (1 - p)) · v, the mask drawn as the dropout op draws
   // (core/philox.h) with element index (t * heads + h) * max_seqlen + j for
   // query row t (packed), head h and key j (0-based within its sequence).
-  // p = 0: no dropout.
+  // p in [0, 1] (else an error): p = 0 is no dropout; p = 1 gives zero out
+  // and gradients.
   struct AttentionDropout {
     float p = 0.0f;
     uint64_t seed = 0;

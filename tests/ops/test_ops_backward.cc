@@ -5,13 +5,17 @@
 //    L = sum(dy * f(inputs)) with respect to every input element; the
 //    reference kernels' gradients must match them (all activation and
 //    parameter gradients: da, dw, db, dx, dgamma, dbeta, dword, dpos, dtype,
-//    dqkv, dh).
+//    dqkv, dh), attention also with dropout on the probabilities.
 // 2. Fast against reference, every backward op and training forward over
 //    awkward sizes (T in {1, 3, 7, 64, 65}, uneven sequences with length 1,
-//    hidden 16/48/64, heads 1/2/4, head dims 8/16/24).
+//    hidden 16/48/64, heads 1/2/4, head dims 8/16/24); attention also with
+//    dropout p = 0.1 and 0.5 on the probabilities.
 // 3. Semantics: parameter gradients accumulate (two calls give exactly twice
 //    one), the training forwards give the inference forwards' outputs bit for
 //    bit, and the reductions and scatter-adds are bitwise reproducible.
+//    Attention dropout: its mask is the dropout op's over the flat index
+//    (t * heads + h) * max_seqlen + j, p = 0 is bitwise no dropout, p = 1 gives
+//    zeros, p outside [0, 1] is refused.
 //
 // Finite-difference tolerance (relative error ||g - g_fd|| / ||g_fd|| over a
 // whole gradient): 1e-6. The reference kernels compute in double from inputs
@@ -42,6 +46,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "core/philox.h"
 #include "cpu/kernels.h"
 
 namespace stoke::cpu {
@@ -232,8 +237,21 @@ Vec layernorm64(const Vec& s, const Vec& gamma, const Vec& beta, int64_t T, int6
 
 double gelu64(double u) { return 0.5 * u * (1.0 + std::erf(u / std::sqrt(2.0))); }
 
-// Multi-head varlen attention over qkv[T, 3*heads*d].
-Vec attention64(const Vec& qkv, const std::vector<int>& lens, int64_t heads, int64_t d) {
+// The attention-probability dropout factors of backend/ops.h written out from
+// the Philox layout: m[(t * heads + h) * max_seqlen + j] = f32(1 / (1 - p)) if
+// element_uniform >= p, else 0, for every t, h and j < max_seqlen.
+Vec attention_mask64(const Ops::AttentionDropout& drop, int64_t T, int64_t heads, int64_t max_seqlen) {
+  const float scale = drop.p < 1.0f ? 1.0f / (1.0f - drop.p) : 0.0f;
+  Vec m(static_cast<size_t>(T * heads * max_seqlen));
+  for (size_t i = 0; i < m.size(); ++i)
+    m[i] = philox::element_uniform(drop.seed, drop.step, drop.tensor_id, i) >= drop.p ? scale : 0.0;
+  return m;
+}
+
+// Multi-head varlen attention over qkv[T, 3*heads*d]; with a mask (from
+// attention_mask64, row stride max_seqlen), out_i = sum_j P_ij m_ij v_j.
+Vec attention64(const Vec& qkv, const std::vector<int>& lens, int64_t heads, int64_t d, const Vec* mask = nullptr,
+                int64_t max_seqlen = 0) {
   const int64_t C = 3 * heads * d, D = heads * d, T = total(lens);
   Vec out(static_cast<size_t>(T * D));
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -255,8 +273,10 @@ Vec attention64(const Vec& qkv, const std::vector<int>& lens, int64_t heads, int
         for (auto& v : s) sum += (v = std::exp(v - mx));
         for (int64_t c = 0; c < d; ++c) {
           double o = 0.0;
-          for (int64_t j = 0; j < len; ++j)
-            o += s[static_cast<size_t>(j)] * qkv[static_cast<size_t>((first + j) * C + 2 * D + h * d + c)];
+          for (int64_t j = 0; j < len; ++j) {
+            const double m = mask ? (*mask)[static_cast<size_t>(((first + i) * heads + h) * max_seqlen + j)] : 1.0;
+            o += s[static_cast<size_t>(j)] * m * qkv[static_cast<size_t>((first + j) * C + 2 * D + h * d + c)];
+          }
           out[static_cast<size_t>((first + i) * D + h * d + c)] = o / sum;
         }
       }
@@ -459,6 +479,52 @@ TEST(FiniteDifference, Attention) {
     auto loss = [&] { return dot(g, attention64(xv, lens, heads, d)); };
     expect_matches_fd("attention dqkv h" + std::to_string(heads) + " d" + std::to_string(d), values(dqkv.view),
                       numeric_grad(&xv, loss));
+  }
+}
+
+// With dropout on the probabilities: the mask is fixed by (seed, step,
+// tensor_id) and the flat index, so the loss is smooth in qkv and the central
+// differences see the masked function. max_seqlen is passed larger than the
+// longest sequence (the index's row stride is the argument, not the data), and
+// odd, so rows start inside Philox blocks. The reference forward is checked
+// against the float64 one too, closing the loop forward -> backward.
+TEST(FiniteDifference, AttentionWithDropout) {
+  for (const auto& hd : std::vector<std::pair<int, int>>{{1, 8}, {2, 5}}) {
+    for (float p : {0.3f, 0.5f}) {
+      const int heads = hd.first, d = hd.second;
+      Rng rng(9 + static_cast<uint64_t>(heads * 100 + d));
+      const std::vector<int> lens = {3, 1, 4, 2};
+      const int max_seqlen = 5;
+      const int64_t T = total(lens), C = 3 * heads * d, D = heads * d;
+      const Ops::AttentionDropout drop{p, 0x0123456789abcdefull, 7, 3};
+      const Vec mask = attention_mask64(drop, T, heads, max_seqlen);
+      int kept = 0, dropped = 0;  // over the elements the kernels read (j < len)
+      int64_t first = 0;
+      for (int len : lens) {
+        for (int64_t i = 0; i < len; ++i)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t j = 0; j < len; ++j)
+              (mask[static_cast<size_t>(((first + i) * heads + h) * max_seqlen + j)] != 0.0 ? kept : dropped)++;
+        first += len;
+      }
+      ASSERT_GT(kept, 0);
+      ASSERT_GT(dropped, 0) << "the mask drops nothing: the check would not test dropout";
+      Tensor qkv = random(rng, DType::f32, {T, C}, -1.5f, 1.5f), cu = cu_seqlens(lens);
+      Tensor out = make(DType::f32, {T, D}), lse = make(DType::f32, {T, heads});
+      ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, max_seqlen, drop);
+      Vec xv = values(qkv.view);
+      const std::string what = "attention dropout h" + std::to_string(heads) + " d" + std::to_string(d) + " p" +
+                               std::to_string(static_cast<int>(p * 100));
+      const Vec want = attention64(xv, lens, heads, d, &mask, max_seqlen);
+      const double out_err = relative_error(values(out.view), want);
+      note("fd " + what + " out", out_err, 1e-6);
+      EXPECT_LE(out_err, 1e-6) << what << ": reference forward against the float64 one";
+      Tensor dout = random(rng, DType::f32, {T, D}), dqkv = make(DType::f32, {T, C});
+      ref().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, max_seqlen, drop);
+      const Vec g = values(dout.view);
+      auto loss = [&] { return dot(g, attention64(xv, lens, heads, d, &mask, max_seqlen)); };
+      expect_matches_fd(what + " dqkv", values(dqkv.view), numeric_grad(&xv, loss));
+    }
   }
 }
 
@@ -738,43 +804,56 @@ void add_activation_cases(std::vector<Case>& cases) {
       }
 }
 
+// Each shape without dropout, then with attention dropout p = 0.1 and 0.5
+// (both sets draw the same mask, so only rounding differs; odd longest
+// lengths start rows inside Philox blocks). One long sequence (1100 keys)
+// makes the fast kernels draw a row's mask in more than one Philox tile.
+void add_attention_case(std::vector<Case>& cases, const std::vector<int>& lens, int heads, int d, DType at, float p,
+                        uint32_t step) {
+  const std::string name = std::string("_") + dname(at) + "_" + lens_name(lens) + "_h" + std::to_string(heads) +
+                           "_d" + std::to_string(d) +
+                           (p > 0.0f ? "_p" + std::to_string(static_cast<int>(p * 100)) : "");
+  for (bool train : {true, false}) {
+    Case c;
+    c.name = (train ? "attention_train" : "attention_backward") + name;
+    c.family =
+        std::string(train ? "attention_train " : "attention_backward ") + dname(at) + (p > 0.0f ? " dropout" : "");
+    c.tol = tolerance(at, longest(lens));
+    const uint64_t seed = seed_of(c.name);
+    const Ops::AttentionDropout drop{p, seed_of(name), step, 4};
+    c.run = [=](const Kernels& k) {
+      Rng rng(seed);
+      const int64_t T = total(lens), C = 3 * heads * d, D = heads * d;
+      Tensor qkv = random(rng, at, {T, C}, -2.5f, 2.5f), cu = cu_seqlens(lens);
+      Tensor out = make(at, {T, D}), lse = make(DType::f32, {T, heads});
+      std::vector<double> all;
+      if (train) {
+        k.attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), drop);
+        append(all, out.view);
+        append(all, lse.view);
+        return all;
+      }
+      ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), drop);
+      Tensor dout = random(rng, at, {T, D}), dqkv = random(rng, at, {T, C});  // fully overwritten
+      k.attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens), drop);
+      append(all, dqkv.view);
+      return all;
+    };
+    cases.push_back(std::move(c));
+  }
+}
+
 void add_attention_cases(std::vector<Case>& cases) {
   const std::vector<std::vector<int>> batches = {{1}, {3}, {1, 2, 4}, {1, 30, 33}, {64, 1}, {0, 5, 0}};
   const std::vector<std::pair<int, int>> head_dims = {{1, 8}, {2, 16}, {4, 24}, {2, 8}, {4, 16}, {1, 24}};
   size_t n = 0;
   for (const auto& lens : batches)
     for (const auto& hd : head_dims) {
-      const int heads = hd.first, d = hd.second;
       const DType at = n++ % 4 == 3 ? DType::bf16 : DType::f32;
-      const std::string name = std::string("_") + dname(at) + "_" + lens_name(lens) + "_h" + std::to_string(heads) +
-                               "_d" + std::to_string(d);
-      for (bool train : {true, false}) {
-        Case c;
-        c.name = (train ? "attention_train" : "attention_backward") + name;
-        c.family = std::string(train ? "attention_train " : "attention_backward ") + dname(at);
-        c.tol = tolerance(at, longest(lens));
-        const uint64_t seed = seed_of(c.name);
-        c.run = [=](const Kernels& k) {
-          Rng rng(seed);
-          const int64_t T = total(lens), C = 3 * heads * d, D = heads * d;
-          Tensor qkv = random(rng, at, {T, C}, -2.5f, 2.5f), cu = cu_seqlens(lens);
-          Tensor out = make(at, {T, D}), lse = make(DType::f32, {T, heads});
-          std::vector<double> all;
-          if (train) {
-            k.attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), {});
-            append(all, out.view);
-            append(all, lse.view);
-            return all;
-          }
-          ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), {});
-          Tensor dout = random(rng, at, {T, D}), dqkv = random(rng, at, {T, C});  // fully overwritten
-          k.attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens), {});
-          append(all, dqkv.view);
-          return all;
-        };
-        cases.push_back(std::move(c));
-      }
+      for (float p : {0.0f, 0.1f, 0.5f})
+        add_attention_case(cases, lens, hd.first, hd.second, at, p, static_cast<uint32_t>(n));
     }
+  add_attention_case(cases, {3, 1100}, 1, 8, DType::f32, 0.1f, 1);
 }
 
 void add_movement_cases(std::vector<Case>& cases) {
@@ -948,6 +1027,98 @@ TEST_P(Semantics, TrainingForwardsEqualInferenceForwards) {
     for (int64_t c = 0; c < d; ++c) s += get(qkv.view, c) * get(qkv.view, heads * d + c);
     EXPECT_NEAR(get(lse.view, 0), s / std::sqrt(static_cast<double>(d)), 1e-5 * std::max(1.0, std::fabs(s)))
         << k().name;
+  }
+}
+
+// The attention-probability mask is the dropout op's mask over the flat
+// [T, heads, max_seqlen] index. With q = 0 every score is 0, so P_ij = 1/len,
+// and with v_j the one-hot vector e_j, out[t, h, j] = m_tj / len: the output
+// shows each row's mask factors. They must be kept/dropped exactly where the
+// dropout op (the same kernel set's) keeps/drops ones laid out flat, and
+// equal its factor / len. max_seqlen = 7 and 2 heads: rows start at every
+// offset within a Philox block, so blocks shared across rows are covered.
+TEST_P(Semantics, AttentionDropoutMaskIsTheDropoutOpsMask) {
+  const std::vector<int> lens = {5, 1, 7, 3, 6};
+  const int heads = 2, d = 8, max_seqlen = 7;
+  const int64_t T = total(lens), C = 3 * heads * d, D = heads * d, N = T * heads * max_seqlen;
+  for (float p : {0.1f, 0.5f}) {
+    const Ops::AttentionDropout drop{p, 0xfeedfacecafebeefull, 11, 5};
+    Rng rng(25);
+    Tensor qkv = random(rng, DType::f32, {T, C}), cu = cu_seqlens(lens);  // k random; q and v set below
+    int64_t first = 0;
+    for (int len : lens) {
+      for (int64_t j = 0; j < len; ++j)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t c = 0; c < d; ++c) {
+            set(qkv.view, (first + j) * C + h * d + c, 0.0);
+            set(qkv.view, (first + j) * C + 2 * D + h * d + c, c == j ? 1.0 : 0.0);
+          }
+      first += len;
+    }
+    Tensor out = make(DType::f32, {T, D}), lse = make(DType::f32, {T, heads});
+    k().attention_train(out.view, lse.view, qkv.view, cu.view, heads, max_seqlen, drop);
+    Tensor ones = make(DType::f32, {N}), factors = make(DType::f32, {N});
+    for (int64_t i = 0; i < N; ++i) set(ones.view, i, 1.0);
+    k().dropout(factors.view, ones.view, p, drop.seed, drop.step, drop.tensor_id);
+    int kept = 0, dropped = 0;
+    first = 0;
+    for (int len : lens) {
+      for (int64_t i = 0; i < len; ++i)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t j = 0; j < len; ++j) {
+            const int64_t t = first + i;
+            const double f = get(factors.view, (t * heads + h) * max_seqlen + j);
+            const double o = get(out.view, t * D + h * d + j);
+            ASSERT_EQ(o != 0.0, f != 0.0) << k().name << " p " << p << " row " << t << " head " << h << " key " << j;
+            EXPECT_NEAR(o * len, f, 1e-6 * f)
+                << k().name << " p " << p << " row " << t << " head " << h << " key " << j;
+            (f != 0.0 ? kept : dropped)++;
+          }
+      first += len;
+    }
+    EXPECT_GT(kept, 0);
+    EXPECT_GT(dropped, 0);
+  }
+}
+
+// p = 0 is no dropout at all: any key gives the bits of the default call.
+// p = 1 drops everything: out and the gradients are zeros (no NaN), lse is
+// the undropped one. p outside [0, 1] is refused.
+TEST_P(Semantics, AttentionDropoutEdges) {
+  for (DType at : {DType::f32, DType::bf16}) {
+    Rng rng(26);
+    const std::vector<int> lens = {1, 30, 34};
+    const int heads = 2, d = 24;
+    const int64_t T = total(lens), C = 3 * heads * d, D = heads * d;
+    Tensor qkv = random(rng, at, {T, C}, -2.5f, 2.5f), cu = cu_seqlens(lens), dout = random(rng, at, {T, D});
+    Tensor out0 = make(at, {T, D}), lse0 = make(DType::f32, {T, heads}), dqkv0 = make(at, {T, C});
+    k().attention_train(out0.view, lse0.view, qkv.view, cu.view, heads, longest(lens), {});
+    k().attention_backward(dqkv0.view, dout.view, qkv.view, out0.view, lse0.view, cu.view, heads, longest(lens), {});
+    const Ops::AttentionDropout zero{0.0f, 0x1234, 9, 2};
+    Tensor out = make(at, {T, D}), lse = make(DType::f32, {T, heads}), dqkv = make(at, {T, C});
+    k().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), zero);
+    k().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens), zero);
+    EXPECT_EQ(values(out.view), values(out0.view)) << k().name << " p = 0 out " << dname(at);
+    EXPECT_EQ(values(lse.view), values(lse0.view)) << k().name << " p = 0 lse " << dname(at);
+    EXPECT_EQ(values(dqkv.view), values(dqkv0.view)) << k().name << " p = 0 dqkv " << dname(at);
+
+    const Ops::AttentionDropout all{1.0f, 0x1234, 9, 2};
+    Tensor out1 = random(rng, at, {T, D}), lse1 = make(DType::f32, {T, heads}), dqkv1 = random(rng, at, {T, C});
+    k().attention_train(out1.view, lse1.view, qkv.view, cu.view, heads, longest(lens), all);
+    k().attention_backward(dqkv1.view, dout.view, qkv.view, out1.view, lse1.view, cu.view, heads, longest(lens), all);
+    for (double v : values(out1.view)) ASSERT_EQ(v, 0.0) << k().name << " p = 1 out " << dname(at);
+    for (double v : values(dqkv1.view)) ASSERT_EQ(v, 0.0) << k().name << " p = 1 dqkv " << dname(at);
+    EXPECT_EQ(values(lse1.view), values(lse0.view)) << k().name << " p = 1 lse " << dname(at);
+
+    for (float bad : {-0.1f, 1.5f, NAN}) {
+      const Ops::AttentionDropout b{bad, 1, 0, 0};
+      EXPECT_THROW(k().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), b), Error)
+          << k().name << " p " << bad;
+      EXPECT_THROW(k().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads,
+                                          longest(lens), b),
+                   Error)
+          << k().name << " p " << bad;
+    }
   }
 }
 

@@ -13,16 +13,21 @@
 // result depends on its own sequence alone (tested).
 // attention_train is the same kernel, also storing each query row's
 // log-sum-exp (max + log rowsum) for the backward (fast_backward_attention.cc).
+// With attention dropout (a separate instantiation, so inference carries no
+// trace of it) each row of exp(S - max) is multiplied by its mask factors
+// (0 or f32(1 / (1 - p)), drawn by Philox at flat index
+// (t * heads + h) * max_seqlen + j) after its sum is taken, before P V: the
+// denominator and lse stay the undropped ones.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
-#include "core/error.h"
 #include "cpu/fast/fast_backward.h"
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_math.h"
 #include "cpu/fast/fast_ops.h"
+#include "cpu/fast/fast_philox.h"
 #include "cpu/ref/op_checks_backward.h"
 
 namespace stoke::cpu::fast {
@@ -63,6 +68,12 @@ struct Geometry {
   int64_t heads;  // number of heads
   int64_t d;      // head dim
   float scale;    // 1 / sqrt(d)
+};
+
+// The attention-probability dropout of a training call.
+struct Dropout {
+  MaskKey key;
+  int64_t max_seqlen;  // the row stride of the mask's flat index
 };
 
 // s[r][0:Lp] = q[r][0:d] . kt[0:d][0:Lp] for kRows rows; Lp a multiple of kLanes.
@@ -118,16 +129,18 @@ STOKE_CPU_CLONES void softmax_rows(float* s, int64_t n, int64_t Lp, int64_t len,
   }
 }
 
-// The calling thread's scratch, sized for the longest sequence of the call.
+// The calling thread's scratch, sized for the longest sequence of the call
+// (f, one row of mask factors, only with dropout).
 struct Scratch {
-  std::vector<float> kt, v, q, s, o;
-  Scratch(int64_t longest, int64_t d) {
+  std::vector<float> kt, v, q, s, o, f;
+  Scratch(int64_t longest, int64_t d, bool dropout) {
     const int64_t Lp = round_up(std::max<int64_t>(longest, 1), kLanes), dp = round_up(d, kLanes);
     kt.resize(static_cast<size_t>(d * Lp));
     v.resize(static_cast<size_t>(Lp * dp));
     q.resize(static_cast<size_t>(round_up(kQueryBlock, kRows) * d));
     s.resize(static_cast<size_t>(kRows * Lp));
     o.resize(static_cast<size_t>(kRows * dp));
+    if (dropout) f.resize(static_cast<size_t>(Lp + 6));  // (mask_factors' whole blocks)
   }
 };
 
@@ -142,8 +155,10 @@ inline void prefetch_row(const T* row, const Item& it, const Geometry& g) {
 }
 
 // lse (null for inference): the training forward's log-sum-exp [T, heads].
-template <class T>
-STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Item& it, const Geometry& g, Scratch& w) {
+// kDropout: mask the probabilities with *drop (null otherwise).
+template <class T, bool kDropout>
+STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* drop, const Item& it, const Geometry& g,
+                             Scratch& w) {
   const int64_t len = it.len, d = g.d, C = g.C;
   const int64_t Lp = round_up(len, kLanes), dp = round_up(d, kLanes);
   // One pass over the sequence's rows widens K^T [d, Lp], V [Lp, dp] and the
@@ -178,6 +193,16 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Item& it, c
     const int64_t n = std::min(kRows, n_all - r0);  // real rows of this block
     scores_block(qs + r0 * d, d, kt, Lp, s);
     softmax_rows(s, n, Lp, len, sums, maxes);
+    if constexpr (kDropout) {
+      for (int64_t r = 0; r < n; ++r) {
+        const int64_t t = it.first + it.i0 + r0 + r;
+        const float* f =
+            mask_factors(drop->key, static_cast<uint64_t>((t * g.heads + it.head) * drop->max_seqlen), len, w.f.data());
+        float* x = s + r * Lp;
+#pragma omp simd
+        for (int64_t j = 0; j < len; ++j) x[j] *= f[j];
+      }
+    }
     values_block(s, Lp, len, v, dp, o);
     for (int64_t r = 0; r < n; ++r) {
       const float inv = 1.0f / sums[r];
@@ -188,8 +213,9 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Item& it, c
   }
 }
 
+// drop: null for no dropout (inference, or p = 0).
 void attention_with_lse(const AttentionShape& shape, const TensorView& out, const TensorView& qkv,
-                        const TensorView& cu_seqlens, float* lse) {
+                        const TensorView& cu_seqlens, float* lse, const Dropout* drop) {
   const int32_t* cu = cu_seqlens.as<const int32_t>();
   std::vector<Item> items;
   int64_t longest = 0;
@@ -213,9 +239,16 @@ void attention_with_lse(const AttentionShape& shape, const TensorView& out, cons
     T* dst = out.as<T>();
 #pragma omp parallel if (parallel)
     {
-      Scratch scratch(longest, g.d);
+      Scratch scratch(longest, g.d, drop != nullptr);
+      if (drop) {
 #pragma omp for schedule(dynamic)
-      for (int64_t n = 0; n < n_items; ++n) attend(src, dst, lse, items[static_cast<size_t>(n)], g, scratch);
+        for (int64_t n = 0; n < n_items; ++n)
+          attend<T, true>(src, dst, lse, drop, items[static_cast<size_t>(n)], g, scratch);
+      } else {
+#pragma omp for schedule(dynamic)
+        for (int64_t n = 0; n < n_items; ++n)
+          attend<T, false>(src, dst, lse, nullptr, items[static_cast<size_t>(n)], g, scratch);
+      }
     }
   });
 }
@@ -223,16 +256,18 @@ void attention_with_lse(const AttentionShape& shape, const TensorView& out, cons
 }  // namespace
 
 void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen) {
-  attention_with_lse(check_attention(out, qkv, cu_seqlens, heads, max_seqlen), out, qkv, cu_seqlens, nullptr);
+  attention_with_lse(check_attention(out, qkv, cu_seqlens, heads, max_seqlen), out, qkv, cu_seqlens, nullptr,
+                     nullptr);
 }
 
 // The training forward: the same kernel, also keeping lse = max + log(sum) of
-// each softmax row (scores already scaled by 1/sqrt(d)).
+// each softmax row (scores already scaled by 1/sqrt(d)), and masking the
+// probabilities when p > 0 (p = 0 runs the very code of inference).
 void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
                      const TensorView& cu_seqlens, int heads, int max_seqlen, const Ops::AttentionDropout& dropout) {
-  if (dropout.p != 0.0f) throw Error(Errc::unsupported, "attention dropout is not implemented yet");
-  attention_with_lse(check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen), out, qkv, cu_seqlens,
-                     lse.as<float>());
+  const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout);
+  const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step, dropout.tensor_id), max_seqlen};
+  attention_with_lse(shape, out, qkv, cu_seqlens, lse.as<float>(), dropout.p > 0.0f ? &drop : nullptr);
 }
 
 }  // namespace stoke::cpu::fast

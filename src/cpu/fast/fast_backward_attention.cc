@@ -9,14 +9,18 @@
 // Every inner loop runs over the keys, contiguous in the transposed layouts,
 // so it vectorises whatever the head dim. P is recomputed from q, k and the
 // saved lse (no [len, len] matrix is kept).
+// With attention dropout (a separate instantiation) the row's mask factors
+// m_j (0 or f32(1 / (1 - p)), the forward's, redrawn from Philox at flat index
+// (t * heads + h) * max_seqlen + j) enter as
+//                      pd = p m,  ds = p (dp m - dout_i · out_i),  dV^T += dout_i pd
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "core/error.h"
 #include "cpu/fast/fast_backward.h"
 #include "cpu/fast/fast_backward_common.h"
 #include "cpu/fast/fast_math.h"
+#include "cpu/fast/fast_philox.h"
 #include "cpu/ref/op_checks_backward.h"
 
 namespace stoke::cpu::fast {
@@ -32,20 +36,32 @@ struct Geometry {
   float scale;
 };
 
+// The attention-probability dropout of the forward being differentiated.
+struct Dropout {
+  MaskKey key;
+  int64_t max_seqlen;  // the row stride of the mask's flat index
+};
+
 struct Scratch {
-  std::vector<float> kt, vt, dkt, dvt, qs, dq, s, dp;
-  Scratch(int64_t longest, int64_t d) {
+  std::vector<float> kt, vt, dkt, dvt, qs, dq, s, dp, f;
+  Scratch(int64_t longest, int64_t d, bool dropout) {
     const size_t n = static_cast<size_t>(std::max<int64_t>(longest, 1) * d);
     for (auto* v : {&kt, &vt, &dkt, &dvt, &qs, &dq}) v->resize(n);
     s.resize(static_cast<size_t>(std::max<int64_t>(longest, 1)));
     dp.resize(s.size());
+    if (dropout) f.resize(s.size() + 6);  // (mask_factors' whole blocks)
   }
 };
 
 // One query row: scores and dout·v over the keys, then the softmax gradient,
-// in place: s becomes p, dp becomes ds.
+// in place: s becomes p (p m with dropout: what dV takes), dp becomes ds.
+// kDropout: first draws the row's mask factors, flat indices [first, first +
+// len), using fbuf.
+template <bool kDropout>
 STOKE_CPU_CLONES void row_scores(const float* q, const float* dout, const float* kt, const float* vt, int64_t d,
-                                 int64_t len, float l, float D, float* s, float* dp) {
+                                 int64_t len, float l, float D, const MaskKey* key, uint64_t first, float* fbuf,
+                                 float* s, float* dp) {
+  const float* f = kDropout ? mask_factors(*key, first, len, fbuf) : nullptr;
   std::fill(s, s + len, 0.0f);
   std::fill(dp, dp + len, 0.0f);
   for (int64_t c = 0; c < d; ++c) {
@@ -62,8 +78,13 @@ STOKE_CPU_CLONES void row_scores(const float* q, const float* dout, const float*
   for (int64_t j = 0; j < len; ++j) {
     const float z = s[j] - l;  // <= 0 up to rounding
     const float p = z < -69.0f ? 0.0f : exp_approx(z);  // (as the forward: no subnormal products)
-    s[j] = p;
-    dp[j] = p * (dp[j] - D);
+    if constexpr (kDropout) {
+      s[j] = p * f[j];
+      dp[j] = p * (dp[j] * f[j] - D);
+    } else {
+      s[j] = p;
+      dp[j] = p * (dp[j] - D);
+    }
   }
 }
 
@@ -86,8 +107,9 @@ STOKE_CPU_CLONES void row_grads(const float* q, const float* dout, const float* 
   }
 }
 
+template <bool kDropout>
 void backward_item(const float* qkv, const float* out, const float* dout, const float* lse, float* dqkv,
-                   const Item& it, const Geometry& g, Scratch& w) {
+                   const Dropout* drop, const Item& it, const Geometry& g, Scratch& w) {
   const int64_t len = it.len, d = g.d, C = g.C, D = g.D;
   const int64_t qc = it.head * d, kc = (g.heads + it.head) * d, vc = (2 * g.heads + it.head) * d;
   float* kt = w.kt.data();
@@ -111,7 +133,9 @@ void backward_item(const float* qkv, const float* out, const float* dout, const 
     const float* o = out + t * D + it.head * d;
     float Di = 0.0f;
     for (int64_t c = 0; c < d; ++c) Di += go[c] * o[c];
-    row_scores(qs + i * d, go, kt, vt, d, len, lse[t * g.heads + it.head], Di, w.s.data(), w.dp.data());
+    const uint64_t mask_first = kDropout ? static_cast<uint64_t>((t * g.heads + it.head) * drop->max_seqlen) : 0;
+    row_scores<kDropout>(qs + i * d, go, kt, vt, d, len, lse[t * g.heads + it.head], Di,
+                         kDropout ? &drop->key : nullptr, mask_first, w.f.data(), w.s.data(), w.dp.data());
     row_grads(qs + i * d, go, w.s.data(), w.dp.data(), kt, dkt, dvt, d, len, g.scale, dqkv + t * C + qc);
   }
   for (int64_t j = 0; j < len; ++j) {
@@ -128,8 +152,8 @@ void backward_item(const float* qkv, const float* out, const float* dout, const 
 void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv, const TensorView& out,
                         const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen,
                         const Ops::AttentionDropout& dropout) {
-  if (dropout.p != 0.0f) throw Error(Errc::unsupported, "attention dropout is not implemented yet");
-  const AttentionShape shape = check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen);
+  const AttentionShape shape =
+      check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
   if (shape.T == 0) return;
   const int32_t* cu = cu_seqlens.as<const int32_t>();
   std::vector<Item> items;
@@ -152,11 +176,20 @@ void attention_backward(const TensorView& dqkv, const TensorView& dout, const Te
   const float* l = lse.as<const float>();
   const int64_t n_items = static_cast<int64_t>(items.size());
   const bool parallel = n_items > 1 && work >= static_cast<double>(kParallelMinElements) * 16;
+  const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step, dropout.tensor_id), max_seqlen};
+  const bool dropping = dropout.p > 0.0f;  // p = 0: the code without dropout, bit for bit
 #pragma omp parallel if (parallel)
   {
-    Scratch scratch(longest, g.d);
+    Scratch scratch(longest, g.d, dropping);
+    if (dropping) {
 #pragma omp for schedule(dynamic)
-    for (int64_t n = 0; n < n_items; ++n) backward_item(x, o, go, l, dx, items[static_cast<size_t>(n)], g, scratch);
+      for (int64_t n = 0; n < n_items; ++n)
+        backward_item<true>(x, o, go, l, dx, &drop, items[static_cast<size_t>(n)], g, scratch);
+    } else {
+#pragma omp for schedule(dynamic)
+      for (int64_t n = 0; n < n_items; ++n)
+        backward_item<false>(x, o, go, l, dx, nullptr, items[static_cast<size_t>(n)], g, scratch);
+    }
   }
   finish_output(dqkv, dx);
 }

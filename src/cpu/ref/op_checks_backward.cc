@@ -109,6 +109,12 @@ void need_weight(const char* op, const char* name, const TensorView& t, int64_t 
   need_dim(op, name, t, 0, n);
 }
 
+// The attention-probability dropout's p (NaN fails too).
+void need_dropout_p(const char* op, const Ops::AttentionDropout& dropout) {
+  if (!(dropout.p >= 0.0f && dropout.p <= 1.0f))
+    fail(op, fmt::format("attention dropout p = {}, expected a probability in [0, 1]", dropout.p));
+}
+
 }  // namespace
 
 LinearShape check_linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db,
@@ -289,8 +295,10 @@ RowsShape check_tanh_backward(const TensorView& dx, const TensorView& dy, const 
 }
 
 AttentionShape check_attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                                     const TensorView& cu_seqlens, int heads, int max_seqlen) {
+                                     const TensorView& cu_seqlens, int heads, int max_seqlen,
+                                     const Ops::AttentionDropout& dropout) {
   const char* op = "attention_train";
+  need_dropout_p(op, dropout);
   const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen);
   need(op, "lse", lse, 2);
   need_dtype(op, "lse", lse, DType::f32);
@@ -303,8 +311,9 @@ AttentionShape check_attention_train(const TensorView& out, const TensorView& ls
 
 AttentionShape check_attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                                         const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens,
-                                        int heads, int max_seqlen) {
+                                        int heads, int max_seqlen, const Ops::AttentionDropout& dropout) {
   const char* op = "attention_backward";
+  need_dropout_p(op, dropout);
   const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen);
   need_rows(op, "dout", dout, s.T, s.heads * s.d);
   need(op, "lse", lse, 2);

@@ -31,11 +31,13 @@ RowsShape check_bias_gelu_train(const TensorView& x, const TensorView& pre, cons
 RowsShape check_bias_gelu_backward(const TensorView& dx, const TensorView& dbias, const TensorView& dy,
                                    const TensorView& pre);
 RowsShape check_tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y);
+// The attention checks also refuse a dropout probability outside [0, 1].
 AttentionShape check_attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                                     const TensorView& cu_seqlens, int heads, int max_seqlen);
+                                     const TensorView& cu_seqlens, int heads, int max_seqlen,
+                                     const Ops::AttentionDropout& dropout);
 AttentionShape check_attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                                         const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens,
-                                        int heads, int max_seqlen);
+                                        int heads, int max_seqlen, const Ops::AttentionDropout& dropout);
 RowsShape check_gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows);  // {B, H}
 PoolShape check_pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h,
                               const TensorView& cu_seqlens, PoolingMode mode);
