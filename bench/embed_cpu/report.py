@@ -11,6 +11,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from cpu_load import load_line  # noqa: E402  (bench/common/cpu_load.py)
+
 
 def flops(cfg, lengths):
     """Forward FLOPs of the encoder for texts of these lengths, no padding:
@@ -184,14 +187,7 @@ def main():
     print("  oneDNN peak (median call) of that precision = the share of compute time the model's matmuls would")
     print("  take at that rate. Torch/ST GFLOP/s count the same useful FLOPs (their padding is extra work, not")
     print("  counted).")
-    print(f"whole benchmark: {total_s} s", end="")
-    if others_s is not None:
-        share = max(others_s, 0) / max(total_s, 1)
-        print(f"; other processes on this machine used {max(others_s, 0):.0f} CPU seconds meanwhile "
-              f"({share:.2f} of a core on average: " + ("quiet enough)" if share <= 0.1 else
-                                                        "too busy for these numbers, rerun on a quiet machine)"))
-    else:
-        print()
+    print(load_line(total_s, others_s))
 
 
 if __name__ == "__main__":

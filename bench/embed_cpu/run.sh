@@ -27,15 +27,11 @@ texts_bert="${BENCH_TEXTS_BERT:-500}"
 models="${BENCH_MODELS:-minilm-l6 bert-base}"
 precisions="${BENCH_PRECISIONS:-f32 bf16}"
 threads=2
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
 t_start=$(date +%s)
-# Busy CPU seconds of the whole machine (user+nice+system+irq+softirq+steal):
-# what is left after subtracting this script's own CPU time was other work,
-# which on 2 shared cores skews every number, so the report states it.
-busy() { awk '/^cpu / { printf "%.2f", ($2 + $3 + $4 + $7 + $8 + $9) / 100 }' /proc/stat; }
-busy_start=$(busy)
 say() { echo "embed_cpu: $*" >&2; }
+# cpu_load_start/cpu_load_others, torch_peer_setup: shared with bench/train_cpu
+source bench/common/cpu_peer.sh
+cpu_load_start
 now() { date +%s.%N; }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
 
@@ -53,40 +49,9 @@ if [ ! -x "$peak_bin" ] && ! ninja -C build/release bench_gemm_peak >/dev/null 2
 fi
 
 # ---- the PyTorch peers -------------------------------------------------------
-missing=()
-for p in python3-torch libopenblas0-openmp; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
-  say "installing ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-# Debian's torch calls the system libblas.so.3: the reference BLAS (~5 GFLOP/s)
-# unless the alternative points at OpenBLAS.
-alt=libblas.so.3-x86_64-linux-gnu
-openblas=/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3
-if [ "$(update-alternatives --query "$alt" | sed -n 's/^Value: //p')" != "$openblas" ]; then
-  say "pointing $alt at OpenBLAS (was: $(update-alternatives --query "$alt" | sed -n 's/^Value: //p'))"
-  $SUDO update-alternatives --set "$alt" "$openblas"
-fi
-# OpenBLAS 0.3.21 picks its kernels from the CPU model; one it does not know
-# (Emerald Rapids here) gets the generic Prescott (SSE3) kernels, ~7x slower
-# in f32. Inherited OPENBLAS_* settings are dropped, and where the
-# autodetected core is Prescott on an AVX-512/AVX2 CPU, the matching kernels
-# are named instead.
-torch_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
-core=$("${torch_env[@]}" OPENBLAS_VERBOSE=2 /usr/bin/python3 -c \
-  'import torch; torch.ones(64, 64) @ torch.ones(64, 64)' 2>&1 | sed -n 's/^Core: //p' | head -1)
-blas_note="OpenBLAS autodetected core: ${core:-unknown}"
-coretype=""
-if [ "$core" = "Prescott" ]; then
-  if grep -qw avx512f /proc/cpuinfo; then coretype=SkylakeX
-  elif grep -qw avx2 /proc/cpuinfo; then coretype=Haswell; fi
-fi
-if [ -n "$coretype" ]; then
-  torch_env+=(OPENBLAS_CORETYPE=$coretype)
-  blas_note+=" (its generic fallback: this CPU model is unknown to it), so the peer runs with OPENBLAS_CORETYPE=$coretype"
-fi
-say "$blas_note"
+# python3-torch, OpenBLAS for it, and the OPENBLAS_* settings it runs under
+# (see bench/common/cpu_peer.sh): sets torch_env and blas_note.
+torch_peer_setup
 
 st_py=.venv-bench-st/bin/python
 st_note=""
@@ -162,8 +127,5 @@ for model in $models; do
 done
 peak end
 
-# CPU seconds of this script's finished children (every command above).
-times >"$res/times.txt"  # a builtin with a redirect: no subshell, so the counts are this shell's
-ours=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } print s }' "$res/times.txt")
-others=$(awk -v b0="$busy_start" -v b1="$(busy)" -v o="$ours" 'BEGIN { printf "%.0f", b1 - b0 - o }')
+cpu_load_others  # sets $others: CPU seconds other processes used during the run
 /usr/bin/python3 bench/embed_cpu/report.py "$res" "$work" "$blas_note" "${st_note:-ran}" $(( $(date +%s) - t_start )) "$others"

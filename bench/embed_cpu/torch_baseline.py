@@ -22,7 +22,11 @@ import torch
 import torch.nn.functional as F
 
 
+SAFETENSORS_DTYPES = {"F32": "<f4", "F64": "<f8", "I64": "<i8"}
+
+
 def read_safetensors(path):
+    """name -> torch tensor (f32; also f64 and int64, as goldens and position_ids have)."""
     with open(path, "rb") as f:
         n = int.from_bytes(f.read(8), "little")
         header = json.loads(f.read(n))
@@ -31,35 +35,50 @@ def read_safetensors(path):
     for name, h in header.items():
         if name == "__metadata__":
             continue
-        assert h["dtype"] == "F32", (name, h["dtype"])
+        assert h["dtype"] in SAFETENSORS_DTYPES, (name, h["dtype"])
         b, e = h["data_offsets"]
-        out[name] = torch.from_numpy(np.array(data[b:e]).view("<f4").reshape(h["shape"]))
+        out[name] = torch.from_numpy(np.array(data[b:e]).view(SAFETENSORS_DTYPES[h["dtype"]]).reshape(h["shape"]))
     return out
 
 
 class Bert:
-    def __init__(self, model_dir, dtype):
+    """The encoder of transformers' BertModel. Inference (bench/embed_cpu):
+    weights as plain tensors of `dtype`. Training (bench/train_cpu):
+    trainable=True makes them leaf nn.Parameters (keep dtype f32: master
+    weights, with autocast for bf16) and hidden() takes dropout rates.
+    Reads BertModel names, or BertFor*'s "bert."-prefixed ones."""
+
+    def __init__(self, model_dir, dtype, trainable=False, weights=None):
         with open(os.path.join(model_dir, "config.json")) as f:
             self.cfg = cfg = json.load(f)
-        w = read_safetensors(os.path.join(model_dir, "model.safetensors"))
+        w = weights if weights is not None else read_safetensors(os.path.join(model_dir, "model.safetensors"))
+        prefix = "bert." if "bert.embeddings.word_embeddings.weight" in w else ""
         self.heads = cfg["num_attention_heads"]
         self.eps = cfg["layer_norm_eps"]
         self.dtype = dtype
+        self.params = {}  # name -> parameter, when trainable (Q, K, V fused into one "...qkv")
+
+        def leaf(name, x):
+            x = x.to(dtype).contiguous()
+            if trainable:
+                x = self.params[name] = torch.nn.Parameter(x)
+            return x
 
         def t(name):
-            return w[name].to(dtype).contiguous()
+            return leaf(name, w[prefix + name])
 
         self.word = t("embeddings.word_embeddings.weight")            # (V, H)
         self.pos = t("embeddings.position_embeddings.weight")         # (P, H)
-        self.type0 = t("embeddings.token_type_embeddings.weight")[0]  # (H,)
+        self.type_emb = t("embeddings.token_type_embeddings.weight")  # (T, H); every token is type 0
         self.emb_ln = (t("embeddings.LayerNorm.weight"), t("embeddings.LayerNorm.bias"))
         self.layers = []
         for i in range(cfg["num_hidden_layers"]):
             p = f"encoder.layer.{i}."
             a = p + "attention.self."
+            qkv = [prefix + a + n for n in ("query", "key", "value")]
             self.layers.append(dict(
-                wqkv=torch.cat([t(a + "query.weight"), t(a + "key.weight"), t(a + "value.weight")]),  # (3H, H)
-                bqkv=torch.cat([t(a + "query.bias"), t(a + "key.bias"), t(a + "value.bias")]),        # (3H,)
+                wqkv=leaf(a + "qkv.weight", torch.cat([w[n + ".weight"] for n in qkv])),  # (3H, H)
+                bqkv=leaf(a + "qkv.bias", torch.cat([w[n + ".bias"] for n in qkv])),      # (3H,)
                 wo=t(p + "attention.output.dense.weight"), bo=t(p + "attention.output.dense.bias"),  # (H, H)
                 ln1=(t(p + "attention.output.LayerNorm.weight"), t(p + "attention.output.LayerNorm.bias")),
                 wi=t(p + "intermediate.dense.weight"), bi=t(p + "intermediate.dense.bias"),          # (I, H)
@@ -68,27 +87,45 @@ class Bert:
             ))
         self.sdpa = getattr(F, "scaled_dot_product_attention", None)  # torch >= 2.0
 
-    def embed(self, ids, mask):
-        """ids, mask: (B, S) int64 -> mean-pooled (B, H) f32."""
+    def hidden(self, ids, mask, dropout=0.0, attn_dropout=0.0):
+        """ids, mask: (B, S) int64 -> last hidden states (B, S, H). Dropout
+        where BertModel has it (embeddings, attention probabilities, the
+        attention and FFN outputs before their residual add), only when a rate
+        is given."""
         B, S = ids.shape
         H = self.word.shape[1]
         nh, hd = self.heads, H // self.heads
-        x = self.word[ids] + self.pos[:S] + self.type0                     # (B, S, H)
+        x = F.embedding(ids, self.word) + self.pos[:S] + self.type_emb[0]  # (B, S, H), as nn.Embedding
         x = F.layer_norm(x, (H,), *self.emb_ln, self.eps)
+        if dropout:
+            x = F.dropout(x, dropout)
         # Additive key mask, as BertModel builds it: 0 to keep, dtype min to drop.
         add = (1.0 - mask[:, None, None, :].to(self.dtype)) * torch.finfo(self.dtype).min  # (B, 1, 1, S)
         for L in self.layers:
             qkv = F.linear(x, L["wqkv"], L["bqkv"]).view(B, S, 3, nh, hd).permute(2, 0, 3, 1, 4)
             q, k, v = qkv[0], qkv[1], qkv[2]                                # (B, nh, S, hd)
             if self.sdpa is not None:
-                ctx = self.sdpa(q, k, v, attn_mask=add)
+                ctx = self.sdpa(q, k, v, attn_mask=add, dropout_p=attn_dropout)
             else:
                 scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(hd) + add
-                ctx = torch.matmul(torch.softmax(scores, dim=-1), v)
+                probs = torch.softmax(scores, dim=-1)
+                if attn_dropout:
+                    probs = F.dropout(probs, attn_dropout)
+                ctx = torch.matmul(probs, v)
             ctx = ctx.transpose(1, 2).reshape(B, S, H)
-            x = F.layer_norm(x + F.linear(ctx, L["wo"], L["bo"]), (H,), *L["ln1"], self.eps)
-            h = F.gelu(F.linear(x, L["wi"], L["bi"]))
-            x = F.layer_norm(x + F.linear(h, L["wf"], L["bf"]), (H,), *L["ln2"], self.eps)
+            o = F.linear(ctx, L["wo"], L["bo"])
+            if dropout:
+                o = F.dropout(o, dropout)
+            x = F.layer_norm(x + o, (H,), *L["ln1"], self.eps)
+            h = F.linear(F.gelu(F.linear(x, L["wi"], L["bi"])), L["wf"], L["bf"])
+            if dropout:
+                h = F.dropout(h, dropout)
+            x = F.layer_norm(x + h, (H,), *L["ln2"], self.eps)
+        return x
+
+    def embed(self, ids, mask):
+        """ids, mask: (B, S) int64 -> mean-pooled (B, H) f32."""
+        x = self.hidden(ids, mask)
         m = mask[:, :, None].to(torch.float32)
         return (x.float() * m).sum(1) / m.sum(1).clamp(min=1e-9)
 

@@ -39,12 +39,10 @@ batch_tokens="${BENCH_BATCH_TOKENS:-16384}"
 repeat="${BENCH_REPEAT:-1}"
 max_length=128
 t_start=$(date +%s)
-# Busy CPU seconds of the whole machine (user+nice+system+irq+softirq+steal):
-# what is left after subtracting this script's own CPU time was other work,
-# which on 2 shared cores skews every number, so the report states it.
-busy() { awk '/^cpu / { printf "%.2f", ($2 + $3 + $4 + $7 + $8 + $9) / 100 }' /proc/stat; }
-busy_start=$(busy)
 say() { echo "pipeline: $*" >&2; }
+# cpu_load_start/cpu_load_others: shared with bench/embed_cpu and bench/train_cpu
+source bench/common/cpu_peer.sh
+cpu_load_start
 now() { date +%s.%N; }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
 
@@ -112,8 +110,5 @@ for prec in $precisions; do
   done
 done
 
-# CPU seconds of this script's finished children (every command above).
-times >"$res/times.txt"  # a builtin with a redirect: no subshell, so the counts are this shell's
-ours=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } print s }' "$res/times.txt")
-others=$(awk -v b0="$busy_start" -v b1="$(busy)" -v o="$ours" 'BEGIN { printf "%.0f", b1 - b0 - o }')
+cpu_load_others  # sets $others: CPU seconds other processes used during the run
 /usr/bin/python3 bench/pipeline/report.py "$res" $(( $(date +%s) - t_start )) "$others"
