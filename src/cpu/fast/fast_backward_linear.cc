@@ -1,10 +1,15 @@
-// linear_backward through oneDNN matmul, in f32:
+// linear_backward through oneDNN matmul:
 //   da[M,K]  = dy[M,N] · w[N,K]       (w read in its nn.Linear layout)
 //   dw[N,K] += dy^T[N,M] · a[M,K]     (dy read transposed through strides {1, N},
 //                                      no copy; "+=" is matmul's sum post-op)
 //   db[N]   += column sums of dy      (column_sums_add: fixed-order blocks)
-// bf16/f16 operands are widened to f32 first (f32 gradients for f32 master
-// weights, DESIGN "Precision"); a low-precision da is narrowed at the end.
+// The products run in the precision of the forward: when a and w are bf16 and
+// the CPU multiplies bf16 natively (AMX / AVX512-BF16), dy is rounded to bf16
+// once and both GEMMs take bf16 operands with f32 accumulation into f32
+// outputs — what torch.autocast's backward does, and where bf16 training gets
+// its speed. Otherwise the operands are widened to f32. Gradients (dw, db, an
+// f32 da) are f32 either way (f32 master weights, DESIGN "Precision"); a
+// low-precision da is narrowed at the end. db always sums the f32 dy.
 // Primitives are cached by shape, strides and accumulation (all dims
 // compile-time, as in fast_linear.cc, for the same reason: oneDNN 2.6 picks
 // slower kernels for runtime dims), in an LRU of kCacheCapacity entries.
@@ -15,7 +20,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/half.h"
 #include "cpu/fast/fast_backward.h"
+#include "cpu/kernels.h"
 #include "cpu/fast/fast_backward_common.h"
 #include "cpu/ref/op_checks_backward.h"
 
@@ -31,16 +38,19 @@ dnnl::engine& engine() {
   return e;
 }
 
-// dst[M,N] (+)= src[M,K] · wei[K,N], f32, with the given element strides.
+// dst[M,N] (+)= src[M,K] · wei[K,N], f32 dst, with the given element strides;
+// src and wei both f32, or both bf16.
 struct Gemm {
   int64_t M, N, K;
   int64_t src_s0, src_s1;  // strides of src's [M, K]
   int64_t wei_s0, wei_s1;  // strides of wei's [K, N]
   bool accumulate;
+  bool bf16 = false;
   auto operator<=>(const Gemm&) const = default;
 
-  dnnl::memory::desc src() const { return dnnl::memory::desc({M, K}, dt::f32, {src_s0, src_s1}); }
-  dnnl::memory::desc wei() const { return dnnl::memory::desc({K, N}, dt::f32, {wei_s0, wei_s1}); }
+  dt in() const { return bf16 ? dt::bf16 : dt::f32; }
+  dnnl::memory::desc src() const { return dnnl::memory::desc({M, K}, in(), {src_s0, src_s1}); }
+  dnnl::memory::desc wei() const { return dnnl::memory::desc({K, N}, in(), {wei_s0, wei_s1}); }
   dnnl::memory::desc dst() const { return dnnl::memory::desc({M, N}, dt::f32, {N, 1}); }
 };
 
@@ -84,12 +94,12 @@ Cache& cache() {
   return c;
 }
 
-void run(const Gemm& g, const float* src, const float* wei, float* dst) {
+void run(const Gemm& g, const void* src, const void* wei, float* dst) {
   dnnl::matmul prim = cache().get(g);
   thread_local dnnl::stream stream(engine());
   auto& e = engine();
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(g.src(), e, const_cast<float*>(src))},
-                                             {DNNL_ARG_WEIGHTS, dnnl::memory(g.wei(), e, const_cast<float*>(wei))},
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(g.src(), e, const_cast<void*>(src))},
+                                             {DNNL_ARG_WEIGHTS, dnnl::memory(g.wei(), e, const_cast<void*>(wei))},
                                              {DNNL_ARG_DST, dnnl::memory(g.dst(), e, dst)}};
   prim.execute(stream, args);
   stream.wait();
@@ -119,12 +129,26 @@ void linear_backward(const TensorView& da, const TensorView& dw, const TensorVie
   const LinearShape shape = check_linear_backward(da, dw, db, dy, a, w);
   const int64_t M = shape.M, N = shape.N, K = shape.K;
   thread_local std::vector<float> dy_buf, a_buf, w_buf, da_buf;
+  thread_local std::vector<bf16> dy_low;
   const float* g = f32_input(dy, dy_buf);
+  const bool low = a.dtype == DType::bf16 && w.dtype == DType::bf16 && cpu_has_native_bf16() && M * N > 0;
+  const void* g_in = g;
+  if (low) {
+    if (dy.dtype == DType::bf16) {
+      g_in = dy.data;
+    } else {
+      dy_low.resize(static_cast<size_t>(M * N));
+      convert_n(g, DType::f32, dy_low.data(), DType::bf16, M * N);
+      g_in = dy_low.data();
+    }
+  }
   try {
     if (!da.empty() && M * K > 0) {
       float* out = f32_output(da, da_buf);
       if (N == 0) {
         std::fill(out, out + M * K, 0.0f);
+      } else if (low) {
+        run(Gemm{M, K, N, N, 1, K, 1, false, true}, g_in, w.data, out);
       } else {
         const float* wf = f32_input(w, w_buf);
         run(Gemm{M, K, N, N, 1, K, 1, false}, g, wf, out);
@@ -132,8 +156,12 @@ void linear_backward(const TensorView& da, const TensorView& dw, const TensorVie
       finish_output(da, out);
     }
     if (!dw.empty() && N * K > 0 && M > 0) {
-      const float* af = f32_input(a, a_buf);
-      run(Gemm{N, K, M, 1, N, K, 1, true}, g, af, dw.as<float>());
+      if (low) {
+        run(Gemm{N, K, M, 1, N, K, 1, true, true}, g_in, a.data, dw.as<float>());
+      } else {
+        const float* af = f32_input(a, a_buf);
+        run(Gemm{N, K, M, 1, N, K, 1, true}, g, af, dw.as<float>());
+      }
     }
   } catch (const dnnl::error& e) {
     throw Error(Errc::internal, std::string("linear_backward: oneDNN matmul failed: ") + e.what() + " (dy " +
