@@ -5,6 +5,7 @@
 // layout, and the errors a user can cause.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -236,6 +237,63 @@ TEST(TrainCli, UserErrorsSayWhatAndWhere) {
   auto f16 = test::run_stoke(base + " --output " + (root / "e").string() + " --max-steps 1 --precision f16");
   EXPECT_EQ(f16.status, 1);
   EXPECT_NE(f16.err.find("bf16"), std::string::npos) << f16.err;
+}
+
+// K micro-batches of B accumulate to the gradient of one batch of K x B (the
+// loss is the mean over the optimizer step's examples either way).
+TEST(TrainCli, GradientAccumulationEqualsTheLargerBatch) {
+  const fs::path data = corpus_file("accum", 0, 24);
+  const fs::path root = test::scratch_dir("cli-train-accum");
+  const std::string base = "train --model " + model("tiny-bert") + " --train " + data.string() +
+                           " --max-steps 3 --no-shuffle --dropout 0 --lr 1e-3 --quiet";
+  ASSERT_EQ(test::run_stoke(base + " --batch-size 8 --output " + (root / "big").string()).status, 0);
+  ASSERT_EQ(test::run_stoke(base + " --batch-size 4 --grad-accum 2 --output " + (root / "accum").string()).status, 0);
+  auto big = SafetensorsFile::open(root / "big" / "model.safetensors");
+  auto accum = SafetensorsFile::open(root / "accum" / "model.safetensors");
+  for (const StoredTensor& t : big->tensors()) {
+    const StoredTensor* u = accum->find(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    std::vector<float> a(static_cast<size_t>(t.numel())), b(a.size());
+    std::memcpy(a.data(), t.data.data(), a.size() * 4);
+    std::memcpy(b.data(), u->data.data(), b.size() * 4);
+    std::vector<double> want(a.begin(), a.end());
+    if (t.name.find("attention.self.key.bias") != std::string::npos) {
+      // Its gradient is zero up to rounding noise, which AdamW scales up to
+      // lr-sized steps: different summation orders give different noise.
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 3e-3) << t.name;
+      continue;
+    }
+    EXPECT_LE(relative_error(b, want), 1e-5) << t.name;
+  }
+  const json run = json::parse(read_file(root / "accum" / "run.json"));
+  EXPECT_EQ(run["settings"]["effective_batch"], 8);
+}
+
+// --batch-size auto picks the largest power of two whose workspace fits the
+// budget; --lr-scale-from applies the linear scaling rule to it.
+TEST(TrainCli, AutoBatchSizeFitsTheBudgetAndScalesTheLearningRate) {
+  const fs::path data = corpus_file("auto", 0, 64);
+  const fs::path root = test::scratch_dir("cli-train-auto");
+  const std::string base = "train --model " + model("tiny-bert") + " --train " + data.string() +
+                           " --max-steps 1 --batch-size auto --max-batch-size 32 --lr-scale-from 8 --lr 1e-4";
+  auto batch_for = [&](const std::string& budget, const std::string& name) {
+    const auto r = test::run_stoke(base + " --memory-budget " + budget + " --output " + (root / name).string());
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("--batch-size auto: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("learning rate"), std::string::npos) << r.err;
+    const json run = json::parse(read_file(root / name / "run.json"));
+    const int64_t b = run["settings"]["batch_size"];
+    EXPECT_NEAR(run["settings"]["lr"].get<double>(), 1e-4 * static_cast<double>(b) / 8.0, 1e-12);
+    EXPECT_EQ(b & (b - 1), 0) << b;  // a power of two
+    return b;
+  };
+  const int64_t roomy = batch_for("4G", "roomy"), tight = batch_for("12M", "tight");
+  EXPECT_EQ(roomy, 32);  // capped by --max-batch-size
+  EXPECT_LT(tight, roomy);
+  EXPECT_GE(tight, 1);
+  const auto none = test::run_stoke(base + " --memory-budget 1K --output " + (root / "none").string());
+  EXPECT_EQ(none.status, 1);
+  EXPECT_NE(none.err.find("not even one example"), std::string::npos) << none.err;
 }
 
 TEST(TrainCli, NewLabelNamesGetANewHeadAndAreSaved) {

@@ -112,6 +112,48 @@ TEST_P(TrainGolden, LossGradientsAndTwoAdamWSteps) {
   }
 }
 
+// bf16 mixed precision: bf16 GEMM operands and attention, f32 master weights,
+// residual stream, LayerNorm and gradients. Each bf16 rounding is 2^-9
+// relative, so the loss and gradients stay within a few 1e-3 of the f32
+// goldens; the tolerances (loss 1e-2, gradients 5e-2, parameters after two
+// AdamW steps 2e-2) leave room for the tiny model's few long reductions and
+// still catch a missing term, which is an O(1) error.
+TEST(TrainGoldenBf16, LossGradientsAndStepsWithinBf16Tolerance) {
+  for (const char* model : {"tiny-bert", "tiny-xlmr"}) {
+    const Fixture fx = open_fixture(model);
+    const HfConfig& c = fx.folder.config;
+    const ModelWeights weights = open_model_folder_weights(fx.folder);
+    cpu::CpuBackend backend(cpu::fast_kernels());
+    auto enc = load_trainable_encoder(c, c, weights, backend, DType::bf16, TrainableInit{}, nullptr);
+    const int64_t n = enc->layout.numel();
+    auto metrics_buf = backend.allocate(3 * sizeof(double));
+    std::vector<double> zero3(3, 0.0);
+    backend.copy_to_device(metrics_buf->data(), zero3.data(), 3 * sizeof(double));
+    std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+    backend.copy_to_device(enc->grad_data(), zeros.data(), zeros.size() * 4);
+    EncoderTrainingRunner runner(*enc, backend, 8 * 128, 8);
+    const auto labels = golden_labels(fx, "train.");
+    MicroBatchKnobs knobs;
+    knobs.loss_scale = 1.0f / 8.0f;
+    runner.enqueue(pack_golden(fx, "train."), labels, {}, knobs, TensorView(metrics_buf->data(), DType::f64, {3}));
+    std::vector<double> m(3);
+    backend.copy_to_host(m.data(), metrics_buf->data(), 3 * sizeof(double));
+    backend.synchronize();
+    const double want = best_golden(*fx.golden, "loss")[0];
+    EXPECT_NEAR(m[0] / m[2], want, 1e-2 * want) << model;
+    double worst = 0;
+    for (const ParamSlot& s : enc->layout.slots()) {
+      if (s.name.find("attention.self.key.bias") != std::string::npos) continue;  // zero up to rounding
+      const double e = relative_error(std::vector<float>(enc->grad_data() + s.offset, enc->grad_data() + s.offset + s.numel),
+                                      golden(*fx.golden, "grad." + s.name));
+      worst = std::max(worst, e);
+      EXPECT_LE(e, 5e-2) << model << " grad " << s.name;
+    }
+    std::printf("%s bf16: loss %.6f (f32 golden %.6f), worst gradient relative error %.3g\n", model, m[0] / m[2], want,
+                worst);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, TrainGolden,
                          ::testing::Values(Case{"tiny-bert", "reference"}, Case{"tiny-bert", "fast"},
                                            Case{"tiny-xlmr", "reference"}, Case{"tiny-xlmr", "fast"}),
