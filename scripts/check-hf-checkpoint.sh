@@ -12,10 +12,10 @@ bin=build/release/apps/stoke/stoke
 py=.venv-bench-st/bin/python
 work=build/hf-check
 [ -x "$bin" ] || { scripts/setup.sh && scripts/build.sh release; }
-if ! "$py" -c "import transformers, torch" 2>/dev/null; then
-  echo "check-hf-checkpoint: installing torch + transformers from PyPI into .venv-bench-st" >&2
-  /usr/bin/python3 -m venv .venv-bench-st
-  "$py" -m pip install -q torch transformers sentence-transformers
+if ! "$py" -c "import transformers, torch, sentencepiece, google.protobuf" 2>/dev/null; then
+  echo "check-hf-checkpoint: installing torch + transformers (+ sentencepiece for XLM-R) from PyPI into .venv-bench-st" >&2
+  [ -x "$py" ] || /usr/bin/python3 -m venv .venv-bench-st
+  "$py" -m pip install -q torch transformers sentence-transformers sentencepiece protobuf
 fi
 rm -rf "$work" && mkdir -p "$work"
 head -n 40 "$fixtures/golden/texts.jsonl" > "$work/texts.jsonl"
