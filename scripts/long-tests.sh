@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The longer checks, run before an issue is resolved (not in CI): TSan build of
-# the unit and pipeline tests, 50 random kill -9s of an embed job, every corpus
-# text against the reference tokenizers, each fuzz target for a minute, and the
-# tokenizer and pipeline benchmarks.
+# the unit and pipeline tests, 50 random kill -9s of an embed job, 40 of a
+# training run, training checkpoints loaded by transformers, every corpus text
+# against the reference tokenizers, each fuzz target for a minute, and the
+# tokenizer, pipeline and training benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -21,6 +22,13 @@ scripts/build.sh release
 STOKE_KILL_TEST_KILLS="${STOKE_KILL_TEST_KILLS:-50}" build/release/tests/test_cli_embed_resume \
   --gtest_filter='EmbedKills.*:EmbedResume.CrashAtEveryCommitStep*'
 
+echo "== training killed at 40 random moments, resumed each time (bitwise)"
+STOKE_TRAIN_KILL_TEST_KILLS="${STOKE_TRAIN_KILL_TEST_KILLS:-40}" build/release/tests/test_cli_train \
+  --gtest_filter='TrainCli.RandomKills*:TrainCli.ResumeAfterKill*'
+
+echo "== training checkpoints load in transformers (PyPI) with stoke's logits"
+scripts/check-hf-checkpoint.sh
+
 echo "== corpus against the reference tokenizers"
 if [ ! -x .venv-bench/bin/python ]; then
   /usr/bin/python3 -m venv --system-site-packages .venv-bench
@@ -37,3 +45,6 @@ bench/tokenize/run.sh 5
 
 echo "== pipeline benchmark"
 bench/pipeline/run.sh
+
+echo "== training benchmark"
+bench/train_cpu/run.sh

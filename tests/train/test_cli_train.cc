@@ -4,11 +4,17 @@
 // saves and past a corrupted checkpoint (RELIABILITY 9), the output folder's
 // layout, and the errors a user can cause.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/file_util.h"
@@ -202,6 +208,54 @@ TEST(TrainCli, ResumeAfterKillIsBitwiseExact) {
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   EXPECT_NE(resumed.err.find("checkpoint-6: model.safetensors does not match its checksum"), std::string::npos)
       << resumed.err;
+  EXPECT_EQ(read_file(out / "model.safetensors"), want);
+}
+
+// kill -9 at random moments (loading, stepping, saving), resume each time:
+// the final model equals the uninterrupted run's, byte for byte.
+// STOKE_TRAIN_KILL_TEST_KILLS raises the count for the long run.
+TEST(TrainCli, RandomKillsResumeBitwise) {
+  const char* env = std::getenv("STOKE_TRAIN_KILL_TEST_KILLS");
+  const int kills = env ? std::atoi(env) : 6;
+  const fs::path data = corpus_file("kills", 5, 96);
+  const fs::path root = test::scratch_dir("cli-train-kills");
+  const std::string args = "train --model " + model("tiny-bert") + " --train " + data.string() +
+                           " --batch-size 8 --max-steps 36 --save-every 2 --log-every 5 --dropout 0.1 --quiet";
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(test::run_stoke(args + " --output " + (root / "straight").string(), "/dev/null", "OMP_NUM_THREADS=1").status, 0);
+  const double full = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string want = read_file(root / "straight" / "model.safetensors");
+  const fs::path out = root / "killed";
+  const std::string cmd = "OMP_NUM_THREADS=1 exec " + test::stoke_binary().string() + " " + args + " --output " +
+                          out.string() + " --resume >/dev/null 2>&1";
+  std::mt19937 rng(4242);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  double bound = full * 0.6;
+  int killed = 0;
+  for (int attempt = 0; killed < kills && attempt < 4 * kills; ++attempt) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(bound * unit(rng)));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) {
+      ++killed;
+      bound *= 1.05;
+    } else {
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a resumed run failed";
+      EXPECT_EQ(read_file(out / "model.safetensors"), want) << "after " << killed << " kills";
+      fs::remove_all(out);  // start over so later kills land mid-run
+      bound *= 0.7;
+    }
+  }
+  EXPECT_EQ(killed, kills);
+  const auto last = test::run_stoke(args + " --output " + out.string() + " --resume", "/dev/null", "OMP_NUM_THREADS=1");
+  ASSERT_EQ(last.status, 0) << last.err;
   EXPECT_EQ(read_file(out / "model.safetensors"), want);
 }
 
