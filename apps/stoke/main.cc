@@ -10,9 +10,11 @@
 #include "core/error.h"
 #include "jobs/classify_job.h"
 #include "jobs/common_options.h"
+#include "jobs/doctor_job.h"
 #include "jobs/embed_job.h"
 #include "jobs/inspect_job.h"
 #include "jobs/tokenize_job.h"
+#include "jobs/tune_job.h"
 #include "jobs/train_job.h"
 #include "jobs/verify_job.h"
 #include "jobs/version.h"
@@ -45,38 +47,24 @@ void add_common_flags(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--config", o.config, "JSON object of flag: value (e.g. from `stoke tune`); command-line flags win");
 }
 
-std::string per_second(double n, double secs) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.0f", secs > 0 ? n / secs : 0.0);
-  return buf;
-}
+// `stoke embed`'s flags (also under `stoke doctor embed` and `stoke tune embed`).
+struct EmbedCli {
+  stoke::EmbedOptions o;
+  bool normalize = false, no_normalize = false;
+  void finish() {
+    if (normalize) o.normalize = true;
+    if (no_normalize) o.normalize = false;
+  }
+};
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"stoke: keeps the accelerator fed while BERT-family models embed, classify and fine-tune", "stoke"};
-  app.option_defaults()->always_capture_default();
-  app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("stoke ") + stoke::stoke_version());
-  app.footer("Run `stoke <command> --help` for a command's flags and their defaults.");
-
-  // tokenize
-  stoke::TokenizeOptions tok;
-  CLI::App* tokenize = app.add_subcommand("tokenize", "Token ids for every input record, as Hugging Face gives them");
-  add_common_flags(tokenize, tok.common);
-  tokenize->add_option("--output", tok.output, "Output JSONL ({\"ids\", \"tokens\"[, \"type_ids\"]} per record); - is stdout");
-  tokenize->add_flag("--no-truncation", tok.no_truncation, "Keep every token even past the max length");
-
-  // embed
-  stoke::EmbedOptions emb;
-  bool emb_normalize = false, emb_no_normalize = false;
-  CLI::App* embed = app.add_subcommand("embed", "Sentence embeddings for every input record, as .npy files + a manifest");
+void add_embed_flags(CLI::App* embed, EmbedCli& cli) {
+  stoke::EmbedOptions& emb = cli.o;
   add_common_flags(embed, emb.common);
   embed->add_option("--output", emb.output, "Output folder (manifest.json, embeddings-NNNNN.npy, ids-NNNNN.jsonl); required");
   embed->add_option("--pooling", emb.pooling,
                     "cls, mean, max, mean_sqrt_len or lasttoken (default: the model's sentence-transformers pooling, else mean)");
-  auto* norm_flag = embed->add_flag("--normalize", emb_normalize, "L2-normalize the vectors (default: as the model's modules.json says)");
-  embed->add_flag("--no-normalize", emb_no_normalize, "Do not normalize")->excludes(norm_flag);
+  auto* norm_flag = embed->add_flag("--normalize", cli.normalize, "L2-normalize the vectors (default: as the model's modules.json says)");
+  embed->add_flag("--no-normalize", cli.no_normalize, "Do not normalize")->excludes(norm_flag);
   embed->add_option("--dimensions", emb.dimensions, "Keep the first D dimensions after normalizing (Matryoshka; 0: all)");
   embed->add_option("--prompt", emb.prompt, "Text put before every input (e.g. \"query: \")");
   embed->add_option("--prompt-name", emb.prompt_name, "A prompt by name from config_sentence_transformers.json");
@@ -94,19 +82,26 @@ int main(int argc, char** argv) {
   embed->add_flag("--serial", emb.serial,
                   "Run the stages one after another (read, tokenize, compute, write): the loop the pipeline replaces, "
                   "for comparison");
+  embed->add_flag("--debug-sync-each-batch", emb.debug_sync_each_batch,
+                  "Debugging: wait for the device after every batch (the mistake `stoke doctor` diagnoses)");
+}
 
-  // classify
-  stoke::ClassifyOptions cls;
-  CLI::App* classify = app.add_subcommand("classify", "Classifier logits, label and score for every input record (pairs: cross-encoder)");
-  add_common_flags(classify, cls.common);
-  classify->add_option("--output", cls.output, "Output JSONL, one line per input record; - is stdout");
-  classify->add_option("--max-batch-size", cls.max_batch_size, "Sequences per batch at most");
+// `stoke train`'s flags (also under `stoke doctor train`).
+struct TrainCli {
+  stoke::TrainOptions o;
+  double dropout = -1;
+  std::string resume;
+  void finish(CLI::App* cmd) {
+    if (cmd->count("--resume") > 0) {
+      o.resume = true;
+      o.resume_from = resume;
+    }
+    if (cmd->count("--dropout") > 0) o.dropout = dropout;
+  }
+};
 
-  // train
-  stoke::TrainOptions trn;
-  double trn_dropout = -1;
-  std::string trn_resume;
-  CLI::App* train = app.add_subcommand("train", "Fine-tune a sequence classifier; checkpoints load in transformers");
+void add_train_flags(CLI::App* train, TrainCli& cli) {
+  stoke::TrainOptions& trn = cli.o;
   add_common_flags(train, trn.common);
   train->add_option("--train", trn.train, "Training data: JSONL or CSV with text, optional text_pair, and label; required");
   train->add_option("--eval", trn.eval, "Evaluation data, same form (loss, accuracy, macro-F1 without gradients)");
@@ -131,7 +126,7 @@ int main(int argc, char** argv) {
   train->add_option("--save-total-limit", trn.save_total_limit, "Keep the newest N checkpoints (0: all)");
   train->add_flag("--load-best", trn.load_best, "End with the weights of the best evaluation (--metric)");
   train->add_option("--metric", trn.metric, "eval_loss, eval_accuracy or eval_macro_f1 (for --load-best)");
-  train->add_option("--resume", trn_resume, "Continue from CHECKPOINT, or from the newest valid one in --output")
+  train->add_option("--resume", cli.resume, "Continue from CHECKPOINT, or from the newest valid one in --output")
       ->expected(0, 1);
   train->add_flag("--overwrite", trn.overwrite, "Replace a training run already in --output");
   train->add_option("--schedule", trn.schedule, "linear, constant or cosine");
@@ -140,10 +135,84 @@ int main(int argc, char** argv) {
   train->add_option("--weight-decay", trn.weight_decay, "AdamW decoupled weight decay");
   train->add_flag("--decay-all", trn.decay_all, "Decay biases and LayerNorm weights too");
   train->add_option("--max-grad-norm", trn.max_grad_norm, "Clip the global gradient norm (0: no clipping)");
-  train->add_option("--dropout", trn_dropout, "Every dropout probability (default: the config's; 0 disables)");
+  train->add_option("--dropout", cli.dropout, "Every dropout probability (default: the config's; 0 disables)");
   train->add_option("--label-smoothing", trn.label_smoothing, "Cross-entropy label smoothing");
   train->add_option("--num-labels", trn.num_labels, "Outputs of the classification head (a new head when it changes)");
   train->add_option("--on-error", trn.on_error, "A bad record: stop, or skip it");
+  train->add_flag("--debug-sync-each-step", trn.debug_sync_each_step,
+                  "Debugging: read from the device after every step (the mistake `stoke doctor` diagnoses)");
+}
+
+std::string per_second(double n, double secs) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", secs > 0 ? n / secs : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"stoke: keeps the accelerator fed while BERT-family models embed, classify and fine-tune", "stoke"};
+  app.option_defaults()->always_capture_default();
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("stoke ") + stoke::stoke_version());
+  app.footer("Run `stoke <command> --help` for a command's flags and their defaults.");
+
+  // tokenize
+  stoke::TokenizeOptions tok;
+  CLI::App* tokenize = app.add_subcommand("tokenize", "Token ids for every input record, as Hugging Face gives them");
+  add_common_flags(tokenize, tok.common);
+  tokenize->add_option("--output", tok.output, "Output JSONL ({\"ids\", \"tokens\"[, \"type_ids\"]} per record); - is stdout");
+  tokenize->add_flag("--no-truncation", tok.no_truncation, "Keep every token even past the max length");
+
+  // embed
+  EmbedCli emb;
+  CLI::App* embed = app.add_subcommand("embed", "Sentence embeddings for every input record, as .npy files + a manifest");
+  add_embed_flags(embed, emb);
+
+  // classify
+  stoke::ClassifyOptions cls;
+  CLI::App* classify = app.add_subcommand("classify", "Classifier logits, label and score for every input record (pairs: cross-encoder)");
+  add_common_flags(classify, cls.common);
+  classify->add_option("--output", cls.output, "Output JSONL, one line per input record; - is stdout");
+  classify->add_option("--max-batch-size", cls.max_batch_size, "Sequences per batch at most");
+
+  // train
+  TrainCli trn;
+  CLI::App* train = app.add_subcommand("train", "Fine-tune a sequence classifier; checkpoints load in transformers");
+  add_train_flags(train, trn);
+
+  // doctor
+  stoke::DoctorOptions doc;
+  EmbedCli doc_emb;
+  TrainCli doc_trn;
+  CLI::App* doctor = app.add_subcommand("doctor", "Say why the device is idle: profile a short run (or read a trace) and "
+                                                  "name what bounds it, with evidence and advice");
+  doctor->add_option("--trace", doc.trace_in, "Diagnose a trace a run wrote (stoke embed/train --trace FILE)");
+  doctor->add_option("--html", doc.html, "Also write a self-contained HTML report (timeline, per-stage bars)");
+  CLI::App* doctor_embed = doctor->add_subcommand("embed", "Profile `stoke embed` with these flags");
+  add_embed_flags(doctor_embed, doc_emb);
+  doctor_embed->add_option("--seconds", doc.seconds, "Read records for this long (into a temporary output; "
+                                                     "with --output the whole run is profiled)");
+  doctor_embed->add_option("--html", doc.html, "Also write a self-contained HTML report");
+  CLI::App* doctor_train = doctor->add_subcommand("train", "Profile `stoke train` with these flags");
+  add_train_flags(doctor_train, doc_trn);
+  doctor_train->add_option("--steps", doc.steps, "Optimizer steps to profile when --max-steps is not given");
+  doctor_train->add_option("--html", doc.html, "Also write a self-contained HTML report");
+  doctor->require_subcommand(0, 1);
+
+  // tune
+  stoke::TuneOptions tun;
+  EmbedCli tun_emb;
+  CLI::App* tune = app.add_subcommand("tune", "Find faster settings: short trials, one knob at a time, written as a --config file");
+  CLI::App* tune_embed = tune->add_subcommand("embed", "Tune `stoke embed` starting from these flags");
+  add_embed_flags(tune_embed, tun_emb);
+  tune_embed->add_option("--seconds-per-trial", tun.seconds_per_trial, "How long each trial reads records");
+  tune_embed->add_option("--write-config", tun.write_config, "Where the winning settings go (a --config file)");
+  tune_embed->add_option("--min-cosine", tun.min_cosine,
+                         "A lower precision is taken only if every embedding keeps this cosine to f32's");
+  tune_embed->add_option("--max-workers", tun.max_workers, "Most tokenizer workers to try (0: the cores)");
+  tune->require_subcommand(1);
 
   // inspect
   std::string inspect_path;
@@ -169,9 +238,12 @@ int main(int argc, char** argv) {
   }
   try {
     if (tokenize->parsed()) stoke::cli::apply_config_file(tokenize, tok.common.config);
-    if (embed->parsed()) stoke::cli::apply_config_file(embed, emb.common.config);
+    if (embed->parsed()) stoke::cli::apply_config_file(embed, emb.o.common.config);
     if (classify->parsed()) stoke::cli::apply_config_file(classify, cls.common.config);
-    if (train->parsed()) stoke::cli::apply_config_file(train, trn.common.config);
+    if (train->parsed()) stoke::cli::apply_config_file(train, trn.o.common.config);
+    if (doctor_embed->parsed()) stoke::cli::apply_config_file(doctor_embed, doc_emb.o.common.config);
+    if (doctor_train->parsed()) stoke::cli::apply_config_file(doctor_train, doc_trn.o.common.config);
+    if (tune_embed->parsed()) stoke::cli::apply_config_file(tune_embed, tun_emb.o.common.config);
   } catch (const CLI::Error& e) {
     std::fprintf(stderr, "stoke: --config %s: %s\n", tok.common.config.c_str(), e.what());
     return 1;
@@ -196,15 +268,14 @@ int main(int argc, char** argv) {
                      static_cast<unsigned long long>(s.replaced_utf8));
       }
     } else if (embed->parsed()) {
-      if (emb_normalize) emb.normalize = true;
-      if (emb_no_normalize) emb.normalize = false;
-      const stoke::EmbedSummary s = stoke::run_embed(emb);
+      emb.finish();
+      const stoke::EmbedSummary s = stoke::run_embed(emb.o);
       for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
       if (s.already_complete) {
         std::fprintf(stderr, "stoke: %s is already complete (%llu rows in %llu shards); nothing to do\n",
-                     emb.output.c_str(), static_cast<unsigned long long>(s.texts),
+                     emb.o.output.c_str(), static_cast<unsigned long long>(s.texts),
                      static_cast<unsigned long long>(s.shards));
-      } else if (!emb.common.quiet) {
+      } else if (!emb.o.common.quiet) {
         std::fprintf(stderr,
                      "embedded %llu texts (%llu tokens, %llu batches) in %.2f s on %s: %s texts/s, %s tokens/s; "
                      "%lld dims, pooling %s%s, %s; truncated %llu at max length %lld; invalid UTF-8 replaced %llu; "
@@ -216,7 +287,7 @@ int main(int argc, char** argv) {
                      s.pooling.c_str(), s.normalize ? " + normalize" : "", s.precision.c_str(),
                      static_cast<unsigned long long>(s.truncated), static_cast<long long>(s.max_length),
                      static_cast<unsigned long long>(s.replaced_utf8), static_cast<unsigned long long>(s.host_syncs),
-                     emb.output.c_str());
+                     emb.o.output.c_str());
         std::fprintf(stderr,
                      "  records %llu (skipped %llu bad, %llu other tasks', %llu done by an earlier run); %llu shards; "
                      "padding efficiency %.2f; bounded by %s\n%s",
@@ -237,14 +308,10 @@ int main(int argc, char** argv) {
                      static_cast<unsigned long long>(s.truncated), static_cast<unsigned long long>(s.host_syncs));
       }
     } else if (train->parsed()) {
-      if (train->count("--resume") > 0) {
-        trn.resume = true;
-        trn.resume_from = trn_resume;
-      }
-      if (train->count("--dropout") > 0) trn.dropout = trn_dropout;
-      const stoke::TrainSummary s = stoke::run_train(trn);
+      trn.finish(train);
+      const stoke::TrainSummary s = stoke::run_train(trn.o);
       for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
-      if (!trn.common.quiet) {
+      if (!trn.o.common.quiet) {
         std::fprintf(stderr,
                      "trained %lld steps (%.2f epochs, batch %lld x %lld, lr %g) on %s, %s: %llu samples in %.2f s: "
                      "%.1f samples/s, %.0f tokens/s; host syncs %llu (bound %llu)\n  last loss %.4f",
@@ -259,6 +326,24 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s%s -> %s\n", s.resumed_from.empty() ? "" : "; resumed from ",
                      s.resumed_from.c_str(), s.output.c_str());
       }
+    } else if (doctor->parsed()) {
+      if (doctor_embed->parsed()) {
+        doc_emb.finish();
+        doc.job = "embed";
+        doc.embed = doc_emb.o;
+      } else if (doctor_train->parsed()) {
+        doc_trn.finish(doctor_train);
+        doc.job = "train";
+        doc.train = doc_trn.o;
+      }
+      const stoke::DoctorResult r = stoke::run_doctor(doc);
+      std::printf("%s", r.text.c_str());
+      if (!doc.html.empty()) std::printf("\nreport: %s\n", doc.html.c_str());
+    } else if (tune->parsed()) {
+      tun_emb.finish();
+      tun.embed = tun_emb.o;
+      const stoke::TuneResult r = stoke::run_tune(tun);
+      std::printf("%s", r.table.c_str());
     } else if (inspect->parsed()) {
       stoke::run_inspect(inspect_path, std::cout);
     } else if (verify->parsed()) {

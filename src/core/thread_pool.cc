@@ -10,10 +10,14 @@ size_t ThreadPool::default_threads() {
   return n == 0 ? 1 : n;
 }
 
-ThreadPool::ThreadPool(size_t threads) {
+ThreadPool::ThreadPool(size_t threads, std::function<void(size_t)> on_start) {
   if (threads == 0) threads = default_threads();
   // The caller participates in parallel_for, so threads-1 helpers give `threads` in all.
-  for (size_t i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (size_t i = 1; i < threads; ++i)
+    workers_.emplace_back([this, i, on_start] {
+      if (on_start) on_start(i);
+      worker_loop();
+    });
 }
 
 ThreadPool::~ThreadPool() {

@@ -18,7 +18,9 @@ namespace stoke {
 class ThreadPool {
  public:
   // threads == 0 means one per hardware thread.
-  explicit ThreadPool(size_t threads = 0);
+  // on_start(i) runs first on helper thread i (1-based; the caller is 0), e.g.
+  // to register it with a profiler.
+  explicit ThreadPool(size_t threads = 0, std::function<void(size_t)> on_start = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "backend/backend.h"
+#include "core/trace.h"
 #include "cpu/kernels.h"
 
 namespace stoke::cpu {
@@ -37,8 +38,12 @@ class CpuBackend final : public Backend {
   void drain() noexcept override;
   const Ops& ops() const override { return *ops_; }
 
-  // Runs fn on the executor, in stream order (what every op does).
-  void enqueue(std::function<void()> fn);
+  // Runs fn on the executor, in stream order (what every op does). `name`
+  // (a static string: the op) labels its span when a trace is attached.
+  void enqueue(const char* name, std::function<void()> fn);
+  // Records a span per work item on the executor thread ("device" category)
+  // from now on (nullptr: stop). The trace must outlive the backend's work.
+  void set_trace(Trace* trace);
   double busy_seconds() const override;
   const Kernels& kernels() const { return kernels_; }
 
@@ -49,7 +54,12 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Ops> ops_;
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
-  std::deque<std::function<void()>> queue_;
+  struct Work {
+    const char* name;
+    std::function<void()> fn;
+  };
+  std::deque<Work> queue_;
+  std::atomic<Trace*> trace_{nullptr};
   std::atomic<int64_t> busy_ns_{0};         // executor time inside work items
   uint64_t enqueued_ = 0, completed_ = 0;  // sequence numbers: an event is a count
   std::exception_ptr error_;               // first failure; sticky

@@ -13,7 +13,10 @@
 #include "core/sha256.h"
 #include "core/thread_pool.h"
 #include "core/trace.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/kernels.h"
 #include "io/atomic_file.h"
+#include "jobs/doctor_job.h"
 #include "jobs/embed_output.h"
 #include "jobs/model_session.h"
 #include "pipeline/encode_pipeline.h"
@@ -162,7 +165,8 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   if (o.resume && from_stdin)
     throw Error(Errc::invalid_argument,
                 "--resume needs --input FILE: stdin cannot be checked against what the first run read");
-  std::unique_ptr<Trace> trace = o.common.trace.empty() ? nullptr : std::make_unique<Trace>();
+  std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
+  Trace* trace = o.trace ? o.trace : own_trace.get();
 
   ModelSession s = open_model_session(o.common, /*need_classifier=*/false);
   const HfConfig& cfg = s.text.folder.config;
@@ -199,7 +203,15 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   po.pooling = pooling;
   po.normalize = normalize;
   po.dims = o.dimensions;
-  po.trace = trace.get();
+  po.trace = trace;
+  po.stop_after_seconds = o.stop_after_seconds;
+  po.debug_sync_each_batch = o.debug_sync_each_batch;
+  po.on_thread_start = o.on_thread_start;
+  if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get())) {
+    if (trace) cpu_backend->set_trace(trace);
+    if (o.on_thread_start)
+      cpu_backend->enqueue("name thread", [hook = o.on_thread_start] { hook("device"); });
+  }
   const int64_t dims = pipeline_row_width(s.encoder, po);
   const InputFormat format = po.input.format.value_or(input_format_for_path(po.input.path));
 
@@ -318,6 +330,10 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   summary.padding_efficiency =
       ps.computed_tokens > 0 ? static_cast<double>(ps.real_tokens) / static_cast<double>(ps.computed_tokens) : 1.0;
   summary.bound_by = bounding_stage(ps, o.serial);
+  summary.pipeline = ps;
+  summary.workers = po.workers;
+  summary.batch_tokens = po.batch_tokens;
+  summary.native_bf16 = s.device_name == "cpu" && cpu::cpu_has_native_bf16();
   summary.stage_report = stage_lines(ps);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   run_info = {{"seconds", summary.seconds},
@@ -341,7 +357,11 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   }
   writer.finish(ps.records);
   summary.shards = writer.committed().shards.size();
-  if (trace) write_file_atomic(o.common.trace, std::string_view(trace->to_json()));
+  if (trace && !o.common.trace.empty()) {
+    trace->set_metadata(json{{"job", "embed"}, {"facts", doctor::to_json(embed_facts(summary))}}.dump());
+    write_file_atomic(o.common.trace, std::string_view(trace->to_json()));
+  }
+  if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get())) cpu_backend->set_trace(nullptr);
   return summary;
 }
 

@@ -4,11 +4,14 @@
 // into tasks for job arrays.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/trace.h"
 #include "jobs/common_options.h"
+#include "pipeline/encode_pipeline.h"
 
 namespace stoke {
 
@@ -30,6 +33,11 @@ struct EmbedOptions {
   uint64_t shard_index = 0;           // --shard-index i
   uint64_t num_shards = 1;            // --num-shards N
   bool serial = false;                // --serial: no overlap (for comparison)
+  bool debug_sync_each_batch = false; // --debug-sync-each-batch: a host sync per batch (for doctor's tests)
+  // Set by doctor and tune, not by flags.
+  double stop_after_seconds = 0;      // read records for this long, then finish what was read
+  Trace* trace = nullptr;             // record into this trace (device spans included)
+  std::function<void(const std::string&)> on_thread_start;  // every pipeline thread and the device thread
 };
 
 struct EmbedSummary {
@@ -45,6 +53,11 @@ struct EmbedSummary {
   bool normalize = false;
   double seconds = 0;
   uint64_t host_syncs = 0;
+  // What doctor and tune read.
+  PipelineStats pipeline;
+  int workers = 1;
+  int64_t batch_tokens = 0;
+  bool native_bf16 = false;           // the device multiplies bf16 natively
 };
 
 EmbedSummary run_embed(const EmbedOptions& options);

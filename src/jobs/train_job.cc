@@ -11,8 +11,12 @@
 #include "core/error.h"
 #include "core/sha256.h"
 #include "core/thread_pool.h"
+#include "core/trace.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/kernels.h"
 #include "io/atomic_file.h"
 #include "io/model_folder.h"
+#include "jobs/doctor_job.h"
 #include "jobs/model_session.h"
 #include "jobs/model_tokenizer.h"
 #include "jobs/version.h"
@@ -176,6 +180,15 @@ TrainSummary run_train(const TrainOptions& o) {
   const json config_raw = read_json_file(mt.folder.model_dir / "config.json");
   auto backend = open_backend(parse_device(o.common.device));
   sum.device = backend->name();
+  std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
+  Trace* trace = o.trace ? o.trace : own_trace.get();
+  if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(backend.get())) {
+    sum.native_bf16 = cpu::cpu_has_native_bf16();
+    if (trace) cpu_backend->set_trace(trace);
+    if (o.on_thread_start) cpu_backend->enqueue("name thread", [hook = o.on_thread_start] { hook("device"); });
+  }
+  if (o.on_thread_start) o.on_thread_start("trainer");
+  if (trace) trace->name_thread("trainer");
 
   RecordReaderOptions reader = record_reader_options(CommonOptions{o.common});
   reader.path = o.train;
@@ -326,6 +339,8 @@ TrainSummary run_train(const TrainOptions& o) {
   t.optim.decay_all = o.decay_all;
   t.optim.max_grad_norm = o.max_grad_norm;
   t.quiet = o.common.quiet;
+  t.debug_sync_each_step = o.debug_sync_each_step;
+  t.trace = trace;
   t.identity = {{"model", fs::absolute(o.common.model).lexically_normal().string()},
                 {"train_sha256", raw_train.sha256},
                 {"eval_sha256", raw_eval ? raw_eval->sha256 : ""},
@@ -398,6 +413,9 @@ TrainSummary run_train(const TrainOptions& o) {
   sum.samples_per_s = r.train_seconds > 0 ? static_cast<double>(r.samples) / r.train_seconds : 0;
   sum.tokens_per_s = r.train_seconds > 0 ? static_cast<double>(r.tokens) / r.train_seconds : 0;
   sum.host_syncs = total_syncs;
+  sum.device_busy_seconds = r.device_busy;
+  sum.expected_syncs = r.log_reads + r.evals + r.saves + 1;
+  sum.log_every = o.log_every;
   const int64_t run_steps = r.steps - r.resumed_from_step;
   // The bound, 1 + steps/log_every + evals + saves (the final model
   // is a save), plus a read at each epoch end that is neither a log step nor the last.
@@ -452,6 +470,14 @@ TrainSummary run_train(const TrainOptions& o) {
     run["final"]["eval_macro_f1"] = r.last_eval->macro_f1;
   }
   write_file_atomic(out / "run.json", run.dump(2) + "\n");
+  if (trace && !o.common.trace.empty()) {
+    trace->set_metadata(json{{"job", "train"}, {"facts", doctor::to_json(train_facts(sum))}}.dump());
+    write_file_atomic(o.common.trace, std::string_view(trace->to_json()));
+  }
+  if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(backend.get())) {
+    backend->drain();
+    cpu_backend->set_trace(nullptr);
+  }
   return sum;
 }
 

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/trace.h"
 #include "jobs/common_options.h"
 
 namespace stoke {
@@ -50,6 +52,10 @@ struct TrainOptions {
   double label_smoothing = 0;
   int64_t num_labels = 0;            // > 0: train a head with this many outputs
   std::string on_error = "stop";
+  bool debug_sync_each_step = false;  // --debug-sync-each-step: a host sync per step (for doctor's tests)
+  // Set by doctor, not by flags.
+  Trace* trace = nullptr;             // device spans and the host's step spans go here
+  std::function<void(const std::string&)> on_thread_start;  // the host ("trainer") and device threads
 };
 
 struct TrainSummary {
@@ -66,6 +72,11 @@ struct TrainSummary {
   std::string resumed_from;
   std::vector<std::string> notes;    // label changes, fresh heads, batch size / lr choices
   std::string output;
+  // What doctor reads.
+  double device_busy_seconds = -1;
+  uint64_t expected_syncs = 0;        // log reads, evals, saves and the final model
+  int64_t log_every = 0;
+  bool native_bf16 = false;
 };
 
 TrainSummary run_train(const TrainOptions& options);

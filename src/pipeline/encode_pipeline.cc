@@ -77,6 +77,7 @@ class Pipeline {
 
   PipelineStats run() {
     const auto t0 = Clock::now();
+    start_ = t0;
     const uint64_t syncs0 = backend_.host_syncs();
     const double busy0 = backend_.busy_seconds();
     RecordReader reader(opt_.input);
@@ -124,6 +125,10 @@ class Pipeline {
         other_tasks_ += got;
         if (got < want) break;
         continue;
+      }
+      if (opt_.stop_after_seconds > 0 && since(start_) > opt_.stop_after_seconds) {
+        stats_.stopped_early = true;
+        break;
       }
       if (!reader.next(rec)) break;
       bytes_read_.store(reader.bytes_read(), std::memory_order_relaxed);
@@ -313,6 +318,7 @@ class Pipeline {
 
     std::thread reader_thread([&] {
       if (opt_.trace) opt_.trace->name_thread("reader");
+      if (opt_.on_thread_start) opt_.on_thread_start("reader");
       try {
         for (;;) {
           auto w = std::make_shared<Window>();
@@ -334,9 +340,14 @@ class Pipeline {
     std::thread tokenizer_thread([&] {
       if (opt_.trace) opt_.trace->name_thread("tokenizer");
       try {
-        // The coordinator tokenizes too: workers - 1 helpers.
+        // The coordinator tokenizes too: a pool of `workers` is it plus
+        // workers - 1 helper threads.
+        if (opt_.on_thread_start) opt_.on_thread_start("tokenizer-0");
         std::unique_ptr<ThreadPool> pool;
-        if (opt_.workers > 1) pool = std::make_unique<ThreadPool>(static_cast<size_t>(opt_.workers - 1));
+        if (opt_.workers > 1)
+          pool = std::make_unique<ThreadPool>(static_cast<size_t>(opt_.workers), [this](size_t i) {
+            if (opt_.on_thread_start) opt_.on_thread_start("tokenizer-" + std::to_string(i));
+          });
         while (auto w = read_q.pop()) {
           const auto t = Clock::now();
           {
@@ -354,6 +365,7 @@ class Pipeline {
 
     std::thread writer_thread([&] {
       if (opt_.trace) opt_.trace->name_thread("writer");
+      if (opt_.on_thread_start) opt_.on_thread_start("writer");
       try {
         while (auto job = result_q.pop()) {
           if (job->window_end) {
@@ -371,6 +383,7 @@ class Pipeline {
     });
 
     // The executor: this thread.
+    if (opt_.on_thread_start) opt_.on_thread_start("batcher");
     try {
       PackedBatch batch;
       while (auto w = token_q.pop()) {
@@ -392,6 +405,10 @@ class Pipeline {
             job = submit(*w, std::move(members), batch, *slot);
           }
           stats_.batch.busy += since(t);
+          if (opt_.debug_sync_each_batch) {
+            TraceSpan span(opt_.trace, "debug sync", "sync");
+            backend_.synchronize();
+          }
           if (!result_q.push(std::move(job))) throw Aborted{};
         });
         BatchJob end;
@@ -422,6 +439,7 @@ class Pipeline {
   }
 
   const LoadedEncoder& enc_;
+  Clock::time_point start_ = Clock::now();  // the deadline of stop_after_seconds counts from here
   Backend& backend_;
   const Tokenizer& tok_;
   const EncodePipelineOptions& opt_;

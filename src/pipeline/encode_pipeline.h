@@ -47,6 +47,16 @@ struct EncodePipelineOptions {
   bool normalize = false;
   int64_t dims = 0;               // pooled columns kept (0 = hidden size)
   Trace* trace = nullptr;
+  // Profiling (stoke doctor / tune): stop reading new records once this many
+  // seconds have passed (0: read everything); the run then covers a prefix
+  // of the input (PipelineStats::stopped_early).
+  double stop_after_seconds = 0;
+  // Debugging: a host sync after every batch is enqueued, the classic
+  // mistake doctor must recognise (--debug-sync-each-batch).
+  bool debug_sync_each_batch = false;
+  // Called first on every thread the pipeline runs ("reader", "tokenizer-0",
+  // "tokenizer-1", ..., "batcher", "writer"): doctor's CPU sampler hooks in.
+  std::function<void(const std::string&)> on_thread_start;
 };
 
 // Where rows go, in input order. Called from one thread (the writer).
@@ -85,6 +95,7 @@ struct PipelineStats {
   double result_wait = 0;    // writer blocked on results: the host waiting for the device
   double seconds = 0;
   uint64_t host_syncs = 0;
+  bool stopped_early = false;  // stop_after_seconds cut the input short
   std::string input_sha256;  // fingerprint of all bytes read (the whole input once complete)
   uint64_t input_bytes = 0;
 };

@@ -229,6 +229,7 @@ TrainReport Trainer::run() {
     const int64_t last = std::min<int64_t>(first + o_.grad_accum, static_cast<int64_t>(batches.size()));
     int64_t examples = 0;
     for (int64_t b = first; b < last; ++b) examples += static_cast<int64_t>(batches[static_cast<size_t>(b)].size());
+    TraceSpan step_span(o_.trace, "enqueue step", "host");
     optimizer_.zero_grad();
     for (int64_t b = first; b < last; ++b) {
       const std::vector<uint32_t>& idx = batches[static_cast<size_t>(b)];
@@ -258,6 +259,10 @@ TrainReport Trainer::run() {
     const double lr = lr_at(o_.lr, schedule_, st_.step);
     optimizer_.step(st_.step + 1, lr);
     ++st_.step;
+    if (o_.debug_sync_each_step) {
+      TraceSpan span(o_.trace, "debug sync", "sync");
+      backend_.synchronize();
+    }
     st_.batch_in_epoch = last;
     bool epoch_end = false;
     if (st_.batch_in_epoch >= static_cast<int64_t>(batches.size())) {

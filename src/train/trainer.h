@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "core/trace.h"
 #include "model/encoder_training.h"
 #include "model/trainable_encoder.h"
 #include "train/batch_order.h"
@@ -49,6 +50,8 @@ struct TrainerOptions {
   float label_smoothing = 0;
   OptimizerOptions optim;
   bool quiet = false;
+  bool debug_sync_each_step = false;  // a host sync after every step (doctor's sync-bound test)
+  Trace* trace = nullptr;             // host spans: "step" (enqueueing one optimizer step)
   // Everything that must match for a resume (the job fills it).
   nlohmann::json identity;
 };

@@ -1,0 +1,53 @@
+// The rules of `stoke doctor`: from a run's measurements to the one cause that
+// bounds it, with the evidence and advice in numbers. Pure functions of the
+// facts (so the rules are unit-tested on numbers, and a trace file's stored
+// facts diagnose exactly like a live run).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <nlohmann/json.hpp>
+
+#include "doctor/diagnosis.h"
+
+namespace stoke::doctor {
+
+// What a profiled embed/classify run measured.
+struct EmbedFacts {
+  double seconds = 0;          // the pipeline's wall time
+  double device_busy = -1;     // seconds the device ran work (< 0: unknown)
+  StageTime read, tokenize, batch, write;  // names filled by the caller
+  double result_wait = 0;      // writer blocked on results
+  uint64_t batches = 0, host_syncs = 0, texts = 0, real_tokens = 0, computed_tokens = 0;
+  int workers = 1, cores = 1;
+  int64_t batch_tokens = 0;    // the token budget
+  std::string precision = "f32";
+  bool native_bf16 = false;
+  bool stopped_early = false;
+};
+
+// What a profiled training run measured.
+struct TrainFacts {
+  double seconds = 0;          // the training loop's wall time
+  double device_busy = -1;
+  uint64_t steps = 0, samples = 0, tokens = 0, host_syncs = 0;
+  uint64_t expected_syncs = 0; // log reads + evals + saves + the final model: what the run needs
+  int64_t batch_size = 0, log_every = 0;
+  std::string precision = "f32";
+  bool native_bf16 = false;
+};
+
+Diagnosis diagnose_embed(const EmbedFacts& facts);
+Diagnosis diagnose_train(const TrainFacts& facts);
+
+// Facts to and from JSON (stored in a trace's metadata, so `stoke doctor
+// --trace FILE` diagnoses a trace written by any run).
+nlohmann::json to_json(const EmbedFacts& f);
+nlohmann::json to_json(const TrainFacts& f);
+// {"job": "embed"|"train", "facts": {...}} -> the diagnosis; throws Error(format).
+Diagnosis diagnose_from_json(const nlohmann::json& metadata);
+
+// The diagnosis as the terminal shows it.
+std::string format_diagnosis(const Diagnosis& d);
+
+}  // namespace stoke::doctor

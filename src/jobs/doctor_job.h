@@ -1,0 +1,39 @@
+// `stoke doctor`: runs a short, instrumented embed or train job (or reads a
+// trace a run wrote) and says in plain words what bounds it, with evidence and
+// advice in numbers; optionally a self-contained HTML report.
+#pragma once
+
+#include <string>
+
+#include "doctor/diagnose.h"
+#include "doctor/diagnosis.h"
+#include "jobs/embed_job.h"
+#include "jobs/train_job.h"
+
+namespace stoke {
+
+struct DoctorOptions {
+  std::string job;            // "embed" or "train"; "" with trace_in
+  EmbedOptions embed;         // the job's own flags
+  TrainOptions train;
+  double seconds = 15;        // --seconds: embed reads records for this long (into a temporary output)
+  int64_t steps = 30;         // --steps: optimizer steps of a profiled training run (when --max-steps is not given)
+  std::string html;           // --html FILE
+  std::string trace_in;       // `stoke doctor --trace FILE`: diagnose a trace written by a run
+};
+
+struct DoctorResult {
+  doctor::Diagnosis diagnosis;
+  std::string text;           // what the terminal shows
+  std::string output;         // where the profiled run wrote (a temporary folder is removed: "")
+};
+
+DoctorResult run_doctor(const DoctorOptions& options);
+
+// What a finished run measured, as the doctor's rules take it (also stored in
+// the metadata of every trace a job writes, so `stoke doctor --trace FILE`
+// diagnoses it).
+doctor::EmbedFacts embed_facts(const EmbedSummary& summary);
+doctor::TrainFacts train_facts(const TrainSummary& summary);
+
+}  // namespace stoke

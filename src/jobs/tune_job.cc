@@ -1,0 +1,247 @@
+#include "jobs/tune_job.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "cpu/kernels.h"
+#include "io/atomic_file.h"
+#include "io/npy.h"
+
+namespace stoke {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+class Scratch {
+ public:
+  Scratch() {
+    std::string pattern = (fs::temp_directory_path() / "stoke-tune-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) throw Error(Errc::io, "cannot create a temporary folder in " + pattern);
+    path_ = pattern;
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  fs::path next() { return path_ / ("trial-" + std::to_string(n_++)); }
+
+ private:
+  fs::path path_;
+  int n_ = 0;
+};
+
+struct Setting {
+  int workers = 1;
+  int64_t batch_tokens = 16384;
+  std::string precision = "f32";
+};
+
+// All embeddings of an output folder (f32 shards), row after row.
+std::vector<float> read_embeddings(const fs::path& dir, int64_t* dims) {
+  std::vector<float> out;
+  for (int shard = 0;; ++shard) {
+    char name[64];
+    std::snprintf(name, sizeof name, "embeddings-%05d.npy", shard);
+    const fs::path p = dir / name;
+    if (!fs::exists(p)) break;
+    const std::string bytes = read_file(p);
+    const NpyHeader h = parse_npy_header(bytes);
+    if (h.shape.size() != 2) throw Error(Errc::format, p.string() + ": expected a 2-D array");
+    *dims = h.shape[1];
+    const size_t n = static_cast<size_t>(h.shape[0] * h.shape[1]);
+    const size_t at = out.size();
+    out.resize(at + n);
+    std::memcpy(out.data() + at, bytes.data() + h.data_offset, n * 4);
+  }
+  return out;
+}
+
+}  // namespace
+
+TuneResult run_tune(const TuneOptions& o) {
+  if (o.seconds_per_trial <= 0) throw Error(Errc::invalid_argument, "--seconds-per-trial must be positive");
+  if (!o.embed.output.empty())
+    throw Error(Errc::invalid_argument, "stoke tune writes its trials to temporary folders: drop --output "
+                                        "(run `stoke embed --config " + o.write_config + " --output ...` afterwards)");
+  TuneResult result;
+  Scratch scratch;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int max_workers = o.max_workers > 0 ? static_cast<int>(o.max_workers) : std::max(cores, 2);
+
+  auto trial = [&](const Setting& s, const std::string& knob, const std::string& value, double seconds) {
+    EmbedOptions e = o.embed;
+    e.output = scratch.next().string();
+    e.common.quiet = true;
+    e.common.workers = s.workers;
+    e.common.batch_tokens = s.batch_tokens;
+    e.common.precision = s.precision;
+    e.common.trace.clear();
+    e.stop_after_seconds = seconds;
+    const EmbedSummary r = run_embed(e);
+    TuneTrial t;
+    t.knob = knob;
+    t.value = value;
+    const double secs = std::max(r.pipeline.seconds, 1e-9);
+    t.texts_per_second = static_cast<double>(r.texts) / secs;
+    t.tokens_per_second = static_cast<double>(r.pipeline.real_tokens) / secs;
+    t.device_busy = r.pipeline.device_busy >= 0 ? r.pipeline.device_busy / secs : 0;
+    return std::make_pair(t, e.output);
+  };
+
+  Setting best;
+  best.workers = o.embed.common.workers > 0 ? o.embed.common.workers : 1;
+  best.batch_tokens = o.embed.common.batch_tokens;
+  best.precision = o.embed.common.precision;
+  // A knob's new value must beat the current best by this much to be taken:
+  // below it, trial-to-trial noise on a shared machine decides.
+  const double kGain = 1.05;
+
+  // 0. The starting point.
+  auto [base, base_dir] = trial(best, "start", "workers " + std::to_string(best.workers) + ", batch-tokens " +
+                                                   std::to_string(best.batch_tokens) + ", " + best.precision,
+                                o.seconds_per_trial);
+  base.chosen = true;
+  double best_rate = base.texts_per_second;
+  const double start_rate = best_rate;
+  result.trials.push_back(base);
+
+  // 1. Tokenizer workers: 1, 2, 4, ... up to the cores.
+  {
+    const int start = best.workers;
+    for (int w : {1, 2, 3, 4, 6, 8, 12, 16}) {
+      if (w == start || w > max_workers) continue;
+      Setting s = best;
+      s.workers = w;
+      auto [t, dir] = trial(s, "workers", std::to_string(w), o.seconds_per_trial);
+      if (t.texts_per_second > best_rate * kGain) {
+        best_rate = t.texts_per_second;
+        best.workers = w;
+        for (auto& x : result.trials)
+          if (x.knob == "workers" || x.knob == "start") x.chosen = false;
+        t.chosen = true;
+      }
+      result.trials.push_back(t);
+    }
+  }
+  // 2. Token budget: double while it helps, up to the memory limit (the
+  // largest budget whose workspace fits), then one step down from the limit.
+  {
+    const int64_t limit = int64_t{1} << 20;  // 1M tokens per batch: far past any useful CPU batch
+    int64_t b = best.batch_tokens;
+    bool hit_limit = false;
+    for (int i = 0; i < 4; ++i) {
+      b *= 2;
+      if (b > limit) {
+        hit_limit = true;
+        break;
+      }
+      Setting s = best;
+      s.batch_tokens = b;
+      auto [t, dir] = trial(s, "batch-tokens", std::to_string(b), o.seconds_per_trial);
+      const bool better = t.texts_per_second > best_rate * kGain;
+      if (better) {
+        best_rate = t.texts_per_second;
+        best.batch_tokens = b;
+        for (auto& x : result.trials)
+          if (x.knob == "batch-tokens") x.chosen = false;
+        t.chosen = true;
+      }
+      result.trials.push_back(t);
+      if (!better) break;
+    }
+    if (hit_limit && best.batch_tokens == limit) best.batch_tokens = limit / 2;  // one step down from the limit
+  }
+  // 3. Precision: bf16 where the device multiplies it natively, with its
+  // embeddings compared to f32's on the same texts.
+  if (best.precision == "f32" && cpu::cpu_has_native_bf16()) {
+    Setting s = best;
+    s.precision = "bf16";
+    auto [t, dir] = trial(s, "precision", "bf16", o.seconds_per_trial);
+    auto [ref, ref_dir] = trial(best, "precision", "f32 (reference)", o.seconds_per_trial);
+    int64_t d1 = 0, d2 = 0;
+    const std::vector<float> a = read_embeddings(ref_dir, &d1), c = read_embeddings(dir, &d2);
+    const size_t rows = d1 > 0 && d1 == d2 ? std::min(a.size(), c.size()) / static_cast<size_t>(d1) : 0;
+    double worst = 1, sum = 0;
+    for (size_t r = 0; r < rows; ++r) {
+      double dot = 0, na = 0, nc = 0;
+      for (int64_t k = 0; k < d1; ++k) {
+        const double x = a[r * static_cast<size_t>(d1) + static_cast<size_t>(k)];
+        const double y = c[r * static_cast<size_t>(d1) + static_cast<size_t>(k)];
+        dot += x * y;
+        na += x * x;
+        nc += y * y;
+      }
+      const double cos = dot / std::max(std::sqrt(na * nc), 1e-30);
+      worst = std::min(worst, cos);
+      sum += cos;
+    }
+    char note[160];
+    std::snprintf(note, sizeof note, "cosine to f32 over %zu texts: mean %.6f, worst %.6f", rows,
+                  rows ? sum / static_cast<double>(rows) : 0.0, worst);
+    t.note = note;
+    if (rows > 0 && worst >= o.min_cosine && t.texts_per_second > best_rate * kGain) {
+      best_rate = t.texts_per_second;
+      best.precision = "bf16";
+      t.chosen = true;
+    } else if (rows > 0 && worst < o.min_cosine) {
+      t.note += " (below --min-cosine " + std::to_string(o.min_cosine) + ": not taken)";
+    }
+    ref.note = "the reference for bf16's quality";
+    result.trials.push_back(ref);
+    result.trials.push_back(t);
+  } else {
+    TuneTrial t;
+    t.knob = "precision";
+    t.value = best.precision;
+    t.note = best.precision == "f32" ? "skipped: this CPU has no native bf16 (it would be slower)" : "kept as given";
+    result.trials.push_back(t);
+  }
+  {
+    TuneTrial t;
+    t.knob = "graphs";
+    t.value = "-";
+    t.note = "CUDA only (this run is on the CPU)";
+    result.trials.push_back(t);
+  }
+
+  const json config = {{"workers", best.workers}, {"batch-tokens", best.batch_tokens}, {"precision", best.precision}};
+  result.config_json = config.dump(2) + "\n";
+  write_file_atomic(o.write_config, std::string_view(result.config_json));
+  result.speedup = start_rate > 0 ? best_rate / start_rate : 1;
+
+  std::string table = "stoke tune embed: one knob at a time, " + std::to_string(static_cast<int>(o.seconds_per_trial)) +
+                      " s a trial\n\n  knob           value                                   texts/s   tokens/s  busy\n";
+  for (const TuneTrial& t : result.trials) {
+    char line[400];
+    if (t.texts_per_second > 0)
+      std::snprintf(line, sizeof line, "  %-14s %-38s %8.1f %10.0f  %3.0f%% %s%s\n", t.knob.c_str(), t.value.c_str(),
+                    t.texts_per_second, t.tokens_per_second, 100 * t.device_busy, t.chosen ? "<- " : "",
+                    t.note.c_str());
+    else
+      std::snprintf(line, sizeof line, "  %-14s %-38s %8s %10s  %4s %s\n", t.knob.c_str(), t.value.c_str(), "-", "-",
+                    "", t.note.c_str());
+    table += line;
+  }
+  char tail[300];
+  std::snprintf(tail, sizeof tail,
+                "\nbest: --workers %d --batch-tokens %lld --precision %s (%.2fx the starting point); written to %s "
+                "(use: stoke embed --config %s ...)\n",
+                best.workers, static_cast<long long>(best.batch_tokens), best.precision.c_str(), result.speedup,
+                o.write_config.c_str(), o.write_config.c_str());
+  table += tail;
+  result.table = table;
+  return result;
+}
+
+}  // namespace stoke

@@ -1,0 +1,40 @@
+// `stoke tune embed`: short trials changing one knob at a time, in the order a
+// careful practitioner tunes by hand — tokenizer workers, then the token
+// budget (doubling up to the memory limit, then one step down), then
+// precision (with the embeddings' difference from f32 reported, so speed never
+// silently costs quality); graphs when on CUDA. Prints the trial table and
+// writes the winning settings as a `--config FILE` that embed accepts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "jobs/embed_job.h"
+
+namespace stoke {
+
+struct TuneOptions {
+  EmbedOptions embed;               // the job's flags: the starting point
+  double seconds_per_trial = 5;     // --seconds-per-trial
+  std::string write_config = "stoke-tune.json";  // --write-config FILE
+  double min_cosine = 0.999;        // --min-cosine: a precision is taken only if every embedding stays this close to f32's
+  int64_t max_workers = 0;          // --max-workers (0: the cores)
+};
+
+struct TuneTrial {
+  std::string knob, value;
+  double texts_per_second = 0, tokens_per_second = 0, device_busy = 0;
+  std::string note;                 // "best", quality figures, why skipped
+  bool chosen = false;
+};
+
+struct TuneResult {
+  std::vector<TuneTrial> trials;
+  std::string config_json;          // what was written
+  std::string table;                // what the terminal shows
+  double speedup = 1;               // the winner over the first trial
+};
+
+TuneResult run_tune(const TuneOptions& options);
+
+}  // namespace stoke

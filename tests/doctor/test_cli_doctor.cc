@@ -1,0 +1,162 @@
+// `stoke doctor` and `stoke tune` on real runs of the CPU backend: a
+// tokenization-bound case (a micro model, one tokenizer worker) is diagnosed
+// input-bound and told to raise the workers; a compute-bound case (a
+// bert-base-size model, few texts) compute-bound; a run with an injected host
+// sync per batch (and one per training step) sync-bound. The trace is valid
+// Chrome JSON with the expected spans, `doctor --trace` reads it back, the
+// HTML report is written, and tune on the tokenization-bound case picks more
+// workers and writes a config that embed accepts.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "core/file_util.h"
+#include "support/fixtures.h"
+#include "support/random_bert.h"
+
+namespace stoke {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string corpus() { return test::fixture("corpus/fortunes-multilingual.jsonl").string(); }
+
+// The micro model of the tokenization-bound case: hidden 16, one layer (one
+// folder per test: ctest runs tests in parallel processes).
+fs::path micro_model(const std::string& test) {
+  return test::make_random_bert(test::scratch_dir("doctor-micro-model-" + test), 16, 1, 2, 32);
+}
+
+// The first n corpus records.
+fs::path corpus_head(const std::string& name, size_t n) {
+  const fs::path p = test::scratch_dir("doctor-data-" + name) / "texts.jsonl";
+  std::ifstream in(corpus());
+  std::ofstream out(p);
+  std::string line;
+  for (size_t i = 0; i < n && std::getline(in, line); ++i) out << line << "\n";
+  return p;
+}
+
+json trace_metadata(const fs::path& trace) {
+  const json t = json::parse(read_file(trace));
+  return t.at("otherData");
+}
+
+TEST(Doctor, TokenizationBoundRunIsInputBoundAndAdvisesMoreWorkers) {
+  const fs::path dir = test::scratch_dir("doctor-input");
+  const auto r = test::run_stoke("doctor embed --model " + micro_model("input").string() + " --input " + corpus() +
+                                 " --workers 1 --seconds 3 --quiet --trace " + (dir / "trace.json").string() +
+                                 " --html " + (dir / "report.html").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("input-bound (tokenization)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--workers 1 -> "), std::string::npos) << r.out;
+  // It really is bound by tokenization: the tokenizer worked most of the time, the device little.
+  const json facts = trace_metadata(dir / "trace.json").at("facts");
+  const double wall = facts["seconds"];
+  EXPECT_GT(facts["tokenize"]["busy"].get<double>() / wall, 0.6) << facts.dump();
+  EXPECT_LT(facts["device_busy"].get<double>() / wall, 0.5) << facts.dump();
+  // The trace: valid JSON, stage spans, device op spans, CPU counters, thread names.
+  const json t = json::parse(read_file(dir / "trace.json"));
+  std::set<std::string> names, counters, threads;
+  for (const json& e : t.at("traceEvents")) {
+    const std::string ph = e.value("ph", "");
+    if (ph == "X") names.insert(e.at("name").get<std::string>());
+    if (ph == "C") counters.insert(e.at("name").get<std::string>());
+    if (ph == "M" && e.value("name", "") == "thread_name") threads.insert(e["args"]["name"].get<std::string>());
+  }
+  for (const char* span : {"read", "tokenize", "pack", "enqueue", "wait result", "linear", "attention"})
+    EXPECT_TRUE(names.count(span)) << "no \"" << span << "\" span";
+  EXPECT_FALSE(counters.empty()) << "no utilization counters";
+  for (const char* thread : {"reader", "tokenizer", "writer", "device"}) EXPECT_TRUE(threads.count(thread)) << thread;
+  // The report.
+  const std::string html = read_file(dir / "report.html");
+  EXPECT_NE(html.find("input-bound"), std::string::npos);
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  // Reading the trace back gives the same verdict.
+  const auto again = test::run_stoke("doctor --trace " + (dir / "trace.json").string());
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_NE(again.out.find("input-bound (tokenization)"), std::string::npos) << again.out;
+}
+
+TEST(Doctor, BertBaseSizeRunIsComputeBound) {
+  const fs::path model = test::make_random_bert(test::scratch_dir("doctor-base-model"), 768, 12, 12, 3072);
+  const auto r = test::run_stoke("doctor embed --model " + model.string() + " --input " +
+                                 corpus_head("compute", 48).string() + " --seconds 60 --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("compute-bound"), std::string::npos) << r.out;
+  fs::remove_all(model);  // 340 MB
+}
+
+TEST(Doctor, InjectedHostSyncPerBatchIsSyncBound) {
+  const auto r = test::run_stoke("doctor embed --model " + test::fixture("models/tiny-bert").string() + " --input " +
+                                 corpus_head("sync", 3000).string() +
+                                 " --debug-sync-each-batch --batch-tokens 512 --seconds 3 --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("sync-bound"), std::string::npos) << r.out;
+  // Without the injected sync the same run is not sync-bound.
+  const auto clean = test::run_stoke("doctor embed --model " + test::fixture("models/tiny-bert").string() +
+                                     " --input " + corpus_head("sync", 3000).string() +
+                                     " --batch-tokens 512 --seconds 3 --quiet");
+  ASSERT_EQ(clean.status, 0) << clean.err;
+  EXPECT_EQ(clean.out.find("sync-bound"), std::string::npos) << clean.out;
+}
+
+TEST(Doctor, InjectedHostSyncPerTrainingStepIsSyncBound) {
+  const fs::path data = test::scratch_dir("doctor-train-data") / "train.jsonl";
+  {
+    std::ifstream in(corpus());
+    std::ofstream out(data);
+    std::string line;
+    for (size_t i = 0; std::getline(in, line); ++i)
+      if (i % 300 == 0) {
+        const json r = json::parse(line);
+        out << json{{"text", r["text"]}, {"label", r["lang"]}}.dump() << "\n";
+      }
+  }
+  const std::string base = "doctor train --model " + test::fixture("models/tiny-bert").string() + " --train " +
+                           data.string() + " --steps 20 --batch-size 4 --quiet";
+  const auto r = test::run_stoke(base + " --debug-sync-each-step");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("sync-bound"), std::string::npos) << r.out;
+  const auto clean = test::run_stoke(base);
+  ASSERT_EQ(clean.status, 0) << clean.err;
+  EXPECT_EQ(clean.out.find("sync-bound"), std::string::npos) << clean.out;
+}
+
+TEST(Tune, TokenizationBoundCaseGetsMoreWorkersAndAConfigEmbedAccepts) {
+  const fs::path dir = test::scratch_dir("tune");
+  const fs::path config = dir / "tuned.json";
+  const fs::path micro = micro_model("tune");
+  const auto r = test::run_stoke("tune embed --model " + micro.string() + " --input " + corpus() +
+                                 " --workers 1 --seconds-per-trial 1.5 --max-workers 4 --write-config " +
+                                 config.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::printf("%s", r.out.c_str());
+  const json tuned = json::parse(read_file(config));
+  EXPECT_GT(tuned["workers"].get<int>(), 1) << r.out;
+  EXPECT_TRUE(tuned.contains("batch-tokens"));
+  EXPECT_TRUE(tuned.contains("precision"));
+  const auto embed = test::run_stoke("embed --config " + config.string() + " --model " + micro.string() +
+                                     " --input " + corpus_head("tune", 200).string() + " --output " +
+                                     (dir / "out").string() + " --quiet");
+  ASSERT_EQ(embed.status, 0) << embed.err;
+  const json manifest = json::parse(read_file(dir / "out" / "manifest.json"));
+  EXPECT_EQ(manifest["counts"]["texts"], 200) << manifest["counts"].dump();
+}
+
+TEST(Doctor, UserErrors) {
+  const auto none = test::run_stoke("doctor");
+  EXPECT_EQ(none.status, 1);
+  const fs::path bad = test::scratch_dir("doctor-bad") / "trace.json";
+  std::ofstream(bad) << "{\"traceEvents\": []}";
+  const auto no_meta = test::run_stoke("doctor --trace " + bad.string());
+  EXPECT_EQ(no_meta.status, 1);
+  EXPECT_NE(no_meta.err.find("no run summary"), std::string::npos) << no_meta.err;
+}
+
+}  // namespace
+}  // namespace stoke
