@@ -9,6 +9,7 @@ packages=(
   libssl-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev
   clang libclang-rt-14-dev libomp-dev   # libFuzzer targets (clang builds need its OpenMP)
   python3 python3-venv python3-sentencepiece sentencepiece   # benchmark peers
+  chromium   # test_html_report renders the doctor's HTML report headless (skipped without it)
 )
 
 missing=()

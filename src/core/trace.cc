@@ -1,7 +1,10 @@
 #include "core/trace.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 
+#include "core/error.h"
 #include "core/json_write.h"
 
 namespace stoke {
@@ -29,6 +32,21 @@ void Trace::record(const char* name, const char* category, Clock::time_point sta
 void Trace::name_thread(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   thread_names_.emplace_back(thread_index(), name);
+}
+
+void Trace::record_counter(const std::string& name, Clock::time_point when, double value) {
+  if (!std::isfinite(value)) return;
+  const int64_t ts = std::chrono::duration_cast<std::chrono::microseconds>(when - origin_).count();
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.push_back(Counter{name, ts, value});
+}
+
+void Trace::set_metadata(std::string json_object_text) {
+  const size_t first = json_object_text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || json_object_text[first] != '{')
+    throw Error(Errc::invalid_argument, "trace metadata must be a JSON object, got: " + json_object_text.substr(0, 40));
+  std::lock_guard<std::mutex> lock(mu_);
+  metadata_ = std::move(json_object_text);
 }
 
 size_t Trace::event_count() const {
@@ -62,7 +80,23 @@ std::string Trace::to_json() const {
     if (e.arg >= 0) out += ", \"args\": {\"n\": " + std::to_string(e.arg) + "}";
     out += "}";
   }
-  out += "\n]}\n";
+  for (const Counter& c : counters_) {
+    sep();
+    out += "{\"name\": ";
+    json_append_string(out, c.name);
+    // Shortest text that reads back as the same double.
+    char buf[32];
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, c.value);
+    out += ", \"ph\": \"C\", \"pid\": 1, \"ts\": " + std::to_string(c.ts_us) + ", \"args\": {\"value\": ";
+    out.append(buf, end);
+    out += "}}";
+  }
+  out += "\n]";
+  if (!metadata_.empty()) {
+    out += ",\n\"otherData\": ";
+    out += metadata_;
+  }
+  out += "}\n";
   return out;
 }
 

@@ -1,6 +1,10 @@
 // Spans of work per thread, written as Chrome trace-event JSON (opens in
 // Perfetto and chrome://tracing). Recording is cheap: a span is two clock
 // reads and one push into a per-thread buffer; nothing is written until the end.
+// Besides spans ("ph":"X") a trace holds counters ("ph":"C", drawn as a track:
+// the CPU sampler's "cpu <thread>" fractions) and one metadata object, written
+// as the top-level "otherData" key (viewers ignore or list it; `stoke doctor
+// --trace FILE` reads the run's summary from it).
 #pragma once
 
 #include <chrono>
@@ -32,15 +36,32 @@ class Trace {
               int64_t arg = -1);
   // Names the calling thread in the trace ("tokenizer-1", "writer").
   void name_thread(const std::string& name);
-  // {"traceEvents": [...]}: the caller writes it (atomically) where asked.
+  // One value of the counter track `name` at `when` ("cpu executor", 0.93).
+  // Non-finite values are dropped (JSON has no NaN). Counters are few (one per
+  // watched thread per sampler tick), so they may own their names.
+  void record_counter(const std::string& name, Clock::time_point when, double value);
+  // A JSON object's text, written as the top-level "otherData" value; replaces
+  // any earlier one. Throws Error(invalid_argument) unless it starts with '{'
+  // (the text is not parsed here: core has no JSON parser).
+  void set_metadata(std::string json_object_text);
+  // {"traceEvents": [...], "otherData": {...}}: the caller writes it (atomically) where asked.
   std::string to_json() const;
-  size_t event_count() const;
+  size_t event_count() const;  // spans only
+  // The time every event is measured from (the trace's construction).
+  Clock::time_point origin() const { return origin_; }
 
  private:
+  struct Counter {
+    std::string name;
+    int64_t ts_us;
+    double value;
+  };
   uint32_t thread_index();
   Clock::time_point origin_;
   mutable std::mutex mu_;
   std::vector<Event> events_;
+  std::vector<Counter> counters_;
+  std::string metadata_;
   std::vector<std::pair<uint32_t, std::string>> thread_names_;
   std::vector<std::thread::id> threads_;
 };
