@@ -159,6 +159,19 @@ def main():
         mx = "-" if ch["b_maxabs"] is None else f"{ch['b_maxabs']:.3g}"
         print(f"  {ch['prec']}: b's rows byte-identical to a's: {'yes' if ch['b_same'] else 'no'} (max |diff| {mx})")
     print()
+    print("Tracing overhead (d vs a: `stoke embed --trace`, every stage and device-op span recorded; target <= 2%)")
+    for prec in precs:
+        mine = [r for r in runs if r["precision"] == prec]
+        a = [r for r in mine if r["kind"] == "pipelined"]
+        d = [r for r in mine if r["kind"] == "traced"]
+        if not a or not d:
+            continue
+        with open(os.path.join(min(a, key=lambda r: r["wall"])["out"], "manifest.json")) as f:
+            pa = json.load(f)["run"]["pipeline_seconds"]
+        with open(os.path.join(min(d, key=lambda r: r["wall"])["out"], "manifest.json")) as f:
+            pd = json.load(f)["run"]["pipeline_seconds"]
+        print(f"  {prec}: pipeline seconds {pa:.3f} untraced, {pd:.3f} traced: overhead {100 * (pd / pa - 1):+.1f}%")
+    print()
     line = f"whole run {total_s} s"
     if others_s is not None:
         # CPU seconds other processes used while this ran: on 2 cores, more than

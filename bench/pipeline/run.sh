@@ -8,6 +8,8 @@
 #   (b) bench_pipeline         the same batches, pre-tokenized; only enqueue +
 #                              result wait timed (the yardstick)
 #   (c) stoke embed --serial   wall clock of the whole process
+#   (d) stoke embed --trace    (a) recording every stage and device-op span
+#                              (the doctor's trace): its overhead, target <= 2%
 # Environment knobs (defaults in brackets):
 #   BENCH_TEXTS        [all]     the first N texts of the fortunes corpus (24,400)
 #   BENCH_PRECISIONS   [f32 bf16] bf16 is dropped when the CPU has no native bf16
@@ -107,6 +109,8 @@ for prec in $precisions; do
       sed "s/^{/{\"kind\": \"compute\", \"round\": $round, /" >>"$res/runs.jsonl"
     say "$prec round $round/$repeat: (c) stoke embed --serial"
     embed_run serial "$prec" "$round" --serial
+    say "$prec round $round/$repeat: (d) stoke embed --trace (the tracing overhead)"
+    embed_run traced "$prec" "$round" --trace "$res/trace-$prec-$round.json"
   done
 done
 

@@ -77,6 +77,13 @@ class Backend {
   // device by how long the host waited for results).
   virtual double busy_seconds() const { return -1; }
 
+  // How many host threads are busy right now beside the device (the
+  // pipeline's tokenizer workers while they tokenize). A device that computes
+  // on the host's own cores (the CPU backend) runs its kernels on the cores
+  // left, so its thread team never waits at a barrier for a thread the OS
+  // descheduled in favour of a tokenizer; a GPU ignores it. Enqueued: applies
+  // to work enqueued after the call.
+  virtual void set_host_load(int busy_host_threads) { (void)busy_host_threads; }
   // Every host wait on device work since the backend was made.
   uint64_t host_syncs() const { return host_syncs_.load(std::memory_order_relaxed); }
 

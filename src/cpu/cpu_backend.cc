@@ -1,5 +1,7 @@
 #include "cpu/cpu_backend.h"
 
+#include <omp.h>
+
 #include <chrono>
 
 #include <cstdlib>
@@ -221,6 +223,12 @@ void CpuBackend::run() {
     }
     done_cv_.notify_all();
   }
+}
+
+void CpuBackend::set_host_load(int busy_host_threads) {
+  const int cores = omp_get_num_procs();
+  const int threads = std::max(1, cores - std::max(0, busy_host_threads));
+  enqueue("set threads", [threads] { omp_set_num_threads(threads); });
 }
 
 void CpuBackend::set_trace(Trace* trace) {

@@ -44,6 +44,9 @@ class CpuBackend final : public Backend {
   // Records a span per work item on the executor thread ("device" category)
   // from now on (nullptr: stop). The trace must outlive the backend's work.
   void set_trace(Trace* trace);
+  // Kernels run on max(1, cores - busy_host_threads) OpenMP threads from here
+  // on (the team size is set on the executor thread, in stream order).
+  void set_host_load(int busy_host_threads) override;
   double busy_seconds() const override;
   const Kernels& kernels() const { return kernels_; }
 

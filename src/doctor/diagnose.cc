@@ -92,6 +92,17 @@ Diagnosis diagnose_embed(const EmbedFacts& f) {
     if (avg_batch < 0.25 * static_cast<double>(f.batch_tokens) && f.stopped_early)
       d.advice.push_back("batches were small because the profile was short; a full run fills them");
     if (d.advice.empty()) d.advice.push_back("nothing to gain from the settings here: a faster device or a smaller model");
+  } else if (starved >= 0.2 && tok_load < 0.5 && read_load < 0.5 && f.windows <= 2) {
+    // Starved, though neither reading nor tokenizing is busy: the device
+    // waited for the first window, which is read and tokenized whole before
+    // its batches can be sorted.
+    d.bound = Bound::input;
+    d.verdict = "input-bound (pipeline fill): the device waited " + pct(starved) +
+                " of the time for the first sort window to be read and tokenized; after that it never starved";
+    const uint64_t smaller = std::max<uint64_t>(1024, f.sort_window / 16);
+    d.advice.push_back("--sort-window " + std::to_string(f.sort_window) + " -> " + std::to_string(smaller) +
+                       ": the first batches start after " + std::to_string(smaller) +
+                       " records instead of the whole window (batches stay sorted within each window)");
   } else if (starved >= 0.2 || tok_load >= 0.7 || read_load >= 0.7) {
     d.bound = Bound::input;
     const bool tokenizing = tok_load >= read_load;
@@ -204,6 +215,8 @@ nlohmann::json to_json(const EmbedFacts& f) {
           {"workers", f.workers},
           {"cores", f.cores},
           {"batch_tokens", f.batch_tokens},
+          {"sort_window", f.sort_window},
+          {"windows", f.windows},
           {"precision", f.precision},
           {"native_bf16", f.native_bf16},
           {"stopped_early", f.stopped_early}};
@@ -237,6 +250,8 @@ Diagnosis diagnose_from_json(const nlohmann::json& m) {
       f.workers = j.at("workers");
       f.cores = j.at("cores");
       f.batch_tokens = j.at("batch_tokens");
+      f.sort_window = j.value("sort_window", uint64_t{0});
+      f.windows = j.value("windows", uint64_t{0});
       f.precision = j.at("precision");
       f.native_bf16 = j.at("native_bf16");
       f.stopped_early = j.value("stopped_early", false);

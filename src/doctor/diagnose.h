@@ -21,6 +21,8 @@ struct EmbedFacts {
   uint64_t batches = 0, host_syncs = 0, texts = 0, real_tokens = 0, computed_tokens = 0;
   int workers = 1, cores = 1;
   int64_t batch_tokens = 0;    // the token budget
+  uint64_t sort_window = 0;    // records sorted (and tokenized) together
+  uint64_t windows = 0;        // windows the run went through
   std::string precision = "f32";
   bool native_bf16 = false;
   bool stopped_early = false;

@@ -136,6 +136,8 @@ doctor::EmbedFacts embed_facts(const EmbedSummary& s) {
   f.workers = s.workers;
   f.cores = cores();
   f.batch_tokens = s.batch_tokens;
+  f.sort_window = s.sort_window;
+  f.windows = p.windows;
   f.precision = s.precision;
   f.native_bf16 = s.native_bf16;
   f.stopped_early = p.stopped_early;

@@ -333,6 +333,7 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   summary.pipeline = ps;
   summary.workers = po.workers;
   summary.batch_tokens = po.batch_tokens;
+  summary.sort_window = po.sort_window;
   summary.native_bf16 = s.device_name == "cpu" && cpu::cpu_has_native_bf16();
   summary.stage_report = stage_lines(ps);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -57,6 +57,7 @@ struct EmbedSummary {
   PipelineStats pipeline;
   int workers = 1;
   int64_t batch_tokens = 0;
+  uint64_t sort_window = 0;
   bool native_bf16 = false;           // the device multiplies bf16 natively
 };
 

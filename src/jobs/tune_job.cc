@@ -187,8 +187,8 @@ TuneResult run_tune(const TuneOptions& o) {
       sum += cos;
     }
     char note[160];
-    std::snprintf(note, sizeof note, "cosine to f32 over %zu texts: mean %.6f, worst %.6f", rows,
-                  rows ? sum / static_cast<double>(rows) : 0.0, worst);
+    std::snprintf(note, sizeof note, "vs f32 over %zu texts: 1 - cosine mean %.1e, worst %.1e", rows,
+                  rows ? 1.0 - sum / static_cast<double>(rows) : 0.0, 1.0 - worst);
     t.note = note;
     if (rows > 0 && worst >= o.min_cosine && t.texts_per_second > best_rate * kGain) {
       best_rate = t.texts_per_second;
@@ -220,8 +220,9 @@ TuneResult run_tune(const TuneOptions& o) {
   write_file_atomic(o.write_config, std::string_view(result.config_json));
   result.speedup = start_rate > 0 ? best_rate / start_rate : 1;
 
-  std::string table = "stoke tune embed: one knob at a time, " + std::to_string(static_cast<int>(o.seconds_per_trial)) +
-                      " s a trial\n\n  knob           value                                   texts/s   tokens/s  busy\n";
+  char head[96];
+  std::snprintf(head, sizeof head, "stoke tune embed: one knob at a time, %g s a trial", o.seconds_per_trial);
+  std::string table = std::string(head) + "\n\n  knob           value                                   texts/s   tokens/s  busy\n";
   for (const TuneTrial& t : result.trials) {
     char line[400];
     if (t.texts_per_second > 0)

@@ -96,6 +96,7 @@ class Pipeline {
       run_serial(reader);
     else
       run_pipelined(reader);
+    if (host_load_ != 0) backend_.set_host_load(0);
     stats_.records = reader.records();
     stats_.input_sha256 = reader.sha256_so_far();
     stats_.input_bytes = reader.bytes_read();
@@ -338,7 +339,7 @@ class Pipeline {
     });
 
     std::thread tokenizer_thread([&] {
-      if (opt_.trace) opt_.trace->name_thread("tokenizer");
+      if (opt_.trace) opt_.trace->name_thread("tokenizer-0");
       try {
         // The coordinator tokenizes too: a pool of `workers` is it plus
         // workers - 1 helper threads.
@@ -346,13 +347,16 @@ class Pipeline {
         std::unique_ptr<ThreadPool> pool;
         if (opt_.workers > 1)
           pool = std::make_unique<ThreadPool>(static_cast<size_t>(opt_.workers), [this](size_t i) {
+            if (opt_.trace) opt_.trace->name_thread("tokenizer-" + std::to_string(i));
             if (opt_.on_thread_start) opt_.on_thread_start("tokenizer-" + std::to_string(i));
           });
         while (auto w = read_q.pop()) {
           const auto t = Clock::now();
           {
             TraceSpan span(opt_.trace, "tokenize");
+            tokenizing_.store(true, std::memory_order_relaxed);
             tokenize_window(**w, pool.get());
+            tokenizing_.store(false, std::memory_order_relaxed);
           }
           stats_.tokenize.busy += since(t);
           if (!token_q.push(std::move(*w))) break;
@@ -383,6 +387,7 @@ class Pipeline {
     });
 
     // The executor: this thread.
+    if (opt_.trace) opt_.trace->name_thread("batcher");
     if (opt_.on_thread_start) opt_.on_thread_start("batcher");
     try {
       PackedBatch batch;
@@ -399,6 +404,12 @@ class Pipeline {
           stats_.batch.wait_output += since(tw);
           if (!slot) throw Aborted{};
           t = Clock::now();
+          // While the tokenizer works, the device computes on the cores it leaves.
+          const int load = tokenizing_.load(std::memory_order_relaxed) ? opt_.workers : 0;
+          if (load != host_load_) {
+            backend_.set_host_load(load);
+            host_load_ = load;
+          }
           BatchJob job;
           {
             TraceSpan span(opt_.trace, "enqueue");
@@ -440,6 +451,8 @@ class Pipeline {
 
   const LoadedEncoder& enc_;
   Clock::time_point start_ = Clock::now();  // the deadline of stop_after_seconds counts from here
+  std::atomic<bool> tokenizing_{false};     // the tokenizer thread is inside a window
+  int host_load_ = 0;                       // what the backend was last told (executor thread only)
   Backend& backend_;
   const Tokenizer& tok_;
   const EncodePipelineOptions& opt_;

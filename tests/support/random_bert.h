@@ -1,4 +1,4 @@
-// A BERT model folder with random weights and the tiny-bert fixture's
+// A BERT (or XLM-R) model folder with random weights and a fixture's
 // tokenizer, at any size: the micro and bert-base-size models of the doctor
 // and tune tests (made on the fly, never stored).
 #pragma once
@@ -19,13 +19,17 @@
 
 namespace stoke::test {
 
+// `base` names the fixture whose architecture and tokenizer are kept
+// ("tiny-bert": WordPiece, "tiny-xlmr": SentencePiece).
 inline std::filesystem::path make_random_bert(const std::filesystem::path& dir, int64_t hidden, int64_t layers,
-                                              int64_t heads, int64_t intermediate, uint64_t seed = 1) {
+                                              int64_t heads, int64_t intermediate, uint64_t seed = 1,
+                                              const std::string& base = "tiny-bert") {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
-  const fs::path src = fixture("models/tiny-bert");
-  for (const char* f : {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
-    fs::copy_file(src / f, dir / f, fs::copy_options::overwrite_existing);
+  const fs::path src = fixture("models/" + base);
+  for (const char* f : {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                        "sentencepiece.bpe.model"})
+    if (fs::exists(src / f)) fs::copy_file(src / f, dir / f, fs::copy_options::overwrite_existing);
   nlohmann::json config = nlohmann::json::parse(read_file(src / "config.json"));
   config["hidden_size"] = hidden;
   config["num_hidden_layers"] = layers;

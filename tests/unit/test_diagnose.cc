@@ -1,0 +1,155 @@
+// The doctor's rules on numbers: each verdict from the facts that make it,
+// the advice it gives, and the facts' JSON round trip (what `stoke doctor
+// --trace FILE` reads back).
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "doctor/diagnose.h"
+
+namespace stoke::doctor {
+namespace {
+
+// A 10-second embed run of 100 batches, each reading its result once.
+EmbedFacts base() {
+  EmbedFacts f;
+  f.seconds = 10;
+  f.device_busy = 5;
+  f.read = {"read", 1, 1, 0, 0};
+  f.tokenize = {"tokenize", 1, 2, 0, 0};
+  f.batch = {"batch", 1, 0.5, 0.5, 0};
+  f.write = {"write", 1, 0.2, 0, 0};
+  f.batches = 100;
+  f.host_syncs = 100;
+  f.texts = 10000;
+  f.real_tokens = f.computed_tokens = 1000000;
+  f.workers = 1;
+  f.cores = 4;
+  f.batch_tokens = 16384;
+  f.sort_window = 4096;
+  f.windows = 3;
+  return f;
+}
+
+bool has(const std::vector<std::string>& lines, const std::string& text) {
+  for (const auto& l : lines)
+    if (l.find(text) != std::string::npos) return true;
+  return false;
+}
+
+TEST(Diagnose, ExtraHostSyncsPerBatchAreSyncBoundEvenWhenBusy) {
+  EmbedFacts f = base();
+  f.host_syncs = 200;
+  f.device_busy = 8.5;
+  const Diagnosis d = diagnose_embed(f);
+  EXPECT_EQ(d.bound, Bound::sync);
+  EXPECT_NE(d.verdict.find("1.0 extra host syncs per batch"), std::string::npos) << d.verdict;
+}
+
+TEST(Diagnose, BusyDeviceIsComputeBoundAndBf16IsAdvisedWhereNative) {
+  EmbedFacts f = base();
+  f.device_busy = 9.2;
+  f.native_bf16 = true;
+  Diagnosis d = diagnose_embed(f);
+  EXPECT_EQ(d.bound, Bound::compute);
+  EXPECT_TRUE(has(d.advice, "--precision f32 -> bf16")) << format_diagnosis(d);
+  f.native_bf16 = false;
+  d = diagnose_embed(f);
+  EXPECT_FALSE(has(d.advice, "bf16"));
+  EXPECT_NEAR(d.device_busy, 0.92, 1e-12);
+}
+
+TEST(Diagnose, BusyTokenizerIsInputBoundWithTheWorkersItNeeds) {
+  EmbedFacts f = base();
+  f.device_busy = 2;
+  f.tokenize.busy = 9;  // 4.5x the device's time on one worker
+  f.batch.wait_input = 7;
+  Diagnosis d = diagnose_embed(f);
+  EXPECT_EQ(d.bound, Bound::input);
+  EXPECT_NE(d.verdict.find("input-bound (tokenization)"), std::string::npos);
+  EXPECT_TRUE(has(d.advice, "--workers 1 -> 4")) << format_diagnosis(d);  // ceil(4.5) = 5, capped at 4 cores
+  f.cores = 16;
+  d = diagnose_embed(f);
+  EXPECT_TRUE(has(d.advice, "--workers 1 -> 5")) << format_diagnosis(d);
+  f.cores = 2;
+  d = diagnose_embed(f);
+  EXPECT_TRUE(has(d.advice, "--workers 1 -> 2"));
+  EXPECT_TRUE(has(d.advice, "2 cores shared by the tokenizer and the model"));
+}
+
+TEST(Diagnose, BusyReaderIsInputBoundOnReading) {
+  EmbedFacts f = base();
+  f.device_busy = 2;
+  f.read.busy = 8;
+  f.batch.wait_input = 7;
+  const Diagnosis d = diagnose_embed(f);
+  EXPECT_EQ(d.bound, Bound::input);
+  EXPECT_NE(d.verdict.find("input-bound (reading)"), std::string::npos) << d.verdict;
+}
+
+TEST(Diagnose, WaitingOnlyForTheFirstWindowAdvisesASmallerSortWindow) {
+  EmbedFacts f = base();
+  f.device_busy = 7;
+  f.batch.wait_input = 2.5;
+  f.windows = 1;
+  f.sort_window = 65536;
+  const Diagnosis d = diagnose_embed(f);
+  EXPECT_EQ(d.bound, Bound::input);
+  EXPECT_NE(d.verdict.find("pipeline fill"), std::string::npos) << d.verdict;
+  EXPECT_TRUE(has(d.advice, "--sort-window 65536 -> 4096")) << format_diagnosis(d);
+}
+
+TEST(Diagnose, PaddingAndSmallBatches) {
+  EmbedFacts f = base();
+  f.computed_tokens = 2000000;
+  EXPECT_EQ(diagnose_embed(f).bound, Bound::padding);
+  f = base();
+  f.computed_tokens = f.real_tokens = 100 * 300;
+  f.batch_tokens = 512;
+  const Diagnosis d = diagnose_embed(f);
+  EXPECT_EQ(d.bound, Bound::launch);
+  EXPECT_TRUE(has(d.advice, "--batch-tokens 512 -> 4096"));
+}
+
+TEST(Diagnose, TrainingSyncsBeyondLoggingAreSyncBound) {
+  TrainFacts f;
+  f.seconds = 10;
+  f.device_busy = 6;
+  f.steps = 100;
+  f.host_syncs = 104;
+  f.expected_syncs = 4;
+  f.batch_size = 16;
+  f.log_every = 50;
+  Diagnosis d = diagnose_train(f);
+  EXPECT_EQ(d.bound, Bound::sync);
+  EXPECT_TRUE(has(d.advice, "--log-every 50"));
+  f.host_syncs = 4;
+  f.device_busy = 9;
+  d = diagnose_train(f);
+  EXPECT_EQ(d.bound, Bound::compute);
+  f.device_busy = 5;
+  d = diagnose_train(f);
+  EXPECT_EQ(d.bound, Bound::launch);
+  EXPECT_TRUE(has(d.advice, "--batch-size 16 -> 32"));
+}
+
+TEST(Diagnose, FactsRoundTripThroughJson) {
+  EmbedFacts f = base();
+  f.tokenize.busy = 9;
+  f.device_busy = 2;
+  f.batch.wait_input = 7;
+  const Diagnosis live = diagnose_embed(f);
+  const Diagnosis read = diagnose_from_json({{"job", "embed"}, {"facts", to_json(f)}});
+  EXPECT_EQ(read.verdict, live.verdict);
+  EXPECT_EQ(read.advice, live.advice);
+  TrainFacts t;
+  t.seconds = 1;
+  t.steps = 3;
+  t.host_syncs = 9;
+  t.expected_syncs = 2;
+  EXPECT_EQ(diagnose_from_json({{"job", "train"}, {"facts", to_json(t)}}).bound, Bound::sync);
+  EXPECT_THROW(diagnose_from_json({{"job", "embed"}}), Error);
+  EXPECT_THROW(diagnose_from_json({{"job", "paint"}, {"facts", nlohmann::json::object()}}), Error);
+}
+
+}  // namespace
+}  // namespace stoke::doctor
