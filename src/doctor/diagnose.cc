@@ -120,6 +120,11 @@ Diagnosis diagnose_embed(const EmbedFacts& f) {
                            ": tokenization needs " + fmt("%.1fx", f.tokenize.busy / device_s) +
                            " the device's time on one worker");
       }
+      if (f.windows <= 1 && f.sort_window > 4096)
+        d.advice.push_back("--sort-window " + std::to_string(f.sort_window) + " -> " +
+                           std::to_string(std::max<uint64_t>(1024, f.sort_window / 16)) +
+                           ": the input fit in one window, so every text was tokenized before the first batch; "
+                           "smaller windows let tokenizing and computing overlap");
       if (f.cores <= 2)
         d.advice.push_back("this machine has " + std::to_string(f.cores) +
                            " cores shared by the tokenizer and the model: more cores (or a GPU for the model) "

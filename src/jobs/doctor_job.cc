@@ -81,7 +81,7 @@ DoctorResult doctor_embed(const DoctorOptions& o) {
   r.diagnosis = doctor::diagnose_embed(f);
   r.diagnosis.device = s.device;
   if (p.stopped_early)
-    r.diagnosis.evidence.push_back("profiled the first " + std::to_string(p.texts) + " texts (--seconds " +
+    r.diagnosis.evidence.push_back("profiled " + std::to_string(p.submitted_texts) + " texts (--seconds " +
                                    std::to_string(static_cast<int>(o.seconds)) + ")");
   attach_timeline(r.diagnosis, trace, sampler);
   finish(r, o, trace, json{{"job", "embed"}, {"facts", doctor::to_json(f)}}, trace_out);
@@ -130,7 +130,7 @@ doctor::EmbedFacts embed_facts(const EmbedSummary& s) {
   f.result_wait = p.result_wait;
   f.batches = p.batches;
   f.host_syncs = p.host_syncs;
-  f.texts = p.texts;
+  f.texts = p.submitted_texts;
   f.real_tokens = p.real_tokens;
   f.computed_tokens = p.computed_tokens;
   f.workers = s.workers;

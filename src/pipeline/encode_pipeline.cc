@@ -197,6 +197,7 @@ class Pipeline {
     job.members = std::move(members);
     job.slot = slot;
     stats_.batches++;
+    stats_.submitted_texts += job.members.size();
     stats_.computed_tokens += static_cast<uint64_t>(batch.tokens());
     for (uint32_t m : job.members) stats_.real_tokens += job.window->encodings[m].ids.size();
     return job;
@@ -391,8 +392,14 @@ class Pipeline {
     if (opt_.on_thread_start) opt_.on_thread_start("batcher");
     try {
       PackedBatch batch;
+      // A profile's deadline (stop_after_seconds) also stops the device work:
+      // past it no batch is enqueued, and the window in hand is dropped
+      // unwritten (its rows would be incomplete).
+      bool cancelled = false;
+      auto past_deadline = [&] { return opt_.stop_after_seconds > 0 && since(start_) > opt_.stop_after_seconds; };
       while (auto w = token_q.pop()) {
         for_each_batch(**w, [&](std::vector<uint32_t> members) {
+          if (cancelled || (cancelled = past_deadline())) return;
           auto t = Clock::now();
           {
             TraceSpan span(opt_.trace, "pack");
@@ -422,6 +429,12 @@ class Pipeline {
           }
           if (!result_q.push(std::move(job))) throw Aborted{};
         });
+        if (cancelled) {
+          stats_.stopped_early = true;
+          read_q.abort();  // the reader and the tokenizer stop where they are
+          token_q.abort();
+          break;
+        }
         BatchJob end;
         end.window = std::move(*w);
         end.window_end = true;

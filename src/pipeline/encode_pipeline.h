@@ -88,6 +88,7 @@ struct PipelineStats {
   uint64_t other_tasks = 0;  // records belonging to other tasks
   uint64_t resumed = 0;      // records dropped because an earlier run committed them
   uint64_t batches = 0, windows = 0;
+  uint64_t submitted_texts = 0;  // texts the device ran (= texts unless a deadline dropped a window)
   uint64_t real_tokens = 0;      // tokens of the texts in the batches run
   uint64_t computed_tokens = 0;  // token rows the device ran (padding would count here; packed batches have none)
   StageTime read, tokenize, batch, write;

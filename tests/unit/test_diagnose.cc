@@ -73,6 +73,11 @@ TEST(Diagnose, BusyTokenizerIsInputBoundWithTheWorkersItNeeds) {
   f.cores = 2;
   d = diagnose_embed(f);
   EXPECT_TRUE(has(d.advice, "--workers 1 -> 2"));
+  EXPECT_FALSE(has(d.advice, "--sort-window"));
+  f.windows = 1;
+  f.sort_window = 65536;
+  d = diagnose_embed(f);
+  EXPECT_TRUE(has(d.advice, "--sort-window 65536 -> 4096")) << format_diagnosis(d);
   EXPECT_TRUE(has(d.advice, "2 cores shared by the tokenizer and the model"));
 }
 
