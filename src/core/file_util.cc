@@ -1,5 +1,7 @@
 #include "core/file_util.h"
 
+#include <stdlib.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -23,6 +25,17 @@ std::string read_file(const std::filesystem::path& path) {
   ss << in.rdbuf();
   if (in.bad()) throw Error(Errc::io, path.string() + ": read failed");
   return ss.str();
+}
+
+TempFolder::TempFolder(const std::string& prefix) {
+  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  if (!::mkdtemp(pattern.data())) throw Error(Errc::io, "cannot create a temporary folder " + pattern + ": " + std::strerror(errno));
+  path_ = pattern;
+}
+
+TempFolder::~TempFolder() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace stoke

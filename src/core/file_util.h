@@ -1,4 +1,5 @@
-// Small helpers for reading whole files with errors that name the file.
+// Small helpers for files: reading whole files with errors that name the
+// file, and scratch folders.
 #pragma once
 
 #include <filesystem>
@@ -8,5 +9,19 @@ namespace stoke {
 
 // Reads a file into a string; throws Error(io / not_found) naming the path.
 std::string read_file(const std::filesystem::path& path);
+
+// A fresh folder in the system's temporary directory ("<prefix>-XXXXXX"),
+// removed with everything in it when the object goes. Throws Error(io).
+class TempFolder {
+ public:
+  explicit TempFolder(const std::string& prefix);
+  ~TempFolder();
+  TempFolder(const TempFolder&) = delete;
+  TempFolder& operator=(const TempFolder&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace stoke

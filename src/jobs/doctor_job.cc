@@ -1,7 +1,5 @@
 #include "jobs/doctor_job.h"
 
-#include <stdlib.h>
-
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -22,24 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-// A temporary folder for a profiled run's output, removed when done.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "stoke-doctor-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw Error(Errc::io, "cannot create a temporary folder in " + pattern);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
 // Spans and utilization for the report, from what the run recorded.
@@ -59,9 +39,9 @@ void finish(DoctorResult& r, const DoctorOptions& o, Trace& trace, const json& m
 DoctorResult doctor_embed(const DoctorOptions& o) {
   DoctorResult r;
   EmbedOptions e = o.embed;
-  std::unique_ptr<TempDir> temp;
+  std::unique_ptr<TempFolder> temp;
   if (e.output.empty()) {
-    temp = std::make_unique<TempDir>();
+    temp = std::make_unique<TempFolder>("stoke-doctor");
     e.output = (temp->path() / "out").string();
     e.stop_after_seconds = o.seconds;  // a temporary output may hold a prefix
   } else {
@@ -91,9 +71,9 @@ DoctorResult doctor_embed(const DoctorOptions& o) {
 DoctorResult doctor_train(const DoctorOptions& o) {
   DoctorResult r;
   TrainOptions t = o.train;
-  std::unique_ptr<TempDir> temp;
+  std::unique_ptr<TempFolder> temp;
   if (t.output.empty()) {
-    temp = std::make_unique<TempDir>();
+    temp = std::make_unique<TempFolder>("stoke-doctor");
     t.output = (temp->path() / "out").string();
   } else {
     r.output = t.output;

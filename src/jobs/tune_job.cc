@@ -1,7 +1,5 @@
 #include "jobs/tune_job.h"
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,21 +21,13 @@ using nlohmann::json;
 
 namespace {
 
+// Trial outputs, numbered, in one temporary folder removed at the end.
 class Scratch {
  public:
-  Scratch() {
-    std::string pattern = (fs::temp_directory_path() / "stoke-tune-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw Error(Errc::io, "cannot create a temporary folder in " + pattern);
-    path_ = pattern;
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path next() { return path_ / ("trial-" + std::to_string(n_++)); }
+  std::filesystem::path next() { return folder_.path() / ("trial-" + std::to_string(n_++)); }
 
  private:
-  fs::path path_;
+  TempFolder folder_{"stoke-tune"};
   int n_ = 0;
 };
 
