@@ -397,7 +397,17 @@ class Pipeline {
       // unwritten (its rows would be incomplete).
       bool cancelled = false;
       auto past_deadline = [&] { return opt_.stop_after_seconds > 0 && since(start_) > opt_.stop_after_seconds; };
-      while (auto w = token_q.pop()) {
+      // Did the batcher have to wait for this window? Then tokenization is
+      // the bottleneck, and the device leaves the tokenizer its cores while
+      // it works; a window that was ready means the device is the bottleneck
+      // and keeps every core. (The first window is always waited for: that
+      // is the pipeline filling, not a slow tokenizer.)
+      bool starved = false;
+      for (uint64_t window = 0;; ++window) {
+        const double waited_before = token_q.pop_wait_seconds();
+        auto w = token_q.pop();
+        if (!w) break;
+        starved = window > 0 && token_q.pop_wait_seconds() - waited_before > 1e-3;
         for_each_batch(**w, [&](std::vector<uint32_t> members) {
           if (cancelled || (cancelled = past_deadline())) return;
           auto t = Clock::now();
@@ -411,8 +421,9 @@ class Pipeline {
           stats_.batch.wait_output += since(tw);
           if (!slot) throw Aborted{};
           t = Clock::now();
-          // While the tokenizer works, the device computes on the cores it leaves.
-          const int load = tokenizing_.load(std::memory_order_relaxed) ? opt_.workers : 0;
+          // While a tokenizer that holds the device back works, the device
+          // computes on the cores it leaves.
+          const int load = starved && tokenizing_.load(std::memory_order_relaxed) ? opt_.workers : 0;
           if (load != host_load_) {
             backend_.set_host_load(load);
             host_load_ = load;
