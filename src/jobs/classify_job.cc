@@ -6,13 +6,19 @@
 #include "core/error.h"
 #include "core/json_write.h"
 #include "core/progress.h"
+#include "core/cpu_sampler.h"
 #include "core/trace.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/kernels.h"
+#include "jobs/doctor_job.h"
 #include "io/atomic_file.h"
 #include "pipeline/encode_pipeline.h"
 #include "jobs/model_session.h"
 #include "jobs/output_file.h"
 
 namespace stoke {
+
+using json = nlohmann::json;
 
 namespace {
 
@@ -150,6 +156,17 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   po.workers = o.common.workers > 0 ? o.common.workers : 1;
   po.product = RowProduct::logits;
   po.trace = trace.get();
+  // A trace carries the device's op spans and CPU-utilization samples of
+  // every stage thread, and the run's facts for `stoke doctor --trace`.
+  std::unique_ptr<CpuSampler> sampler = trace ? std::make_unique<CpuSampler>(trace.get()) : nullptr;
+  if (sampler) {
+    po.on_thread_start = [s = sampler.get()](const std::string& name) { s->watch_current_thread(name); };
+    sampler->start();
+    if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get())) {
+      cpu_backend->set_trace(trace.get());
+      cpu_backend->enqueue("name thread", [hook = po.on_thread_start] { hook("device"); });
+    }
+  }
   OutputFile output(o.output);
   JsonlSink sink(output, cfg, head);
   Progress progress("classify", 0, !o.common.quiet);
@@ -168,7 +185,17 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   summary.mode = head_name(head);
   summary.device = s.device_name;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (trace) write_file_atomic(o.common.trace, std::string_view(trace->to_json()));
+  if (trace) {
+    sampler->stop();
+    s.backend->drain();
+    if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get())) cpu_backend->set_trace(nullptr);
+    const bool native = s.device_name == "cpu" && cpu::cpu_has_native_bf16();
+    trace->set_metadata(json{{"job", "classify"},
+                             {"facts", doctor::to_json(pipeline_facts(ps, po.workers, po.batch_tokens, po.sort_window,
+                                                                      o.common.precision, native))}}
+                            .dump());
+    write_file_atomic(o.common.trace, std::string_view(trace->to_json()));
+  }
   return summary;
 }
 

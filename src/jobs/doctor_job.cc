@@ -99,12 +99,16 @@ DoctorResult doctor_train(const DoctorOptions& o) {
 }  // namespace
 
 doctor::EmbedFacts embed_facts(const EmbedSummary& s) {
-  const PipelineStats& p = s.pipeline;
+  return pipeline_facts(s.pipeline, s.workers, s.batch_tokens, s.sort_window, s.precision, s.native_bf16);
+}
+
+doctor::EmbedFacts pipeline_facts(const PipelineStats& p, int workers, int64_t batch_tokens, uint64_t sort_window,
+                                  const std::string& precision, bool native_bf16) {
   doctor::EmbedFacts f;
   f.seconds = p.seconds;
   f.device_busy = p.device_busy;
   f.read = {"read", 1, p.read.busy, p.read.wait_input, p.read.wait_output};
-  f.tokenize = {"tokenize", s.workers, p.tokenize.busy, p.tokenize.wait_input, p.tokenize.wait_output};
+  f.tokenize = {"tokenize", workers, p.tokenize.busy, p.tokenize.wait_input, p.tokenize.wait_output};
   f.batch = {"batch + enqueue", 1, p.batch.busy, p.batch.wait_input, p.batch.wait_output};
   f.write = {"write", 1, p.write.busy, p.write.wait_input + p.result_wait, p.write.wait_output};
   f.result_wait = p.result_wait;
@@ -113,13 +117,13 @@ doctor::EmbedFacts embed_facts(const EmbedSummary& s) {
   f.texts = p.submitted_texts;
   f.real_tokens = p.real_tokens;
   f.computed_tokens = p.computed_tokens;
-  f.workers = s.workers;
+  f.workers = workers;
   f.cores = cores();
-  f.batch_tokens = s.batch_tokens;
-  f.sort_window = s.sort_window;
+  f.batch_tokens = batch_tokens;
+  f.sort_window = sort_window;
   f.windows = p.windows;
-  f.precision = s.precision;
-  f.native_bf16 = s.native_bf16;
+  f.precision = precision;
+  f.native_bf16 = native_bf16;
   f.stopped_early = p.stopped_early;
   return f;
 }

@@ -34,6 +34,8 @@ DoctorResult run_doctor(const DoctorOptions& options);
 // the metadata of every trace a job writes, so `stoke doctor --trace FILE`
 // diagnoses it).
 doctor::EmbedFacts embed_facts(const EmbedSummary& summary);
+doctor::EmbedFacts pipeline_facts(const PipelineStats& stats, int workers, int64_t batch_tokens,
+                                  uint64_t sort_window, const std::string& precision, bool native_bf16);
 doctor::TrainFacts train_facts(const TrainSummary& summary);
 
 }  // namespace stoke

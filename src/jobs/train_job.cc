@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/cpu_sampler.h"
 #include "core/error.h"
 #include "core/sha256.h"
 #include "core/thread_pool.h"
@@ -182,12 +183,18 @@ TrainSummary run_train(const TrainOptions& o) {
   sum.device = backend->name();
   std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
   Trace* trace = o.trace ? o.trace : own_trace.get();
+  std::unique_ptr<CpuSampler> sampler = own_trace ? std::make_unique<CpuSampler>(own_trace.get()) : nullptr;
+  std::function<void(const std::string&)> on_thread_start = o.on_thread_start;
+  if (sampler) {
+    on_thread_start = [s = sampler.get()](const std::string& name) { s->watch_current_thread(name); };
+    sampler->start();
+  }
   if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(backend.get())) {
     sum.native_bf16 = cpu::cpu_has_native_bf16();
     if (trace) cpu_backend->set_trace(trace);
-    if (o.on_thread_start) cpu_backend->enqueue("name thread", [hook = o.on_thread_start] { hook("device"); });
+    if (on_thread_start) cpu_backend->enqueue("name thread", [hook = on_thread_start] { hook("device"); });
   }
-  if (o.on_thread_start) o.on_thread_start("trainer");
+  if (on_thread_start) on_thread_start("trainer");
   if (trace) trace->name_thread("trainer");
 
   RecordReaderOptions reader = record_reader_options(CommonOptions{o.common});
@@ -470,6 +477,7 @@ TrainSummary run_train(const TrainOptions& o) {
     run["final"]["eval_macro_f1"] = r.last_eval->macro_f1;
   }
   write_file_atomic(out / "run.json", run.dump(2) + "\n");
+  if (sampler) sampler->stop();
   if (trace && !o.common.trace.empty()) {
     trace->set_metadata(json{{"job", "train"}, {"facts", doctor::to_json(train_facts(sum))}}.dump());
     write_file_atomic(o.common.trace, std::string_view(trace->to_json()));
