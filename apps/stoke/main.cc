@@ -212,6 +212,14 @@ int main(int argc, char** argv) {
   tune_embed->add_option("--min-cosine", tun.min_cosine,
                          "A lower precision is taken only if every embedding keeps this cosine to f32's");
   tune_embed->add_option("--max-workers", tun.max_workers, "Most tokenizer workers to try (0: the cores)");
+  stoke::TuneTrainOptions tun_train;
+  TrainCli tun_trn;
+  CLI::App* tune_train = tune->add_subcommand("train", "Tune `stoke train` starting from these flags");
+  add_train_flags(tune_train, tun_trn);
+  tune_train->add_option("--steps-per-trial", tun_train.steps_per_trial, "Optimizer steps each trial runs");
+  tune_train->add_option("--write-config", tun_train.write_config, "Where the winning settings go (a --config file)");
+  tune_train->add_option("--max-loss-change", tun_train.max_loss_change,
+                         "bf16 is taken only if its loss after the trial stays this close to f32's (relative)");
   tune->require_subcommand(1);
 
   // inspect
@@ -244,6 +252,7 @@ int main(int argc, char** argv) {
     if (doctor_embed->parsed()) stoke::cli::apply_config_file(doctor_embed, doc_emb.o.common.config);
     if (doctor_train->parsed()) stoke::cli::apply_config_file(doctor_train, doc_trn.o.common.config);
     if (tune_embed->parsed()) stoke::cli::apply_config_file(tune_embed, tun_emb.o.common.config);
+    if (tune_train->parsed()) stoke::cli::apply_config_file(tune_train, tun_trn.o.common.config);
   } catch (const CLI::Error& e) {
     std::fprintf(stderr, "stoke: --config %s: %s\n", tok.common.config.c_str(), e.what());
     return 1;
@@ -340,9 +349,16 @@ int main(int argc, char** argv) {
       std::printf("%s", r.text.c_str());
       if (!doc.html.empty()) std::printf("\nreport: %s\n", doc.html.c_str());
     } else if (tune->parsed()) {
-      tun_emb.finish();
-      tun.embed = tun_emb.o;
-      const stoke::TuneResult r = stoke::run_tune(tun);
+      stoke::TuneResult r;
+      if (tune_train->parsed()) {
+        tun_trn.finish(tune_train);
+        tun_train.train = tun_trn.o;
+        r = stoke::run_tune_train(tun_train);
+      } else {
+        tun_emb.finish();
+        tun.embed = tun_emb.o;
+        r = stoke::run_tune(tun);
+      }
       std::printf("%s", r.table.c_str());
     } else if (inspect->parsed()) {
       stoke::run_inspect(inspect_path, std::cout);

@@ -235,4 +235,113 @@ TuneResult run_tune(const TuneOptions& o) {
   return result;
 }
 
+TuneResult run_tune_train(const TuneTrainOptions& o) {
+  if (o.steps_per_trial <= 0) throw Error(Errc::invalid_argument, "--steps-per-trial must be positive");
+  if (!o.train.output.empty())
+    throw Error(Errc::invalid_argument, "stoke tune writes its trials to temporary folders: drop --output "
+                                        "(run `stoke train --config " + o.write_config + " --output ...` afterwards)");
+  if (o.train.batch_size == "auto")
+    throw Error(Errc::invalid_argument, "stoke tune train: start from a number (--batch-size 8); tune searches up from it");
+  TuneResult result;
+  Scratch scratch;
+  int64_t start_batch = 0;
+  try {
+    start_batch = std::stoll(o.train.batch_size);
+  } catch (...) {
+  }
+  if (start_batch <= 0) throw Error(Errc::invalid_argument, "--batch-size \"" + o.train.batch_size + "\": expected a number");
+  struct Outcome {
+    TuneTrial trial;
+    double loss = 0;
+  };
+  auto trial = [&](int64_t batch, const std::string& precision, const std::string& knob, const std::string& value) {
+    TrainOptions t = o.train;
+    t.output = scratch.next().string();
+    t.common.quiet = true;
+    t.common.precision = precision;
+    t.common.trace.clear();
+    t.batch_size = std::to_string(batch);
+    t.max_steps = o.steps_per_trial;
+    t.save_every = 0;
+    t.eval.clear();
+    t.log_every = o.steps_per_trial;
+    if (batch != start_batch) t.lr_scale_from = start_batch;  // the linear scaling rule keeps the lr right
+    const TrainSummary r = run_train(t);
+    Outcome out;
+    out.trial.knob = knob;
+    out.trial.value = value;
+    out.trial.texts_per_second = r.samples_per_s;
+    out.trial.tokens_per_second = r.tokens_per_s;
+    out.trial.device_busy = r.seconds > 0 && r.device_busy_seconds >= 0 ? r.device_busy_seconds / r.seconds : 0;
+    out.loss = r.last_loss;
+    return out;
+  };
+  const double kGain = 1.05;
+  int64_t best_batch = start_batch;
+  std::string best_precision = o.train.common.precision;
+  Outcome base = trial(start_batch, best_precision, "start", "batch " + std::to_string(start_batch) + ", " + best_precision);
+  base.trial.chosen = true;
+  double best_rate = base.trial.texts_per_second;
+  const double start_rate = best_rate;
+  result.trials.push_back(base.trial);
+  // 1. Batch size: doubling, with --lr-scale-from the starting batch.
+  for (int64_t b = start_batch * 2; b <= o.train.max_batch_size; b *= 2) {
+    Outcome t = trial(b, best_precision, "batch-size", std::to_string(b) + " (lr x" + std::to_string(b / start_batch) + ")");
+    const bool better = t.trial.texts_per_second > best_rate * kGain;
+    if (better) {
+      best_rate = t.trial.texts_per_second;
+      best_batch = b;
+      for (auto& x : result.trials) x.chosen = false;
+      t.trial.chosen = true;
+    }
+    result.trials.push_back(t.trial);
+    if (!better) break;
+  }
+  // 2. Precision, with the loss after the same steps compared to f32's.
+  if (best_precision == "f32" && cpu::cpu_has_native_bf16()) {
+    Outcome ref = trial(best_batch, "f32", "precision", "f32 (reference)");
+    Outcome t = trial(best_batch, "bf16", "precision", "bf16");
+    const double change = std::abs(t.loss - ref.loss) / std::max(std::abs(ref.loss), 1e-12);
+    char note[160];
+    std::snprintf(note, sizeof note, "loss after %lld steps %.5f vs f32 %.5f (%.2f%%)",
+                  static_cast<long long>(o.steps_per_trial), t.loss, ref.loss, 100 * change);
+    t.trial.note = note;
+    ref.trial.note = "the reference for bf16's loss";
+    if (change <= o.max_loss_change && t.trial.texts_per_second > best_rate * kGain) {
+      best_rate = t.trial.texts_per_second;
+      best_precision = "bf16";
+      for (auto& x : result.trials) x.chosen = false;
+      t.trial.chosen = true;
+    } else if (change > o.max_loss_change) {
+      t.trial.note += " (beyond --max-loss-change: not taken)";
+    }
+    result.trials.push_back(ref.trial);
+    result.trials.push_back(t.trial);
+  }
+  json config = {{"batch-size", std::to_string(best_batch)}, {"precision", best_precision}};
+  if (best_batch != start_batch) config["lr-scale-from"] = start_batch;
+  result.config_json = config.dump(2) + "\n";
+  write_file_atomic(o.write_config, std::string_view(result.config_json));
+  result.speedup = start_rate > 0 ? best_rate / start_rate : 1;
+  char head[120];
+  std::snprintf(head, sizeof head, "stoke tune train: one knob at a time, %lld steps a trial",
+                static_cast<long long>(o.steps_per_trial));
+  std::string table = std::string(head) + "\n\n  knob           value                          samples/s   tokens/s  busy\n";
+  for (const TuneTrial& t : result.trials) {
+    char line[400];
+    std::snprintf(line, sizeof line, "  %-14s %-29s %9.1f %10.0f  %3.0f%% %s%s\n", t.knob.c_str(), t.value.c_str(),
+                  t.texts_per_second, t.tokens_per_second, 100 * t.device_busy, t.chosen ? "<- " : "", t.note.c_str());
+    table += line;
+  }
+  char tail[300];
+  std::snprintf(tail, sizeof tail, "\nbest: --batch-size %lld%s --precision %s (%.2fx the starting point); written to %s "
+                "(use: stoke train --config %s ...)\n",
+                static_cast<long long>(best_batch),
+                best_batch != start_batch ? (" --lr-scale-from " + std::to_string(start_batch)).c_str() : "",
+                best_precision.c_str(), result.speedup, o.write_config.c_str(), o.write_config.c_str());
+  table += tail;
+  result.table = table;
+  return result;
+}
+
 }  // namespace stoke

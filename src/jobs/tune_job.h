@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "jobs/embed_job.h"
+#include "jobs/train_job.h"
 
 namespace stoke {
 
@@ -36,5 +37,18 @@ struct TuneResult {
 };
 
 TuneResult run_tune(const TuneOptions& options);
+
+// `stoke tune train`: the batch size (doubled while it helps and fits, with
+// the linear LR scaling rule from the starting batch: --lr-scale-from), then
+// precision (bf16 where native, with the training loss after the trial's
+// steps compared to f32's on the same batches and dropout masks).
+struct TuneTrainOptions {
+  TrainOptions train;               // the job's flags: the starting point
+  int64_t steps_per_trial = 20;     // --steps-per-trial
+  std::string write_config = "stoke-tune.json";
+  double max_loss_change = 0.02;    // --max-loss-change: bf16 is taken only if its loss stays this close (relative)
+};
+
+TuneResult run_tune_train(const TuneTrainOptions& options);
 
 }  // namespace stoke

@@ -153,6 +153,34 @@ TEST(Tune, TokenizationBoundCaseGetsMoreWorkersAndAConfigEmbedAccepts) {
   EXPECT_EQ(manifest["counts"]["texts"], 200) << manifest["counts"].dump();
 }
 
+TEST(Tune, TrainWritesAConfigTrainAccepts) {
+  const fs::path dir = test::scratch_dir("tune-train");
+  const fs::path data = dir / "train.jsonl";
+  {
+    std::ifstream in(corpus());
+    std::ofstream out(data);
+    std::string line;
+    for (size_t i = 0; std::getline(in, line); ++i)
+      if (i % 150 == 0) {
+        const json r = json::parse(line);
+        out << json{{"text", r["text"]}, {"label", r["lang"]}}.dump() << "\n";
+      }
+  }
+  const fs::path config = dir / "tuned.json";
+  const std::string base = " --model " + test::fixture("models/tiny-bert").string() + " --train " + data.string();
+  const auto r = test::run_stoke("tune train" + base + " --batch-size 4 --max-batch-size 16 --steps-per-trial 3 "
+                                 "--write-config " + config.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::printf("%s", r.out.c_str());
+  const json tuned = json::parse(read_file(config));
+  EXPECT_TRUE(tuned.contains("batch-size") && tuned.contains("precision")) << tuned.dump();
+  const auto train = test::run_stoke("train --config " + config.string() + base + " --max-steps 2 --quiet --output " +
+                                     (dir / "run").string());
+  ASSERT_EQ(train.status, 0) << train.err;
+  const json run = json::parse(read_file(dir / "run" / "run.json"));
+  EXPECT_EQ(std::to_string(run["settings"]["batch_size"].get<int64_t>()), tuned["batch-size"].get<std::string>());
+}
+
 TEST(Doctor, UserErrors) {
   const auto none = test::run_stoke("doctor");
   EXPECT_EQ(none.status, 1);
