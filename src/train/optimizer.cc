@@ -32,6 +32,8 @@ Optimizer::Optimizer(TrainableEncoder& encoder, Backend& backend, const Optimize
   scale_ = backend_.allocate(4);
 }
 
+Optimizer::~Optimizer() { backend_.drain(); }
+
 void Optimizer::zero_grad() {
   backend_.copy_to_device(enc_.grad_data(), zeros_host_->data(), static_cast<size_t>(n_) * 4);
 }

@@ -24,6 +24,10 @@ struct OptimizerOptions {
 class Optimizer {
  public:
   Optimizer(TrainableEncoder& encoder, Backend& backend, const OptimizerOptions& options);
+  // Drains the backend: enqueued copies may still read or write the moments.
+  ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
 
   // Enqueues gradient = 0 (before the first micro-batch of a step).
   void zero_grad();

@@ -85,6 +85,8 @@ Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptio
   metrics_host_.assign(3, 0.0);
 }
 
+Trainer::~Trainer() { backend_.drain(); }
+
 json Trainer::state_json() const {
   json s;
   s["step"] = st_.step;

@@ -83,6 +83,11 @@ class Trainer {
  public:
   Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptions& options,
           const std::vector<Example>& train, const std::vector<Example>* eval, bool regression, SaveContext save);
+  // Drains the backend first: copies enqueued into the trainer's buffers may
+  // not have run yet (a resume refused right after construction).
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   // Restores device and loop state from a checkpoint folder (already verified).
   void resume_from(const std::filesystem::path& checkpoint);
