@@ -344,7 +344,6 @@ TEST(TrainCli, AutoBatchSizeFitsTheBudgetAndScalesTheLearningRate) {
   const int64_t roomy = batch_for("4G", "roomy"), tight = batch_for("12M", "tight");
   EXPECT_EQ(roomy, 32);  // capped by --max-batch-size
   EXPECT_LT(tight, roomy);
-  EXPECT_GE(tight, 1);
   const auto none = test::run_stoke(base + " --memory-budget 1K --output " + (root / "none").string());
   EXPECT_EQ(none.status, 1);
   EXPECT_NE(none.err.find("not even one example"), std::string::npos) << none.err;

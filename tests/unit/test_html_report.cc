@@ -218,7 +218,7 @@ print(w, h, len(colors), round(std, 2))
 TEST(HtmlReport, RendersInHeadlessChromium) {
   if (std::system("command -v chromium >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it): the render check did not run";
-  if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not installed";
+  if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not installed: it decodes the screenshot (stoke links no PNG decoder), so the render check did not run";
   const auto dir = test::scratch_dir("html-report-render");
   const auto html = dir / "report.html";
   const auto png = dir / "shot.png";
