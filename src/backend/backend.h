@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/ops.h"
+#include "core/error.h"
 
 namespace stoke {
 
@@ -31,6 +32,12 @@ class Buffer {
 class Event {
  public:
   virtual ~Event() = default;
+};
+
+// A recorded run of enqueued work, replayed as one launch (Backend::replay).
+class Graph {
+ public:
+  virtual ~Graph() = default;
 };
 
 class Backend {
@@ -84,10 +91,23 @@ class Backend {
   // descheduled in favour of a tokenizer; a GPU ignores it. Enqueued: applies
   // to work enqueued after the call.
   virtual void set_host_load(int busy_host_threads) { (void)busy_host_threads; }
+  // Graphs. A device that launches work (a GPU) can record the ops enqueued
+  // between begin_capture() and end_capture() once, without running them,
+  // and replay the recording later as one launch: the same kernels on the
+  // same buffers with the same shapes. Copies are not recorded (enqueue them
+  // around the replay). The CPU backend cannot (can_capture() is false).
+  virtual bool can_capture() const { return false; }
+  virtual void begin_capture() { no_graphs(); }
+  virtual std::unique_ptr<Graph> end_capture() { no_graphs(); }
+  virtual void replay(const Graph&) { no_graphs(); }
+
   // Every host wait on device work since the backend was made.
   uint64_t host_syncs() const { return host_syncs_.load(std::memory_order_relaxed); }
 
  protected:
+  [[noreturn]] void no_graphs() const {
+    throw Error(Errc::unsupported, "backend " + name() + " cannot capture graphs");
+  }
   void count_host_sync() { host_syncs_.fetch_add(1, std::memory_order_relaxed); }
   void count_throttle_wait() { throttle_waits_.fetch_add(1, std::memory_order_relaxed); }
 

@@ -31,4 +31,12 @@ class Error : public std::runtime_error {
   Errc code_;
 };
 
+// Memory could not be allocated (device memory, or host memory for the CPU
+// backend). Recoverable: the pipeline halves its token budget and tries again
+// (RELIABILITY item 10).
+class OutOfMemoryError : public Error {
+ public:
+  explicit OutOfMemoryError(const std::string& message) : Error(Errc::device, message) {}
+};
+
 }  // namespace stoke

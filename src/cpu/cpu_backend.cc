@@ -19,7 +19,7 @@ class HostBuffer final : public Buffer {
   explicit HostBuffer(size_t bytes) {
     const size_t rounded = (bytes + 63) / 64 * 64;
     data_ = rounded ? std::aligned_alloc(64, rounded) : nullptr;
-    if (rounded && !data_) throw Error(Errc::device, "cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
+    if (rounded && !data_) throw OutOfMemoryError("cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
     bytes_ = bytes;
   }
   ~HostBuffer() override { std::free(data_); }

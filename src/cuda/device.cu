@@ -1,5 +1,7 @@
 #include "cuda/device.h"
 
+#include "cuda/cuda_internal.h"
+
 #include <cuda_runtime.h>
 
 #include <string>
@@ -7,12 +9,6 @@
 namespace stoke::cuda {
 
 namespace {
-
-// Throws a CudaError for a failed runtime call.
-void check_cuda(cudaError_t status, const char* call) {
-  if (status == cudaSuccess) return;
-  throw CudaError(call, static_cast<int>(status), cudaGetErrorName(status), cudaGetErrorString(status));
-}
 
 // cudaGetDeviceCount fails (rather than returning 0) when there is no driver or
 // no GPU; both simply mean "no device" to discovery.

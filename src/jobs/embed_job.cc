@@ -340,6 +340,10 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   summary.pipeline = ps;
   summary.workers = po.workers;
   summary.batch_tokens = po.batch_tokens;
+  if (ps.memory_halvings > 0)
+    summary.notes.push_back("the device had no room for --batch-tokens " + std::to_string(po.batch_tokens) +
+                            ": ran with " + std::to_string(ps.batch_tokens) + " (halved " +
+                            std::to_string(ps.memory_halvings) + " times)");
   summary.sort_window = po.sort_window;
   summary.native_bf16 = s.device_name == "cpu" && cpu::cpu_has_native_bf16();
   summary.stage_report = stage_lines(ps);
@@ -349,6 +353,7 @@ EmbedSummary run_embed(const EmbedOptions& o) {
               {"texts_per_second", ps.seconds > 0 ? static_cast<double>(ps.texts) / ps.seconds : 0.0},
               {"tokens_per_second", ps.seconds > 0 ? static_cast<double>(ps.tokens) / ps.seconds : 0.0},
               {"batches", ps.batches},
+              {"batch_tokens_used", ps.batch_tokens},
               {"host_syncs", ps.host_syncs},
               {"padding_efficiency", summary.padding_efficiency},
               {"resumed_records", ps.resumed},

@@ -4,6 +4,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/kernels.h"
 #ifdef STOKE_HAVE_CUDA
+#include "cuda/cuda_backend.h"
 #include "cuda/device.h"
 #endif
 
@@ -16,17 +17,24 @@ DType parse_precision(const std::string& text) {
   throw Error(Errc::invalid_argument, "--precision \"" + text + "\": expected f32, bf16 or f16");
 }
 
-std::unique_ptr<Backend> open_backend(const DeviceSpec& device) {
+std::unique_ptr<Backend> open_backend(const DeviceSpec& device, BackendUse use) {
   if (device.kind == DeviceSpec::Kind::cuda) {
 #ifdef STOKE_HAVE_CUDA
     cuda::require_device(device.index);  // one clear line when there is no such GPU
-    throw Error(Errc::unsupported, "--device cuda:" + std::to_string(device.index) +
-                                       ": the CUDA backend does not run models yet; use --device cpu");
+    if (use == BackendUse::training)
+      throw Error(Errc::unsupported, "--device cuda:" + std::to_string(device.index) +
+                                         ": training does not run on the CUDA backend yet; use --device cpu");
+    return std::make_unique<cuda::CudaBackend>(device.index);
 #else
     throw Error(Errc::unsupported, "--device cuda: this stoke was built without the CUDA backend; use --device cpu");
 #endif
   }
-  // auto: the first usable GPU once the CUDA backend runs models; the CPU now.
+#ifdef STOKE_HAVE_CUDA
+  // auto: the first GPU when one is usable (and the job runs there), else the CPU.
+  if (device.kind == DeviceSpec::Kind::automatic && use == BackendUse::inference &&
+      cuda::unavailable_reason().empty())
+    return std::make_unique<cuda::CudaBackend>(0);
+#endif
   return std::make_unique<cpu::CpuBackend>(cpu::fast_kernels());
 }
 
@@ -35,7 +43,7 @@ ModelSession open_model_session(const CommonOptions& options, bool need_classifi
   ModelSession s;
   s.precision = parse_precision(options.precision);
   s.text = open_model_tokenizer(options.model, options.max_length);
-  s.backend = open_backend(parse_device(options.device));
+  s.backend = open_backend(parse_device(options.device), BackendUse::inference);
   s.device_name = s.backend->name();
   EncoderLoadOptions load;
   load.dtype = s.precision;

@@ -22,11 +22,14 @@ struct ModelSession {
 };
 
 // Throws Error with one clear line: a device that is not there (cuda without a
-// GPU, or before the CUDA backend runs models), a precision not offered.
+// GPU), a precision not offered.
 ModelSession open_model_session(const CommonOptions& options, bool need_classifier);
 
 DType parse_precision(const std::string& text);
-// The backend --device names (auto: the CPU until the CUDA backend runs models).
-std::unique_ptr<Backend> open_backend(const DeviceSpec& device);
+enum class BackendUse { inference, training };
+// The backend --device names. auto: the first GPU when one is usable and the
+// job runs on the CUDA backend (inference), else the CPU. Throws Error with
+// one clear line for a GPU that is not there or a job it cannot run.
+std::unique_ptr<Backend> open_backend(const DeviceSpec& device, BackendUse use);
 
 }  // namespace stoke

@@ -179,7 +179,7 @@ TrainSummary run_train(const TrainOptions& o) {
   ModelTokenizer mt = open_model_tokenizer(o.common.model, o.common.max_length);
   const HfConfig& base_config = mt.folder.config;
   const json config_raw = read_json_file(mt.folder.model_dir / "config.json");
-  auto backend = open_backend(parse_device(o.common.device));
+  auto backend = open_backend(parse_device(o.common.device), BackendUse::training);
   sum.device = backend->name();
   std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
   Trace* trace = o.trace ? o.trace : own_trace.get();

@@ -1,5 +1,6 @@
 #include "model/encoder.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -37,6 +38,7 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
   pooled_dims_ = backend_.allocate(B * H * 4);
   logits_ = backend_.allocate(B * C * 4);     // (B, C) f32
   for (auto& s : staging_) s.host = backend_.allocate_host((3 * T + 2 * B + 1) * 4);
+  graphs_on_ = backend_.can_capture();
 }
 
 EncoderRunner::~EncoderRunner() { backend_.drain(); }
@@ -49,7 +51,7 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   const HfConfig& c = enc_.config;
   const EncoderParams& p = enc_.params;
   const int64_t T = batch.tokens(), B = batch.sequences();
-  const int64_t H = c.hidden_size, I = c.intermediate_size, C = c.num_labels();
+  const int64_t H = c.hidden_size, C = c.num_labels();
   if (T > max_tokens_ || B > max_sequences_) {
     throw Error(Errc::invalid_argument, "batch of " + std::to_string(B) + " sequences / " + std::to_string(T) +
                                             " tokens exceeds the workspace (" + std::to_string(max_sequences_) +
@@ -63,8 +65,22 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
     throw Error(Errc::invalid_argument, "pooler output asked for, but the model has no pooler");
   if (out.head_hidden && c.model_type != ModelType::bert && p.head_dense_w.empty())
     throw Error(Errc::invalid_argument, "classification-head hidden state asked for, but the model has no head");
-  const Ops& ops = backend_.ops();
-  const DType dt = enc_.dtype;
+
+  Shape s;
+  s.pooled = out.pooled != nullptr;
+  s.pooling = out.pooling;
+  s.normalize = out.normalize;
+  s.dims = out.dims > 0 ? out.dims : H;
+  s.head = out.head_hidden != nullptr || out.logits != nullptr;
+  s.logits = out.logits != nullptr;
+  // A graph runs at its bucket's shape: tokens rounded up, every sequence
+  // slot, and attention's grid for the longest sequence the bucket can hold.
+  const int64_t bucket = (T + kGraphBucket - 1) / kGraphBucket * kGraphBucket;
+  const bool graph = graphs_on_ && T <= kGraphMaxTokens && bucket <= max_tokens_;
+  s.tokens = graph ? bucket : T;
+  s.sequences = graph ? max_sequences_ : B;
+  s.max_seqlen = graph ? static_cast<int>(std::min<int64_t>(bucket, c.max_position_embeddings)) : batch.max_seqlen;
+  const int64_t Tr = s.tokens, Br = s.sequences;
 
   // Stage the inputs. The slot's previous copy must have run before the host
   // overwrites it; with two slots that is almost always already so (and when
@@ -74,22 +90,80 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   if (slot.done && !backend_.event_done(*slot.done)) backend_.throttle(*slot.done);
   auto* host = static_cast<int32_t*>(slot.host->data());
   int32_t* h_ids = host;
-  int32_t* h_types = h_ids + T;
-  int32_t* h_pos = h_types + T;
-  int32_t* h_cu = h_pos + T;
-  int32_t* h_rows = h_cu + B + 1;
+  int32_t* h_types = h_ids + Tr;
+  int32_t* h_pos = h_types + Tr;
+  int32_t* h_cu = h_pos + Tr;
+  int32_t* h_rows = h_cu + Br + 1;
   std::memcpy(h_ids, batch.ids.data(), static_cast<size_t>(T) * 4);
   std::memcpy(h_types, batch.type_ids.data(), static_cast<size_t>(T) * 4);
   std::memcpy(h_pos, batch.positions.data(), static_cast<size_t>(T) * 4);
   std::memcpy(h_cu, batch.cu_seqlens.data(), static_cast<size_t>(B + 1) * 4);
   for (int64_t b = 0; b < B; ++b) h_rows[b] = batch.cu_seqlens[static_cast<size_t>(b)];
-  backend_.copy_to_device(ids_->data(), h_ids, static_cast<size_t>(T) * 4);
-  backend_.copy_to_device(types_->data(), h_types, static_cast<size_t>(T) * 4);
-  backend_.copy_to_device(positions_->data(), h_pos, static_cast<size_t>(T) * 4);
-  backend_.copy_to_device(cu_->data(), h_cu, static_cast<size_t>(B + 1) * 4);
-  backend_.copy_to_device(cls_rows_->data(), h_rows, static_cast<size_t>(B) * 4);
+  // Bucket padding: token 0 at position 0 for the rows past the batch (valid
+  // table rows, in no sequence), empty sequences past the batch's.
+  for (int64_t t = T; t < Tr; ++t) h_ids[t] = h_types[t] = h_pos[t] = 0;
+  for (int64_t b = B; b < Br; ++b) {
+    h_cu[b + 1] = static_cast<int32_t>(T);
+    h_rows[b] = 0;
+  }
+  backend_.copy_to_device(ids_->data(), h_ids, static_cast<size_t>(Tr) * 4);
+  backend_.copy_to_device(types_->data(), h_types, static_cast<size_t>(Tr) * 4);
+  backend_.copy_to_device(positions_->data(), h_pos, static_cast<size_t>(Tr) * 4);
+  backend_.copy_to_device(cu_->data(), h_cu, static_cast<size_t>(Br + 1) * 4);
+  backend_.copy_to_device(cls_rows_->data(), h_rows, static_cast<size_t>(Br) * 4);
   slot.done = backend_.record_event();
 
+  if (!(graph && replay_graph(s))) {
+    if (graph) {  // capture failed: run this and every later batch eagerly, unpadded
+      s.tokens = T;
+      s.sequences = B;
+      s.max_seqlen = batch.max_seqlen;
+      // The cu_seqlens staged for the bucket end with empty sequences: harmless eagerly too.
+    }
+    enqueue_forward(s);
+  }
+
+  // Results: the batch's rows only.
+  if (out.hidden) backend_.copy_to_host(out.hidden, h_->data(), static_cast<size_t>(T * H) * 4);
+  if (out.pooled) {
+    Buffer& src = s.dims < H ? *pooled_dims_ : *pooled_;
+    backend_.copy_to_host(out.pooled, src.data(), static_cast<size_t>(B * s.dims) * 4);
+  }
+  if (out.head_hidden) backend_.copy_to_host(out.head_hidden, head_b_->data(), static_cast<size_t>(B * H) * 4);
+  if (out.logits) backend_.copy_to_host(out.logits, logits_->data(), static_cast<size_t>(B * C) * 4);
+  return backend_.record_event();
+}
+
+bool EncoderRunner::replay_graph(const Shape& s) {
+  auto it = graphs_.find(s.key());
+  if (it == graphs_.end()) {
+    std::unique_ptr<Graph> g;
+    try {
+      backend_.begin_capture();
+      try {
+        enqueue_forward(s);
+      } catch (...) {
+        backend_.end_capture();  // leaves the stream usable; the recording is dropped
+        throw;
+      }
+      g = backend_.end_capture();
+    } catch (const Error&) {
+      graphs_on_ = false;
+      return false;
+    }
+    it = graphs_.emplace(s.key(), std::move(g)).first;
+  }
+  backend_.replay(*it->second);
+  return true;
+}
+
+void EncoderRunner::enqueue_forward(const Shape& s) {
+  const HfConfig& c = enc_.config;
+  const EncoderParams& p = enc_.params;
+  const int64_t T = s.tokens, B = s.sequences;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, C = c.num_labels();
+  const Ops& ops = backend_.ops();
+  const DType dt = enc_.dtype;
   const TensorView ids = device(*ids_, DType::i32, {T});
   const TensorView types = device(*types_, DType::i32, {T});
   const TensorView positions = device(*positions_, DType::i32, {T});
@@ -113,7 +187,7 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
                       p.emb_ln_gamma, p.emb_ln_beta, eps);
   for (const EncoderLayerParams& layer : p.layers) {
     ops.linear(qkv, gemm_input(), layer.qkv_w, layer.qkv_b, Activation::none);
-    ops.attention(ctx, qkv, cu, heads, batch.max_seqlen);
+    ops.attention(ctx, qkv, cu, heads, s.max_seqlen);
     ops.linear(tmp, ctx, layer.attn_out_w, layer.attn_out_b, Activation::none);
     ops.residual_layernorm(h, tmp, h, layer.attn_ln_gamma, layer.attn_ln_beta, eps);
     ops.linear(ffn, gemm_input(), layer.ffn_in_w, layer.ffn_in_b, Activation::gelu_erf);
@@ -121,21 +195,13 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
     ops.residual_layernorm(h, tmp, h, layer.ffn_ln_gamma, layer.ffn_ln_beta, eps);
   }
 
-  if (out.hidden) backend_.copy_to_host(out.hidden, h.data, h.bytes());
-  if (out.pooled) {
+  if (s.pooled) {
     const TensorView pooled = device(*pooled_, DType::f32, {B, H});
-    ops.pool(pooled, h, cu, out.pooling);
-    if (out.normalize) ops.l2_normalize(pooled);
-    const int64_t dims = out.dims > 0 ? out.dims : H;
-    if (dims < H) {
-      const TensorView cut = device(*pooled_dims_, DType::f32, {B, dims});
-      ops.slice_columns(cut, pooled);
-      backend_.copy_to_host(out.pooled, cut.data, cut.bytes());
-    } else {
-      backend_.copy_to_host(out.pooled, pooled.data, pooled.bytes());
-    }
+    ops.pool(pooled, h, cu, s.pooling);
+    if (s.normalize) ops.l2_normalize(pooled);
+    if (s.dims < H) ops.slice_columns(device(*pooled_dims_, DType::f32, {B, s.dims}), pooled);
   }
-  if (out.head_hidden || out.logits) {
+  if (s.head) {
     // BERT: pooler = tanh(dense(h[CLS])), classifier on it. XLM-R: the head's
     // own dense + tanh on h[CLS], then out_proj. All in f32.
     const TensorView first = device(*head_a_, DType::f32, {B, H});
@@ -145,14 +211,8 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
       ops.linear(hidden, first, p.pooler_w, p.pooler_b, Activation::tanh);
     else
       ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, Activation::tanh);
-    if (out.head_hidden) backend_.copy_to_host(out.head_hidden, hidden.data, hidden.bytes());
-    if (out.logits) {
-      const TensorView logits = device(*logits_, DType::f32, {B, C});
-      ops.linear(logits, hidden, p.head_out_w, p.head_out_b, Activation::none);
-      backend_.copy_to_host(out.logits, logits.data, logits.bytes());
-    }
+    if (s.logits) ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none);
   }
-  return backend_.record_event();
 }
 
 }  // namespace stoke

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <array>
+#include <map>
+#include <tuple>
 #include <memory>
 #include <vector>
 
@@ -48,12 +50,42 @@ class EncoderRunner {
   int64_t max_tokens() const { return max_tokens_; }
   int64_t max_sequences() const { return max_sequences_; }
 
+  // Graphs (a backend that can capture them: CUDA). A batch of at most
+  // kGraphMaxTokens tokens runs as the replay of a graph captured once for
+  // its bucket: the token count rounded up to a multiple of kGraphBucket
+  // (rows past the batch's tokens belong to no sequence: they are computed
+  // by the row-wise kernels and read by nothing) and max_sequences sequences
+  // (empty ones past the batch's). Small batches are where launch overhead
+  // shows; larger ones run eagerly, with no padding at all. On by default
+  // where the backend can capture.
+  static constexpr int64_t kGraphMaxTokens = 4096;
+  static constexpr int64_t kGraphBucket = 256;
+  void set_graphs(bool on) { graphs_on_ = on && backend_.can_capture(); }
+  size_t graphs_captured() const { return graphs_.size(); }
+
  private:
   struct Staging {  // host copies of one batch's inputs, alive until its copy ran
     std::unique_ptr<Buffer> host;
     std::shared_ptr<Event> done;
   };
   TensorView device(Buffer& b, DType t, std::initializer_list<int64_t> shape) const;
+  // What a forward computes beyond the hidden state: the graph key, with the
+  // shape it runs at.
+  struct Shape {
+    int64_t tokens = 0, sequences = 0;
+    int max_seqlen = 0;
+    bool pooled = false, normalize = false, head = false, logits = false;
+    PoolingMode pooling = PoolingMode::mean;
+    int64_t dims = 0;
+    using Key = std::tuple<int64_t, int64_t, int, bool, bool, bool, bool, int, int64_t>;
+    Key key() const { return {tokens, sequences, max_seqlen, pooled, normalize, head, logits, static_cast<int>(pooling), dims}; }
+  };
+  // Enqueues the forward on the device inputs already staged, into the
+  // workspace (no copies: graphs record exactly this).
+  void enqueue_forward(const Shape& s);
+  // Runs `s` as a graph replay (capturing it first when new); false when it
+  // cannot be captured (graphs are then off for this runner).
+  bool replay_graph(const Shape& s);
 
   const LoadedEncoder& enc_;
   Backend& backend_;
@@ -63,6 +95,8 @@ class EncoderRunner {
   std::unique_ptr<Buffer> h_, h_low_, qkv_, ctx_, tmp_, ffn_, head_a_, head_b_, pooled_, pooled_dims_, logits_;
   std::vector<Staging> staging_;
   size_t next_slot_ = 0;
+  bool graphs_on_ = false;
+  std::map<Shape::Key, std::unique_ptr<Graph>> graphs_;
 };
 
 }  // namespace stoke

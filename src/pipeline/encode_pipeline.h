@@ -97,6 +97,8 @@ struct PipelineStats {
   double seconds = 0;
   uint64_t host_syncs = 0;
   bool stopped_early = false;  // stop_after_seconds cut the input short
+  int64_t batch_tokens = 0;    // the token budget used: the one asked for, halved once per...
+  int memory_halvings = 0;     // ...time the device ran out of memory for its workspace
   std::string input_sha256;  // fingerprint of all bytes read (the whole input once complete)
   uint64_t input_bytes = 0;
 };

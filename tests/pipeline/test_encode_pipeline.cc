@@ -177,5 +177,74 @@ TEST_F(EncodePipeline, BadRecordStopsWithItsLineOrIsSkipped) {
   EXPECT_EQ(sink.skipped_records, std::vector<uint64_t>{20});
 }
 
+// A device with a cap on single allocations: asking for more throws
+// OutOfMemoryError, as a full GPU does. Everything else is the CPU backend.
+class CappedBackend final : public Backend {
+ public:
+  CappedBackend(Backend& inner, size_t cap) : inner_(inner), cap_(cap) {}
+  std::string name() const override { return inner_.name(); }
+  bool device_is_host() const override { return inner_.device_is_host(); }
+  std::unique_ptr<Buffer> allocate(size_t bytes) override {
+    if (bytes > cap_) throw OutOfMemoryError("test device: no room for " + std::to_string(bytes) + " bytes");
+    return inner_.allocate(bytes);
+  }
+  std::unique_ptr<Buffer> allocate_host(size_t bytes) override { return inner_.allocate_host(bytes); }
+  void copy_to_device(void* d, const void* h, size_t n) override { inner_.copy_to_device(d, h, n); }
+  void copy_to_host(void* h, const void* d, size_t n) override { inner_.copy_to_host(h, d, n); }
+  std::shared_ptr<Event> record_event() override { return inner_.record_event(); }
+  bool event_done(const Event& e) override { return inner_.event_done(e); }
+  void wait(const Event& e) override { inner_.wait(e); }
+  void throttle(const Event& e) override { inner_.throttle(e); }
+  void drain() noexcept override { inner_.drain(); }
+  const Ops& ops() const override { return inner_.ops(); }
+
+ private:
+  Backend& inner_;
+  size_t cap_;
+};
+
+// RELIABILITY 10: out of device memory halves the token budget until the
+// workspace fits, and the rows are the ones a roomy device gives; when not
+// even one longest sequence fits, a clear error.
+TEST_F(EncodePipeline, OutOfMemoryHalvesTheTokenBudget) {
+  EncodePipelineOptions po = options();
+  po.batch_tokens = 4096;
+  const auto [want, roomy] = run(po);
+  EXPECT_EQ(roomy.memory_halvings, 0);
+  EXPECT_EQ(roomy.batch_tokens, 4096);
+
+  // The largest workspace buffers are per token: q/k/v (3H floats) or the
+  // FFN activation (I floats). Room for 600 tokens' worth: 512 fits, 1024 not.
+  const HfConfig& c = session_->encoder.config;
+  const int64_t widest = std::max(3 * c.hidden_size, c.intermediate_size);
+  ASSERT_LE(po.encode.max_length, 512u);
+  CappedBackend capped(*session_->backend, static_cast<size_t>(600 * widest * 4));
+  MemorySink sink(pipeline_row_width(session_->encoder, po));
+  const PipelineStats st = run_encode_pipeline(session_->encoder, capped, *session_->text.tokenizer, po, sink);
+  EXPECT_EQ(st.memory_halvings, 3);  // 4096 -> 2048 -> 1024 -> 512
+  EXPECT_EQ(st.batch_tokens, 512);
+  EXPECT_GT(st.batches, roomy.batches);
+  ASSERT_EQ(sink.rows.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(sink.rows[i].record, want[i].record);
+    double num = 0, den = 0;
+    for (size_t j = 0; j < want[i].values.size(); ++j) {
+      num += (sink.rows[i].values[j] - want[i].values[j]) * (sink.rows[i].values[j] - want[i].values[j]);
+      den += want[i].values[j] * want[i].values[j];
+    }
+    EXPECT_LE(std::sqrt(num / den), 1e-6) << "record " << want[i].record;
+  }
+
+  CappedBackend tiny(*session_->backend, 1024);
+  MemorySink none(pipeline_row_width(session_->encoder, po));
+  try {
+    run_encode_pipeline(session_->encoder, tiny, *session_->text.tokenizer, po, none);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::device);
+    EXPECT_NE(std::string(e.what()).find("does not fit"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace stoke

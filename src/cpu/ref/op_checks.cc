@@ -45,22 +45,25 @@ void need_dim(const char* op, const char* name, const TensorView& t, int i, int6
   if (t.dim(i) != want) fail(op, fmt::format("{} is {}: dimension {} must be {}", name, t.shape_string(), i, want));
 }
 
-void need_indices(const char* op, const char* name, const TensorView& idx, int64_t count, int64_t limit) {
+void need_indices(const char* op, const char* name, const TensorView& idx, int64_t count, int64_t limit,
+                  IndexData where = IndexData::host) {
   need(op, name, idx, 1);
   need_dtype(op, name, idx, DType::i32);
   need_dim(op, name, idx, 0, count);
+  if (where == IndexData::device) return;
   const int32_t* p = idx.as<const int32_t>();
   for (int64_t i = 0; i < count; ++i)
     if (p[i] < 0 || p[i] >= limit) fail(op, fmt::format("{}[{}] = {} is out of range [0, {})", name, i, p[i], limit));
 }
 
 // cu_seqlens[B+1]: 0, non-decreasing, ending at T. Returns B.
-int64_t need_cu_seqlens(const char* op, const TensorView& cu, int64_t T) {
+int64_t need_cu_seqlens(const char* op, const TensorView& cu, int64_t T, IndexData where = IndexData::host) {
   need(op, "cu_seqlens", cu, 1);
   need_dtype(op, "cu_seqlens", cu, DType::i32);
   if (cu.dim(0) < 1) fail(op, "cu_seqlens is empty, expected [batch + 1] offsets starting at 0");
-  const int32_t* c = cu.as<const int32_t>();
   const int64_t B = cu.dim(0) - 1;
+  if (where == IndexData::device) return B;
+  const int32_t* c = cu.as<const int32_t>();
   if (c[0] != 0) fail(op, fmt::format("cu_seqlens[0] = {}, expected 0", c[0]));
   for (int64_t b = 0; b < B; ++b)
     if (c[b + 1] < c[b]) fail(op, fmt::format("cu_seqlens decreases at {}: {} then {}", b, c[b], c[b + 1]));
@@ -121,7 +124,8 @@ LinearShape check_linear(const TensorView& out, const TensorView& a, const Tenso
 
 RowsShape check_embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
                                 const TensorView& type_ids, const TensorView& word, const TensorView& pos,
-                                const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps) {
+                                const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps,
+                                IndexData where) {
   const char* op = "embed_layernorm";
   need(op, "out", out, 2);
   need_act(op, "out", out);
@@ -132,8 +136,8 @@ RowsShape check_embed_layernorm(const TensorView& out, const TensorView& ids, co
   need_weight(op, "pos", pos, out.dtype);
   need_dim(op, "word", word, 1, H);
   need_dim(op, "pos", pos, 1, H);
-  need_indices(op, "ids", ids, T, word.dim(0));
-  need_indices(op, "positions", positions, T, pos.dim(0));
+  need_indices(op, "ids", ids, T, word.dim(0), where);
+  need_indices(op, "positions", positions, T, pos.dim(0), where);
   if (!type.empty()) {
     need(op, "type", type, 2);
     need_weight(op, "type", type, out.dtype);
@@ -142,7 +146,7 @@ RowsShape check_embed_layernorm(const TensorView& out, const TensorView& ids, co
   }
   if (!type_ids.empty()) {
     if (type.empty()) fail(op, "type_ids given without a type embedding table");
-    need_indices(op, "type_ids", type_ids, T, type.dim(0));
+    need_indices(op, "type_ids", type_ids, T, type.dim(0), where);
   }
   need_gamma_beta(op, gamma, beta, H, out.dtype);
   need_eps(op, eps);
@@ -184,7 +188,7 @@ RowsShape check_bias_gelu(const TensorView& x, const TensorView& bias) {
 }
 
 AttentionShape check_attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
-                               int max_seqlen) {
+                               int max_seqlen, IndexData where) {
   const char* op = "attention";
   need(op, "qkv", qkv, 2);
   need(op, "out", out, 2);
@@ -198,7 +202,9 @@ AttentionShape check_attention(const TensorView& out, const TensorView& qkv, con
   need_dim(op, "out", out, 0, T);
   need_dim(op, "out", out, 1, heads * d);
   need_no_overlap(op, "out", out, "qkv", qkv);
-  const int64_t B = need_cu_seqlens(op, cu_seqlens, T);
+  if (max_seqlen < 0) fail(op, fmt::format("max_seqlen = {}, expected >= 0", max_seqlen));
+  const int64_t B = need_cu_seqlens(op, cu_seqlens, T, where);
+  if (where == IndexData::device) return {T, B, heads, d};
   const int32_t* c = cu_seqlens.as<const int32_t>();
   for (int64_t b = 0; b < B; ++b)
     if (c[b + 1] - c[b] > max_seqlen)
@@ -206,14 +212,14 @@ AttentionShape check_attention(const TensorView& out, const TensorView& qkv, con
   return {T, B, heads, d};
 }
 
-PoolShape check_pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens) {
+PoolShape check_pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, IndexData where) {
   const char* op = "pool";
   need(op, "h", h, 2);
   need(op, "out", out, 2);
   need_act(op, "h", h);
   need_dtype(op, "out", out, DType::f32);
   const int64_t T = h.dim(0), H = h.dim(1);
-  const int64_t B = need_cu_seqlens(op, cu_seqlens, T);
+  const int64_t B = need_cu_seqlens(op, cu_seqlens, T, where);
   need_dim(op, "out", out, 0, B);
   need_dim(op, "out", out, 1, H);
   need_no_overlap(op, "out", out, "h", h);
@@ -227,7 +233,7 @@ RowsShape check_l2_normalize(const TensorView& x) {
   return {x.dim(0), x.dim(1)};
 }
 
-RowsShape check_gather_rows(const TensorView& out, const TensorView& h, const TensorView& rows) {
+RowsShape check_gather_rows(const TensorView& out, const TensorView& h, const TensorView& rows, IndexData where) {
   const char* op = "gather_rows";
   need(op, "h", h, 2);
   need(op, "out", out, 2);
@@ -235,7 +241,7 @@ RowsShape check_gather_rows(const TensorView& out, const TensorView& h, const Te
   need_act(op, "out", out);
   const int64_t B = out.dim(0), H = h.dim(1);
   need_dim(op, "out", out, 1, H);
-  need_indices(op, "rows", rows, B, h.dim(0));
+  need_indices(op, "rows", rows, B, h.dim(0), where);
   need_no_overlap(op, "out", out, "h", h);
   return {B, H};
 }

@@ -11,6 +11,11 @@
 
 namespace stoke::cpu {
 
+// Where index tensors live. On a GPU (device) their values cannot be read
+// here: the checks then cover shapes and dtypes only, and the caller has
+// validated the values on the host before copying them (check_packed_batch).
+enum class IndexData { host, device };
+
 struct LinearShape {
   int64_t M, N, K;
 };
@@ -21,7 +26,8 @@ struct RowsShape {
 };
 RowsShape check_embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
                                 const TensorView& type_ids, const TensorView& word, const TensorView& pos,
-                                const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps);
+                                const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps,
+                                IndexData where = IndexData::host);
 RowsShape check_residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual,
                                    const TensorView& gamma, const TensorView& beta, float eps);
 RowsShape check_bias_gelu(const TensorView& x, const TensorView& bias);
@@ -30,14 +36,16 @@ struct AttentionShape {
   int64_t T, B, heads, d;  // tokens, sequences, heads, head dim
 };
 AttentionShape check_attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
-                               int max_seqlen);
+                               int max_seqlen, IndexData where = IndexData::host);
 
 struct PoolShape {
   int64_t T, B, H;
 };
-PoolShape check_pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens);
+PoolShape check_pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,
+                     IndexData where = IndexData::host);
 RowsShape check_l2_normalize(const TensorView& x);
-RowsShape check_gather_rows(const TensorView& out, const TensorView& h, const TensorView& rows);  // {B, H}
+RowsShape check_gather_rows(const TensorView& out, const TensorView& h, const TensorView& rows,
+                            IndexData where = IndexData::host);  // {B, H}
 RowsShape check_slice_columns(const TensorView& out, const TensorView& in);                       // {B, D}
 int64_t check_convert(const TensorView& out, const TensorView& in);                               // numel
 

@@ -1,0 +1,171 @@
+// The op table on CUDA: every op checks its call with the shared op checks
+// (index values are on the device: the host validated them before copying,
+// see check_packed_batch), then enqueues on the compute stream. GEMMs go to
+// cuBLASLt with the bias in its epilogue where offered; everything else is
+// our own kernels (kernels.h).
+//
+// Training ops are not on the GPU yet: they say so with one clear line.
+#include "cuda/cuda_ops.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "cpu/ref/op_checks.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/gemm.h"
+#include "cuda/kernels.h"
+
+namespace stoke::cuda {
+
+namespace {
+
+using cpu::IndexData;
+
+[[noreturn]] void no_training(const char* op) {
+  throw Error(Errc::unsupported, std::string(op) +
+                                     ": training ops do not run on the CUDA backend yet; train with --device cpu");
+}
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(CudaBackend& b)
+      : s_(b.impl()), gemm_(b.impl().lt, b.impl().gemm_workspace, b.impl().gemm_workspace_bytes) {}
+
+  void linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias,
+              Activation act) const override {
+    cpu::check_linear(out, a, w, bias);
+    if (w.dtype != a.dtype)
+      throw Error(Errc::unsupported, "linear: on CUDA the weight must be in the activation dtype (" +
+                                         std::string(dtype_name(a.dtype)) + "), not " +
+                                         std::string(dtype_name(w.dtype)));
+    cudaStream_t st = s_.compute_stream();
+    const bool bias_done = gemm_.run(st, out, a, w, bias);
+    const TensorView left = bias_done ? TensorView{} : bias;
+    if (!left.empty() || act != Activation::none) launch_bias_act(st, out, left, act);
+  }
+  void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
+                       const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                       const TensorView& type, const TensorView& gamma, const TensorView& beta,
+                       float eps) const override {
+    cpu::check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps, IndexData::device);
+    launch_embed_layernorm(s_.compute_stream(), out, ids, positions, type_ids, word, pos, type, gamma, beta, eps);
+  }
+  void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual,
+                          const TensorView& gamma, const TensorView& beta, float eps) const override {
+    cpu::check_residual_layernorm(out, x, residual, gamma, beta, eps);
+    launch_residual_layernorm(s_.compute_stream(), out, x, residual, gamma, beta, eps);
+  }
+  void bias_gelu(const TensorView& x, const TensorView& bias) const override {
+    cpu::check_bias_gelu(x, bias);
+    launch_bias_act(s_.compute_stream(), x, bias, Activation::gelu_erf);
+  }
+  void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
+                 int max_seqlen) const override {
+    cpu::check_attention(out, qkv, cu_seqlens, heads, max_seqlen, IndexData::device);
+    launch_attention(s_.compute_stream(), out, qkv, cu_seqlens, heads, max_seqlen);
+  }
+  void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,
+            PoolingMode mode) const override {
+    cpu::check_pool(out, h, cu_seqlens, IndexData::device);
+    launch_pool(s_.compute_stream(), out, h, cu_seqlens, mode);
+  }
+  void l2_normalize(const TensorView& x) const override {
+    cpu::check_l2_normalize(x);
+    launch_l2_normalize(s_.compute_stream(), x);
+  }
+  void gather_rows(const TensorView& out, const TensorView& h, const TensorView& rows) const override {
+    cpu::check_gather_rows(out, h, rows, IndexData::device);
+    launch_gather_rows(s_.compute_stream(), out, h, rows);
+  }
+  void slice_columns(const TensorView& out, const TensorView& in) const override {
+    cpu::check_slice_columns(out, in);
+    launch_slice_columns(s_.compute_stream(), out, in);
+  }
+  void convert(const TensorView& out, const TensorView& in) const override {
+    cpu::check_convert(out, in);
+    launch_convert(s_.compute_stream(), out, in);
+  }
+
+  // --- training (not on the GPU yet)
+  void linear_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                       const TensorView&) const override {
+    no_training("linear_backward");
+  }
+  void residual_layernorm_train(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                                const TensorView&, const TensorView&, const TensorView&, float) const override {
+    no_training("residual_layernorm_train");
+  }
+  void layernorm_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                          const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                          const TensorView&) const override {
+    no_training("layernorm_backward");
+  }
+  void embed_layernorm_train(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                             const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                             const TensorView&, const TensorView&, const TensorView&, float) const override {
+    no_training("embed_layernorm_train");
+  }
+  void embed_layernorm_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                                const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                                const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                                const TensorView&, const TensorView&, const TensorView&) const override {
+    no_training("embed_layernorm_backward");
+  }
+  void bias_gelu_train(const TensorView&, const TensorView&, const TensorView&) const override {
+    no_training("bias_gelu_train");
+  }
+  void bias_gelu_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&) const override {
+    no_training("bias_gelu_backward");
+  }
+  void tanh_backward(const TensorView&, const TensorView&, const TensorView&) const override {
+    no_training("tanh_backward");
+  }
+  void attention_train(const TensorView&, const TensorView&, const TensorView&, const TensorView&, int, int,
+                       const AttentionDropout&) const override {
+    no_training("attention_train");
+  }
+  void attention_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                          const TensorView&, const TensorView&, int, int, const AttentionDropout&) const override {
+    no_training("attention_backward");
+  }
+  void gather_rows_backward(const TensorView&, const TensorView&, const TensorView&) const override {
+    no_training("gather_rows_backward");
+  }
+  void pool_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                     PoolingMode) const override {
+    no_training("pool_backward");
+  }
+  void add(const TensorView&, const TensorView&) const override { no_training("add"); }
+  void dropout(const TensorView&, const TensorView&, float, uint64_t, uint32_t, uint32_t) const override {
+    no_training("dropout");
+  }
+  void dropout_backward(const TensorView&, const TensorView&, float, uint64_t, uint32_t, uint32_t) const override {
+    no_training("dropout_backward");
+  }
+  void cross_entropy(const TensorView&, const TensorView&, const TensorView&, const TensorView&, float,
+                     float) const override {
+    no_training("cross_entropy");
+  }
+  void mse_loss(const TensorView&, const TensorView&, const TensorView&, const TensorView&, float) const override {
+    no_training("mse_loss");
+  }
+  void sum_squares(const TensorView&, const TensorView&) const override { no_training("sum_squares"); }
+  void clip_scale(const TensorView&, const TensorView&, float) const override { no_training("clip_scale"); }
+  void adamw(const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+             const TensorView&, const AdamWStep&) const override {
+    no_training("adamw");
+  }
+
+ private:
+  CudaBackend::Impl& s_;
+  mutable Gemm gemm_;
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> make_cuda_ops(CudaBackend& backend) {
+  attention_setup();
+  return std::make_unique<CudaOps>(backend);
+}
+
+}  // namespace stoke::cuda

@@ -1,0 +1,54 @@
+// GEMMs through cuBLASLt: out[M,N] = a[M,K] · w[N,K]^T (+ bias[N]), the
+// op table's `linear` without its activation. Row-major tensors are handed
+// to cuBLASLt (column-major) as their transposes: out^T = w · a^T.
+// Plans (descriptors and the algorithm cuBLASLt's heuristic picked) are
+// cached per shape, dtypes and pointer alignment, so a steady run asks the
+// heuristic once per shape.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "core/tensor.h"
+
+namespace stoke::cuda {
+
+class Gemm {
+ public:
+  Gemm(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes) : lt_(lt), ws_(workspace), ws_bytes_(workspace_bytes) {}
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // Enqueues the product on `stream`. Returns true when the bias was added by
+  // cuBLASLt's epilogue; false when the caller must add it (cuBLASLt offered
+  // no algorithm with that epilogue for these types).
+  bool run(cudaStream_t stream, const TensorView& out, const TensorView& a, const TensorView& w,
+           const TensorView& bias);
+
+ private:
+  struct Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t w = nullptr, a = nullptr, out = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool fused_bias = false;
+  };
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int, int, int>;  // M N K, dtypes a w out bias, alignment
+  Plan& plan(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias);
+  bool make_plan(Plan& p, const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias,
+                 bool with_bias, int alignment);
+  static void destroy(Plan& p);
+
+  cublasLtHandle_t lt_;
+  void* ws_;
+  size_t ws_bytes_;
+  std::mutex mu_;
+  std::map<Key, Plan> plans_;
+};
+
+}  // namespace stoke::cuda

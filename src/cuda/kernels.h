@@ -1,0 +1,39 @@
+// Launchers of our own CUDA kernels (the op table's non-GEMM ops). Each one
+// enqueues on `stream` and returns; shapes and dtypes were checked by the
+// caller (cuda_ops.cc, through the shared op checks).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "backend/ops.h"
+#include "core/tensor.h"
+
+namespace stoke::cuda {
+
+// kernels_layernorm.cu
+void launch_embed_layernorm(cudaStream_t s, const TensorView& out, const TensorView& ids, const TensorView& positions,
+                            const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                            const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps);
+void launch_residual_layernorm(cudaStream_t s, const TensorView& out, const TensorView& x, const TensorView& residual,
+                               const TensorView& gamma, const TensorView& beta, float eps);
+
+// kernels_elementwise.cu
+// x[T,N] = act(x + bias[N]) in place (bias may be empty; act may be none).
+void launch_bias_act(cudaStream_t s, const TensorView& x, const TensorView& bias, Activation act);
+void launch_convert(cudaStream_t s, const TensorView& out, const TensorView& in);
+void launch_gather_rows(cudaStream_t s, const TensorView& out, const TensorView& h, const TensorView& rows);
+void launch_slice_columns(cudaStream_t s, const TensorView& out, const TensorView& in);
+void launch_l2_normalize(cudaStream_t s, const TensorView& x);
+
+// kernels_pool.cu
+void launch_pool(cudaStream_t s, const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,
+                 PoolingMode mode);
+
+// kernels_attention.cu: variable-length attention over packed tokens; the
+// grid covers max_seqlen query rows per sequence (longer sequences are the
+// caller's error, checked on the host).
+void attention_setup();  // once per device: kernel attributes (shared memory)
+void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
+                      int heads, int max_seqlen);
+
+}  // namespace stoke::cuda

@@ -1,0 +1,261 @@
+// Variable-length multi-head attention over packed tokens, no work on padding.
+//
+// Fast path (bf16/f16, head dim <= 128): flash-attention style. A block of 4
+// warps takes 64 query rows of one (sequence, head) and walks the sequence's
+// keys in tiles of 64: S = Q K^T and P V on the tensor cores (WMMA 16x16x16,
+// f32 accumulation), the softmax online in f32 (running max and sum per row,
+// the output rescaled as the max grows), so no T x T matrix ever exists. The
+// head dim is padded with zeros to 16/32/64/128 in shared memory — zeros add
+// nothing to the dot products — so any d up to 128 takes it (the fixtures'
+// d = 16 too). Probabilities are rounded to the activation dtype for P V, as
+// flash-attention does; the sum that normalises them is kept in f32.
+//
+// Correct path (f32, or d > 128): one block per (query row, head, sequence);
+// scores in shared memory, exact softmax, f32 throughout.
+//
+// Grid: x covers max_seqlen query rows, y the heads, z the sequences; blocks
+// past their sequence's end return at once.
+#include <mma.h>
+
+#include "cuda/kernels.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/kernels_common.cuh"
+
+namespace stoke::cuda {
+
+namespace {
+
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+constexpr int kBr = 64;  // query rows per block (16 per warp)
+constexpr int kBc = 64;  // keys per tile
+constexpr int kWarps = 4;
+
+template <int DP>
+constexpr size_t flash_smem_bytes() {
+  constexpr int sw = DP > kBc ? DP : kBc;
+  return size_t{2} * (kBr * DP + 2 * kBc * DP + kBr * kBc)  // Q, K, V, P (16-bit)
+         + size_t{4} * (kBr * sw + kBr * DP + 3 * kBr);     // S / P·V, O, max, sum, rescale (f32)
+}
+
+template <class T, int DP>
+__global__ void __launch_bounds__(kWarps * 32)
+    flash_attention_kernel(T* out, const T* qkv, const int32_t* cu, int heads, int d, float scale_log2) {
+  using namespace nvcuda;
+  constexpr int SW = DP > kBc ? DP : kBc;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* q_s = reinterpret_cast<T*>(smem);  // [kBr][DP]
+  T* k_s = q_s + kBr * DP;              // [kBc][DP]
+  T* v_s = k_s + kBc * DP;              // [kBc][DP]
+  T* p_s = v_s + kBc * DP;              // [kBr][kBc] probabilities
+  float* s_s = reinterpret_cast<float*>(p_s + kBr * kBc);  // [kBr][SW] scores, then P·V of the tile
+  float* o_s = s_s + kBr * SW;                             // [kBr][DP] output, unnormalised
+  float* m_s = o_s + kBr * DP;                             // [kBr] running max (log2 units)
+  float* l_s = m_s + kBr;                                  // [kBr] running sum
+  float* a_s = l_s + kBr;                                  // [kBr] this tile's rescale factor
+
+  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * kBr;
+  const int first = cu[b], len = cu[b + 1] - first;
+  if (q0 >= len) return;  // block-uniform, before any barrier
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t stride = int64_t{3} * heads * d;
+  const int64_t q_col = int64_t{h} * d, k_col = int64_t{heads} * d + q_col, v_col = int64_t{2} * heads * d + q_col;
+  const T zero = from_float<T>(0.0f);
+
+  for (int i = threadIdx.x; i < kBr * DP; i += blockDim.x) {
+    const int r = i / DP, c = i % DP;
+    q_s[i] = (c < d && q0 + r < len) ? qkv[(first + q0 + r) * stride + q_col + c] : zero;
+  }
+  for (int i = threadIdx.x; i < kBr * DP; i += blockDim.x) o_s[i] = 0.0f;
+  for (int i = threadIdx.x; i < kBr; i += blockDim.x) {
+    m_s[i] = -INFINITY;
+    l_s[i] = 0.0f;
+  }
+
+  for (int k0 = 0; k0 < len; k0 += kBc) {
+    __syncthreads();  // the previous tile's K and V are no longer read
+    for (int i = threadIdx.x; i < kBc * DP; i += blockDim.x) {
+      const int r = i / DP, c = i % DP;
+      const bool in = c < d && k0 + r < len;
+      const int64_t row = (first + k0 + r) * stride;
+      k_s[i] = in ? qkv[row + k_col + c] : zero;
+      v_s[i] = in ? qkv[row + v_col + c] : zero;
+    }
+    __syncthreads();
+
+    // S = Q K^T for this warp's 16 rows.
+    for (int j = 0; j < kBc / 16; ++j) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.0f);
+      for (int kk = 0; kk < DP / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> bt;  // K^T: (k, n) at K[n][k]
+        wmma::load_matrix_sync(a, q_s + warp * 16 * DP + kk * 16, DP);
+        wmma::load_matrix_sync(bt, k_s + j * 16 * DP + kk * 16, DP);
+        wmma::mma_sync(acc, a, bt, acc);
+      }
+      wmma::store_matrix_sync(s_s + warp * 16 * SW + j * 16, acc, SW, wmma::mem_row_major);
+    }
+    __syncwarp();
+
+    // Online softmax over the tile, a warp per row: lanes take keys lane and lane + 32.
+    for (int r = 0; r < 16; ++r) {
+      const int row = warp * 16 + r;
+      const float* srow = s_s + row * SW;
+      const float x0 = k0 + lane < len ? srow[lane] * scale_log2 : -INFINITY;
+      const float x1 = k0 + lane + 32 < len ? srow[lane + 32] * scale_log2 : -INFINITY;
+      const float m_old = m_s[row];
+      const float m_new = fmaxf(m_old, warp_max(fmaxf(x0, x1)));  // finite: key k0 < len is real
+      const float p0 = exp2f(x0 - m_new), p1 = exp2f(x1 - m_new);
+      const float sum = warp_sum(p0 + p1);
+      const float alpha = exp2f(m_old - m_new);  // 0 on the first tile (m_old = -inf)
+      p_s[row * kBc + lane] = from_float<T>(p0);
+      p_s[row * kBc + lane + 32] = from_float<T>(p1);
+      if (lane == 0) {
+        l_s[row] = l_s[row] * alpha + sum;
+        m_s[row] = m_new;
+        a_s[row] = alpha;
+      }
+    }
+    __syncwarp();
+
+    // This tile's P V into the scratch, then O = O * alpha + P V.
+    for (int j = 0; j < DP / 16; ++j) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.0f);
+      for (int kk = 0; kk < kBc / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bv;
+        wmma::load_matrix_sync(a, p_s + warp * 16 * kBc + kk * 16, kBc);
+        wmma::load_matrix_sync(bv, v_s + kk * 16 * DP + j * 16, DP);
+        wmma::mma_sync(acc, a, bv, acc);
+      }
+      wmma::store_matrix_sync(s_s + warp * 16 * SW + j * 16, acc, SW, wmma::mem_row_major);
+    }
+    __syncwarp();
+    for (int i = lane; i < 16 * DP; i += 32) {
+      const int row = warp * 16 + i / DP, c = i % DP;
+      o_s[row * DP + c] = o_s[row * DP + c] * a_s[row] + s_s[row * SW + c];
+    }
+    __syncwarp();
+  }
+
+  const int64_t out_stride = int64_t{heads} * d;
+  for (int i = lane; i < 16 * DP; i += 32) {
+    const int r = warp * 16 + i / DP, c = i % DP;
+    if (c < d && q0 + r < len) out[(first + q0 + r) * out_stride + q_col + c] = from_float<T>(o_s[r * DP + c] / l_s[r]);
+  }
+}
+
+__global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const int32_t* cu, int heads, int d,
+                                      float scale) {
+  extern __shared__ float sm[];  // q (d floats), then the row's scores (len floats)
+  __shared__ float scratch[32];
+  const int b = blockIdx.z, h = blockIdx.y, q = blockIdx.x;
+  const int first = cu[b], len = cu[b + 1] - first;
+  if (q >= len) return;
+  float* qv = sm;
+  float* sc = sm + d;
+  const int64_t stride = int64_t{3} * heads * d;
+  const int64_t q_col = int64_t{h} * d, k_col = int64_t{heads} * d + q_col, v_col = int64_t{2} * heads * d + q_col;
+  for (int c = threadIdx.x; c < d; c += blockDim.x) qv[c] = load(qkv, e, (first + q) * stride + q_col + c) * scale;
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < len; j += blockDim.x) {
+    const int64_t row = (first + j) * stride + k_col;
+    float s = 0.0f;
+    for (int c = 0; c < d; ++c) s += qv[c] * load(qkv, e, row + c);
+    sc[j] = s;
+    mx = fmaxf(mx, s);
+  }
+  mx = block_max(mx, scratch);
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < len; j += blockDim.x) {
+    const float p = expf(sc[j] - mx);
+    sc[j] = p;
+    sum += p;
+  }
+  sum = block_sum(sum, scratch);  // its barriers also publish sc
+  const int64_t out_row = (first + q) * int64_t{heads} * d + q_col;
+  for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = 0; j < len; ++j) acc += sc[j] * load(qkv, e, (first + j) * stride + v_col + c);
+    store(out, e, out_row + c, acc / sum);
+  }
+}
+
+template <class T, int DP>
+void set_flash_smem() {
+  check_cuda(cudaFuncSetAttribute(flash_attention_kernel<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(flash_smem_bytes<DP>())),
+             "cudaFuncSetAttribute (attention)");
+}
+
+template <class T>
+void set_flash_smem_all() {
+  set_flash_smem<T, 16>();
+  set_flash_smem<T, 32>();
+  set_flash_smem<T, 64>();
+  set_flash_smem<T, 128>();
+}
+
+template <class T>
+void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu, int heads, int d, dim3 grid) {
+  const float scale_log2 = 1.4426950408889634f / sqrtf(static_cast<float>(d));
+  auto go = [&](auto kernel, size_t smem) {
+    kernel<<<grid, kWarps * 32, smem, s>>>(static_cast<T*>(out), static_cast<const T*>(qkv), cu, heads, d, scale_log2);
+  };
+  if (d <= 16)
+    go(flash_attention_kernel<T, 16>, flash_smem_bytes<16>());
+  else if (d <= 32)
+    go(flash_attention_kernel<T, 32>, flash_smem_bytes<32>());
+  else if (d <= 64)
+    go(flash_attention_kernel<T, 64>, flash_smem_bytes<64>());
+  else
+    go(flash_attention_kernel<T, 128>, flash_smem_bytes<128>());
+  check_launch("flash_attention_kernel");
+}
+
+}  // namespace
+
+void attention_setup() {
+  set_flash_smem_all<__nv_bfloat16>();
+  set_flash_smem_all<__half>();
+}
+
+void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
+                      int heads, int max_seqlen) {
+  const int64_t B = cu_seqlens.dim(0) - 1;
+  if (B == 0 || max_seqlen == 0 || qkv.dim(0) == 0) return;
+  if (B > 65535 || heads > 65535)
+    throw Error(Errc::unsupported, "cuda attention: at most 65535 sequences and heads per call");
+  const int d = static_cast<int>(qkv.dim(1) / (3 * int64_t{heads}));
+  const int32_t* cu = cu_seqlens.as<const int32_t>();
+  if ((qkv.dtype == DType::bf16 || qkv.dtype == DType::f16) && d <= 128) {
+    const dim3 grid(static_cast<unsigned>((max_seqlen + kBr - 1) / kBr), static_cast<unsigned>(heads),
+                    static_cast<unsigned>(B));
+    if (qkv.dtype == DType::bf16)
+      launch_flash<__nv_bfloat16>(s, out.data, qkv.data, cu, heads, d, grid);
+    else
+      launch_flash<__half>(s, out.data, qkv.data, cu, heads, d, grid);
+    return;
+  }
+  const size_t smem = (static_cast<size_t>(d) + static_cast<size_t>(max_seqlen)) * 4;
+  if (smem > 48 * 1024)
+    throw Error(Errc::unsupported, "cuda attention: f32 or head dim > 128 supports sequences up to ~12,000 tokens");
+  const dim3 grid(static_cast<unsigned>(max_seqlen), static_cast<unsigned>(heads), static_cast<unsigned>(B));
+  simt_attention_kernel<<<grid, 128, smem, s>>>(out.data, qkv.data, elem_of(qkv.dtype), cu, heads, d,
+                                                1.0f / sqrtf(static_cast<float>(d)));
+  check_launch("simt_attention_kernel");
+}
+
+}  // namespace stoke::cuda

@@ -1,0 +1,93 @@
+// Element-wise and row-copy kernels: bias + activation, dtype conversion,
+// row gathers, column slices, L2 normalisation of pooled rows.
+#include "cuda/kernels.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/kernels_common.cuh"
+
+namespace stoke::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float activate(float u, Activation act) {
+  switch (act) {
+    case Activation::gelu_erf: return 0.5f * u * (1.0f + erff(u * 0.70710678118654752f));  // BERT's exact GELU
+    case Activation::tanh: return tanhf(u);
+    default: return u;
+  }
+}
+
+__global__ void bias_act_kernel(void* x, Elem x_e, const void* bias, Elem bias_e, Activation act, int64_t n,
+                                int64_t N) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    float u = load(x, x_e, i);
+    if (bias) u += load(bias, bias_e, i % N);
+    store(x, x_e, i, activate(u, act));
+  }
+}
+
+__global__ void convert_kernel(void* out, Elem out_e, const void* in, Elem in_e, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    store(out, out_e, i, load(in, in_e, i));
+}
+
+// out[b, 0:D) = in[row(b), 0:D) for rows of width `in_width`; row(b) =
+// rows[b] when a row list is given, else b (a column slice).
+__global__ void copy_rows_kernel(void* out, Elem out_e, const void* in, Elem in_e, const int32_t* rows, int64_t D,
+                                 int64_t in_width) {
+  const int64_t b = blockIdx.x;
+  const int64_t r = rows ? rows[b] : b;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) store(out, out_e, b * D + i, load(in, in_e, r * in_width + i));
+}
+
+__global__ void l2_normalize_kernel(float* x, int64_t D) {
+  __shared__ float scratch[32];
+  float* row = x + blockIdx.x * D;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += row[i] * row[i];
+  const float norm = fmaxf(sqrtf(block_sum(ss, scratch)), 1e-12f);
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) row[i] = row[i] / norm;
+}
+
+}  // namespace
+
+void launch_bias_act(cudaStream_t s, const TensorView& x, const TensorView& bias, Activation act) {
+  const int64_t n = x.numel(), N = x.dim(1);
+  if (n == 0 || (bias.empty() && act == Activation::none)) return;
+  bias_act_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(x.data, elem_of(x.dtype), bias.empty() ? nullptr : bias.data,
+                                                               elem_of(bias.dtype), act, n, N);
+  check_launch("bias_act_kernel");
+}
+
+void launch_convert(cudaStream_t s, const TensorView& out, const TensorView& in) {
+  const int64_t n = in.numel();
+  if (n == 0 || out.data == in.data) return;  // the checks allow only an identical view to alias
+  convert_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(out.data, elem_of(out.dtype), in.data, elem_of(in.dtype), n);
+  check_launch("convert_kernel");
+}
+
+void launch_gather_rows(cudaStream_t s, const TensorView& out, const TensorView& h, const TensorView& rows) {
+  const int64_t B = out.dim(0), H = out.dim(1);
+  if (B == 0 || H == 0) return;
+  copy_rows_kernel<<<static_cast<unsigned>(B), kThreads, 0, s>>>(out.data, elem_of(out.dtype), h.data, elem_of(h.dtype),
+                                                                 rows.as<const int32_t>(), H, h.dim(1));
+  check_launch("copy_rows_kernel (gather_rows)");
+}
+
+void launch_slice_columns(cudaStream_t s, const TensorView& out, const TensorView& in) {
+  const int64_t B = out.dim(0), D = out.dim(1);
+  if (B == 0 || D == 0) return;
+  copy_rows_kernel<<<static_cast<unsigned>(B), kThreads, 0, s>>>(out.data, elem_of(out.dtype), in.data,
+                                                                 elem_of(in.dtype), nullptr, D, in.dim(1));
+  check_launch("copy_rows_kernel (slice_columns)");
+}
+
+void launch_l2_normalize(cudaStream_t s, const TensorView& x) {
+  const int64_t B = x.dim(0), D = x.dim(1);
+  if (B == 0 || D == 0) return;
+  l2_normalize_kernel<<<static_cast<unsigned>(B), kThreads, 0, s>>>(x.as<float>(), D);
+  check_launch("l2_normalize_kernel");
+}
+
+}  // namespace stoke::cuda

@@ -1,0 +1,103 @@
+// embed_layernorm and residual_layernorm: one block per token row. The row
+// is summed into shared memory first (f32), then normalised with two-pass
+// statistics (mean, then the biased variance around it: no cancellation),
+// so out may alias x or residual.
+#include "cuda/kernels.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/kernels_common.cuh"
+
+namespace stoke::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+struct LnParams {
+  const void* gamma;
+  const void* beta;
+  Elem gamma_e, beta_e;
+  float eps;
+  int64_t H;
+};
+
+// Normalises row[0:H) (shared memory) and stores it at out + t * H.
+__device__ void normalize_and_store(float* row, float* scratch, const LnParams& p, void* out, Elem out_e, int64_t t) {
+  const int64_t H = p.H;
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) s += row[i];
+  const float mean = block_sum(s, scratch) / static_cast<float>(H);
+  float v = 0.0f;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    const float d = row[i] - mean;
+    v += d * d;
+  }
+  const float var = block_sum(v, scratch) / static_cast<float>(H);
+  const float rstd = rsqrtf(var + p.eps);
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    const float y = (row[i] - mean) * rstd * load(p.gamma, p.gamma_e, i) + load(p.beta, p.beta_e, i);
+    store(out, out_e, t * H + i, y);
+  }
+}
+
+__global__ void embed_layernorm_kernel(void* out, Elem out_e, const int32_t* ids, const int32_t* positions,
+                                       const int32_t* type_ids, const void* word, Elem word_e, const void* pos,
+                                       Elem pos_e, const void* type, Elem type_e, LnParams p) {
+  extern __shared__ float row[];  // H floats
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x, H = p.H;
+  const int64_t wi = ids[t], pi = positions[t], ti = type_ids ? type_ids[t] : 0;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    float v = load(word, word_e, wi * H + i) + load(pos, pos_e, pi * H + i);
+    if (type) v += load(type, type_e, ti * H + i);
+    row[i] = v;
+  }
+  __syncthreads();
+  normalize_and_store(row, scratch, p, out, out_e, t);
+}
+
+__global__ void residual_layernorm_kernel(void* out, Elem out_e, const void* x, const void* residual, Elem in_e,
+                                          LnParams p) {
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x, H = p.H;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
+    row[i] = load(x, in_e, t * H + i) + load(residual, in_e, t * H + i);
+  __syncthreads();  // the whole row is read before any of it is written (aliasing)
+  normalize_and_store(row, scratch, p, out, out_e, t);
+}
+
+LnParams ln_params(const TensorView& gamma, const TensorView& beta, float eps, int64_t H) {
+  return LnParams{gamma.data, beta.data, elem_of(gamma.dtype), elem_of(beta.dtype), eps, H};
+}
+
+void check_row_width(int64_t H) {
+  // One row in shared memory: 48 KiB (12,288 columns) without opting in.
+  if (H > 12288) throw Error(Errc::unsupported, "cuda layernorm: hidden size " + std::to_string(H) + " over 12288");
+}
+
+}  // namespace
+
+void launch_embed_layernorm(cudaStream_t s, const TensorView& out, const TensorView& ids, const TensorView& positions,
+                            const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                            const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps) {
+  const int64_t T = out.dim(0), H = out.dim(1);
+  if (T == 0 || H == 0) return;
+  check_row_width(H);
+  embed_layernorm_kernel<<<static_cast<unsigned>(T), kThreads, static_cast<size_t>(H) * 4, s>>>(
+      out.data, elem_of(out.dtype), ids.as<const int32_t>(), positions.as<const int32_t>(),
+      type_ids.empty() ? nullptr : type_ids.as<const int32_t>(), word.data, elem_of(word.dtype), pos.data,
+      elem_of(pos.dtype), type.empty() ? nullptr : type.data, elem_of(type.dtype), ln_params(gamma, beta, eps, H));
+  check_launch("embed_layernorm_kernel");
+}
+
+void launch_residual_layernorm(cudaStream_t s, const TensorView& out, const TensorView& x, const TensorView& residual,
+                               const TensorView& gamma, const TensorView& beta, float eps) {
+  const int64_t T = out.dim(0), H = out.dim(1);
+  if (T == 0 || H == 0) return;
+  check_row_width(H);
+  residual_layernorm_kernel<<<static_cast<unsigned>(T), kThreads, static_cast<size_t>(H) * 4, s>>>(
+      out.data, elem_of(out.dtype), x.data, residual.data, elem_of(x.dtype), ln_params(gamma, beta, eps, H));
+  check_launch("residual_layernorm_kernel");
+}
+
+}  // namespace stoke::cuda

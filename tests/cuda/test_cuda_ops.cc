@@ -1,0 +1,282 @@
+// Every op of the CUDA op table against the CPU reference kernels (the
+// oracle), over awkward sizes and every dtype, with the tolerances of the CPU
+// op tests; plus the backend itself: stream order across the copy streams,
+// host-sync counting, out of memory as a recoverable error, graph replay.
+// On a machine without a GPU every test is skipped, saying why.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/error.h"
+#include "cpu/kernels.h"
+#include "cuda/cuda_test_support.h"
+
+namespace stoke {
+namespace {
+
+using namespace test::cuda_support;
+
+const cpu::Kernels& ref() { return cpu::reference_kernels(); }
+
+std::string name_of(DType t) { return std::string(dtype_name(t)); }
+
+// Random cu_seqlens for the given lengths.
+std::vector<int32_t> offsets(const std::vector<int32_t>& lengths) {
+  std::vector<int32_t> cu{0};
+  for (int32_t n : lengths) cu.push_back(cu.back() + n);
+  return cu;
+}
+
+TEST(CudaOps, LinearMatchesReference) {
+  STOKE_REQUIRE_GPU(backend);
+  Rng rng(1);
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 16}, {7, 16, 63}, {65, 64, 64},
+                           {300, 768, 128}, {33, 5, 768}})
+      for (bool out_f32 : {false, true})
+        for (int bias_kind : {0, 1, 2})  // none, f32, activation dtype
+          for (Activation act : {Activation::none, Activation::gelu_erf, Activation::tanh}) {
+            if (dt == DType::f32 && (out_f32 || bias_kind == 2)) continue;  // the same cases again
+            DeviceTensors dev(*backend);
+            const HostTensor a = random_tensor(rng, dt, {M, K});
+            const HostTensor w = random_tensor(rng, dt, {N, K}, -0.2, 0.2);
+            const HostTensor bias = bias_kind == 0 ? HostTensor{}
+                                                    : random_tensor(rng, bias_kind == 1 ? DType::f32 : dt, {N});
+            const DType out_t = out_f32 ? DType::f32 : dt;
+            HostTensor want = host_tensor(out_t, {M, N});
+            ref().linear(want.view, a.view, w.view, bias.view, act);
+            const TensorView out = dev.make(out_t, {M, N});
+            backend->ops().linear(out, dev.upload(a), dev.upload(w), dev.upload(bias), act);
+            const HostTensor got = dev.download(out);
+            const double tol = std::max(tolerance(out_t == DType::f32 ? dt : out_t),
+                                        dt == DType::f32 ? 16 * 0x1.0p-24 * std::sqrt(double(K)) : 0.0);
+            EXPECT_LE(relative_error(got.view, want.view), tol)
+                << name_of(dt) << " M" << M << " N" << N << " K" << K << " out " << name_of(out_t) << " bias "
+                << bias_kind << " act " << static_cast<int>(act);
+          }
+}
+
+TEST(CudaOps, LayerNormsMatchReference) {
+  STOKE_REQUIRE_GPU(backend);
+  Rng rng(2);
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t T : {1, 7, 65})
+      for (int64_t H : {16, 63, 768})
+        for (bool with_types : {false, true}) {
+          DeviceTensors dev(*backend);
+          const int64_t V = 50, P = 80, TV = 2;
+          std::vector<int32_t> ids, pos, types;
+          for (int64_t t = 0; t < T; ++t) {
+            ids.push_back(rng.below(V));
+            pos.push_back(rng.below(P));
+            types.push_back(rng.below(TV));
+          }
+          const HostTensor hid = index_tensor(ids), hpos = index_tensor(pos),
+                           htypes = with_types ? index_tensor(types) : HostTensor{};
+          const HostTensor word = random_tensor(rng, DType::f32, {V, H}), pe = random_tensor(rng, DType::f32, {P, H}),
+                           te = random_tensor(rng, DType::f32, {TV, H});
+          const HostTensor gamma = random_tensor(rng, DType::f32, {H}, 0.5, 1.5),
+                           beta = random_tensor(rng, DType::f32, {H});
+          HostTensor want = host_tensor(dt, {T, H});
+          ref().embed_layernorm(want.view, hid.view, hpos.view, htypes.view, word.view, pe.view, te.view,
+                                gamma.view, beta.view, 1e-12f);
+          const TensorView out = dev.make(dt, {T, H});
+          backend->ops().embed_layernorm(out, dev.upload(hid), dev.upload(hpos), dev.upload(htypes), dev.upload(word),
+                                         dev.upload(pe), dev.upload(te), dev.upload(gamma), dev.upload(beta), 1e-12f);
+          EXPECT_LE(relative_error(dev.download(out).view, want.view), tolerance(dt))
+              << "embed_layernorm " << name_of(dt) << " T" << T << " H" << H << " types " << with_types;
+
+          // residual_layernorm, written over its residual input (as the encoder does).
+          const HostTensor x = random_tensor(rng, dt, {T, H}, -3, 3);
+          const HostTensor res = random_tensor(rng, dt, {T, H}, -3, 3);
+          HostTensor want2 = host_tensor(dt, {T, H});
+          ref().residual_layernorm(want2.view, x.view, res.view, gamma.view, beta.view, 1e-5f);
+          const TensorView dres = dev.upload(res);
+          backend->ops().residual_layernorm(dres, dev.upload(x), dres, dev.upload(gamma), dev.upload(beta), 1e-5f);
+          EXPECT_LE(relative_error(dev.download(dres).view, want2.view), tolerance(dt))
+              << "residual_layernorm " << name_of(dt) << " T" << T << " H" << H;
+        }
+}
+
+TEST(CudaOps, BiasGeluMatchesReference) {
+  STOKE_REQUIRE_GPU(backend);
+  Rng rng(3);
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (auto [T, N] : {std::pair<int64_t, int64_t>{1, 3}, {65, 64}, {7, 3072}}) {
+      DeviceTensors dev(*backend);
+      const HostTensor x = random_tensor(rng, dt, {T, N}, -4, 4);
+      const HostTensor bias = random_tensor(rng, DType::f32, {N});
+      HostTensor want = x;
+      want.view.data = want.storage.data();
+      ref().bias_gelu(want.view, bias.view);
+      const TensorView dx = dev.upload(x);
+      backend->ops().bias_gelu(dx, dev.upload(bias));
+      EXPECT_LE(relative_error(dev.download(dx).view, want.view), tolerance(dt)) << name_of(dt) << " " << T << "x" << N;
+    }
+}
+
+// Attention: the flash path (bf16/f16, head dim <= 128, padded to 16/32/64/128)
+// and the plain path (f32, or head dim > 128), over lengths around the
+// 64-row tiles, empty sequences and long ones.
+TEST(CudaOps, AttentionMatchesReference) {
+  STOKE_REQUIRE_GPU(backend);
+  Rng rng(4);
+  const std::vector<std::vector<int32_t>> batches = {{1}, {3, 0, 7}, {64}, {65, 1, 130}, {512}, {17, 200, 63, 64, 2}};
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (int d : {16, 32, 48, 64, 100, 128, 160})
+      for (int heads : {1, 3, 12}) {
+        if (heads == 12 && d > 64) continue;  // enough of the big ones
+        for (const auto& lengths : batches) {
+          DeviceTensors dev(*backend);
+          const auto cu = offsets(lengths);
+          const int64_t T = cu.back();
+          const int max_seqlen = *std::max_element(lengths.begin(), lengths.end());
+          const HostTensor qkv = random_tensor(rng, dt, {T, 3 * int64_t{heads} * d}, -2, 2);
+          const HostTensor hcu = index_tensor(cu);
+          HostTensor want = host_tensor(dt, {T, int64_t{heads} * d});
+          ref().attention(want.view, qkv.view, hcu.view, heads, max_seqlen);
+          const TensorView out = dev.make(dt, {T, int64_t{heads} * d});
+          backend->ops().attention(out, dev.upload(qkv), dev.upload(hcu), heads, max_seqlen);
+          EXPECT_LE(relative_error(dev.download(out).view, want.view), tolerance(dt))
+              << name_of(dt) << " d" << d << " heads " << heads << " T" << T << " max_seqlen " << max_seqlen;
+        }
+      }
+}
+
+TEST(CudaOps, PoolingAndRowOpsMatchReference) {
+  STOKE_REQUIRE_GPU(backend);
+  Rng rng(5);
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (int64_t H : {16, 63, 768}) {
+      DeviceTensors dev(*backend);
+      const auto cu = offsets({3, 0, 1, 70, 5});
+      const int64_t T = cu.back(), B = static_cast<int64_t>(cu.size()) - 1;
+      const HostTensor h = random_tensor(rng, dt, {T, H}, -3, 3);
+      const HostTensor hcu = index_tensor(cu);
+      const TensorView dh = dev.upload(h), dcu = dev.upload(hcu);
+      for (PoolingMode mode : {PoolingMode::cls, PoolingMode::mean, PoolingMode::max, PoolingMode::mean_sqrt_len,
+                               PoolingMode::lasttoken}) {
+        HostTensor want = host_tensor(DType::f32, {B, H});
+        ref().pool(want.view, h.view, hcu.view, mode);
+        const TensorView out = dev.make(DType::f32, {B, H});
+        backend->ops().pool(out, dh, dcu, mode);
+        const HostTensor got = dev.download(out);
+        EXPECT_LE(relative_error(got.view, want.view), 1e-6) << "pool " << static_cast<int>(mode) << " " << name_of(dt);
+
+        // l2_normalize and slice_columns on the pooled rows.
+        ref().l2_normalize(want.view);
+        backend->ops().l2_normalize(out);
+        EXPECT_LE(relative_error(dev.download(out).view, want.view), 1e-6) << "l2_normalize";
+        const int64_t D = std::max<int64_t>(1, H / 3);
+        HostTensor cut_want = host_tensor(DType::f32, {B, D});
+        ref().slice_columns(cut_want.view, want.view);
+        const TensorView cut = dev.make(DType::f32, {B, D});
+        backend->ops().slice_columns(cut, out);
+        EXPECT_EQ(relative_error(dev.download(cut).view, cut_want.view), 0.0) << "slice_columns";
+      }
+      // gather_rows into f32 (the heads) and convert between every pair: exact.
+      const HostTensor rows = index_tensor({0, 3, 3, static_cast<int32_t>(T - 1)});
+      HostTensor gw = host_tensor(DType::f32, {4, H});
+      ref().gather_rows(gw.view, h.view, rows.view);
+      const TensorView g = dev.make(DType::f32, {4, H});
+      backend->ops().gather_rows(g, dh, dev.upload(rows));
+      EXPECT_EQ(relative_error(dev.download(g).view, gw.view), 0.0) << "gather_rows " << name_of(dt);
+      for (DType to : {DType::f32, DType::bf16, DType::f16}) {
+        HostTensor cw = host_tensor(to, {T, H});
+        ref().convert(cw.view, h.view);
+        const TensorView c = dev.make(to, {T, H});
+        backend->ops().convert(c, dh);
+        EXPECT_EQ(relative_error(dev.download(c).view, cw.view), 0.0) << "convert " << name_of(dt) << " -> " << name_of(to);
+      }
+    }
+}
+
+// Copies and ops keep one order across the copy streams: each round's input
+// is the host copy of the last round's output (pinned, both ways).
+TEST(CudaBackend, WaitsAreCountedAndResultsArriveInOrder) {
+  STOKE_REQUIRE_GPU(backend);
+  Rng rng(7);
+  const int64_t n = 1 << 18;
+  HostTensor x = random_tensor(rng, DType::f32, {1, n}, -2, 2);
+  auto pin_in = backend->allocate_host(x.view.bytes());
+  auto pin_out = backend->allocate_host(x.view.bytes());
+  auto dev = backend->allocate(x.view.bytes());
+  auto bias = backend->allocate(static_cast<size_t>(n) * 4);
+  std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+  const TensorView d(dev->data(), DType::f32, {1, n});
+  const TensorView b(bias->data(), DType::f32, {n});
+  std::memcpy(pin_in->data(), x.view.data, x.view.bytes());
+  backend->copy_to_device(bias->data(), zeros.data(), zeros.size() * 4);
+  const uint64_t before = backend->host_syncs();
+  // Three rounds of up, tanh, down: each round's input is the last round's output.
+  for (int round = 0; round < 3; ++round) {
+    backend->copy_to_device(dev->data(), round == 0 ? pin_in->data() : pin_out->data(), x.view.bytes());
+    backend->ops().bias_gelu(d, b);
+    backend->copy_to_host(pin_out->data(), dev->data(), x.view.bytes());
+    backend->wait(*backend->record_event());
+  }
+  EXPECT_EQ(backend->host_syncs() - before, 3u);
+  HostTensor want = x;
+  want.view.data = want.storage.data();
+  for (int round = 0; round < 3; ++round) cpu::reference_kernels().bias_gelu(want.view, TensorView{});
+  const TensorView got(pin_out->data(), DType::f32, {1, n});
+  EXPECT_LE(relative_error(got, want.view), 1e-6);
+}
+
+TEST(CudaBackend, OutOfMemoryIsRecoverable) {
+  STOKE_REQUIRE_GPU(backend);
+  EXPECT_THROW(backend->allocate(size_t{1} << 52), OutOfMemoryError);  // 4 PiB
+  // The backend still works.
+  DeviceTensors dev(*backend);
+  Rng rng(8);
+  const HostTensor x = random_tensor(rng, DType::f32, {4, 16});
+  HostTensor want = host_tensor(DType::bf16, {4, 16});
+  cpu::reference_kernels().convert(want.view, x.view);
+  const TensorView out = dev.make(DType::bf16, {4, 16});
+  backend->ops().convert(out, dev.upload(x));
+  EXPECT_EQ(relative_error(dev.download(out).view, want.view), 0.0);
+}
+
+// A captured graph replays the recorded ops on whatever the buffers hold then.
+TEST(CudaBackend, GraphReplaysOnNewInputs) {
+  STOKE_REQUIRE_GPU(backend);
+  ASSERT_TRUE(backend->can_capture());
+  Rng rng(9);
+  DeviceTensors dev(*backend);
+  const TensorView in = dev.make(DType::f32, {8, 64});
+  const TensorView out = dev.make(DType::bf16, {8, 64});
+  const HostTensor bias = random_tensor(rng, DType::f32, {64});
+  const TensorView db = dev.upload(bias);
+  backend->synchronize();
+  backend->begin_capture();
+  backend->ops().bias_gelu(in, db);
+  backend->ops().convert(out, in);
+  const auto graph = backend->end_capture();
+  for (int round = 0; round < 2; ++round) {
+    HostTensor x = random_tensor(rng, DType::f32, {8, 64}, -3, 3);
+    backend->copy_to_device(in.data, x.view.data, x.view.bytes());
+    backend->replay(*graph);
+    HostTensor want = host_tensor(DType::bf16, {8, 64});
+    cpu::reference_kernels().bias_gelu(x.view, bias.view);
+    cpu::reference_kernels().convert(want.view, x.view);
+    EXPECT_LE(relative_error(dev.download(out).view, want.view), 2e-2) << "round " << round;
+  }
+}
+
+TEST(CudaBackend, TrainingOpsSaySoClearly) {
+  STOKE_REQUIRE_GPU(backend);
+  try {
+    backend->ops().add(TensorView{}, TensorView{});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::unsupported);
+    EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace stoke
