@@ -307,6 +307,7 @@ int main(int argc, char** argv) {
       }
     } else if (classify->parsed()) {
       const stoke::ClassifySummary s = stoke::run_classify(cls);
+      for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
       if (!cls.common.quiet) {
         std::fprintf(stderr,
                      "classified %llu records (%llu pairs, %llu tokens, %llu batches) in %.2f s on %s: %s records/s; "

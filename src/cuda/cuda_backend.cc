@@ -137,7 +137,8 @@ size_t CachingAllocator::cached() const {
 cudaStream_t CudaBackend::Impl::compute_stream() {
   // The enqueueing thread (the pipeline's batcher, say) need not be the one
   // that made the backend: kernels launch on the calling thread's device.
-  check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  // (While capturing, begin_capture set it on this thread already.)
+  if (!capturing) check_cuda(cudaSetDevice(device), "cudaSetDevice");
   if (h2d_pending) {
     check_cuda(cudaEventRecord(h2d_tail, h2d), "cudaEventRecord");
     check_cuda(cudaStreamWaitEvent(compute, h2d_tail, 0), "cudaStreamWaitEvent");

@@ -121,9 +121,19 @@ bool Gemm::run(cudaStream_t stream, const TensorView& out, const TensorView& a, 
   Plan& p = plan(out, a, w, bias);
   if (p.fused_bias) set_desc(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias.data);
   const float alpha = 1.0f, beta = 0.0f;
-  check_cublas(cublasLtMatmul(lt_, p.op, &alpha, w.data, p.w, a.data, p.a, &beta, out.data, p.out, out.data, p.out,
-                              &p.algo, ws_, ws_bytes_, stream),
-               "cublasLtMatmul");
+  cublasStatus_t status = cublasLtMatmul(lt_, p.op, &alpha, w.data, p.w, a.data, p.a, &beta, out.data, p.out,
+                                         out.data, p.out, &p.algo, ws_, ws_bytes_, stream);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED && p.fused_bias) {
+    // The heuristic offered a bias epilogue the kernel then refused (a
+    // type combination): plan this shape without it, the caller adds the bias.
+    destroy(p);
+    if (!make_plan(p, out, a, w, bias, false, alignment_of({out.data, a.data, w.data, bias.data})))
+      throw Error(Errc::unsupported, "cuBLASLt has no algorithm for a " + a.shape_string() + " x " +
+                                         w.shape_string() + "^T product in these dtypes");
+    status = cublasLtMatmul(lt_, p.op, &alpha, w.data, p.w, a.data, p.a, &beta, out.data, p.out, out.data, p.out,
+                            &p.algo, ws_, ws_bytes_, stream);
+  }
+  check_cublas(status, "cublasLtMatmul");
   return p.fused_bias;
 }
 

@@ -181,6 +181,7 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   summary.tokens = ps.tokens;
   summary.truncated = ps.truncated;
   summary.batches = ps.batches;
+  if (ps.memory_halvings > 0) summary.notes.push_back(memory_halving_note(ps, po.batch_tokens));
   summary.host_syncs = ps.host_syncs;
   summary.mode = head_name(head);
   summary.device = s.device_name;
@@ -189,7 +190,7 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
     sampler->stop();
     s.backend->drain();
     if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get())) cpu_backend->set_trace(nullptr);
-    const bool native = s.device_name == "cpu" && cpu::cpu_has_native_bf16();
+    const bool native = device_has_native_bf16(s.device_name);
     trace->set_metadata(json{{"job", "classify"},
                              {"facts", doctor::to_json(pipeline_facts(ps, po.workers, po.batch_tokens, po.sort_window,
                                                                       o.common.precision, native))}}

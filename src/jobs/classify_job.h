@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "jobs/common_options.h"
 
@@ -24,6 +25,7 @@ struct ClassifySummary {
   uint64_t records = 0, pairs = 0, tokens = 0, truncated = 0, batches = 0, host_syncs = 0;
   std::string mode, device;
   double seconds = 0;
+  std::vector<std::string> notes;  // what the run adapted (a token budget halved for memory)
 };
 
 ClassifySummary run_classify(const ClassifyOptions& options);

@@ -340,12 +340,9 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   summary.pipeline = ps;
   summary.workers = po.workers;
   summary.batch_tokens = po.batch_tokens;
-  if (ps.memory_halvings > 0)
-    summary.notes.push_back("the device had no room for --batch-tokens " + std::to_string(po.batch_tokens) +
-                            ": ran with " + std::to_string(ps.batch_tokens) + " (halved " +
-                            std::to_string(ps.memory_halvings) + " times)");
+  if (ps.memory_halvings > 0) summary.notes.push_back(memory_halving_note(ps, po.batch_tokens));
   summary.sort_window = po.sort_window;
-  summary.native_bf16 = s.device_name == "cpu" && cpu::cpu_has_native_bf16();
+  summary.native_bf16 = device_has_native_bf16(s.device_name);
   summary.stage_report = stage_lines(ps);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   run_info = {{"seconds", summary.seconds},

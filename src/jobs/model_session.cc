@@ -17,6 +17,11 @@ DType parse_precision(const std::string& text) {
   throw Error(Errc::invalid_argument, "--precision \"" + text + "\": expected f32, bf16 or f16");
 }
 
+bool device_has_native_bf16(const std::string& device_name) {
+  if (device_name == "cpu") return cpu::cpu_has_native_bf16();
+  return device_name.rfind("cuda", 0) == 0;
+}
+
 std::unique_ptr<Backend> open_backend(const DeviceSpec& device, BackendUse use) {
   if (device.kind == DeviceSpec::Kind::cuda) {
 #ifdef STOKE_HAVE_CUDA

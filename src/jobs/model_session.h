@@ -26,6 +26,10 @@ struct ModelSession {
 ModelSession open_model_session(const CommonOptions& options, bool need_classifier);
 
 DType parse_precision(const std::string& text);
+// Whether the device a backend names ("cpu", "cuda:N") multiplies bf16 at
+// full speed: the CPU with AVX512-BF16 or AMX; every GPU stoke builds for
+// (sm_80 and later).
+bool device_has_native_bf16(const std::string& device_name);
 enum class BackendUse { inference, training };
 // The backend --device names. auto: the first GPU when one is usable and the
 // job runs on the CUDA backend (inference), else the CPU. Throws Error with

@@ -519,6 +519,11 @@ int64_t pipeline_row_width(const LoadedEncoder& encoder, const EncodePipelineOpt
   return options.dims > 0 ? options.dims : H;
 }
 
+std::string memory_halving_note(const PipelineStats& stats, int64_t asked_batch_tokens) {
+  return "the device had no room for --batch-tokens " + std::to_string(asked_batch_tokens) + ": ran with " +
+         std::to_string(stats.batch_tokens) + " (halved " + std::to_string(stats.memory_halvings) + " times)";
+}
+
 PipelineStats run_encode_pipeline(const LoadedEncoder& encoder, Backend& backend, const Tokenizer& tokenizer,
                                   const EncodePipelineOptions& options, RowSink& sink,
                                   const std::function<void(const PipelineProgress&)>& progress) {

@@ -106,6 +106,11 @@ struct PipelineStats {
 // Width of each output row: pooled dims, or the number of labels.
 int64_t pipeline_row_width(const LoadedEncoder& encoder, const EncodePipelineOptions& options);
 
+// What the run's summary says when the device had no room for the token
+// budget asked for: "the device had no room for --batch-tokens N: ran with M
+// (halved k times)".
+std::string memory_halving_note(const PipelineStats& stats, int64_t asked_batch_tokens);
+
 // Runs the whole input through the encoder. Throws Error on a bad record
 // (unless skipping), a read failure, or a device error; the sink has then
 // seen a prefix of the rows, in order.

@@ -223,6 +223,8 @@ TEST_F(EncodePipeline, OutOfMemoryHalvesTheTokenBudget) {
   const PipelineStats st = run_encode_pipeline(session_->encoder, capped, *session_->text.tokenizer, po, sink);
   EXPECT_EQ(st.memory_halvings, 3);  // 4096 -> 2048 -> 1024 -> 512
   EXPECT_EQ(st.batch_tokens, 512);
+  EXPECT_EQ(memory_halving_note(st, po.batch_tokens),
+            "the device had no room for --batch-tokens 4096: ran with 512 (halved 3 times)");
   EXPECT_GT(st.batches, roomy.batches);
   ASSERT_EQ(sink.rows.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
