@@ -20,7 +20,7 @@
 #   prepare: STOKE_FIXTURES [../shared/fixtures], GPU_CHECK_BUILD_DIR [build/gpu],
 #            GPU_CHECK_JOBS [2], GPU_CHECK_MAX_MIB [60]
 #   run:     GPU_CHECK_TEXTS [200000], GPU_CHECK_BATCH_TOKENS [32768], GPU_CHECK_WORKERS [12],
-#            GPU_CHECK_STOKE_FLAGS [] (more `stoke embed` flags), GPU_CHECK_SANITIZER [0],
+#            GPU_CHECK_STOKE_FLAGS [--max-batch-size 1024] (more `stoke embed` flags), GPU_CHECK_SANITIZER [0],
 #            GPU_CHECK_DEADLINE_S [380] (steps stop being started after this), GPU_CHECK_MODEL
 #            [12,768,12,3072: layers,hidden,heads,FFN], GPU_CHECK_MAX_LENGTH [512], GPU_CHECK_MATMUL_N
 #            [8192], GPU_CHECK_WARMUP [2000], GPU_CHECK_COMPARE_ROWS [1000], GPU_CHECK_ST_BATCH [128],
@@ -420,7 +420,7 @@ stoke_step() {
   LD_LIBRARY_PATH="$GC_BINLIB" "$GC_STOKE" embed --model "$GC_WORK/model" --input "$GC_WORK/texts.jsonl" \
     --output "$outd" --device "$GC_DEVICE" --precision "$GC_PRECISION" --overwrite --id-field id \
     --batch-tokens "${GPU_CHECK_BATCH_TOKENS:-32768}" --workers "${GPU_CHECK_WORKERS:-12}" \
-    ${GPU_CHECK_STOKE_FLAGS:-} >"$log" 2>&1 || rc=$?
+    ${GPU_CHECK_STOKE_FLAGS---max-batch-size 1024} >"$log" 2>&1 || rc=$?
   wall=$(since "$t0")
   if [ -n "$smi_pid" ]; then
     kill "$smi_pid" 2>/dev/null || true
