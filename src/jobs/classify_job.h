@@ -24,6 +24,7 @@ struct ClassifySummary {
   uint64_t records = 0, pairs = 0, tokens = 0, truncated = 0, batches = 0, host_syncs = 0;
   std::string mode, device;
   double seconds = 0;
+  std::string gpu_report;  // "gpu: util ..." (jobs/gpu_usage.h); "" when not sampled
 };
 
 ClassifySummary run_classify(const ClassifyOptions& options);
