@@ -304,6 +304,7 @@ int main(int argc, char** argv) {
                      static_cast<unsigned long long>(s.other_tasks), static_cast<unsigned long long>(s.resumed),
                      static_cast<unsigned long long>(s.shards), s.padding_efficiency, s.bound_by.c_str(),
                      s.stage_report.c_str());
+        if (!s.gpu_report.empty()) std::fprintf(stderr, "  %s\n", s.gpu_report.c_str());
       }
     } else if (classify->parsed()) {
       const stoke::ClassifySummary s = stoke::run_classify(cls);
@@ -316,6 +317,7 @@ int main(int argc, char** argv) {
                      static_cast<unsigned long long>(s.tokens), static_cast<unsigned long long>(s.batches), s.seconds,
                      s.device.c_str(), per_second(static_cast<double>(s.records), s.seconds).c_str(), s.mode.c_str(),
                      static_cast<unsigned long long>(s.truncated), static_cast<unsigned long long>(s.host_syncs));
+        if (!s.gpu_report.empty()) std::fprintf(stderr, "  %s\n", s.gpu_report.c_str());
       }
     } else if (train->parsed()) {
       trn.finish(train);
@@ -335,6 +337,7 @@ int main(int argc, char** argv) {
                        s.eval_macro_f1);
         std::fprintf(stderr, "%s%s -> %s\n", s.resumed_from.empty() ? "" : "; resumed from ",
                      s.resumed_from.c_str(), s.output.c_str());
+        if (!s.gpu_report.empty()) std::fprintf(stderr, "  %s\n", s.gpu_report.c_str());
       }
     } else if (doctor->parsed()) {
       if (doctor_embed->parsed()) {

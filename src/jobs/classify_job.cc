@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "core/json_write.h"
@@ -11,6 +12,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/kernels.h"
 #include "jobs/doctor_job.h"
+#include "jobs/gpu_usage.h"
 #include "io/atomic_file.h"
 #include "pipeline/encode_pipeline.h"
 #include "jobs/model_session.h"
@@ -119,6 +121,7 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   if (o.max_batch_size <= 0) throw Error(Errc::invalid_argument, "--max-batch-size: expected a positive number");
   std::unique_ptr<Trace> trace = o.common.trace.empty() ? nullptr : std::make_unique<Trace>();
   ModelSession s = open_model_session(o.common, /*need_classifier=*/true);
+  JobGpuUsage gpu(s.device_name, trace.get());  // off (silently) unless cuda:N with NVML
   const HfConfig& cfg = s.text.folder.config;
   if (cfg.num_labels() < 1) throw Error(Errc::invalid_argument, "config.json: the model has no labels to classify into");
   const Head head = head_for(cfg);
@@ -186,15 +189,19 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   summary.mode = head_name(head);
   summary.device = s.device_name;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::optional<GpuSamplerSummary> gpu_used = gpu.finish();
+  if (gpu_used) summary.gpu_report = gpu_summary_line(*gpu_used);
   if (trace) {
     sampler->stop();
     s.backend->drain();
     if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get())) cpu_backend->set_trace(nullptr);
     const bool native = device_has_native_bf16(s.device_name);
-    trace->set_metadata(json{{"job", "classify"},
-                             {"facts", doctor::to_json(pipeline_facts(ps, po.workers, po.batch_tokens, po.sort_window,
-                                                                      o.common.precision, native))}}
-                            .dump());
+    json metadata{{"job", "classify"},
+                  {"facts", doctor::to_json(pipeline_facts(ps, po.workers, po.batch_tokens, po.sort_window,
+                                                           o.common.precision, native))}};
+    // classify writes no manifest: the trace is its one JSON record of the run.
+    if (gpu_used) metadata["gpu"] = gpu_summary_json(*gpu_used);
+    trace->set_metadata(metadata.dump());
     write_file_atomic(o.common.trace, std::string_view(trace->to_json()));
   }
   return summary;

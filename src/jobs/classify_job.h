@@ -26,6 +26,7 @@ struct ClassifySummary {
   std::string mode, device;
   double seconds = 0;
   std::vector<std::string> notes;  // what the run adapted (a token budget halved for memory)
+  std::string gpu_report;  // "gpu: util ..." (jobs/gpu_usage.h); "" when not sampled
 };
 
 ClassifySummary run_classify(const ClassifyOptions& options);

@@ -19,6 +19,7 @@
 #include "io/atomic_file.h"
 #include "jobs/doctor_job.h"
 #include "jobs/embed_output.h"
+#include "jobs/gpu_usage.h"
 #include "jobs/model_session.h"
 #include "pipeline/encode_pipeline.h"
 #include "pipeline/shard_writer.h"
@@ -177,6 +178,7 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   }
 
   ModelSession s = open_model_session(o.common, /*need_classifier=*/false);
+  JobGpuUsage gpu(s.device_name, trace);  // off (silently) unless cuda:N with NVML
   const HfConfig& cfg = s.text.folder.config;
   const SentenceTransformersConfig& st = s.text.folder.st;
   PoolingMode pooling = PoolingMode::mean;
@@ -361,6 +363,10 @@ EmbedSummary run_embed(const EmbedOptions& o) {
                 {"batch", stage_json(ps.batch)},
                 {"device", {{"busy", ps.device_busy}, {"result_wait", ps.result_wait}}},
                 {"write", stage_json(ps.write)}}}};
+  if (const auto g = gpu.finish()) {
+    summary.gpu_report = gpu_summary_line(*g);
+    run_info["gpu"] = gpu_summary_json(*g);
+  }
   if (from_stdin) {
     manifest["input"]["size"] = ps.input_bytes;
     manifest["input"]["sha256"] = ps.input_sha256;

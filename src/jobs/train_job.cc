@@ -18,6 +18,7 @@
 #include "io/atomic_file.h"
 #include "io/model_folder.h"
 #include "jobs/doctor_job.h"
+#include "jobs/gpu_usage.h"
 #include "jobs/model_session.h"
 #include "jobs/model_tokenizer.h"
 #include "jobs/version.h"
@@ -196,6 +197,7 @@ TrainSummary run_train(const TrainOptions& o) {
   }
   if (on_thread_start) on_thread_start("trainer");
   if (trace) trace->name_thread("trainer");
+  JobGpuUsage gpu(sum.device, trace);  // off (silently) unless cuda:N with NVML
 
   RecordReaderOptions reader = record_reader_options(CommonOptions{o.common});
   reader.path = o.train;
@@ -475,6 +477,10 @@ TrainSummary run_train(const TrainOptions& o) {
     run["final"]["eval_loss"] = r.last_eval->loss;
     run["final"]["eval_accuracy"] = r.last_eval->accuracy;
     run["final"]["eval_macro_f1"] = r.last_eval->macro_f1;
+  }
+  if (const auto g = gpu.finish()) {
+    sum.gpu_report = gpu_summary_line(*g);
+    run["gpu"] = gpu_summary_json(*g);
   }
   write_file_atomic(out / "run.json", run.dump(2) + "\n");
   if (sampler) sampler->stop();

@@ -72,6 +72,7 @@ struct TrainSummary {
   std::string resumed_from;
   std::vector<std::string> notes;    // label changes, fresh heads, batch size / lr choices
   std::string output;
+  std::string gpu_report;            // "gpu: util ..." (jobs/gpu_usage.h); "" when not sampled
   // What doctor reads.
   double device_busy_seconds = -1;
   uint64_t expected_syncs = 0;        // log reads, evals, saves and the final model
