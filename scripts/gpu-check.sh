@@ -372,7 +372,8 @@ gtest_step() {
   fi
   echo "===== $b $(date -u +%H:%M:%S)" >>"$GC_OUT/tests.log"
   set +e
-  STOKE_FIXTURES="$GC_FIX" LD_LIBRARY_PATH="$GC_BINLIB" "$exe" --gtest_brief=1 --gtest_output="json:$json" 2>&1 |
+  STOKE_FIXTURES="$GC_FIX" STOKE_BIN="$GC_GPU/bin/stoke" LD_LIBRARY_PATH="$GC_BINLIB" "$exe" --gtest_brief=1 \
+    --gtest_output="json:$json" 2>&1 |
     tee -a "$GC_OUT/tests.log" >"$log"
   rc=${PIPESTATUS[0]}
   set -e

@@ -69,6 +69,8 @@ size_t CachingAllocator::size_class(size_t bytes) {
 }
 
 void* CachingAllocator::allocate(size_t bytes, size_t* rounded) {
+  // A size this large is an overflow upstream; rounding it up would wrap.
+  if (bytes > (SIZE_MAX >> 1)) throw OutOfMemoryError("allocation of " + std::to_string(bytes) + " bytes refused");
   const size_t size = size_class(bytes == 0 ? 1 : bytes);
   *rounded = size;
   {
@@ -190,13 +192,16 @@ CudaBackend::CudaBackend(int index) : info_(require_device(index)), impl_(std::m
 
 CudaBackend::~CudaBackend() {
   drain();
-  ops_.reset();
-  Impl& s = *impl_;
-  if (s.gemm_workspace) cudaFree(s.gemm_workspace);
-  if (s.lt) cublasLtDestroy(s.lt);
-  for (cudaEvent_t e : {s.compute_tail, s.h2d_tail, s.d2h_tail})
+  ops_.reset();  // its GEMM plans use the cuBLASLt handle the Impl destroys
+}
+
+// Also runs when the constructor throws half way (the members made so far).
+CudaBackend::Impl::~Impl() {
+  if (gemm_workspace) cudaFree(gemm_workspace);
+  if (lt) cublasLtDestroy(lt);
+  for (cudaEvent_t e : {compute_tail, h2d_tail, d2h_tail})
     if (e) cudaEventDestroy(e);
-  for (cudaStream_t st : {s.compute, s.h2d, s.d2h})
+  for (cudaStream_t st : {compute, h2d, d2h})
     if (st) cudaStreamDestroy(st);
   // The allocator goes with the last buffer that holds it.
 }
@@ -224,6 +229,9 @@ void CudaBackend::copy_to_host(void* host_dst, const void* device_src, size_t by
 }
 
 std::shared_ptr<Event> CudaBackend::record_event() {
+  // An event recorded into a capture becomes a graph node: waiting on it
+  // later would fail. Nothing the host can wait for exists inside a graph.
+  if (impl_->capturing) throw Error(Errc::internal, "cuda: record_event while a graph is being captured");
   auto e = std::make_shared<CudaEvent>();
   check_cuda(cudaEventRecord(e->event, impl_->compute_stream()), "cudaEventRecord");
   return e;

@@ -47,6 +47,10 @@ class CachingAllocator {
 };
 
 struct CudaBackend::Impl {
+  Impl() = default;
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
   int device = 0;
   cudaStream_t compute = nullptr, h2d = nullptr, d2h = nullptr;
   // Joins between streams (an event's most recent record is what a wait sees,

@@ -23,6 +23,28 @@ int device_count(cudaError_t* why) {
   return count;
 }
 
+// An empty kernel: whether the driver finds code of this build for a GPU.
+__global__ void probe_kernel() {}
+
+// "" when stoke's kernels run on GPU `index`, else why not: a build for
+// sm_90 has no code an sm_80 GPU can run (newer GPUs compile its PTX).
+std::string arch_problem(int index, const cudaDeviceProp& prop) {
+  int previous = 0;
+  cudaGetDevice(&previous);
+  if (cudaSetDevice(index) != cudaSuccess) {
+    cudaGetLastError();
+    return "cannot select it";
+  }
+  cudaFuncAttributes attr{};
+  const cudaError_t status = cudaFuncGetAttributes(&attr, probe_kernel);
+  cudaSetDevice(previous);
+  if (status == cudaSuccess) return "";
+  cudaGetLastError();
+  return std::string("this stoke has no kernels for it (") + prop.name + ", sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor) + "): rebuild with -DSTOKE_CUDA_ARCHS=" + std::to_string(prop.major) +
+         std::to_string(prop.minor);
+}
+
 }  // namespace
 
 CudaError::CudaError(const std::string& call, int code, const std::string& code_name,
@@ -52,7 +74,12 @@ std::vector<DeviceInfo> list_devices() {
 std::string unavailable_reason() {
   cudaError_t why = cudaSuccess;
   const int count = device_count(&why);
-  if (count > 0) return "";
+  if (count > 0) {
+    cudaDeviceProp prop{};
+    check_cuda(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    const std::string problem = arch_problem(0, prop);
+    return problem.empty() ? "" : "GPU 0: " + problem;
+  }
   switch (why) {
     case cudaErrorInsufficientDriver: return "no CUDA driver is installed (or it is older than the CUDA 13 runtime)";
     case cudaErrorNoDevice: return "no CUDA GPU is visible";
@@ -72,6 +99,10 @@ DeviceInfo require_device(int index) {
                                   std::to_string(devices.size()) + " visible: cuda:0..cuda:" +
                                   std::to_string(devices.size() - 1) + ")");
   }
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  const std::string problem = arch_problem(index, prop);
+  if (!problem.empty()) throw Error(Errc::device, "--device cuda:" + std::to_string(index) + ": " + problem);
   return devices[static_cast<size_t>(index)];
 }
 

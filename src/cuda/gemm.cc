@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
+#include "cuda/kernels.h"
 
 namespace stoke::cuda {
 
@@ -61,6 +62,8 @@ bool Gemm::make_plan(Plan& p, const TensorView& out, const TensorView& a, const 
   if (with_bias) {
     set_desc(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
     set_desc(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, cuda_type(bias.dtype));
+    // The heuristic judges the bias's alignment by its pointer.
+    set_desc(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias.data));
   }
   // Column-major views: w^T-stored (K x N, ld K) transposed, a^T (K x M, ld K), out^T (N x M, ld N).
   check_cublas(cublasLtMatrixLayoutCreate(&p.w, cuda_type(w.dtype), K, N, static_cast<int64_t>(K)),
@@ -100,12 +103,12 @@ Gemm::Plan& Gemm::plan(const TensorView& out, const TensorView& a, const TensorV
     for (auto& [k, p] : plans_) destroy(p);
     plans_.clear();
   }
+  // cuBLASLt documents the bias epilogue for a bias of the output's dtype
+  // (bf16 output, f32 bias: our bias kernel adds it).
   Plan p;
-  if (!(!bias.empty() && make_plan(p, out, a, w, bias, true, alignment)) &&
-      !make_plan(p, out, a, w, bias, false, alignment)) {
-    throw Error(Errc::unsupported, "cuBLASLt has no algorithm for a " + a.shape_string() + " x " + w.shape_string() +
-                                       "^T product in these dtypes");
-  }
+  const bool fuse = !bias.empty() && bias.dtype == out.dtype;
+  if (!(fuse && make_plan(p, out, a, w, bias, true, alignment)) && !make_plan(p, out, a, w, bias, false, alignment))
+    p.plain = true;
   return plans_.emplace(key, p).first->second;
 }
 
@@ -119,19 +122,21 @@ bool Gemm::run(cudaStream_t stream, const TensorView& out, const TensorView& a, 
   }
   std::lock_guard<std::mutex> lock(mu_);
   Plan& p = plan(out, a, w, bias);
-  if (p.fused_bias) set_desc(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias.data);
+  if (p.plain) {
+    launch_plain_gemm(stream, out, a, w, bias);
+    return true;
+  }
+  if (p.fused_bias) set_desc(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias.data));
   const float alpha = 1.0f, beta = 0.0f;
   cublasStatus_t status = cublasLtMatmul(lt_, p.op, &alpha, w.data, p.w, a.data, p.a, &beta, out.data, p.out,
                                          out.data, p.out, &p.algo, ws_, ws_bytes_, stream);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED && p.fused_bias) {
-    // The heuristic offered a bias epilogue the kernel then refused (a
-    // type combination): plan this shape without it, the caller adds the bias.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
+    // The heuristic offered an algorithm the matmul then refused: this
+    // shape takes the plain kernel from now on.
     destroy(p);
-    if (!make_plan(p, out, a, w, bias, false, alignment_of({out.data, a.data, w.data, bias.data})))
-      throw Error(Errc::unsupported, "cuBLASLt has no algorithm for a " + a.shape_string() + " x " +
-                                         w.shape_string() + "^T product in these dtypes");
-    status = cublasLtMatmul(lt_, p.op, &alpha, w.data, p.w, a.data, p.a, &beta, out.data, p.out, out.data, p.out,
-                            &p.algo, ws_, ws_bytes_, stream);
+    p.plain = true;
+    launch_plain_gemm(stream, out, a, w, bias);
+    return true;
   }
   check_cublas(status, "cublasLtMatmul");
   return p.fused_bias;

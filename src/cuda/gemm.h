@@ -25,9 +25,10 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // Enqueues the product on `stream`. Returns true when the bias was added by
-  // cuBLASLt's epilogue; false when the caller must add it (cuBLASLt offered
-  // no algorithm with that epilogue for these types).
+  // Enqueues the product on `stream`. Returns true when the bias was added
+  // (by cuBLASLt's epilogue, or by the plain kernel for shapes cuBLASLt has
+  // no algorithm for); false when the caller must add it (the epilogue is
+  // used only where cuBLASLt documents it: a bias of the output's dtype).
   bool run(cudaStream_t stream, const TensorView& out, const TensorView& a, const TensorView& w,
            const TensorView& bias);
 
@@ -37,6 +38,7 @@ class Gemm {
     cublasLtMatrixLayout_t w = nullptr, a = nullptr, out = nullptr;
     cublasLtMatmulAlgo_t algo{};
     bool fused_bias = false;
+    bool plain = false;  // no cuBLASLt algorithm: our plain kernel
   };
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int, int, int>;  // M N K, dtypes a w out bias, alignment
   Plan& plan(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias);

@@ -193,19 +193,31 @@ __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const 
   }
 }
 
+// The largest padded head dim whose flash kernel fits the GPU's shared
+// memory (set by attention_setup; larger head dims take the exact path).
+// d = 128 needs 121 KiB: Hopper and A100 have it, sm_86/89 (99 KiB) do not.
+int g_flash_max_dp = 0;
+
+// Static shared memory beside the dynamic part (block reductions' scratch).
+constexpr size_t kStaticSmem = 128;
+
 template <class T, int DP>
-void set_flash_smem() {
+bool set_flash_smem(int optin_limit) {
+  if (flash_smem_bytes<DP>() + kStaticSmem > static_cast<size_t>(optin_limit)) return false;
   check_cuda(cudaFuncSetAttribute(flash_attention_kernel<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(flash_smem_bytes<DP>())),
              "cudaFuncSetAttribute (attention)");
+  return true;
 }
 
 template <class T>
-void set_flash_smem_all() {
-  set_flash_smem<T, 16>();
-  set_flash_smem<T, 32>();
-  set_flash_smem<T, 64>();
-  set_flash_smem<T, 128>();
+int set_flash_smem_all(int optin_limit) {
+  int dp = 0;
+  if (set_flash_smem<T, 16>(optin_limit)) dp = 16;
+  if (set_flash_smem<T, 32>(optin_limit)) dp = 32;
+  if (set_flash_smem<T, 64>(optin_limit)) dp = 64;
+  if (set_flash_smem<T, 128>(optin_limit)) dp = 128;
+  return dp;
 }
 
 template <class T>
@@ -228,8 +240,11 @@ void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu,
 }  // namespace
 
 void attention_setup() {
-  set_flash_smem_all<__nv_bfloat16>();
-  set_flash_smem_all<__half>();
+  int device = 0, optin = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+  set_flash_smem_all<__nv_bfloat16>(optin);
+  g_flash_max_dp = set_flash_smem_all<__half>(optin);
 }
 
 void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
@@ -240,7 +255,7 @@ void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& q
     throw Error(Errc::unsupported, "cuda attention: at most 65535 sequences and heads per call");
   const int d = static_cast<int>(qkv.dim(1) / (3 * int64_t{heads}));
   const int32_t* cu = cu_seqlens.as<const int32_t>();
-  if ((qkv.dtype == DType::bf16 || qkv.dtype == DType::f16) && d <= 128) {
+  if ((qkv.dtype == DType::bf16 || qkv.dtype == DType::f16) && d <= g_flash_max_dp) {
     const dim3 grid(static_cast<unsigned>((max_seqlen + kBr - 1) / kBr), static_cast<unsigned>(heads),
                     static_cast<unsigned>(B));
     if (qkv.dtype == DType::bf16)
@@ -250,7 +265,7 @@ void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& q
     return;
   }
   const size_t smem = (static_cast<size_t>(d) + static_cast<size_t>(max_seqlen)) * 4;
-  if (smem > 48 * 1024)
+  if (smem + kStaticSmem > 48 * 1024)
     throw Error(Errc::unsupported, "cuda attention: f32 or head dim > 128 supports sequences up to ~12,000 tokens");
   const dim3 grid(static_cast<unsigned>(max_seqlen), static_cast<unsigned>(heads), static_cast<unsigned>(B));
   simt_attention_kernel<<<grid, 128, smem, s>>>(out.data, qkv.data, elem_of(qkv.dtype), cu, heads, d,

@@ -71,8 +71,11 @@ LnParams ln_params(const TensorView& gamma, const TensorView& beta, float eps, i
 }
 
 void check_row_width(int64_t H) {
-  // One row in shared memory: 48 KiB (12,288 columns) without opting in.
-  if (H > 12288) throw Error(Errc::unsupported, "cuda layernorm: hidden size " + std::to_string(H) + " over 12288");
+  // One row in shared memory beside the 128-byte reduction scratch, within
+  // the 48 KiB a block gets without opting in: 12,256 columns.
+  constexpr int64_t kMaxH = (48 * 1024 - 128) / 4;
+  if (H > kMaxH)
+    throw Error(Errc::unsupported, "cuda layernorm: hidden size " + std::to_string(H) + " over " + std::to_string(kMaxH));
 }
 
 }  // namespace

@@ -75,11 +75,17 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   s.logits = out.logits != nullptr;
   // A graph runs at its bucket's shape: tokens rounded up, every sequence
   // slot, and attention's grid for the longest sequence the bucket can hold.
+  // Sequence slots are bucketed by powers of two: attention launches a block
+  // row per slot, and empty slots should be few.
   const int64_t bucket = (T + kGraphBucket - 1) / kGraphBucket * kGraphBucket;
-  const bool graph = graphs_on_ && T <= kGraphMaxTokens && bucket <= max_tokens_;
+  int64_t seq_bucket = 1;
+  while (seq_bucket < B) seq_bucket *= 2;
+  const int64_t graph_seqlen = std::min<int64_t>(bucket, c.max_position_embeddings);
+  const bool graph =
+      graphs_on_ && T <= kGraphMaxTokens && bucket <= max_tokens_ && batch.max_seqlen <= graph_seqlen;
   s.tokens = graph ? bucket : T;
-  s.sequences = graph ? max_sequences_ : B;
-  s.max_seqlen = graph ? static_cast<int>(std::min<int64_t>(bucket, c.max_position_embeddings)) : batch.max_seqlen;
+  s.sequences = graph ? std::min(seq_bucket, max_sequences_) : B;
+  s.max_seqlen = graph ? static_cast<int>(graph_seqlen) : batch.max_seqlen;
   const int64_t Tr = s.tokens, Br = s.sequences;
 
   // Stage the inputs. The slot's previous copy must have run before the host
@@ -98,7 +104,10 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   std::memcpy(h_types, batch.type_ids.data(), static_cast<size_t>(T) * 4);
   std::memcpy(h_pos, batch.positions.data(), static_cast<size_t>(T) * 4);
   std::memcpy(h_cu, batch.cu_seqlens.data(), static_cast<size_t>(B + 1) * 4);
-  for (int64_t b = 0; b < B; ++b) h_rows[b] = batch.cu_seqlens[static_cast<size_t>(b)];
+  // The first token of each sequence (an empty last sequence has none: row
+  // T - 1 stands in, so the gather stays inside the batch).
+  for (int64_t b = 0; b < B; ++b)
+    h_rows[b] = static_cast<int32_t>(std::max<int64_t>(0, std::min<int64_t>(batch.cu_seqlens[static_cast<size_t>(b)], T - 1)));
   // Bucket padding: token 0 at position 0 for the rows past the batch (valid
   // table rows, in no sequence), empty sequences past the batch's.
   for (int64_t t = T; t < Tr; ++t) h_ids[t] = h_types[t] = h_pos[t] = 0;

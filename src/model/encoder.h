@@ -54,8 +54,8 @@ class EncoderRunner {
   // kGraphMaxTokens tokens runs as the replay of a graph captured once for
   // its bucket: the token count rounded up to a multiple of kGraphBucket
   // (rows past the batch's tokens belong to no sequence: they are computed
-  // by the row-wise kernels and read by nothing) and max_sequences sequences
-  // (empty ones past the batch's). Small batches are where launch overhead
+  // by the row-wise kernels and read by nothing) and the sequence count
+  // rounded up to a power of two (empty ones past the batch's). Small batches are where launch overhead
   // shows; larger ones run eagerly, with no padding at all. On by default
   // where the backend can capture.
   static constexpr int64_t kGraphMaxTokens = 4096;

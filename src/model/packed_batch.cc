@@ -35,6 +35,18 @@ void PackedBatch::add(std::span<const int32_t> seq_ids, std::span<const int32_t>
 }
 
 void check_packed_batch(const PackedBatch& b, const HfConfig& c) {
+  // The structure first: a GPU reads these offsets on the device, unchecked.
+  const size_t T = b.ids.size();
+  if (b.type_ids.size() != T || b.positions.size() != T || b.cu_seqlens.empty() || b.cu_seqlens.front() != 0 ||
+      b.cu_seqlens.back() != static_cast<int64_t>(T))
+    throw Error(Errc::invalid_argument, "malformed packed batch: ids, type ids, positions and cu_seqlens disagree");
+  for (size_t i = 0; i + 1 < b.cu_seqlens.size(); ++i) {
+    const int64_t len = int64_t{b.cu_seqlens[i + 1]} - b.cu_seqlens[i];
+    if (len < 0 || len > b.max_seqlen)
+      throw Error(Errc::invalid_argument, "malformed packed batch: sequence " + std::to_string(i) + " has " +
+                                              std::to_string(len) + " tokens, max_seqlen is " +
+                                              std::to_string(b.max_seqlen));
+  }
   for (size_t t = 0; t < b.ids.size(); ++t) {
     if (b.ids[t] < 0 || b.ids[t] >= c.vocab_size)
       throw Error(Errc::invalid_argument, "token id " + std::to_string(b.ids[t]) + " is outside the vocabulary (0.." +
