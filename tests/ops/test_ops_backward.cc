@@ -49,6 +49,7 @@
 #include "core/half.h"
 #include "core/philox.h"
 #include "cpu/kernels.h"
+#include "support/host_tensors.h"
 
 namespace stoke::cpu {
 namespace {
@@ -112,21 +113,7 @@ Tensor copy_of(const Tensor& t) {
   return c;
 }
 
-class Rng {  // splitmix64
- public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform(float lo, float hi) { return lo + (hi - lo) * static_cast<float>(next() >> 40) * 0x1.0p-24f; }
-  int32_t below(int32_t n) { return static_cast<int32_t>(next() % static_cast<uint64_t>(n)); }
-
- private:
-  uint64_t s_;
-};
+using Rng = test::host_tensors::Rng;  // splitmix64 (support/host_tensors.h)
 
 Tensor random(Rng& rng, DType t, std::vector<int64_t> shape, float lo = -1.0f, float hi = 1.0f) {
   Tensor x = make(t, std::move(shape));

@@ -28,6 +28,7 @@
 #include "core/philox.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/kernels.h"
+#include "support/host_tensors.h"
 
 namespace stoke::cpu {
 namespace {
@@ -111,22 +112,7 @@ std::vector<uint8_t> bytes(const TensorView& t) {
   return std::vector<uint8_t>(p, p + t.bytes());
 }
 
-// splitmix64: a tiny seeded generator whose stream is the same everywhere.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform(double lo, double hi) { return lo + (hi - lo) * static_cast<double>(next() >> 40) * 0x1.0p-24; }
-  int32_t below(int32_t n) { return static_cast<int32_t>(next() % static_cast<uint64_t>(n)); }
-
- private:
-  uint64_t s_;
-};
+using Rng = test::host_tensors::Rng;  // splitmix64 (support/host_tensors.h)
 
 Tensor random(Rng& rng, DType t, std::vector<int64_t> shape, double lo = -1.0, double hi = 1.0) {
   Tensor x = make(t, std::move(shape));
