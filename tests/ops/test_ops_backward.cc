@@ -56,55 +56,16 @@ namespace {
 
 // ---- host tensors (as tests/ops/test_ops.cc) ------------------------------------
 
-struct Tensor {
-  std::vector<uint64_t> storage;
-  TensorView view;
-};
-
-Tensor make(DType t, std::vector<int64_t> shape) {
-  Tensor x;
-  x.view.dtype = t;
-  x.view.rank = static_cast<int>(shape.size());
-  int64_t n = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    x.view.dims[i] = shape[i];
-    n *= shape[i];
-  }
-  x.storage.assign((static_cast<size_t>(n) * dtype_size(t) + 7) / 8 + 1, 0);
-  x.view.data = x.storage.data();
-  return x;
-}
-
-void set(const TensorView& t, int64_t i, double v) {
-  switch (t.dtype) {
-    case DType::f32: t.as<float>()[i] = static_cast<float>(v); break;
-    case DType::bf16: t.as<bf16>()[i] = to_bf16(static_cast<float>(v)); break;
-    case DType::f16: t.as<f16>()[i] = to_f16(static_cast<float>(v)); break;
-    case DType::i32: t.as<int32_t>()[i] = static_cast<int32_t>(v); break;
-    default: FAIL() << "unexpected dtype";
-  }
-}
-
-double get(const TensorView& t, int64_t i) {
-  switch (t.dtype) {
-    case DType::f32: return t.as<const float>()[i];
-    case DType::bf16: return to_float(t.as<const bf16>()[i]);
-    case DType::f16: return to_float(t.as<const f16>()[i]);
-    case DType::i32: return t.as<const int32_t>()[i];
-    default: return NAN;
-  }
-}
+using Tensor = test::host_tensors::HostTensor;  // storage + view (support/host_tensors.h)
+using test::host_tensors::get;
+using test::host_tensors::set;
+Tensor make(DType t, std::vector<int64_t> shape) { return test::host_tensors::host_tensor(t, std::move(shape)); }
+Tensor indices(const std::vector<int32_t>& v) { return test::host_tensors::index_tensor(v); }
 
 std::vector<double> values(const TensorView& t) {
   std::vector<double> v(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = get(t, i);
   return v;
-}
-
-Tensor indices(const std::vector<int32_t>& v) {
-  Tensor x = make(DType::i32, {static_cast<int64_t>(v.size())});
-  if (!v.empty()) std::memcpy(x.view.data, v.data(), v.size() * 4);
-  return x;
 }
 
 Tensor copy_of(const Tensor& t) {

@@ -35,64 +35,10 @@ namespace {
 
 // ---- host tensors ------------------------------------------------------------
 
-// Owns its storage; a copy is a deep copy whose view points at the copy.
-struct Tensor {
-  std::vector<uint64_t> storage;  // 8-byte aligned
-  TensorView view;
-
-  Tensor() = default;
-  Tensor(const Tensor& o) : storage(o.storage), view(o.view) { rebind(o); }
-  Tensor& operator=(const Tensor& o) {
-    storage = o.storage;
-    view = o.view;
-    rebind(o);
-    return *this;
-  }
-  Tensor(Tensor&&) = default;  // the vector's buffer moves with it: the view stays right
-  Tensor& operator=(Tensor&&) = default;
-
- private:
-  void rebind(const Tensor& o) {
-    if (o.view.data == o.storage.data()) view.data = storage.data();
-  }
-};
-
-Tensor make(DType t, std::vector<int64_t> shape) {
-  Tensor x;
-  x.view.dtype = t;
-  x.view.rank = static_cast<int>(shape.size());
-  int64_t n = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    x.view.dims[i] = shape[i];
-    n *= shape[i];
-  }
-  x.storage.assign((static_cast<size_t>(n) * dtype_size(t) + 7) / 8 + 1, 0);
-  x.view.data = x.storage.data();
-  return x;
-}
-
-void set(const TensorView& t, int64_t i, double v) {
-  switch (t.dtype) {
-    case DType::f64: t.as<double>()[i] = v; break;
-    case DType::f32: t.as<float>()[i] = static_cast<float>(v); break;
-    case DType::bf16: t.as<bf16>()[i] = to_bf16(static_cast<float>(v)); break;
-    case DType::f16: t.as<f16>()[i] = to_f16(static_cast<float>(v)); break;
-    case DType::i32: t.as<int32_t>()[i] = static_cast<int32_t>(v); break;
-    case DType::i64: t.as<int64_t>()[i] = static_cast<int64_t>(v); break;
-    default: FAIL() << "unexpected dtype";
-  }
-}
-
-double get(const TensorView& t, int64_t i) {
-  switch (t.dtype) {
-    case DType::f64: return t.as<const double>()[i];
-    case DType::f32: return t.as<const float>()[i];
-    case DType::bf16: return to_float(t.as<const bf16>()[i]);
-    case DType::f16: return to_float(t.as<const f16>()[i]);
-    case DType::i32: return t.as<const int32_t>()[i];
-    default: return NAN;
-  }
-}
+using Tensor = test::host_tensors::HostTensor;  // deep-copying storage + view (support/host_tensors.h)
+using test::host_tensors::get;
+using test::host_tensors::set;
+Tensor make(DType t, std::vector<int64_t> shape) { return test::host_tensors::host_tensor(t, std::move(shape)); }
 
 Tensor from(DType t, std::vector<int64_t> shape, const std::vector<double>& values) {
   Tensor x = make(t, std::move(shape));

@@ -16,9 +16,26 @@
 
 namespace stoke::test::host_tensors {
 
+// Owns its storage; a copy is a deep copy whose view points at the copy.
 struct HostTensor {
   std::vector<uint64_t> storage;  // 8-byte aligned
   TensorView view;
+
+  HostTensor() = default;
+  HostTensor(const HostTensor& o) : storage(o.storage), view(o.view) { rebind(o); }
+  HostTensor& operator=(const HostTensor& o) {
+    storage = o.storage;
+    view = o.view;
+    rebind(o);
+    return *this;
+  }
+  HostTensor(HostTensor&&) = default;  // the vector's buffer moves with it: the view stays right
+  HostTensor& operator=(HostTensor&&) = default;
+
+ private:
+  void rebind(const HostTensor& o) {
+    if (o.view.data == o.storage.data()) view.data = storage.data();
+  }
 };
 
 inline HostTensor host_tensor(DType t, std::vector<int64_t> shape) {
@@ -37,20 +54,24 @@ inline HostTensor host_tensor(DType t, std::vector<int64_t> shape) {
 
 inline void set(const TensorView& t, int64_t i, double v) {
   switch (t.dtype) {
+    case DType::f64: t.as<double>()[i] = v; break;
     case DType::f32: t.as<float>()[i] = static_cast<float>(v); break;
     case DType::bf16: t.as<bf16>()[i] = to_bf16(static_cast<float>(v)); break;
     case DType::f16: t.as<f16>()[i] = to_f16(static_cast<float>(v)); break;
     case DType::i32: t.as<int32_t>()[i] = static_cast<int32_t>(v); break;
-    default: break;
+    case DType::i64: t.as<int64_t>()[i] = static_cast<int64_t>(v); break;
+    default: ADD_FAILURE() << "set: unexpected dtype"; break;
   }
 }
 
 inline double get(const TensorView& t, int64_t i) {
   switch (t.dtype) {
+    case DType::f64: return t.as<const double>()[i];
     case DType::f32: return t.as<const float>()[i];
     case DType::bf16: return to_float(t.as<const bf16>()[i]);
     case DType::f16: return to_float(t.as<const f16>()[i]);
     case DType::i32: return t.as<const int32_t>()[i];
+    case DType::i64: return static_cast<double>(t.as<const int64_t>()[i]);
     default: return NAN;
   }
 }
