@@ -24,7 +24,7 @@
 #            GPU_CHECK_DEADLINE_S [380] (steps stop being started after this), GPU_CHECK_MODEL
 #            [12,768,12,3072: layers,hidden,heads,FFN], GPU_CHECK_MAX_LENGTH [512], GPU_CHECK_MATMUL_N
 #            [8192], GPU_CHECK_WARMUP [2000], GPU_CHECK_COMPARE_ROWS [1000], GPU_CHECK_ST_BATCH [128],
-#            GPU_CHECK_DEVICE [cuda], GPU_CHECK_PRECISION [bf16], GPU_CHECK_DIR [.gpu], PY [python3],
+#            GPU_CHECK_PROFILE_TEXTS [20000] (the traced run), GPU_CHECK_DEVICE [cuda], GPU_CHECK_PRECISION [bf16], GPU_CHECK_DIR [.gpu], PY [python3],
 #            GPU_CHECK_KEEP [0] (1 keeps the work folder in $TMPDIR), GPU_CHECK_COMPARE_ARGS [],
 #            STOKE_BIN [.gpu/bin/stoke], OUT [out/gpu-check] (the device tool sets OUT)
 #   selftest: PY (a python with torch + sentence-transformers; default: .venv-bench-st of this
@@ -349,6 +349,9 @@ run_steps() {
   step compare 60 "$GC_PY" "$GC_BENCH/compare.py" --rows "$GC_WORK/rows.json" --st "$GC_WORK/st-sample.npy" \
     --stoke "$GC_WORK/stoke-out" ${GPU_CHECK_COMPARE_ARGS:-} --out "$GC_WORK/compare.json"
 
+  # ---- f2. where the device time goes: a traced run on the first texts, op by op
+  step profile 90 bash "$self" _profile
+
   # ---- g. the table, last -------------------------------------------------------
   say "all steps done in $(since "$t_start")s"
   echo
@@ -433,6 +436,22 @@ stoke_step() {
   # stoke's own summary (incl. any `gpu:` line); progress-bar redraws folded
   tr '\r' '\n' <"$log" | grep -v '^[[:space:]]*$' | tail -n 12 | sed 's/^/  stoke: /' || true
   exit "$rc"
+}
+
+# _profile: `stoke embed --trace` on the first GPU_CHECK_PROFILE_TEXTS texts;
+# the device spans (one per op) summed by op name into profile.json.
+profile_step() {
+  local outd="$GC_WORK/profile-out" n="${GPU_CHECK_PROFILE_TEXTS:-20000}" rc=0
+  [ -x "$GC_STOKE" ] || { echo "no stoke binary at $GC_STOKE"; exit 127; }
+  head -n "$n" "$GC_WORK/texts.jsonl" >"$GC_WORK/profile-texts.jsonl"
+  # shellcheck disable=SC2086  # GPU_CHECK_STOKE_FLAGS is a list of flags
+  LD_LIBRARY_PATH="$GC_BINLIB" "$GC_STOKE" embed --model "$GC_WORK/model" --input "$GC_WORK/profile-texts.jsonl" \
+    --output "$outd" --device "$GC_DEVICE" --precision "$GC_PRECISION" --overwrite --id-field id --quiet \
+    --batch-tokens "${GPU_CHECK_BATCH_TOKENS:-32768}" --workers "${GPU_CHECK_WORKERS:-12}" \
+    --trace "$GC_WORK/trace.json" ${GPU_CHECK_STOKE_FLAGS---max-batch-size 1024} >"$GC_WORK/profile.log" 2>&1 || rc=$?
+  tail -n 3 "$GC_WORK/profile.log" | sed 's/^/  stoke --trace: /' || true
+  [ "$rc" = 0 ] || exit "$rc"
+  "$GC_PY" "$GC_BENCH/op_breakdown.py" "$GC_WORK/trace.json" "$GC_WORK/profile.json"
 }
 
 # ============================================================================
@@ -629,5 +648,6 @@ case "${1:-}" in
   _gtest) gtest_step "$2" "$3" ;;
   _sanitizer) sanitizer_step ;;
   _stoke) stoke_step ;;
+  _profile) profile_step ;;
   *) sed -n '2,/^set -euo/p' "$self" | sed '$d' | sed 's/^# \{0,1\}//' >&2 && exit 2 ;;
 esac

@@ -162,6 +162,14 @@ def main():
     else:
         rows.append(("cosine stoke vs ST", why("compare"), "n/a"))
 
+    prof = load(work, "profile.json")
+    if prof and prof.get("ops"):
+        top = ", ".join(f"{o['name']} {100 * o['share']:.0f}%" for o in prof["ops"][:6])
+        rows.append(("device time by op (traced run)", f"{top}; busy {100 * prof['busy_share']:.0f}% of the traced span",
+                     "where to look first"))
+    else:
+        rows.append(("device time by op (traced run)", why("profile"), ""))
+
     head = (f"stoke GPU check: {env.get('card', 'no GPU seen')}, {env.get('date', '?')}, "
             f"driver {env.get('driver', '?')} (CUDA {env.get('driver_cuda', '?')}), prepared from {env.get('prepared_rev', '?')}")
     w0 = max(len(a) for a, _, _ in rows)
@@ -192,7 +200,7 @@ def main():
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write(text + "\n")
     summary = {"env": env, "steps": st_list, "tests_ops": ops, "tests_encoder": enc, "sanitizer": san,
-               "matmul": mm, "model": model, "st": st, "stoke": sk, "util": util, "compare": cmp_,
+               "matmul": mm, "model": model, "st": st, "stoke": sk, "util": util, "compare": cmp_, "profile": prof,
                "derived": d, "targets": {"ratio": TARGET_RATIO, "mfu": TARGET_MFU, "util": TARGET_UTIL}}
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)

@@ -16,6 +16,8 @@
 
 namespace stoke {
 
+class Trace;
+
 // Memory owned by a backend; freed when the handle goes.
 class Buffer {
  public:
@@ -100,6 +102,11 @@ class Backend {
   virtual void begin_capture() { no_graphs(); }
   virtual std::unique_ptr<Graph> end_capture() { no_graphs(); }
   virtual void replay(const Graph&) { no_graphs(); }
+
+  // Records the device's work as spans of `trace` from now on (nullptr:
+  // stop; a backend may wait for its work first, so that every span is in
+  // the trace when this returns). The trace must outlive the recording.
+  virtual void set_trace(Trace* trace) { (void)trace; }
 
   // Every host wait on device work since the backend was made.
   uint64_t host_syncs() const { return host_syncs_.load(std::memory_order_relaxed); }

@@ -43,7 +43,7 @@ class CpuBackend final : public Backend {
   void enqueue(const char* name, std::function<void()> fn);
   // Records a span per work item on the executor thread ("device" category)
   // from now on (nullptr: stop). The trace must outlive the backend's work.
-  void set_trace(Trace* trace);
+  void set_trace(Trace* trace) override;
   // Kernels run on max(1, cores - busy_host_threads) OpenMP threads from here
   // on (the team size is set on the executor thread, in stream order).
   void set_host_load(int busy_host_threads) override;

@@ -192,6 +192,7 @@ CudaBackend::CudaBackend(int index) : info_(require_device(index)), impl_(std::m
 
 CudaBackend::~CudaBackend() {
   drain();
+  impl_->timer.reset();
   ops_.reset();  // its GEMM plans use the cuBLASLt handle the Impl destroys
 }
 
@@ -284,8 +285,18 @@ std::unique_ptr<Graph> CudaBackend::end_capture() {
 
 void CudaBackend::replay(const Graph& graph) {
   const auto& g = static_cast<const CudaGraph&>(graph);
-  check_cuda(cudaGraphLaunch(g.exec, impl_->compute_stream()), "cudaGraphLaunch");
+  Impl::Launch launch(*impl_, "graph");
+  check_cuda(cudaGraphLaunch(g.exec, launch.stream), "cudaGraphLaunch");
 }
+
+void CudaBackend::set_trace(Trace* trace) {
+  Impl& s = *impl_;
+  drain();  // every timed op has run: the old timer records them all as it stops
+  s.timer.reset();
+  if (trace) s.timer = std::make_unique<OpTimer>(s.device, s.compute_stream(), trace);
+}
+
+double CudaBackend::busy_seconds() const { return impl_->timer ? impl_->timer->busy_seconds() : -1.0; }
 
 size_t CudaBackend::bytes_in_use() const { return impl_->allocator->in_use(); }
 size_t CudaBackend::bytes_cached() const { return impl_->allocator->cached(); }

@@ -44,6 +44,11 @@ class CudaBackend final : public Backend {
   void drain() noexcept override;
   const Ops& ops() const override;
 
+  // Times every op with a pair of events while a trace is attached
+  // (op_timer.h): device spans on a "gpu" track, and busy_seconds().
+  void set_trace(Trace* trace) override;
+  double busy_seconds() const override;
+
   bool can_capture() const override { return true; }
   void begin_capture() override;
   std::unique_ptr<Graph> end_capture() override;

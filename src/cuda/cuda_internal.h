@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda/cuda_backend.h"
+#include "cuda/op_timer.h"
 
 namespace stoke::cuda {
 
@@ -67,6 +68,33 @@ struct CudaBackend::Impl {
   void* gemm_workspace = nullptr;
   size_t gemm_workspace_bytes = 0;
   std::shared_ptr<CachingAllocator> allocator;
+  std::unique_ptr<OpTimer> timer;  // while a trace is attached
+
+  // Around one op: its launches go to the compute stream, timed when a
+  // trace is attached (not while capturing: a graph is timed as a whole).
+  class Launch {
+   public:
+    Launch(Impl& impl, const char* name) : impl_(impl), name_(name), stream(impl.compute_stream()) {
+      if (impl_.timer && !impl_.capturing) start_ = impl_.timer->begin();
+    }
+    ~Launch() {
+      if (!start_) return;
+      try {
+        impl_.timer->end(name_, start_);
+      } catch (...) {  // a failed event record: the op's own error is what matters
+      }
+    }
+    Launch(const Launch&) = delete;
+    Launch& operator=(const Launch&) = delete;
+
+   private:
+    Impl& impl_;
+    const char* name_;
+    cudaEvent_t start_ = nullptr;
+
+   public:
+    const cudaStream_t stream;
+  };
 
   // Called before anything is enqueued on the compute stream: joins pending
   // copies, so the work sees (and does not overtake) them.

@@ -20,6 +20,7 @@ namespace stoke::cuda {
 namespace {
 
 using cpu::IndexData;
+using Launch = CudaBackend::Impl::Launch;  // an op's launches, timed when tracing
 
 [[noreturn]] void no_training(const char* op) {
   throw Error(Errc::unsupported, std::string(op) +
@@ -38,52 +39,61 @@ class CudaOps final : public Ops {
       throw Error(Errc::unsupported, "linear: on CUDA the weight must be in the activation dtype (" +
                                          std::string(dtype_name(a.dtype)) + "), not " +
                                          std::string(dtype_name(w.dtype)));
-    cudaStream_t st = s_.compute_stream();
-    const bool bias_done = gemm_.run(st, out, a, w, bias);
+    Launch op(s_, "linear");
+    const bool bias_done = gemm_.run(op.stream, out, a, w, bias);
     const TensorView left = bias_done ? TensorView{} : bias;
-    if (!left.empty() || act != Activation::none) launch_bias_act(st, out, left, act);
+    if (!left.empty() || act != Activation::none) launch_bias_act(op.stream, out, left, act);
   }
   void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
                        const TensorView& type_ids, const TensorView& word, const TensorView& pos,
                        const TensorView& type, const TensorView& gamma, const TensorView& beta,
                        float eps) const override {
     cpu::check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps, IndexData::device);
-    launch_embed_layernorm(s_.compute_stream(), out, ids, positions, type_ids, word, pos, type, gamma, beta, eps);
+    Launch op(s_, "embed_layernorm");
+    launch_embed_layernorm(op.stream, out, ids, positions, type_ids, word, pos, type, gamma, beta, eps);
   }
   void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual,
                           const TensorView& gamma, const TensorView& beta, float eps) const override {
     cpu::check_residual_layernorm(out, x, residual, gamma, beta, eps);
-    launch_residual_layernorm(s_.compute_stream(), out, x, residual, gamma, beta, eps);
+    Launch op(s_, "residual_layernorm");
+    launch_residual_layernorm(op.stream, out, x, residual, gamma, beta, eps);
   }
   void bias_gelu(const TensorView& x, const TensorView& bias) const override {
     cpu::check_bias_gelu(x, bias);
-    launch_bias_act(s_.compute_stream(), x, bias, Activation::gelu_erf);
+    Launch op(s_, "bias_gelu");
+    launch_bias_act(op.stream, x, bias, Activation::gelu_erf);
   }
   void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
                  int max_seqlen) const override {
     cpu::check_attention(out, qkv, cu_seqlens, heads, max_seqlen, IndexData::device);
-    launch_attention(s_.compute_stream(), out, qkv, cu_seqlens, heads, max_seqlen);
+    Launch op(s_, "attention");
+    launch_attention(op.stream, out, qkv, cu_seqlens, heads, max_seqlen);
   }
   void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,
             PoolingMode mode) const override {
     cpu::check_pool(out, h, cu_seqlens, IndexData::device);
-    launch_pool(s_.compute_stream(), out, h, cu_seqlens, mode);
+    Launch op(s_, "pool");
+    launch_pool(op.stream, out, h, cu_seqlens, mode);
   }
   void l2_normalize(const TensorView& x) const override {
     cpu::check_l2_normalize(x);
-    launch_l2_normalize(s_.compute_stream(), x);
+    Launch op(s_, "l2_normalize");
+    launch_l2_normalize(op.stream, x);
   }
   void gather_rows(const TensorView& out, const TensorView& h, const TensorView& rows) const override {
     cpu::check_gather_rows(out, h, rows, IndexData::device);
-    launch_gather_rows(s_.compute_stream(), out, h, rows);
+    Launch op(s_, "gather_rows");
+    launch_gather_rows(op.stream, out, h, rows);
   }
   void slice_columns(const TensorView& out, const TensorView& in) const override {
     cpu::check_slice_columns(out, in);
-    launch_slice_columns(s_.compute_stream(), out, in);
+    Launch op(s_, "slice_columns");
+    launch_slice_columns(op.stream, out, in);
   }
   void convert(const TensorView& out, const TensorView& in) const override {
     cpu::check_convert(out, in);
-    launch_convert(s_.compute_stream(), out, in);
+    Launch op(s_, "convert");
+    launch_convert(op.stream, out, in);
   }
 
   // --- training (not on the GPU yet)

@@ -165,10 +165,9 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   if (sampler) {
     po.on_thread_start = [s = sampler.get()](const std::string& name) { s->watch_current_thread(name); };
     sampler->start();
-    if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get())) {
-      cpu_backend->set_trace(trace.get());
+    s.backend->set_trace(trace.get());
+    if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get()))
       cpu_backend->enqueue("name thread", [hook = po.on_thread_start] { hook("device"); });
-    }
   }
   OutputFile output(o.output);
   JsonlSink sink(output, cfg, head);
@@ -194,7 +193,7 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   if (trace) {
     sampler->stop();
     s.backend->drain();
-    if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get())) cpu_backend->set_trace(nullptr);
+    s.backend->set_trace(nullptr);  // every device span is in the trace from here on
     const bool native = device_has_native_bf16(s.device_name);
     json metadata{{"job", "classify"},
                   {"facts", doctor::to_json(pipeline_facts(ps, po.workers, po.batch_tokens, po.sort_window,

@@ -217,8 +217,8 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   po.stop_after_seconds = o.stop_after_seconds;
   po.debug_sync_each_batch = o.debug_sync_each_batch;
   po.on_thread_start = on_thread_start;
+  if (trace) s.backend->set_trace(trace);
   if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get())) {
-    if (trace) cpu_backend->set_trace(trace);
     if (on_thread_start) cpu_backend->enqueue("name thread", [hook = on_thread_start] { hook("device"); });
   }
   const int64_t dims = pipeline_row_width(s.encoder, po);
@@ -374,11 +374,11 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   writer.finish(ps.records);
   summary.shards = writer.committed().shards.size();
   if (sampler) sampler->stop();
+  s.backend->set_trace(nullptr);  // every device span is in the trace from here on
   if (trace && !o.common.trace.empty()) {
     trace->set_metadata(json{{"job", "embed"}, {"facts", doctor::to_json(embed_facts(summary))}}.dump());
     write_file_atomic(o.common.trace, std::string_view(trace->to_json()));
   }
-  if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get())) cpu_backend->set_trace(nullptr);
   return summary;
 }
 
