@@ -169,7 +169,12 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
     layer.qkv_w = placer.place({view(pre + "attention.self.query.weight"), view(pre + "attention.self.key.weight"),
                                 view(pre + "attention.self.value.weight")},
                                {3 * H, H});
-    layer.qkv_b = placer.place_as(DType::f32, {view(pre + "attention.self.query.bias"), view(pre + "attention.self.key.bias"),
+    // The q/k/v GEMM writes the compute dtype. On a GPU its bias goes in that
+    // dtype too, so cuBLASLt adds it in the GEMM's epilogue (documented for a
+    // bias of the output's dtype) instead of a pass of ours over T x 3H; the
+    // CPU keeps it f32 (its kernels add either in the same pass).
+    const DType qkv_bias_dtype = backend.device_is_host() ? DType::f32 : options.dtype;
+    layer.qkv_b = placer.place_as(qkv_bias_dtype, {view(pre + "attention.self.query.bias"), view(pre + "attention.self.key.bias"),
                                 view(pre + "attention.self.value.bias")},
                                {3 * H});
     layer.attn_out_w = place(pre + "attention.output.dense.weight");

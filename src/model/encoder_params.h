@@ -14,10 +14,11 @@
 namespace stoke {
 
 // Precision: the layers' weight matrices (qkv_w, attn_out_w, ffn_in_w,
-// ffn_out_w) are in the compute dtype; everything else is f32.
+// ffn_out_w) are in the compute dtype; everything else is f32 (but qkv_b on
+// a GPU: see load_encoder).
 struct EncoderLayerParams {
   TensorView qkv_w;          // (3H, H)  query, key, value weights stacked (one GEMM)
-  TensorView qkv_b;          // (3H)
+  TensorView qkv_b;          // (3H)  f32; the compute dtype on a GPU (fused into the GEMM)
   TensorView attn_out_w;     // (H, H)
   TensorView attn_out_b;     // (H)
   TensorView attn_ln_gamma;  // (H)
