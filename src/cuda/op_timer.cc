@@ -35,8 +35,10 @@ cudaEvent_t OpTimer::take_event() {
       return e;
     }
   }
+  // Timing on (these are measured); blocking sync, so the collector sleeps
+  // while it waits instead of spinning on a core the tokenizers need.
   cudaEvent_t e = nullptr;
-  check_cuda(cudaEventCreate(&e), "cudaEventCreate");  // timing on: these are measured
+  check_cuda(cudaEventCreateWithFlags(&e, cudaEventBlockingSync), "cudaEventCreateWithFlags");
   return e;
 }
 
