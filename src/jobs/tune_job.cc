@@ -69,6 +69,8 @@ TuneResult run_tune(const TuneOptions& o) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int max_workers = o.max_workers > 0 ? static_cast<int>(o.max_workers) : std::max(cores, 2);
 
+  // Whether the device the trials ran on (--device, auto resolved) multiplies bf16 natively.
+  bool device_native_bf16 = false;
   auto trial = [&](const Setting& s, const std::string& knob, const std::string& value, double seconds) {
     EmbedOptions e = o.embed;
     e.output = scratch.next().string();
@@ -79,6 +81,7 @@ TuneResult run_tune(const TuneOptions& o) {
     e.common.trace.clear();
     e.stop_after_seconds = seconds;
     const EmbedSummary r = run_embed(e);
+    device_native_bf16 = r.native_bf16;
     TuneTrial t;
     t.knob = knob;
     t.value = value;
@@ -152,9 +155,10 @@ TuneResult run_tune(const TuneOptions& o) {
     }
     if (hit_limit && best.batch_tokens == limit) best.batch_tokens = limit / 2;  // one step down from the limit
   }
-  // 3. Precision: bf16 where the device multiplies it natively, with its
-  // embeddings compared to f32's on the same texts.
-  if (best.precision == "f32" && cpu::cpu_has_native_bf16()) {
+  // 3. Precision: bf16 where the device multiplies it natively (a GPU, or a
+  // CPU with AVX512-BF16/AMX), with its embeddings compared to f32's on the
+  // same texts.
+  if (best.precision == "f32" && device_native_bf16) {
     Setting s = best;
     s.precision = "bf16";
     auto [t, dir] = trial(s, "precision", "bf16", o.seconds_per_trial);
