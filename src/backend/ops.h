@@ -32,15 +32,19 @@ class Ops {
                       Activation act) const = 0;
 
   // out[T,H] = LayerNorm(word[ids[t]] + pos[positions[t]] + type[type_ids[t]]) * gamma + beta.
-  // type_ids may be empty (all zero).
+  // type_ids may be empty (all zero). out_low (may be empty): a second copy
+  // of out in another activation dtype, exactly convert(out_low, out) — the
+  // next GEMM's input written in the same pass (no convert pass).
   virtual void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
                                const TensorView& type_ids, const TensorView& word, const TensorView& pos,
-                               const TensorView& type, const TensorView& gamma, const TensorView& beta,
-                               float eps) const = 0;
+                               const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps,
+                               const TensorView& out_low) const = 0;
 
-  // out[T,H] = LayerNorm(x + residual) * gamma + beta; out may alias x or residual.
+  // out[T,H] = LayerNorm(x + residual) * gamma + beta; out may alias x or
+  // residual. out_low (may be empty) as for embed_layernorm.
   virtual void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual,
-                                  const TensorView& gamma, const TensorView& beta, float eps) const = 0;
+                                  const TensorView& gamma, const TensorView& beta, float eps,
+                                  const TensorView& out_low) const = 0;
 
   // x[T,N] = GELU_erf(x + bias[N]), in place (for GEMMs without a fused epilogue).
   virtual void bias_gelu(const TensorView& x, const TensorView& bias) const = 0;

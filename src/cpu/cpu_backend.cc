@@ -43,13 +43,16 @@ class CpuOps final : public Ops {
   }
   void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
                        const TensorView& type_ids, const TensorView& word, const TensorView& pos,
-                       const TensorView& type, const TensorView& gamma, const TensorView& beta,
-                       float eps) const override {
-    b_.enqueue("embed_layernorm", [=, f = k_.embed_layernorm] { f(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps); });
+                       const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps,
+                       const TensorView& out_low) const override {
+    b_.enqueue("embed_layernorm", [=, f = k_.embed_layernorm] {
+      f(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps, out_low);
+    });
   }
   void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual,
-                          const TensorView& gamma, const TensorView& beta, float eps) const override {
-    b_.enqueue("residual_layernorm", [=, f = k_.residual_layernorm] { f(out, x, residual, gamma, beta, eps); });
+                          const TensorView& gamma, const TensorView& beta, float eps,
+                          const TensorView& out_low) const override {
+    b_.enqueue("residual_layernorm", [=, f = k_.residual_layernorm] { f(out, x, residual, gamma, beta, eps, out_low); });
   }
   void bias_gelu(const TensorView& x, const TensorView& bias) const override {
     b_.enqueue("bias_gelu", [=, f = k_.bias_gelu] { f(x, bias); });

@@ -46,17 +46,20 @@ class CudaOps final : public Ops {
   }
   void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
                        const TensorView& type_ids, const TensorView& word, const TensorView& pos,
-                       const TensorView& type, const TensorView& gamma, const TensorView& beta,
-                       float eps) const override {
+                       const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps,
+                       const TensorView& out_low) const override {
     cpu::check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps, IndexData::device);
+    cpu::check_layernorm_copy("embed_layernorm", out, out_low, {&word, &pos, &type, &gamma, &beta});
     Launch op(s_, "embed_layernorm");
-    launch_embed_layernorm(op.stream, out, ids, positions, type_ids, word, pos, type, gamma, beta, eps);
+    launch_embed_layernorm(op.stream, out, ids, positions, type_ids, word, pos, type, gamma, beta, eps, out_low);
   }
   void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual,
-                          const TensorView& gamma, const TensorView& beta, float eps) const override {
+                          const TensorView& gamma, const TensorView& beta, float eps,
+                          const TensorView& out_low) const override {
     cpu::check_residual_layernorm(out, x, residual, gamma, beta, eps);
+    cpu::check_layernorm_copy("residual_layernorm", out, out_low, {&x, &residual, &gamma, &beta});
     Launch op(s_, "residual_layernorm");
-    launch_residual_layernorm(op.stream, out, x, residual, gamma, beta, eps);
+    launch_residual_layernorm(op.stream, out, x, residual, gamma, beta, eps, out_low);
   }
   void bias_gelu(const TensorView& x, const TensorView& bias) const override {
     cpu::check_bias_gelu(x, bias);

@@ -13,9 +13,10 @@ namespace stoke::cuda {
 // kernels_layernorm.cu
 void launch_embed_layernorm(cudaStream_t s, const TensorView& out, const TensorView& ids, const TensorView& positions,
                             const TensorView& type_ids, const TensorView& word, const TensorView& pos,
-                            const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps);
+                            const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps,
+                            const TensorView& out_low);
 void launch_residual_layernorm(cudaStream_t s, const TensorView& out, const TensorView& x, const TensorView& residual,
-                               const TensorView& gamma, const TensorView& beta, float eps);
+                               const TensorView& gamma, const TensorView& beta, float eps, const TensorView& out_low);
 
 // kernels_elementwise.cu
 // x[T,N] = act(x + bias[N]) in place (bias may be empty; act may be none).

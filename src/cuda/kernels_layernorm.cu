@@ -20,8 +20,17 @@ struct LnParams {
   int64_t H;
 };
 
-// Normalises row[0:H) (shared memory) and stores it at out + t * H.
-__device__ void normalize_and_store(float* row, float* scratch, const LnParams& p, void* out, Elem out_e, int64_t t) {
+// Where a row goes: out, and the optional second copy (the next GEMM's input).
+struct LnOut {
+  void* out;
+  Elem out_e;
+  void* low;  // nullptr: none
+  Elem low_e;
+};
+
+// Normalises row[0:H) (shared memory) and stores it at row t of out (and of
+// the second copy, converted from out's stored value: what convert writes).
+__device__ void normalize_and_store(float* row, float* scratch, const LnParams& p, const LnOut& o, int64_t t) {
   const int64_t H = p.H;
   float s = 0.0f;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) s += row[i];
@@ -35,11 +44,12 @@ __device__ void normalize_and_store(float* row, float* scratch, const LnParams& 
   const float rstd = rsqrtf(var + p.eps);
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
     const float y = (row[i] - mean) * rstd * load(p.gamma, p.gamma_e, i) + load(p.beta, p.beta_e, i);
-    store(out, out_e, t * H + i, y);
+    store(o.out, o.out_e, t * H + i, y);
+    if (o.low) store(o.low, o.low_e, t * H + i, load(o.out, o.out_e, t * H + i));
   }
 }
 
-__global__ void embed_layernorm_kernel(void* out, Elem out_e, const int32_t* ids, const int32_t* positions,
+__global__ void embed_layernorm_kernel(LnOut o, const int32_t* ids, const int32_t* positions,
                                        const int32_t* type_ids, const void* word, Elem word_e, const void* pos,
                                        Elem pos_e, const void* type, Elem type_e, LnParams p) {
   extern __shared__ float row[];  // H floats
@@ -52,18 +62,21 @@ __global__ void embed_layernorm_kernel(void* out, Elem out_e, const int32_t* ids
     row[i] = v;
   }
   __syncthreads();
-  normalize_and_store(row, scratch, p, out, out_e, t);
+  normalize_and_store(row, scratch, p, o, t);
 }
 
-__global__ void residual_layernorm_kernel(void* out, Elem out_e, const void* x, const void* residual, Elem in_e,
-                                          LnParams p) {
+__global__ void residual_layernorm_kernel(LnOut o, const void* x, const void* residual, Elem in_e, LnParams p) {
   extern __shared__ float row[];
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x, H = p.H;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
     row[i] = load(x, in_e, t * H + i) + load(residual, in_e, t * H + i);
   __syncthreads();  // the whole row is read before any of it is written (aliasing)
-  normalize_and_store(row, scratch, p, out, out_e, t);
+  normalize_and_store(row, scratch, p, o, t);
+}
+
+LnOut ln_out(const TensorView& out, const TensorView& out_low) {
+  return LnOut{out.data, elem_of(out.dtype), out_low.empty() ? nullptr : out_low.data, elem_of(out_low.dtype)};
 }
 
 LnParams ln_params(const TensorView& gamma, const TensorView& beta, float eps, int64_t H) {
@@ -82,24 +95,25 @@ void check_row_width(int64_t H) {
 
 void launch_embed_layernorm(cudaStream_t s, const TensorView& out, const TensorView& ids, const TensorView& positions,
                             const TensorView& type_ids, const TensorView& word, const TensorView& pos,
-                            const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps) {
+                            const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps,
+                            const TensorView& out_low) {
   const int64_t T = out.dim(0), H = out.dim(1);
   if (T == 0 || H == 0) return;
   check_row_width(H);
   embed_layernorm_kernel<<<static_cast<unsigned>(T), kThreads, static_cast<size_t>(H) * 4, s>>>(
-      out.data, elem_of(out.dtype), ids.as<const int32_t>(), positions.as<const int32_t>(),
+      ln_out(out, out_low), ids.as<const int32_t>(), positions.as<const int32_t>(),
       type_ids.empty() ? nullptr : type_ids.as<const int32_t>(), word.data, elem_of(word.dtype), pos.data,
       elem_of(pos.dtype), type.empty() ? nullptr : type.data, elem_of(type.dtype), ln_params(gamma, beta, eps, H));
   check_launch("embed_layernorm_kernel");
 }
 
 void launch_residual_layernorm(cudaStream_t s, const TensorView& out, const TensorView& x, const TensorView& residual,
-                               const TensorView& gamma, const TensorView& beta, float eps) {
+                               const TensorView& gamma, const TensorView& beta, float eps, const TensorView& out_low) {
   const int64_t T = out.dim(0), H = out.dim(1);
   if (T == 0 || H == 0) return;
   check_row_width(H);
   residual_layernorm_kernel<<<static_cast<unsigned>(T), kThreads, static_cast<size_t>(H) * 4, s>>>(
-      out.data, elem_of(out.dtype), x.data, residual.data, elem_of(x.dtype), ln_params(gamma, beta, eps, H));
+      ln_out(out, out_low), x.data, residual.data, elem_of(x.dtype), ln_params(gamma, beta, eps, H));
   check_launch("residual_layernorm_kernel");
 }
 

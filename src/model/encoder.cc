@@ -186,22 +186,20 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   const TensorView ffn = device(*ffn_, dt, {T, I});
   const float eps = static_cast<float>(c.layer_norm_eps);
   const int heads = static_cast<int>(c.num_attention_heads);
-  // The GEMMs read the compute dtype; the residual stream and LayerNorm stay f32.
-  auto gemm_input = [&]() -> const TensorView& {
-    if (h_low_) ops.convert(h_low, h);
-    return h_low;
-  };
-
+  // The GEMMs read the compute dtype; the residual stream and LayerNorm stay
+  // f32. Each LayerNorm also writes the compute-dtype copy the next GEMM
+  // reads (h_low), in the same pass.
+  const TensorView low = h_low_ ? h_low : TensorView{};
   ops.embed_layernorm(h, ids, positions, types, p.word_embeddings, p.position_embeddings, p.token_type_embeddings,
-                      p.emb_ln_gamma, p.emb_ln_beta, eps);
+                      p.emb_ln_gamma, p.emb_ln_beta, eps, low);
   for (const EncoderLayerParams& layer : p.layers) {
-    ops.linear(qkv, gemm_input(), layer.qkv_w, layer.qkv_b, Activation::none);
+    ops.linear(qkv, h_low, layer.qkv_w, layer.qkv_b, Activation::none);
     ops.attention(ctx, qkv, cu, heads, s.max_seqlen);
     ops.linear(tmp, ctx, layer.attn_out_w, layer.attn_out_b, Activation::none);
-    ops.residual_layernorm(h, tmp, h, layer.attn_ln_gamma, layer.attn_ln_beta, eps);
-    ops.linear(ffn, gemm_input(), layer.ffn_in_w, layer.ffn_in_b, Activation::gelu_erf);
+    ops.residual_layernorm(h, tmp, h, layer.attn_ln_gamma, layer.attn_ln_beta, eps, low);
+    ops.linear(ffn, h_low, layer.ffn_in_w, layer.ffn_in_b, Activation::gelu_erf);
     ops.linear(tmp, ffn, layer.ffn_out_w, layer.ffn_out_b, Activation::none);
-    ops.residual_layernorm(h, tmp, h, layer.ffn_ln_gamma, layer.ffn_ln_beta, eps);
+    ops.residual_layernorm(h, tmp, h, layer.ffn_ln_gamma, layer.ffn_ln_beta, eps, low);
   }
 
   if (s.pooled) {

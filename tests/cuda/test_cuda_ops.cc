@@ -83,10 +83,10 @@ TEST(CudaOps, LayerNormsMatchReference) {
                            beta = random_tensor(rng, DType::f32, {H});
           HostTensor want = host_tensor(dt, {T, H});
           ref().embed_layernorm(want.view, hid.view, hpos.view, htypes.view, word.view, pe.view, te.view,
-                                gamma.view, beta.view, 1e-12f);
+                                gamma.view, beta.view, 1e-12f, TensorView{});
           const TensorView out = dev.make(dt, {T, H});
           backend->ops().embed_layernorm(out, dev.upload(hid), dev.upload(hpos), dev.upload(htypes), dev.upload(word),
-                                         dev.upload(pe), dev.upload(te), dev.upload(gamma), dev.upload(beta), 1e-12f);
+                                         dev.upload(pe), dev.upload(te), dev.upload(gamma), dev.upload(beta), 1e-12f, TensorView{});
           EXPECT_LE(relative_error(dev.download(out).view, want.view), tolerance(dt))
               << "embed_layernorm " << name_of(dt) << " T" << T << " H" << H << " types " << with_types;
 
@@ -94,11 +94,18 @@ TEST(CudaOps, LayerNormsMatchReference) {
           const HostTensor x = random_tensor(rng, dt, {T, H}, -3, 3);
           const HostTensor res = random_tensor(rng, dt, {T, H}, -3, 3);
           HostTensor want2 = host_tensor(dt, {T, H});
-          ref().residual_layernorm(want2.view, x.view, res.view, gamma.view, beta.view, 1e-5f);
+          ref().residual_layernorm(want2.view, x.view, res.view, gamma.view, beta.view, 1e-5f, TensorView{});
           const TensorView dres = dev.upload(res);
-          backend->ops().residual_layernorm(dres, dev.upload(x), dres, dev.upload(gamma), dev.upload(beta), 1e-5f);
-          EXPECT_LE(relative_error(dev.download(dres).view, want2.view), tolerance(dt))
+          // With the second copy in another dtype, as the encoder asks for it.
+          const DType low_t = dt == DType::f32 ? DType::bf16 : DType::f32;
+          const TensorView low = dev.make(low_t, {T, H});
+          backend->ops().residual_layernorm(dres, dev.upload(x), dres, dev.upload(gamma), dev.upload(beta), 1e-5f, low);
+          const HostTensor got = dev.download(dres);
+          EXPECT_LE(relative_error(got.view, want2.view), tolerance(dt))
               << "residual_layernorm " << name_of(dt) << " T" << T << " H" << H;
+          HostTensor low_want = host_tensor(low_t, {T, H});
+          ref().convert(low_want.view, got.view);  // exactly the convert of what the GPU wrote
+          EXPECT_EQ(relative_error(dev.download(low).view, low_want.view), 0.0) << "second copy " << name_of(dt);
         }
 }
 

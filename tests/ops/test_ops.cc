@@ -66,6 +66,15 @@ Tensor random(Rng& rng, DType t, std::vector<int64_t> shape, float lo = -1.0f, f
   return x;
 }
 
+// A LayerNorm's second copy is exactly the convert of its output, in either
+// kernel set (the two sets' outputs may differ by rounding; each set's copy
+// must match its own output bit for bit).
+void expect_copy_is_convert(const Kernels& k, const TensorView& low, const TensorView& out) {
+  Tensor want = make(low.dtype, {low.dim(0), low.dim(1)});
+  k.convert(want.view, out);
+  EXPECT_EQ(values(low), values(want.view)) << k.name << ": the second copy is not the convert of the output";
+}
+
 Tensor cu_seqlens(const std::vector<int>& lens) {
   std::vector<int32_t> cu{0};
   for (int n : lens) cu.push_back(cu.back() + n);
@@ -232,8 +241,12 @@ void add_layernorm_cases(std::vector<OpCase>& cases) {
           }
           Tensor id = indices(ids), po = indices(ps), tyi = indices(ty);
           Tensor out = make(at, {s.T, s.H});
+          // Variant 1 also writes the second copy (the next GEMM's input) in the other dtype.
+          Tensor low = make(at == DType::f32 ? DType::bf16 : DType::f32, {s.T, s.H});
           k.embed_layernorm(out.view, id.view, po.view, variant == 0 ? tyi.view : TensorView{}, word.view, pos.view,
-                            variant == 2 ? TensorView{} : type.view, gamma.view, beta.view, eps);
+                            variant == 2 ? TensorView{} : type.view, gamma.view, beta.view, eps,
+                            variant == 1 ? low.view : TensorView{});
+          if (variant == 1) expect_copy_is_convert(k, low.view, out.view);
           return values(out.view);
         };
         cases.push_back(std::move(c));
@@ -255,7 +268,9 @@ void add_layernorm_cases(std::vector<OpCase>& cases) {
           Tensor gamma = random(rng, wt, {s.H}, 0.5f, 1.5f), beta = random(rng, wt, {s.H}, -0.5f, 0.5f);
           Tensor out = make(at, {s.T, s.H});
           const TensorView& o = variant == 0 ? out.view : variant == 1 ? x.view : res.view;
-          k.residual_layernorm(o, x.view, res.view, gamma.view, beta.view, eps);
+          Tensor low = make(at == DType::f32 ? DType::bf16 : DType::f32, {s.T, s.H});  // with the separate out
+          k.residual_layernorm(o, x.view, res.view, gamma.view, beta.view, eps, variant == 0 ? low.view : TensorView{});
+          if (variant == 0) expect_copy_is_convert(k, low.view, o);
           return values(o);
         };
         cases.push_back(std::move(c));
@@ -554,7 +569,7 @@ TEST_P(HandComputed, ResidualLayerNormOneToken) {
     Tensor x = from(t, {1, 4}, {1, 2, 3, 4}), r = from(t, {1, 4}, {1, 1, 1, 1});
     Tensor g = from(DType::f32, {4}, {1, 2, 1, 1}), b = from(DType::f32, {4}, {0, 0, 0, 1});
     Tensor out = make(t, {1, 4});
-    k().residual_layernorm(out.view, x.view, r.view, g.view, b.view, 0.0f);
+    k().residual_layernorm(out.view, x.view, r.view, g.view, b.view, 0.0f, TensorView{});
     const double want[] = {-1.341640786499874, -0.894427190999916, 0.447213595499958, 2.341640786499874};
     const double tol = t == DType::f32 ? 1e-6 : t == DType::bf16 ? 1e-2 : 2e-3;
     for (int i = 0; i < 4; ++i) EXPECT_NEAR(get(out.view, i), want[i], tol) << dname(t) << " " << i;
@@ -562,8 +577,26 @@ TEST_P(HandComputed, ResidualLayerNormOneToken) {
   // H = 1: the variance is 0, so the output is beta (eps keeps it finite).
   Tensor x = from(DType::f32, {1, 1}, {7}), r = from(DType::f32, {1, 1}, {0});
   Tensor g = from(DType::f32, {1}, {3}), b = from(DType::f32, {1}, {0.25f}), out = make(DType::f32, {1, 1});
-  k().residual_layernorm(out.view, x.view, r.view, g.view, b.view, 1e-12f);
+  k().residual_layernorm(out.view, x.view, r.view, g.view, b.view, 1e-12f, TensorView{});
   EXPECT_EQ(get(out.view, 0), 0.25);
+}
+
+// The second copy a LayerNorm writes is exactly the convert of its output
+// (the encoder reads it instead of converting), and it may overlap nothing.
+TEST_P(HandComputed, LayerNormSecondCopyIsTheConvertOfItsOutput) {
+  Rng rng(77);
+  Tensor x = random(rng, DType::f32, {5, 33}, -2.0f, 3.0f), r = random(rng, DType::f32, {5, 33});
+  Tensor g = random(rng, DType::f32, {33}, 0.5f, 1.5f), b = random(rng, DType::f32, {33});
+  for (DType low_t : {DType::bf16, DType::f16}) {
+    Tensor out = make(DType::f32, {5, 33}), low = make(low_t, {5, 33}), want = make(low_t, {5, 33});
+    k().residual_layernorm(out.view, x.view, r.view, g.view, b.view, 1e-5f, low.view);
+    k().convert(want.view, out.view);
+    EXPECT_EQ(values(low.view), values(want.view)) << dname(low_t);
+  }
+  Tensor out = make(DType::f32, {5, 33});
+  EXPECT_THROW(k().residual_layernorm(out.view, x.view, r.view, g.view, b.view, 1e-5f, x.view), Error);
+  EXPECT_THROW(k().residual_layernorm(out.view, x.view, r.view, g.view, b.view, 1e-5f, make(DType::f32, {4, 33}).view),
+               Error);
 }
 
 TEST_P(HandComputed, EmbedLayerNormSumsThreeTables) {
@@ -575,7 +608,8 @@ TEST_P(HandComputed, EmbedLayerNormSumsThreeTables) {
   Tensor type = from(DType::f32, {2, 2}, {0, 0, 1, 0});
   Tensor g = from(DType::f32, {2}, {2, 1}), b = from(DType::f32, {2}, {0.5f, 0});
   Tensor ids = indices({1, 0}), ps = indices({0, 1}), ty = indices({1, 0}), out = make(DType::f32, {2, 2});
-  k().embed_layernorm(out.view, ids.view, ps.view, ty.view, word.view, pos.view, type.view, g.view, b.view, 1e-12f);
+  k().embed_layernorm(out.view, ids.view, ps.view, ty.view, word.view, pos.view, type.view, g.view, b.view, 1e-12f,
+                      TensorView{});
   const double want[] = {0.5, 0, 2.5, -1};
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(get(out.view, i), want[i], 1e-6) << i;
 }
@@ -655,7 +689,7 @@ TEST_P(HandComputed, RefusesBadCalls) {
   Tensor word = make(DType::f32, {4, 2}), pos = make(DType::f32, {4, 2}), g = make(DType::f32, {2});
   Tensor eo = make(DType::f32, {1, 2}), ids = indices({4}), ps = indices({0});
   EXPECT_THROW(k().embed_layernorm(eo.view, ids.view, ps.view, TensorView{}, word.view, pos.view, TensorView{}, g.view,
-                                   g.view, 1e-5f),
+                                   g.view, 1e-5f, TensorView{}),
                Error);  // id 4 of a 4-row table
   Tensor rows = indices({3}), go = make(DType::f32, {1, 2}), h = make(DType::f32, {3, 2});
   EXPECT_THROW(k().gather_rows(go.view, h.view, rows.view), Error);

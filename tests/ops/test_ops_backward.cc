@@ -957,12 +957,13 @@ TEST_P(Semantics, TrainingForwardsEqualInferenceForwards) {
     Tensor x = random(rng, at, {T, H}, -2.0f, 3.0f), r = random(rng, at, {T, H});
     Tensor g = random(rng, DType::f32, {H}, 0.5f, 1.5f), b = random(rng, DType::f32, {H});
     Tensor o1 = make(at, {T, H}), o2 = make(at, {T, H}), mean = make(DType::f32, {T}), rstd = make(DType::f32, {T});
-    k().residual_layernorm(o1.view, x.view, r.view, g.view, b.view, 1e-12f);
+    k().residual_layernorm(o1.view, x.view, r.view, g.view, b.view, 1e-12f, TensorView{});
     k().residual_layernorm_train(o2.view, mean.view, rstd.view, x.view, r.view, g.view, b.view, 1e-12f);
     EXPECT_EQ(values(o1.view), values(o2.view)) << k().name << " residual_layernorm " << dname(at);
     Tensor ids = indices(random_ids(rng, T, V)), ps = indices(random_ids(rng, T, P)), ty = indices(random_ids(rng, T, 2));
     Tensor word = random(rng, at, {V, H}), pos = random(rng, at, {P, H}), type = random(rng, at, {2, H});
-    k().embed_layernorm(o1.view, ids.view, ps.view, ty.view, word.view, pos.view, type.view, g.view, b.view, 1e-12f);
+    k().embed_layernorm(o1.view, ids.view, ps.view, ty.view, word.view, pos.view, type.view, g.view, b.view, 1e-12f,
+                        TensorView{});
     k().embed_layernorm_train(o2.view, mean.view, rstd.view, ids.view, ps.view, ty.view, word.view, pos.view,
                               type.view, g.view, b.view, 1e-12f);
     EXPECT_EQ(values(o1.view), values(o2.view)) << k().name << " embed_layernorm " << dname(at);

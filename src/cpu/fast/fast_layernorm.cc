@@ -76,22 +76,28 @@ void embed_layernorm_t(const TensorView& out, const TensorView& ids, const Tenso
 
 void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
                      const TensorView& type_ids, const TensorView& word, const TensorView& pos, const TensorView& type,
-                     const TensorView& gamma, const TensorView& beta, float eps) {
+                     const TensorView& gamma, const TensorView& beta, float eps, const TensorView& out_low) {
   const auto shape = check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps);
+  check_layernorm_copy("embed_layernorm", out, out_low, {&word, &pos, &type, &gamma, &beta});
   if (shape.T == 0 || shape.H == 0) return;
   const std::vector<float> g = widen_vector(gamma), b = widen_vector(beta);
   with_act_type(out.dtype, [&](auto tag) {
     embed_layernorm_t<decltype(tag)>(out, ids, positions, type_ids, word, pos, type, g, b, eps, shape.T, shape.H);
   });
+  // The second copy: a separate pass here (the CPU gains nothing from fusing
+  // it; a GPU does), exactly the convert the caller would have run.
+  if (!out_low.empty()) convert_n(out.data, out.dtype, out_low.data, out_low.dtype, shape.T * shape.H);
 }
 
 void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual, const TensorView& gamma,
-                        const TensorView& beta, float eps) {
+                        const TensorView& beta, float eps, const TensorView& out_low) {
   const auto shape = check_residual_layernorm(out, x, residual, gamma, beta, eps);
+  check_layernorm_copy("residual_layernorm", out, out_low, {&x, &residual, &gamma, &beta});
   if (shape.T == 0 || shape.H == 0) return;
   const std::vector<float> g = widen_vector(gamma), b = widen_vector(beta);
   with_act_type(out.dtype,
                 [&](auto tag) { residual_layernorm_t<decltype(tag)>(out, x, residual, g, b, eps, shape.T, shape.H); });
+  if (!out_low.empty()) convert_n(out.data, out.dtype, out_low.data, out_low.dtype, shape.T * shape.H);
 }
 
 }  // namespace stoke::cpu::fast

@@ -11,9 +11,9 @@ void linear(const TensorView& out, const TensorView& a, const TensorView& w, con
 void bias_gelu(const TensorView& x, const TensorView& bias);
 void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
                      const TensorView& type_ids, const TensorView& word, const TensorView& pos, const TensorView& type,
-                     const TensorView& gamma, const TensorView& beta, float eps);
+                     const TensorView& gamma, const TensorView& beta, float eps, const TensorView& out_low);
 void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual, const TensorView& gamma,
-                        const TensorView& beta, float eps);
+                        const TensorView& beta, float eps, const TensorView& out_low);
 void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen);
 void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, PoolingMode mode);
 void l2_normalize(const TensorView& x);

@@ -175,6 +175,17 @@ RowsShape check_residual_layernorm(const TensorView& out, const TensorView& x, c
   return {T, H};
 }
 
+void check_layernorm_copy(const char* op, const TensorView& out, const TensorView& out_low,
+                          std::initializer_list<const TensorView*> inputs) {
+  if (out_low.empty()) return;
+  need(op, "out_low", out_low, 2);
+  need_act(op, "out_low", out_low);
+  need_dim(op, "out_low", out_low, 0, out.dim(0));
+  need_dim(op, "out_low", out_low, 1, out.dim(1));
+  need_no_overlap(op, "out_low", out_low, "out", out);
+  for (const TensorView* in : inputs) need_no_overlap(op, "out_low", out_low, "an input", *in);
+}
+
 RowsShape check_bias_gelu(const TensorView& x, const TensorView& bias) {
   const char* op = "bias_gelu";
   need(op, "x", x, 2);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "backend/ops.h"
 
@@ -31,6 +32,10 @@ RowsShape check_embed_layernorm(const TensorView& out, const TensorView& ids, co
 RowsShape check_residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual,
                                    const TensorView& gamma, const TensorView& beta, float eps);
 RowsShape check_bias_gelu(const TensorView& x, const TensorView& bias);
+// A LayerNorm's second output (may be empty): out's shape in an activation
+// dtype, overlapping neither out nor any of the op's inputs.
+void check_layernorm_copy(const char* op, const TensorView& out, const TensorView& out_low,
+                          std::initializer_list<const TensorView*> inputs);
 
 struct AttentionShape {
   int64_t T, B, heads, d;  // tokens, sequences, heads, head dim

@@ -20,10 +20,20 @@ void layernorm_row(double* x, int64_t H, const TensorView& gamma, const TensorVi
   for (int64_t i = 0; i < H; ++i) x[i] = (x[i] - mean) * rstd * load(gamma, i) + load(beta, i);
 }
 
+// Row t of out, and of out_low (when given) converted from out's stored
+// values: exactly what convert(out_low, out) would write.
+static void store_row(const TensorView& out, const TensorView& out_low, int64_t t, int64_t H,
+                      const std::vector<double>& row) {
+  for (int64_t i = 0; i < H; ++i) store(out, t * H + i, row[static_cast<size_t>(i)]);
+  if (!out_low.empty())
+    for (int64_t i = 0; i < H; ++i) store(out_low, t * H + i, load(out, t * H + i));
+}
+
 void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
                      const TensorView& type_ids, const TensorView& word, const TensorView& pos, const TensorView& type,
-                     const TensorView& gamma, const TensorView& beta, float eps) {
+                     const TensorView& gamma, const TensorView& beta, float eps, const TensorView& out_low) {
   const auto [T, H] = check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps);
+  check_layernorm_copy("embed_layernorm", out, out_low, {&word, &pos, &type, &gamma, &beta});
   std::vector<double> row(static_cast<size_t>(H));
   for (int64_t t = 0; t < T; ++t) {
     const int64_t wi = index_at(ids, t), pi = index_at(positions, t);
@@ -34,18 +44,19 @@ void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorV
       row[static_cast<size_t>(i)] = v;
     }
     layernorm_row(row.data(), H, gamma, beta, eps);
-    for (int64_t i = 0; i < H; ++i) store(out, t * H + i, row[static_cast<size_t>(i)]);
+    store_row(out, out_low, t, H, row);
   }
 }
 
 void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual, const TensorView& gamma,
-                        const TensorView& beta, float eps) {
+                        const TensorView& beta, float eps, const TensorView& out_low) {
   const auto [T, H] = check_residual_layernorm(out, x, residual, gamma, beta, eps);
+  check_layernorm_copy("residual_layernorm", out, out_low, {&x, &residual, &gamma, &beta});
   std::vector<double> row(static_cast<size_t>(H));
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t i = 0; i < H; ++i) row[static_cast<size_t>(i)] = load(x, t * H + i) + load(residual, t * H + i);
     layernorm_row(row.data(), H, gamma, beta, eps);
-    for (int64_t i = 0; i < H; ++i) store(out, t * H + i, row[static_cast<size_t>(i)]);
+    store_row(out, out_low, t, H, row);
   }
 }
 
