@@ -104,8 +104,9 @@ class Backend {
   virtual void replay(const Graph&) { no_graphs(); }
 
   // Records the device's work as spans of `trace` from now on (nullptr:
-  // stop; a backend may wait for its work first, so that every span is in
-  // the trace when this returns). The trace must outlive the recording.
+  // stop). Waits for the work enqueued so far first (not counted), so every
+  // span of it is in the old trace when this returns. The trace must outlive
+  // the recording.
   virtual void set_trace(Trace* trace) { (void)trace; }
 
   // Every host wait on device work since the backend was made.

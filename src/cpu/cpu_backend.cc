@@ -235,6 +235,7 @@ void CpuBackend::set_host_load(int busy_host_threads) {
 }
 
 void CpuBackend::set_trace(Trace* trace) {
+  drain();  // the work enqueued so far is recorded in the old trace (or none), never half in each
   trace_.store(trace, std::memory_order_release);
   if (trace) enqueue("name thread", [trace] { trace->name_thread("device"); });
 }

@@ -7,12 +7,10 @@
 #include "core/error.h"
 #include "core/json_write.h"
 #include "core/progress.h"
-#include "core/cpu_sampler.h"
 #include "core/trace.h"
-#include "cpu/cpu_backend.h"
-#include "cpu/kernels.h"
 #include "jobs/doctor_job.h"
 #include "jobs/gpu_usage.h"
+#include "jobs/job_threads.h"
 #include "io/atomic_file.h"
 #include "pipeline/encode_pipeline.h"
 #include "jobs/model_session.h"
@@ -161,14 +159,8 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   po.trace = trace.get();
   // A trace carries the device's op spans and CPU-utilization samples of
   // every stage thread, and the run's facts for `stoke doctor --trace`.
-  std::unique_ptr<CpuSampler> sampler = trace ? std::make_unique<CpuSampler>(trace.get()) : nullptr;
-  if (sampler) {
-    po.on_thread_start = [s = sampler.get()](const std::string& name) { s->watch_current_thread(name); };
-    sampler->start();
-    s.backend->set_trace(trace.get());
-    if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get()))
-      cpu_backend->enqueue("name thread", [hook = po.on_thread_start] { hook("device"); });
-  }
+  JobThreads threads(*s.backend, trace.get(), trace.get(), {});
+  po.on_thread_start = threads.on_thread_start();
   OutputFile output(o.output);
   JsonlSink sink(output, cfg, head);
   Progress progress("classify", 0, !o.common.quiet);
@@ -191,9 +183,7 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   const std::optional<GpuSamplerSummary> gpu_used = gpu.finish();
   if (gpu_used) summary.gpu_report = gpu_summary_line(*gpu_used);
   if (trace) {
-    sampler->stop();
-    s.backend->drain();
-    s.backend->set_trace(nullptr);  // every device span is in the trace from here on
+    threads.stop();  // every device span is in the trace from here on
     const bool native = device_has_native_bf16(s.device_name);
     json metadata{{"job", "classify"},
                   {"facts", doctor::to_json(pipeline_facts(ps, po.workers, po.batch_tokens, po.sort_window,

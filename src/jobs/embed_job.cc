@@ -7,19 +7,17 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/cpu_sampler.h"
 #include "core/file_util.h"
 #include "core/half.h"
 #include "core/progress.h"
 #include "core/sha256.h"
 #include "core/thread_pool.h"
 #include "core/trace.h"
-#include "cpu/cpu_backend.h"
-#include "cpu/kernels.h"
 #include "io/atomic_file.h"
 #include "jobs/doctor_job.h"
 #include "jobs/embed_output.h"
 #include "jobs/gpu_usage.h"
+#include "jobs/job_threads.h"
 #include "jobs/model_session.h"
 #include "pipeline/encode_pipeline.h"
 #include "pipeline/shard_writer.h"
@@ -169,15 +167,9 @@ EmbedSummary run_embed(const EmbedOptions& o) {
                 "--resume needs --input FILE: stdin cannot be checked against what the first run read");
   std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
   Trace* trace = o.trace ? o.trace : own_trace.get();
-  // A trace of its own carries CPU-utilization samples of every stage thread.
-  std::unique_ptr<CpuSampler> sampler = own_trace ? std::make_unique<CpuSampler>(own_trace.get()) : nullptr;
-  std::function<void(const std::string&)> on_thread_start = o.on_thread_start;
-  if (sampler) {
-    on_thread_start = [s = sampler.get()](const std::string& name) { s->watch_current_thread(name); };
-    sampler->start();
-  }
 
   ModelSession s = open_model_session(o.common, /*need_classifier=*/false);
+  JobThreads threads(*s.backend, own_trace.get(), trace, o.on_thread_start);
   JobGpuUsage gpu(s.device_name, trace);  // off (silently) unless cuda:N with NVML
   const HfConfig& cfg = s.text.folder.config;
   const SentenceTransformersConfig& st = s.text.folder.st;
@@ -216,11 +208,7 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   po.trace = trace;
   po.stop_after_seconds = o.stop_after_seconds;
   po.debug_sync_each_batch = o.debug_sync_each_batch;
-  po.on_thread_start = on_thread_start;
-  if (trace) s.backend->set_trace(trace);
-  if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(s.backend.get())) {
-    if (on_thread_start) cpu_backend->enqueue("name thread", [hook = on_thread_start] { hook("device"); });
-  }
+  po.on_thread_start = threads.on_thread_start();
   const int64_t dims = pipeline_row_width(s.encoder, po);
   const InputFormat format = po.input.format.value_or(input_format_for_path(po.input.path));
 
@@ -373,8 +361,7 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   }
   writer.finish(ps.records);
   summary.shards = writer.committed().shards.size();
-  if (sampler) sampler->stop();
-  s.backend->set_trace(nullptr);  // every device span is in the trace from here on
+  threads.stop();  // every device span is in the trace from here on
   if (trace && !o.common.trace.empty()) {
     trace->set_metadata(json{{"job", "embed"}, {"facts", doctor::to_json(embed_facts(summary))}}.dump());
     write_file_atomic(o.common.trace, std::string_view(trace->to_json()));

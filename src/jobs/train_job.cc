@@ -8,17 +8,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/cpu_sampler.h"
 #include "core/error.h"
 #include "core/sha256.h"
 #include "core/thread_pool.h"
 #include "core/trace.h"
-#include "cpu/cpu_backend.h"
-#include "cpu/kernels.h"
 #include "io/atomic_file.h"
 #include "io/model_folder.h"
 #include "jobs/doctor_job.h"
 #include "jobs/gpu_usage.h"
+#include "jobs/job_threads.h"
 #include "jobs/model_session.h"
 #include "jobs/model_tokenizer.h"
 #include "jobs/version.h"
@@ -184,17 +182,9 @@ TrainSummary run_train(const TrainOptions& o) {
   sum.device = backend->name();
   std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
   Trace* trace = o.trace ? o.trace : own_trace.get();
-  std::unique_ptr<CpuSampler> sampler = own_trace ? std::make_unique<CpuSampler>(own_trace.get()) : nullptr;
-  std::function<void(const std::string&)> on_thread_start = o.on_thread_start;
-  if (sampler) {
-    on_thread_start = [s = sampler.get()](const std::string& name) { s->watch_current_thread(name); };
-    sampler->start();
-  }
-  if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(backend.get())) {
-    sum.native_bf16 = cpu::cpu_has_native_bf16();
-    if (trace) cpu_backend->set_trace(trace);
-    if (on_thread_start) cpu_backend->enqueue("name thread", [hook = on_thread_start] { hook("device"); });
-  }
+  sum.native_bf16 = device_has_native_bf16(sum.device);
+  JobThreads threads(*backend, own_trace.get(), trace, o.on_thread_start);
+  const JobThreads::Hook& on_thread_start = threads.on_thread_start();
   if (on_thread_start) on_thread_start("trainer");
   if (trace) trace->name_thread("trainer");
   JobGpuUsage gpu(sum.device, trace);  // off (silently) unless cuda:N with NVML
@@ -483,14 +473,10 @@ TrainSummary run_train(const TrainOptions& o) {
     run["gpu"] = gpu_summary_json(*g);
   }
   write_file_atomic(out / "run.json", run.dump(2) + "\n");
-  if (sampler) sampler->stop();
+  threads.stop();  // every device span is in the trace from here on
   if (trace && !o.common.trace.empty()) {
     trace->set_metadata(json{{"job", "train"}, {"facts", doctor::to_json(train_facts(sum))}}.dump());
     write_file_atomic(o.common.trace, std::string_view(trace->to_json()));
-  }
-  if (auto* cpu_backend = dynamic_cast<cpu::CpuBackend*>(backend.get())) {
-    backend->drain();
-    cpu_backend->set_trace(nullptr);
   }
   return sum;
 }

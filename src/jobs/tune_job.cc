@@ -10,7 +10,6 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
-#include "cpu/kernels.h"
 #include "io/atomic_file.h"
 #include "io/npy.h"
 
@@ -258,6 +257,7 @@ TuneResult run_tune_train(const TuneTrainOptions& o) {
     TuneTrial trial;
     double loss = 0;
   };
+  bool device_native_bf16 = false;  // the device the trials ran on multiplies bf16 natively
   auto trial = [&](int64_t batch, const std::string& precision, const std::string& knob, const std::string& value) {
     TrainOptions t = o.train;
     t.output = scratch.next().string();
@@ -271,6 +271,7 @@ TuneResult run_tune_train(const TuneTrainOptions& o) {
     t.log_every = o.steps_per_trial;
     if (batch != start_batch) t.lr_scale_from = start_batch;  // the linear scaling rule keeps the lr right
     const TrainSummary r = run_train(t);
+    device_native_bf16 = r.native_bf16;
     Outcome out;
     out.trial.knob = knob;
     out.trial.value = value;
@@ -302,7 +303,7 @@ TuneResult run_tune_train(const TuneTrainOptions& o) {
     if (!better) break;
   }
   // 2. Precision, with the loss after the same steps compared to f32's.
-  if (best_precision == "f32" && cpu::cpu_has_native_bf16()) {
+  if (best_precision == "f32" && device_native_bf16) {
     Outcome ref = trial(best_batch, "f32", "precision", "f32 (reference)");
     Outcome t = trial(best_batch, "bf16", "precision", "bf16");
     const double change = std::abs(t.loss - ref.loss) / std::max(std::abs(ref.loss), 1e-12);

@@ -126,8 +126,7 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
     if (graph) {  // capture failed: run this and every later batch eagerly, unpadded
       s.tokens = T;
       s.sequences = B;
-      s.max_seqlen = batch.max_seqlen;
-      // The cu_seqlens staged for the bucket end with empty sequences: harmless eagerly too.
+      s.max_seqlen = batch.max_seqlen;  // (the views take the batch's own B + 1 offsets of the staged ones)
     }
     enqueue_forward(s);
   }

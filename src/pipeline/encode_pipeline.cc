@@ -74,21 +74,21 @@ class Pipeline {
     // device memory a batch needs, so once it fits every batch does. A
     // batch holds at least one whole sequence, however long.
     const auto longest = static_cast<int64_t>(opt_.encode.max_length);
-    batch_tokens_ = opt_.batch_tokens;
+    int64_t& budget = stats_.batch_tokens;
+    budget = opt_.batch_tokens;
     for (;;) {
       try {
-        runner_ = std::make_unique<EncoderRunner>(enc_, backend_, std::max(batch_tokens_, longest),
-                                                  opt_.max_batch_size, kSlots);
+        runner_ = std::make_unique<EncoderRunner>(enc_, backend_, std::max(budget, longest), opt_.max_batch_size,
+                                                  kSlots);
         break;
       } catch (const OutOfMemoryError& e) {
-        if (batch_tokens_ <= longest)
+        if (budget <= longest)
           throw Error(Errc::device, std::string(e.what()) + "; even a batch of one " + std::to_string(longest) +
                                         "-token sequence does not fit: lower --max-length, or free the device");
-        batch_tokens_ = std::max(batch_tokens_ / 2, longest);
+        budget = std::max(budget / 2, longest);
         ++stats_.memory_halvings;
       }
     }
-    stats_.batch_tokens = batch_tokens_;
   }
 
   PipelineStats run() {
@@ -187,7 +187,7 @@ class Pipeline {
   void for_each_batch(const Window& w, EachBatch&& each_batch) {
     std::vector<int64_t> lengths(w.encodings.size());
     for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = static_cast<int64_t>(w.encodings[i].ids.size());
-    for (auto& members : cut_batches(lengths, batch_tokens_, opt_.max_batch_size)) each_batch(std::move(members));
+    for (auto& members : cut_batches(lengths, stats_.batch_tokens, opt_.max_batch_size)) each_batch(std::move(members));
   }
 
   void pack(const Window& w, const std::vector<uint32_t>& members, PackedBatch& batch) {
@@ -501,7 +501,6 @@ class Pipeline {
   int64_t width_;
   std::array<std::unique_ptr<Buffer>, kSlots> slots_;  // before the runner: freed after it drained
   std::unique_ptr<EncoderRunner> runner_;
-  int64_t batch_tokens_ = 0;  // the budget in use: --batch-tokens, halved while the device had no room
   PipelineStats stats_;
   uint64_t other_tasks_ = 0, total_bytes_ = 0;
   std::atomic<uint64_t> bytes_read_{0}, records_read_{0}, rows_done_{0}, tokens_done_{0};
