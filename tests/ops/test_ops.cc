@@ -141,6 +141,7 @@ struct OpCase {
   double tol = 0.0;
   bool exact = false;           // bit-exact expected (data movement)
   bool force_f32_gemm = false;  // run fast linear as on a CPU without native bf16
+  int attention_floats = 0;     // fast attention's vector width: 8 or 16 floats, 0 = the CPU's
   // Makes the inputs (from the case's fixed seed), runs the op with the given
   // kernels, returns the outputs.
   std::function<std::vector<double>(const Kernels&)> run;
@@ -312,24 +313,27 @@ void add_attention_cases(std::vector<OpCase>& cases) {
       double work = 0;  // the reference's multiply-adds: keep the table fast
       for (int n : lens) work += 2.0 * n * n * d * heads;
       if (work > 2.5e7) continue;
-      for (DType at : kActs) {
-        OpCase c;
-        c.name = std::string("attention_") + dname(at) + "_" + lens_name(lens) + "_h" + std::to_string(heads) + "_d" +
-                 std::to_string(d);
-        c.family = std::string("attention ") + dname(at);
-        c.tol = tolerance(at);
-        const uint64_t seed = seed_of(c.name);
-        c.run = [=](const Kernels& k) {
-          Rng rng(seed);
-          const int T = total(lens);
-          Tensor qkv = random(rng, at, {T, 3 * heads * d}, -2.5f, 2.5f);
-          Tensor cu = cu_seqlens(lens);
-          Tensor out = make(at, {T, heads * d});
-          k.attention(out.view, qkv.view, cu.view, heads, longest(lens));
-          return values(out.view);
-        };
-        cases.push_back(std::move(c));
-      }
+      // The fast kernel at the CPU's vector width (16 floats with AVX-512) and at 8, as without it.
+      for (DType at : kActs)
+        for (int floats : {0, 8}) {
+          OpCase c;
+          c.name = std::string("attention_") + dname(at) + "_" + lens_name(lens) + "_h" + std::to_string(heads) +
+                   "_d" + std::to_string(d) + (floats ? "_v" + std::to_string(floats) : "");
+          c.family = std::string("attention ") + dname(at);
+          c.tol = tolerance(at);
+          c.attention_floats = floats;
+          const uint64_t seed = seed_of(c.name);
+          c.run = [=](const Kernels& k) {
+            Rng rng(seed);
+            const int T = total(lens);
+            Tensor qkv = random(rng, at, {T, 3 * heads * d}, -2.5f, 2.5f);
+            Tensor cu = cu_seqlens(lens);
+            Tensor out = make(at, {T, heads * d});
+            k.attention(out.view, qkv.view, cu.view, heads, longest(lens));
+            return values(out.view);
+          };
+          cases.push_back(std::move(c));
+        }
     }
 }
 
@@ -485,15 +489,21 @@ class FastVsReference : public ::testing::TestWithParam<OpCase> {};
 TEST_P(FastVsReference, Matches) {
   const OpCase& c = GetParam();
   const std::vector<double> want = c.run(reference_kernels());
-  if (c.force_f32_gemm) fast::set_linear_native_bf16_for_testing(false);
   std::vector<double> got;
-  try {
+  {
+    // The fast kernels' test switches this case asks for, put back however it ends.
+    struct Switches {
+      explicit Switches(const OpCase& c) {
+        if (c.force_f32_gemm) fast::set_linear_native_bf16_for_testing(false);
+        fast::set_attention_vector_floats_for_testing(c.attention_floats);
+      }
+      ~Switches() {
+        fast::set_linear_native_bf16_for_testing(true);
+        fast::set_attention_vector_floats_for_testing(0);
+      }
+    } switches(c);
     got = c.run(fast_kernels());
-  } catch (...) {
-    fast::set_linear_native_bf16_for_testing(true);
-    throw;
   }
-  fast::set_linear_native_bf16_for_testing(true);
   ASSERT_EQ(got.size(), want.size());
   if (c.exact) {
     for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;

@@ -2,15 +2,22 @@
 //
 // Work items are (sequence, head, range of up to kQueryBlock queries), spread
 // over the threads dynamically (lengths differ). An item widens its head's
-// keys into K^T [d, Lp] and values into V [Lp, dp] (float, zero-padded to
-// whole vectors) once, then walks its queries kRows at a time:
+// keys into K^T [d, Lp] (L x L blocks transposed in registers) and values
+// into V [Lp, dp] (float, zero-padded to whole vectors) once, then walks its
+// queries kRows at a time:
 //   Q = the rows' q / sqrt(d)
-//   S = Q K^T                 (register-blocked: 8 queries x 16 keys)
-//   P = exp(S - rowmax S)     (numerically stable; the row sums are kept)
-//   O = P V / rowsum          (register-blocked: 8 queries x 16 value columns)
-// so S is only kRows x Lp floats and stays in L1. Only the sequence's own
-// tokens are read: no padding tokens, no cross-sequence work, and a query's
-// result depends on its own sequence alone (tested).
+//   S = Q K^T                 (register-blocked: 8 queries x 32 keys; keys
+//                              past the sequence's end masked to -inf)
+//   P = exp(S - rowmax S)     (numerically stable; whole vectors; the row sums
+//                              are kept)
+//   O = P V / rowsum          (register-blocked: 8 queries x 32 value columns)
+// so S is only kRows x Lp floats and stays in L1. L, the floats per vector,
+// is 16 where the CPU has AVX-512 and 8 elsewhere (two 16-wide tiles would
+// not fit AVX2's 16 registers: measured 25x slower). On the MiniLM shapes
+// (d = 32, ~56 keys) the transposes, the masked whole-vector softmax and the
+// 32-wide tiles took the op from ~37 to ~70 GFLOP/s on 2 threads here. Only
+// the sequence's own tokens are read: no padding tokens, no cross-sequence
+// work, and a query's result depends on its own sequence alone (tested).
 // attention_train is the same kernel, also storing each query row's
 // log-sum-exp (max + log rowsum) for the backward (fast_backward_attention.cc).
 // With attention dropout (a separate instantiation, so inference carries no
@@ -18,9 +25,18 @@
 // (0 or f32(1 / (1 - p)), drawn by Philox at flat index
 // (t * heads + h) * max_seqlen + j) after its sum is taken, before P V: the
 // denominator and lse stay the undropped ones.
+// GCC warns that passing a vector (below) by value would change the ABI
+// between ISAs; no vector ever crosses a function boundary here (the helpers
+// are inlined into each clone), so the warning is off for the whole file,
+// headers included (exp_approx_lanes is checked at its declaration's place).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cpu/fast/fast_backward.h"
@@ -38,29 +54,42 @@ namespace {
 // that; 256 splits only long sequences, to share them between threads.
 constexpr int64_t kQueryBlock = 256;
 constexpr int64_t kRows = 8;  // 8 independent FMA chains: enough to hide FMA latency on 2 ports
-constexpr int64_t kLanes = 16;
+constexpr int64_t kPad = 16;  // keys and head dims are zero-padded to a multiple of this (of every L)
 
-// The compiler's generic vector type (not an ISA intrinsic): each clone lowers
-// it to one zmm, two ymm or four xmm operations. Left to itself the
+// The compiler's generic vector types (not ISA intrinsics) for L floats: each
+// clone lowers them to its own instructions. Left to itself the
 // auto-vectoriser vectorised these loops across query rows instead, 10x slower.
-typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
+template <int L>
+struct Lanes {
+  typedef float Vec __attribute__((vector_size(L * sizeof(float))));
+  typedef uint16_t Halves __attribute__((vector_size(L * sizeof(uint16_t))));
+  typedef uint32_t Words __attribute__((vector_size(L * sizeof(uint32_t))));
+  // Vectors per tile row: 2 x 16 (16 zmm accumulators of 32), 1 x 8 (8 ymm
+  // accumulators of AVX2's 16).
+  static constexpr int kW = L == 16 ? 2 : 1;
+};
 
-// GCC warns that passing a Vec by value would change the ABI between ISAs;
-// no Vec ever crosses a function boundary here (the helpers are inlined into
-// each clone), so the warning is silenced for the kernels below.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"
-inline Vec load_vec(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof(Vec));
+template <int L>
+using VecOf = typename Lanes<L>::Vec;
+
+template <int L>
+[[gnu::always_inline]] inline VecOf<L> load_vec(const float* p) {
+  VecOf<L> v;
+  std::memcpy(&v, p, sizeof(v));
   return v;
 }
-inline void store_vec(float* p, Vec v) { std::memcpy(p, &v, sizeof(Vec)); }
+template <int L>
+[[gnu::always_inline]] inline void store_vec(float* p, VecOf<L> v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+std::atomic<int> g_vector_floats_for_testing{0};  // 0: by the CPU
 
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 struct Item {
-  int64_t first, len, head, i0, i1;  // sequence rows [first, first + len), its queries [i0, i1)
+  int64_t first, len, head, i0,
+      i1;  // sequence rows [first, first + len), its queries [i0, i1)
 };
 
 struct Geometry {
@@ -76,55 +105,220 @@ struct Dropout {
   int64_t max_seqlen;  // the row stride of the mask's flat index
 };
 
-// s[r][0:Lp] = q[r][0:d] . kt[0:d][0:Lp] for kRows rows; Lp a multiple of kLanes.
-STOKE_CPU_CLONES void scores_block(const float* q, int64_t d, const float* kt, int64_t Lp, float* s) {
-  for (int64_t j0 = 0; j0 < Lp; j0 += kLanes) {
-    Vec acc[kRows] = {};
-    for (int64_t c = 0; c < d; ++c) {
-      const Vec k = load_vec(kt + c * Lp + j0);
+// kRows x (kW * L) tiles of the two products below. With L = 16, kW = 2 makes
+// each step 2 vector loads and 8 broadcasts for 16 FMAs, so the FMAs rather
+// than the loads set the pace; kW = 1 covers an odd last vector.
+//   scores: s[r][j0 + :] = sum over c < d of q[r][c] * kt[c][j0 + :]
+//   values: o[r][c0 + :] = sum over j < len of p[r][j] * v[j][c0 + :]
+// a[r * a_stride + i] is the broadcast operand, b + i * b_stride the vector
+// one, i running over the reduced dimension (n of them).
+template <int L, int kW>
+[[gnu::always_inline]] inline void product_tile(const float* a, int64_t a_stride, const float* b, int64_t b_stride,
+                                                int64_t n, VecOf<L> (&acc)[kRows][kW]) {
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int w = 0; w < kW; ++w) acc[r][w] = VecOf<L>{};
+  for (int64_t i = 0; i < n; ++i) {
+    VecOf<L> x[kW];
+    for (int w = 0; w < kW; ++w) x[w] = load_vec<L>(b + i * b_stride + w * L);
 #pragma GCC unroll 8
-      for (int64_t r = 0; r < kRows; ++r) acc[r] += q[r * d + c] * k;
+    for (int64_t r = 0; r < kRows; ++r) {
+      const float ar = a[r * a_stride + i];
+      for (int w = 0; w < kW; ++w) acc[r][w] += ar * x[w];
     }
-#pragma GCC unroll 8
-    for (int64_t r = 0; r < kRows; ++r) store_vec(s + r * Lp + j0, acc[r]);
   }
 }
 
-// o[r][0:dp] = p[r][0:len] . v[0:len][0:dp] for kRows rows; dp a multiple of kLanes.
+template <int L, size_t... I>
+[[gnu::always_inline]] inline VecOf<L> lane_numbers(std::index_sequence<I...>) {
+  return VecOf<L>{static_cast<float>(I)...};
+}
+
+// Columns from len on (the padding of the last block) get -inf, so the
+// softmax may run over whole vectors: they neither win the max nor add to the
+// sum (their exp is exactly 0).
+template <int L, int kW>
+[[gnu::always_inline]] inline void store_scores(VecOf<L> (&acc)[kRows][kW], int64_t j0, int64_t Lp, int64_t len,
+                                                float* s) {
+  for (int w = 0; w < kW; ++w) {
+    const int64_t first = j0 + w * L;
+    if (first + L > len) {
+      const auto real = lane_numbers<L>(std::make_index_sequence<L>{}) < static_cast<float>(len - first);
+      const VecOf<L> minus_inf = VecOf<L>{} - __builtin_inff();
+      for (int64_t r = 0; r < kRows; ++r) acc[r][w] = real ? acc[r][w] : minus_inf;
+    }
+    for (int64_t r = 0; r < kRows; ++r) store_vec<L>(s + r * Lp + first, acc[r][w]);
+  }
+}
+
+// s[r][0:Lp] = q[r][0:d] . kt[0:d][0:Lp] for kRows rows; Lp a multiple of kPad.
+template <int L>
+STOKE_CPU_CLONES void scores_block(const float* q, int64_t d, const float* kt, int64_t Lp, int64_t len, float* s) {
+  constexpr int kW = Lanes<L>::kW;
+  int64_t j0 = 0;
+  for (; j0 + kW * L <= Lp; j0 += kW * L) {
+    VecOf<L> acc[kRows][kW];
+    product_tile<L, kW>(q, d, kt + j0, Lp, d, acc);
+    store_scores<L, kW>(acc, j0, Lp, len, s);
+  }
+  for (; j0 < Lp; j0 += L) {
+    VecOf<L> acc[kRows][1];
+    product_tile<L, 1>(q, d, kt + j0, Lp, d, acc);
+    store_scores<L, 1>(acc, j0, Lp, len, s);
+  }
+}
+
+// o[r][0:dp] = p[r][0:len] . v[0:len][0:dp] for kRows rows; dp a multiple of
+// kPad.
+template <int L>
 STOKE_CPU_CLONES void values_block(const float* p, int64_t Lp, int64_t len, const float* v, int64_t dp, float* o) {
-  for (int64_t c0 = 0; c0 < dp; c0 += kLanes) {
-    Vec acc[kRows] = {};
-    for (int64_t j = 0; j < len; ++j) {
-      const Vec x = load_vec(v + j * dp + c0);
-#pragma GCC unroll 8
-      for (int64_t r = 0; r < kRows; ++r) acc[r] += p[r * Lp + j] * x;
-    }
-#pragma GCC unroll 8
-    for (int64_t r = 0; r < kRows; ++r) store_vec(o + r * dp + c0, acc[r]);
+  constexpr int kW = Lanes<L>::kW;
+  int64_t c0 = 0;
+  for (; c0 + kW * L <= dp; c0 += kW * L) {
+    VecOf<L> acc[kRows][kW];
+    product_tile<L, kW>(p, Lp, v + c0, dp, len, acc);
+    for (int64_t r = 0; r < kRows; ++r)
+      for (int w = 0; w < kW; ++w) store_vec<L>(o + r * dp + c0 + w * L, acc[r][w]);
+  }
+  for (; c0 < dp; c0 += L) {
+    VecOf<L> acc[kRows][1];
+    product_tile<L, 1>(p, Lp, v + c0, dp, len, acc);
+    for (int64_t r = 0; r < kRows; ++r) store_vec<L>(o + r * dp + c0, acc[r][0]);
   }
 }
 
-#pragma GCC diagnostic pop
+// One round of the in-register L x L transpose: rows a and b, s apart, swap
+// their off-diagonal s x s sub-blocks (a keeps its lanes with bit s clear and
+// takes b's; b the other way round).
+template <int L, int s, size_t... I>
+[[gnu::always_inline]] inline void swap_blocks(VecOf<L>& a, VecOf<L>& b, std::index_sequence<I...>) {
+  const VecOf<L> lo = __builtin_shufflevector(a, b, ((I & s) == 0 ? int(I) : int(L + I - s))...);
+  const VecOf<L> hi = __builtin_shufflevector(a, b, ((I & s) == 0 ? int(I + s) : int(L + I))...);
+  a = lo;
+  b = hi;
+}
 
-// p = exp(s - max) over the first len entries of each of n rows of s (stride
-// Lp), in place; sums[r] = sum of row r's p, maxes[r] = the max subtracted.
-STOKE_CPU_CLONES void softmax_rows(float* s, int64_t n, int64_t Lp, int64_t len, float* sums, float* maxes) {
+template <int L, int s>
+[[gnu::always_inline]] inline void swap_round(VecOf<L>* r) {
+#pragma GCC unroll 16
+  for (int i = 0; i < L; ++i)
+    if ((i & s) == 0) swap_blocks<L, s>(r[i], r[i + s], std::make_index_sequence<L>{});
+}
+
+// r[i][j] becomes r[j][i]: log2(L) rounds of L two-source shuffles (64 for
+// L = 16) instead of L * L scalar loads and strided stores.
+template <int L>
+[[gnu::always_inline]] inline void transpose(VecOf<L>* r) {
+  if constexpr (L == 16) swap_round<L, 8>(r);
+  swap_round<L, 4>(r);
+  swap_round<L, 2>(r);
+  swap_round<L, 1>(r);
+}
+
+// L values of T from p, widened, built in registers: a vector load for f32, a
+// zero-extension and shift for bf16 (its bits are the f32's top half).
+// (Filling a float[L] on the stack and loading it as one vector stalls on
+// store forwarding — it was a fifth of the op.) Results go through references:
+// GCC checks a call returning a vector where a template is instantiated.
+template <int L>
+[[gnu::always_inline]] inline void widen_full(const float* p, VecOf<L>& v) {
+  v = load_vec<L>(p);
+}
+template <int L>
+[[gnu::always_inline]] inline void widen_full(const bf16* p, VecOf<L>& v) {
+  typename Lanes<L>::Halves h;
+  std::memcpy(&h, p, sizeof(h));
+  const auto w = __builtin_convertvector(h, typename Lanes<L>::Words) << 16;
+  std::memcpy(&v, &w, sizeof(v));
+}
+template <int L>
+[[gnu::always_inline]] inline void widen_full(const f16* p, VecOf<L>& v) {
+  for (int i = 0; i < L; ++i) v[i] = to_float(p[i]);
+}
+
+// n (<= L) values of T from p, widened, zero beyond n.
+template <int L, class T>
+[[gnu::always_inline]] inline void load_widened(const T* p, int64_t n, VecOf<L>& v) {
+  if (n == L) {
+    widen_full<L>(p, v);
+    return;
+  }
+  v = VecOf<L>{};
+  for (int64_t i = 0; i < n; ++i) v[i] = to_float(p[i]);
+}
+
+// K^T [d, Lp] of this item's head, zero beyond the sequence: blocks of L keys
+// x L dims, each transposed in registers.
+template <int L, class T>
+[[gnu::always_inline]] inline void widen_keys_transposed(const T* keys, int64_t C, int64_t len, int64_t d, int64_t Lp,
+                                                         float* kt) {
+  for (int64_t j0 = 0; j0 < Lp; j0 += L)
+    for (int64_t c0 = 0; c0 < d; c0 += L) {
+      const int64_t nc = std::min<int64_t>(L, d - c0);
+      VecOf<L> r[L];
+      for (int64_t jj = 0; jj < L; ++jj) {
+        if (j0 + jj < len)
+          load_widened<L>(keys + (j0 + jj) * C + c0, nc, r[jj]);
+        else
+          r[jj] = VecOf<L>{};
+      }
+      transpose<L>(r);
+      for (int64_t cc = 0; cc < nc; ++cc) store_vec<L>(kt + (c0 + cc) * Lp + j0, r[cc]);
+    }
+}
+
+// Horizontal max and sum of a vector: a tree of shuffles, each folding lanes
+// `width` apart onto each other (halves, quarters, ...).
+template <int L, int width, size_t... I>
+[[gnu::always_inline]] inline VecOf<L> fold(VecOf<L> v, std::index_sequence<I...>) {
+  return __builtin_shufflevector(v, v, ((I & ~size_t(2 * width - 1)) | ((I + width) & size_t(2 * width - 1)))...);
+}
+template <int L, int width = L / 2>
+[[gnu::always_inline]] inline float max_of_lanes(VecOf<L> v) {
+  const VecOf<L> other = fold<L, width>(v, std::make_index_sequence<L>{});
+  v = other > v ? other : v;
+  if constexpr (width == 1)
+    return v[0];
+  else
+    return max_of_lanes<L, width / 2>(v);
+}
+template <int L, int width = L / 2>
+[[gnu::always_inline]] inline float sum_of_lanes(VecOf<L> v) {
+  v += fold<L, width>(v, std::make_index_sequence<L>{});
+  if constexpr (width == 1)
+    return v[0];
+  else
+    return sum_of_lanes<L, width / 2>(v);
+}
+
+// p = exp(s - max) over each of n rows of s (Lp entries, a multiple of kPad;
+// the padding holds -inf, see store_scores), in place; sums[r] = sum of row
+// r's p, maxes[r] = the max subtracted. Whole vectors and tree reductions: on
+// rows of a few dozen keys a scalar tail and an in-order sum of lanes cost as
+// much as the exps.
+template <int L>
+STOKE_CPU_CLONES void softmax_rows(float* s, int64_t n, int64_t Lp, float* sums, float* maxes) {
+  using Vec = VecOf<L>;
   for (int64_t r = 0; r < n; ++r) {
     float* x = s + r * Lp;
-    float mx = x[0];
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < len; ++j) mx = x[j] > mx ? x[j] : mx;  // (std::max here stays scalar)
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < len; ++j) {
-      // Below e^-69 ~ 1e-30 a weight cannot matter against the maximum's 1, and
-      // its products with V could be subnormal (slow microcode assists, measured
-      // 3x on the whole op): make it exactly 0.
-      const float z = x[j] - mx;
-      x[j] = z < -69.0f ? 0.0f : exp_approx(z);
-      sum += x[j];
+    Vec m = load_vec<L>(x);
+    for (int64_t j0 = L; j0 < Lp; j0 += L) {
+      const Vec v = load_vec<L>(x + j0);
+      m = v > m ? v : m;
     }
-    sums[r] = sum;
+    const float mx = max_of_lanes<L>(m);
+    Vec sum = {};
+    for (int64_t j0 = 0; j0 < Lp; j0 += L) {
+      // Below e^-69 ~ 1e-30 a weight cannot matter against the maximum's 1, and
+      // its products with V could be subnormal (slow microcode assists,
+      // measured 3x on the whole op): make it exactly 0 (the padding's -inf
+      // too).
+      const Vec z = load_vec<L>(x + j0) - mx;
+      const Vec e = exp_approx_lanes<Vec, typename Lanes<L>::Words>(z);
+      const Vec p = z < -69.0f ? Vec{} : e;
+      store_vec<L>(x + j0, p);
+      sum += p;
+    }
+    sums[r] = sum_of_lanes<L>(sum);
     maxes[r] = mx;
   }
 }
@@ -134,7 +328,7 @@ STOKE_CPU_CLONES void softmax_rows(float* s, int64_t n, int64_t Lp, int64_t len,
 struct Scratch {
   std::vector<float> kt, v, q, s, o, f;
   Scratch(int64_t longest, int64_t d, bool dropout) {
-    const int64_t Lp = round_up(std::max<int64_t>(longest, 1), kLanes), dp = round_up(d, kLanes);
+    const int64_t Lp = round_up(std::max<int64_t>(longest, 1), kPad), dp = round_up(d, kPad);
     kt.resize(static_cast<size_t>(d * Lp));
     v.resize(static_cast<size_t>(Lp * dp));
     q.resize(static_cast<size_t>(round_up(kQueryBlock, kRows) * d));
@@ -154,27 +348,26 @@ inline void prefetch_row(const T* row, const Item& it, const Geometry& g) {
     for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(reinterpret_cast<const char*>(p) + off);
 }
 
-// lse (null for inference): the training forward's log-sum-exp [T, heads].
+// L: floats per vector. lse (null for inference): the training forward's
+// log-sum-exp [T, heads].
 // kDropout: mask the probabilities with *drop (null otherwise).
-template <class T, bool kDropout>
+template <int L, class T, bool kDropout>
 STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* drop, const Item& it, const Geometry& g,
                              Scratch& w) {
   const int64_t len = it.len, d = g.d, C = g.C;
-  const int64_t Lp = round_up(len, kLanes), dp = round_up(d, kLanes);
-  // One pass over the sequence's rows widens K^T [d, Lp], V [Lp, dp] and the
-  // item's queries Q [n, d] (scaled), zero beyond the sequence and the head
-  // dim so the blocked kernels may run over the padding.
+  const int64_t Lp = round_up(len, kPad), dp = round_up(d, kPad);
+  // One pass over the sequence's rows widens V [Lp, dp] and the item's
+  // queries Q [n, d] (scaled), zero beyond the head dim so the blocked kernels
+  // may run over the padding; it also brings the rows' keys into the cache for
+  // K^T [d, Lp], built after it in transposed 16 x 16 blocks.
   constexpr int64_t kAhead = 4;  // rows prefetched ahead
   const T* rows = qkv + it.first * C;
   float* kt = w.kt.data();
   float* v = w.v.data();
   float* qs = w.q.data();
-  for (int64_t c = 0; c < d; ++c) std::fill(kt + c * Lp + len, kt + (c + 1) * Lp, 0.0f);
   for (int64_t j = 0; j < std::min(kAhead, len); ++j) prefetch_row(rows + j * C, it, g);
   for (int64_t j = 0; j < len; ++j) {
     if (j + kAhead < len) prefetch_row(rows + (j + kAhead) * C, it, g);
-    const T* kj = rows + j * C + (g.heads + it.head) * d;
-    for (int64_t c = 0; c < d; ++c) kt[c * Lp + j] = to_float(kj[c]);
     const T* vj = rows + j * C + (2 * g.heads + it.head) * d;
     for (int64_t c = 0; c < d; ++c) v[j * dp + c] = to_float(vj[c]);
     for (int64_t c = d; c < dp; ++c) v[j * dp + c] = 0.0f;
@@ -184,15 +377,17 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
       for (int64_t c = 0; c < d; ++c) q[c] = to_float(qj[c]) * g.scale;
     }
   }
+  widen_keys_transposed<L>(rows + (g.heads + it.head) * d, C, len, d, Lp, kt);
   const int64_t n_all = it.i1 - it.i0;
-  std::fill(qs + n_all * d, qs + round_up(n_all, kRows) * d, 0.0f);  // the last block's padding rows
+  std::fill(qs + n_all * d, qs + round_up(n_all, kRows) * d,
+            0.0f);  // the last block's padding rows
   float* s = w.s.data();
   float* o = w.o.data();
   float sums[kRows], maxes[kRows];
   for (int64_t r0 = 0; r0 < n_all; r0 += kRows) {
     const int64_t n = std::min(kRows, n_all - r0);  // real rows of this block
-    scores_block(qs + r0 * d, d, kt, Lp, s);
-    softmax_rows(s, n, Lp, len, sums, maxes);
+    scores_block<L>(qs + r0 * d, d, kt, Lp, len, s);
+    softmax_rows<L>(s, n, Lp, sums, maxes);
     if constexpr (kDropout) {
       for (int64_t r = 0; r < n; ++r) {
         const int64_t t = it.first + it.i0 + r0 + r;
@@ -203,7 +398,7 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
         for (int64_t j = 0; j < len; ++j) x[j] *= f[j];
       }
     }
-    values_block(s, Lp, len, v, dp, o);
+    values_block<L>(s, Lp, len, v, dp, o);
     for (int64_t r = 0; r < n; ++r) {
       const float inv = 1.0f / sums[r];
       T* oi = out + (it.first + it.i0 + r0 + r) * g.heads * d + it.head * d;
@@ -233,7 +428,12 @@ void attention_with_lse(const AttentionShape& shape, const TensorView& out, cons
                    static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.d)))};
   const int64_t n_items = static_cast<int64_t>(items.size());
   const bool parallel = n_items > 1 && work >= static_cast<double>(kParallelMinElements) * 16;
-  with_act_type(qkv.dtype, [&](auto tag) {
+  // 16 floats per vector where the CPU has AVX-512 (its clones run), else 8.
+  static const bool avx512 = __builtin_cpu_supports("x86-64-v4");
+  const int forced = g_vector_floats_for_testing.load(std::memory_order_relaxed);
+  const bool wide = forced ? forced == 16 : avx512;
+  auto run = [&](auto lanes, auto tag) {
+    constexpr int L = decltype(lanes)::value;
     using T = decltype(tag);
     const T* src = qkv.as<const T>();
     T* dst = out.as<T>();
@@ -243,28 +443,35 @@ void attention_with_lse(const AttentionShape& shape, const TensorView& out, cons
       if (drop) {
 #pragma omp for schedule(dynamic)
         for (int64_t n = 0; n < n_items; ++n)
-          attend<T, true>(src, dst, lse, drop, items[static_cast<size_t>(n)], g, scratch);
+          attend<L, T, true>(src, dst, lse, drop, items[static_cast<size_t>(n)], g, scratch);
       } else {
 #pragma omp for schedule(dynamic)
         for (int64_t n = 0; n < n_items; ++n)
-          attend<T, false>(src, dst, lse, nullptr, items[static_cast<size_t>(n)], g, scratch);
+          attend<L, T, false>(src, dst, lse, nullptr, items[static_cast<size_t>(n)], g, scratch);
       }
     }
+  };
+  with_act_type(qkv.dtype, [&](auto tag) {
+    if (wide)
+      run(std::integral_constant<int, 16>{}, tag);
+    else
+      run(std::integral_constant<int, 8>{}, tag);
   });
 }
 
 }  // namespace
 
+void set_attention_vector_floats_for_testing(int floats) { g_vector_floats_for_testing.store(floats); }
+
 void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen) {
-  attention_with_lse(check_attention(out, qkv, cu_seqlens, heads, max_seqlen), out, qkv, cu_seqlens, nullptr,
-                     nullptr);
+  attention_with_lse(check_attention(out, qkv, cu_seqlens, heads, max_seqlen), out, qkv, cu_seqlens, nullptr, nullptr);
 }
 
 // The training forward: the same kernel, also keeping lse = max + log(sum) of
 // each softmax row (scores already scaled by 1/sqrt(d)), and masking the
 // probabilities when p > 0 (p = 0 runs the very code of inference).
-void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                     const TensorView& cu_seqlens, int heads, int max_seqlen, const Ops::AttentionDropout& dropout) {
+void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv, const TensorView& cu_seqlens,
+                     int heads, int max_seqlen, const Ops::AttentionDropout& dropout) {
   const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout);
   const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step, dropout.tensor_id), max_seqlen};
   attention_with_lse(shape, out, qkv, cu_seqlens, lse.as<float>(), dropout.p > 0.0f ? &drop : nullptr);

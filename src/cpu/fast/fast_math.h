@@ -8,39 +8,37 @@
 
 namespace stoke::cpu::fast {
 
-inline float bits_to_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-inline uint32_t float_to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
 // e^x, relative error below 2e-7 (Cephes expf: x = n ln2 + r with |r| <= ln2/2
 // split in two constants, degree-6 polynomial for e^r, 2^n put into the
 // exponent bits). x is clamped to [-87, 88], so e^-1000 gives ~1.6e-38, not 0,
 // which is harmless where it is used (softmax numerators, erfc tails); NaN
-// stays NaN.
-inline float exp_approx(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
+// stays NaN. F is float or a GCC vector of floats (lane by lane), U the
+// unsigned 32-bit integer type of the same shape.
+template <class F, class U>
+inline F exp_approx_lanes(F x) {
+  const F lo = F{} - 87.0f, hi = F{} + 88.0f;
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
   // n = round(x / ln2): adding 1.5 * 2^23 leaves n in the low mantissa bits.
-  const float shifted = x * 1.44269504088896341f + 12582912.0f;
-  const float n = shifted - 12582912.0f;
-  const uint32_t n_bits = float_to_bits(shifted) - 0x4B400000u;  // n as a two's complement int
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
+  const F shifted = x * 1.44269504088896341f + 12582912.0f;
+  const F n = shifted - 12582912.0f;
+  U n_bits;  // n as a two's complement int
+  std::memcpy(&n_bits, &shifted, sizeof(U));
+  n_bits -= 0x4B400000u;
+  const F r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  F p = F{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  return p * bits_to_float((n_bits + 127u) << 23);  // n in [-126, 127]: a normal 2^n
+  const U scale_bits = (n_bits + 127u) << 23;  // n in [-126, 127]: a normal 2^n
+  F scale;
+  std::memcpy(&scale, &scale_bits, sizeof(F));
+  return p * scale;
 }
+inline float exp_approx(float x) { return exp_approx_lanes<float, uint32_t>(x); }
 
 // GELU, erf form: 0.5 x (1 + erf(x / sqrt 2)). erfc(z) for z = |x|/sqrt 2 from
 // Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, the approximation PyTorch's
