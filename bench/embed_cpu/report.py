@@ -48,6 +48,8 @@ def main():
     peak = dict(peaks[0])
     for key in ("peak_gflops", "burst_gflops"):
         peak[key] = {d: max(p[key][d] for p in peaks) for d in ("f32", "bf16")}
+    fmas = [p["fma_gflops"] for p in peaks if "fma_gflops" in p]
+    fma = max(fmas, key=lambda f: f["f32_median"]) if fmas else None
     runs = [json.loads(line) for line in open(os.path.join(res, "runs.jsonl")) if line.strip()]
     keys = []
     for r in runs:
@@ -145,6 +147,16 @@ def main():
           f"[Mx768]x[768x3072] and [Mx3072]x[3072x768], M = {peak['cases'][0]['m']}, best case, measured at the start "
           f"and at the end): f32 {peak['peak_gflops']['f32']:.0f} GFLOP/s, bf16 {peak['peak_gflops']['bf16']:.0f} GFLOP/s "
           f"(best single call: f32 {peak['burst_gflops']['f32']:.0f}, bf16 {peak['burst_gflops']['bf16']:.0f})")
+    if fma:
+        print(f"f32 ceiling: every thread running FMAs on registers ({fma['isa']}, no memory traffic) "
+              f"{fma['f32_median']:.0f} GFLOP/s (median round; best {fma['f32_best']:.0f}); the f32 matmul above "
+              f"reaches {peak['peak_gflops']['f32'] / fma['f32_median']:.2f} of it")
+        for r in rows:
+            if r["prec"] == "f32" and r["torch_gflops"]:
+                need = 1.5 * r["torch_gflops"]
+                print(f"  {r['model']}: 1.5x the torch peer in f32 needs {need:.0f} model GFLOP/s end to end = "
+                      f"{need / peak['peak_gflops']['f32']:.2f} of the f32 matmul rate, "
+                      f"{need / fma['f32_median']:.2f} of the FMA ceiling")
     for when, p in zip(("start", "end"), peaks):
         for c in p["cases"]:
             print(f"  {when:<5} {c['dtype']:<4} {c['m']}x{c['k']}x{c['n']} weights {c['weights']:<12} median {c['gflops_median']:7.1f}  "
