@@ -7,8 +7,12 @@
 //                      p = exp(s - lse_i),      ds = p (dp - dout_i · out_i)
 //                      dq_i = ds K / sqrt d,  dK^T += (q_i / sqrt d) ds,  dV^T += dout_i p
 // Every inner loop runs over the keys, contiguous in the transposed layouts,
-// so it vectorises whatever the head dim. P is recomputed from q, k and the
-// saved lse (no [len, len] matrix is kept).
+// so it vectorises whatever the head dim — except dq_i, a sum over the keys
+// for each of d outputs: it adds ds_j K_j along the head dim over K's rows
+// [len, d] (a copy in the row layout), because a sum over the keys per output
+// ends in an in-order horizontal reduction per head-dim element (measured:
+// 13% of the op on MiniLM shapes, one thread). P is recomputed from q, k and
+// the saved lse (no [len, len] matrix is kept).
 // With attention dropout (a separate instantiation) the row's mask factors
 // m_j (0 or f32(1 / (1 - p)), the forward's, redrawn from Philox at flat index
 // (t * heads + h) * max_seqlen + j) enter as
@@ -43,10 +47,11 @@ struct Dropout {
 };
 
 struct Scratch {
-  std::vector<float> kt, vt, dkt, dvt, qs, dq, s, dp, f;
+  std::vector<float> kt, kr, vt, dkt, dvt, qs, dq, s, dp, f;  // kr: K in rows [len, d]
   Scratch(int64_t longest, int64_t d, bool dropout) {
     const size_t n = static_cast<size_t>(std::max<int64_t>(longest, 1) * d);
-    for (auto* v : {&kt, &vt, &dkt, &dvt, &qs, &dq}) v->resize(n);
+    for (auto* v : {&kt, &kr, &vt, &dkt, &dvt, &qs}) v->resize(n);
+    dq.resize(static_cast<size_t>(d));
     s.resize(static_cast<size_t>(std::max<int64_t>(longest, 1)));
     dp.resize(s.size());
     if (dropout) f.resize(s.size() + 6);  // (mask_factors' whole blocks)
@@ -88,23 +93,28 @@ STOKE_CPU_CLONES void row_scores(const float* q, const float* dout, const float*
   }
 }
 
-// dq = ds K (times scale), dK^T += q ds, dV^T += dout p, for one query row.
-STOKE_CPU_CLONES void row_grads(const float* q, const float* dout, const float* p, const float* ds, const float* kt,
-                                float* dkt, float* dvt, int64_t d, int64_t len, float scale, float* dq) {
+// dq = ds K (times scale), dK^T += q ds, dV^T += dout p, for one query row;
+// acc: d floats of scratch.
+STOKE_CPU_CLONES void row_grads(const float* q, const float* dout, const float* p, const float* ds, const float* kr,
+                                float* dkt, float* dvt, int64_t d, int64_t len, float scale, float* acc, float* dq) {
   for (int64_t c = 0; c < d; ++c) {
-    const float* k = kt + c * len;
     float* dk = dkt + c * len;
     float* dv = dvt + c * len;
     const float qc = q[c], gc = dout[c];
-    float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
+#pragma omp simd
     for (int64_t j = 0; j < len; ++j) {
-      acc += ds[j] * k[j];
       dk[j] += qc * ds[j];
       dv[j] += gc * p[j];
     }
-    dq[c] = acc * scale;
   }
+  std::fill(acc, acc + d, 0.0f);
+  for (int64_t j = 0; j < len; ++j) {
+    const float w = ds[j];
+    const float* k = kr + j * d;
+#pragma omp simd
+    for (int64_t c = 0; c < d; ++c) acc[c] += w * k[c];
+  }
+  for (int64_t c = 0; c < d; ++c) dq[c] = acc[c] * scale;
 }
 
 template <bool kDropout>
@@ -113,6 +123,7 @@ void backward_item(const float* qkv, const float* out, const float* dout, const 
   const int64_t len = it.len, d = g.d, C = g.C, D = g.D;
   const int64_t qc = it.head * d, kc = (g.heads + it.head) * d, vc = (2 * g.heads + it.head) * d;
   float* kt = w.kt.data();
+  float* kr = w.kr.data();
   float* vt = w.vt.data();
   float* dkt = w.dkt.data();
   float* dvt = w.dvt.data();
@@ -121,6 +132,7 @@ void backward_item(const float* qkv, const float* out, const float* dout, const 
     const float* row = qkv + (it.first + j) * C;
     for (int64_t c = 0; c < d; ++c) {
       kt[c * len + j] = row[kc + c];
+      kr[j * d + c] = row[kc + c];
       vt[c * len + j] = row[vc + c];
       qs[j * d + c] = row[qc + c] * g.scale;  // the forward's scaled q
     }
@@ -136,7 +148,8 @@ void backward_item(const float* qkv, const float* out, const float* dout, const 
     const uint64_t mask_first = kDropout ? static_cast<uint64_t>((t * g.heads + it.head) * drop->max_seqlen) : 0;
     row_scores<kDropout>(qs + i * d, go, kt, vt, d, len, lse[t * g.heads + it.head], Di,
                          kDropout ? &drop->key : nullptr, mask_first, w.f.data(), w.s.data(), w.dp.data());
-    row_grads(qs + i * d, go, w.s.data(), w.dp.data(), kt, dkt, dvt, d, len, g.scale, dqkv + t * C + qc);
+    row_grads(qs + i * d, go, w.s.data(), w.dp.data(), kr, dkt, dvt, d, len, g.scale, w.dq.data(),
+              dqkv + t * C + qc);
   }
   for (int64_t j = 0; j < len; ++j) {
     float* row = dqkv + (it.first + j) * C;
