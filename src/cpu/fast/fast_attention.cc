@@ -429,7 +429,10 @@ void attention_with_lse(const AttentionShape& shape, const TensorView& out, cons
   const int64_t n_items = static_cast<int64_t>(items.size());
   const bool parallel = n_items > 1 && work >= static_cast<double>(kParallelMinElements) * 16;
   // 16 floats per vector where the CPU has AVX-512 (its clones run), else 8.
-  static const bool avx512 = __builtin_cpu_supports("x86-64-v4");
+  // (x86-64-v4's features one by one: clang's builtin does not know the level's name.)
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                             __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+                             __builtin_cpu_supports("avx512vl");
   const int forced = g_vector_floats_for_testing.load(std::memory_order_relaxed);
   const bool wide = forced ? forced == 16 : avx512;
   auto run = [&](auto lanes, auto tag) {
