@@ -6,11 +6,12 @@
 // into V [Lp, dp] (float, zero-padded to whole vectors) once, then walks its
 // queries kRows at a time:
 //   Q = the rows' q / sqrt(d)
-//   S = Q K^T                 (register-blocked: 8 queries x 32 keys; keys
-//                              past the sequence's end masked to -inf)
+//   S = Q K^T                 (register-blocked: 8 queries x 32 keys, x 8
+//                              where L = 8; keys past the sequence's end
+//                              masked to -inf)
 //   P = exp(S - rowmax S)     (numerically stable; whole vectors; the row sums
 //                              are kept)
-//   O = P V / rowsum          (register-blocked: 8 queries x 32 value columns)
+//   O = P V / rowsum          (register-blocked like S, over value columns)
 // so S is only kRows x Lp floats and stays in L1. L, the floats per vector,
 // is 16 where the CPU has AVX-512 and 8 elsewhere (two 16-wide tiles would
 // not fit AVX2's 16 registers: measured 25x slower). On the MiniLM shapes
