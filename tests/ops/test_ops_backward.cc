@@ -768,9 +768,9 @@ void add_attention_case(std::vector<Case>& cases, const std::vector<int>& lens, 
   const std::string name = std::string("_") + dname(at) + "_" + lens_name(lens) + "_h" + std::to_string(heads) +
                            "_d" + std::to_string(d) +
                            (p > 0.0f ? "_p" + std::to_string(static_cast<int>(p * 100)) : "");
-  // The training forward also with the fast kernel's 8-float vectors (as on a
-  // CPU without AVX-512; 0 = the CPU's own width).
-  for (auto [train, floats] : {std::pair{true, 0}, std::pair{true, 8}, std::pair{false, 0}}) {
+  // Both also with the fast kernels' 8-float vectors (as on a CPU without
+  // AVX-512; 0 = the CPU's own width).
+  for (auto [train, floats] : {std::pair{true, 0}, std::pair{true, 8}, std::pair{false, 0}, std::pair{false, 8}}) {
     Case c;
     c.name = (train ? "attention_train" : "attention_backward") + name + (floats ? "_v" + std::to_string(floats) : "");
     c.family =
@@ -784,11 +784,11 @@ void add_attention_case(std::vector<Case>& cases, const std::vector<int>& lens, 
       Tensor qkv = random(rng, at, {T, C}, -2.5f, 2.5f), cu = cu_seqlens(lens);
       Tensor out = make(at, {T, D}), lse = make(DType::f32, {T, heads});
       std::vector<double> all;
+      struct Width {  // put back however the case ends
+        explicit Width(int floats) { cpu::fast::set_attention_vector_floats_for_testing(floats); }
+        ~Width() { cpu::fast::set_attention_vector_floats_for_testing(0); }
+      } width(floats);
       if (train) {
-        struct Width {  // put back however the call ends
-          explicit Width(int floats) { cpu::fast::set_attention_vector_floats_for_testing(floats); }
-          ~Width() { cpu::fast::set_attention_vector_floats_for_testing(0); }
-        } width(floats);
         k.attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), drop);
         append(all, out.view);
         append(all, lse.view);

@@ -2,25 +2,30 @@
 // threads dynamically (lengths differ); an item owns its sequence's rows of
 // its head's q, k and v columns of dqkv, so items never write the same
 // element and no reduction crosses threads (deterministic for any thread
-// count). Within an item, with K^T, V^T [d, len] widened once:
-//   for each query i:  s = (q_i / sqrt d) K^T,  dp = dout_i V^T   (over keys j)
-//                      p = exp(s - lse_i),      ds = p (dp - dout_i · out_i)
-//                      dq_i = ds K / sqrt d,  dK^T += (q_i / sqrt d) ds,  dV^T += dout_i p
-// Every inner loop runs over the keys, contiguous in the transposed layouts,
-// so it vectorises whatever the head dim — except dq_i, a sum over the keys
-// for each of d outputs: it adds ds_j K_j along the head dim over K's rows
-// [len, d] (a copy in the row layout), because a sum over the keys per output
-// ends in an in-order horizontal reduction per head-dim element (measured:
-// 13% of the op on MiniLM shapes, one thread). P is recomputed from q, k and
-// the saved lse (no [len, len] matrix is kept).
+// count). Within an item, with K^T, V^T [d, Lp] built once (in-register
+// transposes, zero past the sequence) and K's rows [len, dp], it takes the
+// queries kRows at a time (Q: the rows' q / sqrt d; dO: their dout rows):
+//   S  = Q K^T   (keys past the end -inf),   DP = dO V^T
+//   P  = exp(S - lse),                       DS = P (DP - rowsum(dO * out))
+//   dQ = DS K / sqrt d,   dK^T += Q^T DS,    dV^T += dO^T P
+// every product a register-blocked tile of the vector width the forward uses
+// (fast_attention_tiles.h), so a query block reads and writes dK^T and dV^T
+// once instead of once per query (the per-query rank-1 updates before were
+// most of the op's time). P is recomputed from q, k and the saved lse (no
+// [len, len] matrix is kept).
 // With attention dropout (a separate instantiation) the row's mask factors
 // m_j (0 or f32(1 / (1 - p)), the forward's, redrawn from Philox at flat index
 // (t * heads + h) * max_seqlen + j) enter as
-//                      pd = p m,  ds = p (dp m - dout_i · out_i),  dV^T += dout_i pd
+//                      Pd = P m,  DS = P (DP m - rowsum(dO * out)),  dV^T += dO^T Pd
+// GCC warns that passing a vector by value would change the ABI between ISAs;
+// none crosses a function boundary here (see fast_attention_tiles.h).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "cpu/fast/fast_attention_tiles.h"
 #include "cpu/fast/fast_backward.h"
 #include "cpu/fast/fast_backward_common.h"
 #include "cpu/fast/fast_math.h"
@@ -30,6 +35,8 @@
 namespace stoke::cpu::fast {
 
 namespace {
+
+using namespace tiles;  // NOLINT: the attention kernels' toolkit (fast_attention_tiles.h)
 
 struct Item {
   int64_t first, len, head;
@@ -46,42 +53,91 @@ struct Dropout {
   int64_t max_seqlen;  // the row stride of the mask's flat index
 };
 
+// Sized for the longest sequence of the call; every matrix padded with zeros
+// to whole vectors (keys to Lp, the head dim to dp).
 struct Scratch {
-  std::vector<float> kt, kr, vt, dkt, dvt, qs, dq, s, dp, f;  // kr: K in rows [len, d]
+  std::vector<float> kt, vt, kr, qs, go, s, ds, dkt, dvt, dq, f;
   Scratch(int64_t longest, int64_t d, bool dropout) {
-    const size_t n = static_cast<size_t>(std::max<int64_t>(longest, 1) * d);
-    for (auto* v : {&kt, &kr, &vt, &dkt, &dvt, &qs}) v->resize(n);
-    dq.resize(static_cast<size_t>(d));
-    s.resize(static_cast<size_t>(std::max<int64_t>(longest, 1)));
-    dp.resize(s.size());
-    if (dropout) f.resize(s.size() + 6);  // (mask_factors' whole blocks)
+    const int64_t Lp = round_up(std::max<int64_t>(longest, 1), kPad), dp = round_up(d, kPad);
+    auto size = [](std::vector<float>& v, int64_t n) { v.assign(static_cast<size_t>(n), 0.0f); };
+    size(kt, d * Lp);    // K^T [d, Lp]
+    size(vt, d * Lp);    // V^T [d, Lp]
+    size(kr, Lp * dp);   // K [len, dp]
+    size(qs, Lp * dp);   // Q [round_up(len, kRows), dp]
+    size(go, kRows * dp);
+    size(s, kRows * Lp);   // S, then P (Pd with dropout)
+    size(ds, kRows * Lp);  // DP, then DS
+    size(dkt, dp * Lp);    // dK^T, dV^T [dp, Lp]
+    size(dvt, dp * Lp);
+    size(dq, kRows * dp);
+    if (dropout) size(f, Lp + 6);  // (mask_factors' whole blocks)
   }
 };
 
-// One query row: scores and dout·v over the keys, then the softmax gradient,
-// in place: s becomes p (p m with dropout: what dV takes), dp becomes ds.
-// kDropout: first draws the row's mask factors, flat indices [first, first +
-// len), using fbuf.
-template <bool kDropout>
-STOKE_CPU_CLONES void row_scores(const float* q, const float* dout, const float* kt, const float* vt, int64_t d,
-                                 int64_t len, float l, float D, const MaskKey* key, uint64_t first, float* fbuf,
-                                 float* s, float* dp) {
-  const float* f = kDropout ? mask_factors(*key, first, len, fbuf) : nullptr;
-  std::fill(s, s + len, 0.0f);
-  std::fill(dp, dp + len, 0.0f);
-  for (int64_t c = 0; c < d; ++c) {
-    const float qc = q[c], gc = dout[c];
-    const float* k = kt + c * len;
-    const float* v = vt + c * len;
-#pragma omp simd
-    for (int64_t j = 0; j < len; ++j) {
-      s[j] += qc * k[j];
-      dp[j] += gc * v[j];
+// out[r][0:cols] = sum over i < n of a[r][i] * b[i][0:cols], for kRows rows
+// (a row-major with a_stride, b with b_stride, out with out_stride); cols a
+// multiple of kPad; columns from mask_from on get -inf.
+template <int L>
+STOKE_CPU_CLONES void product_rows(const float* a, int64_t a_stride, const float* b, int64_t b_stride, int64_t n,
+                                   int64_t cols, int64_t mask_from, float* out, int64_t out_stride) {
+  constexpr int kW = Lanes<L>::kW;
+  int64_t j0 = 0;
+  for (; j0 + kW * L <= cols; j0 += kW * L) {
+    VecOf<L> acc[kRows][kW];
+    product_tile<L, kW>(a, a_stride, b + j0, b_stride, n, acc);
+    store_scores<L, kW>(acc, j0, out_stride, mask_from, out);
+  }
+  for (; j0 < cols; j0 += L) {
+    VecOf<L> acc[kRows][1];
+    product_tile<L, 1>(a, a_stride, b + j0, b_stride, n, acc);
+    store_scores<L, 1>(acc, j0, out_stride, mask_from, out);
+  }
+}
+
+// dst[c][0:Lp] += sum over r < kRows of coef[r][c] * rows[r][0:Lp] for every
+// c < dst_rows (a multiple of kRows); Lp a multiple of kPad. Each tile of dst
+// is loaded and stored once per call, whatever kRows.
+template <int L, int kW>
+[[gnu::always_inline]] inline void accumulate_tile(float* dst, int64_t Lp, const float* coef, int64_t coef_stride,
+                                                   const float* rows, int64_t c0, int64_t j0) {
+  VecOf<L> acc[kRows][kW];
+  for (int64_t cc = 0; cc < kRows; ++cc)
+    for (int w = 0; w < kW; ++w) acc[cc][w] = load_vec<L>(dst + (c0 + cc) * Lp + j0 + w * L);
+  for (int64_t r = 0; r < kRows; ++r) {
+    VecOf<L> x[kW];
+    for (int w = 0; w < kW; ++w) x[w] = load_vec<L>(rows + r * Lp + j0 + w * L);
+#pragma GCC unroll 8
+    for (int64_t cc = 0; cc < kRows; ++cc) {
+      const float k = coef[r * coef_stride + c0 + cc];
+      for (int w = 0; w < kW; ++w) acc[cc][w] += k * x[w];
     }
   }
+  for (int64_t cc = 0; cc < kRows; ++cc)
+    for (int w = 0; w < kW; ++w) store_vec<L>(dst + (c0 + cc) * Lp + j0 + w * L, acc[cc][w]);
+}
+
+template <int L>
+STOKE_CPU_CLONES void accumulate_outer(float* dst, int64_t dst_rows, int64_t Lp, const float* coef,
+                                       int64_t coef_stride, const float* rows) {
+  constexpr int kW = Lanes<L>::kW;
+  for (int64_t c0 = 0; c0 < dst_rows; c0 += kRows) {
+    int64_t j0 = 0;
+    for (; j0 + kW * L <= Lp; j0 += kW * L) accumulate_tile<L, kW>(dst, Lp, coef, coef_stride, rows, c0, j0);
+    for (; j0 < Lp; j0 += L) accumulate_tile<L, 1>(dst, Lp, coef, coef_stride, rows, c0, j0);
+  }
+}
+
+// One query row: s (scores, -inf past len) becomes P (Pd with dropout: what
+// dV takes), dp becomes DS; both zero from len on. l: the row's lse; D: its
+// dout . out. kDropout: first draws the row's mask factors, flat indices
+// [first, first + len), into fbuf.
+template <bool kDropout>
+STOKE_CPU_CLONES void row_softmax_grad(int64_t len, int64_t Lp, float l, float D, const MaskKey* key, uint64_t first,
+                                       float* fbuf, float* s, float* dp) {
+  const float* f = kDropout ? mask_factors(*key, first, len, fbuf) : nullptr;
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) {
-    const float z = s[j] - l;  // <= 0 up to rounding
+    const float z = s[j] - l;                           // <= 0 up to rounding
     const float p = z < -69.0f ? 0.0f : exp_approx(z);  // (as the forward: no subnormal products)
     if constexpr (kDropout) {
       s[j] = p * f[j];
@@ -91,73 +147,90 @@ STOKE_CPU_CLONES void row_scores(const float* q, const float* dout, const float*
       dp[j] = p * (dp[j] - D);
     }
   }
+  std::fill(s + len, s + Lp, 0.0f);
+  std::fill(dp + len, dp + Lp, 0.0f);
 }
 
-// dq = ds K (times scale), dK^T += q ds, dV^T += dout p, for one query row;
-// acc: d floats of scratch.
-STOKE_CPU_CLONES void row_grads(const float* q, const float* dout, const float* p, const float* ds, const float* kr,
-                                float* dkt, float* dvt, int64_t d, int64_t len, float scale, float* acc, float* dq) {
-  for (int64_t c = 0; c < d; ++c) {
-    float* dk = dkt + c * len;
-    float* dv = dvt + c * len;
-    const float qc = q[c], gc = dout[c];
-#pragma omp simd
-    for (int64_t j = 0; j < len; ++j) {
-      dk[j] += qc * ds[j];
-      dv[j] += gc * p[j];
+// dst[j][0:d] = src[0:d][j] for j < len (dst rows dst_stride apart; src
+// [dp, Lp]), L x L blocks transposed in registers.
+template <int L>
+[[gnu::always_inline]] inline void store_transposed(const float* src, int64_t Lp, int64_t len, int64_t d, float* dst,
+                                                    int64_t dst_stride) {
+  for (int64_t j0 = 0; j0 < len; j0 += L)
+    for (int64_t c0 = 0; c0 < d; c0 += L) {
+      const int64_t nc = std::min<int64_t>(L, d - c0), nj = std::min<int64_t>(L, len - j0);
+      VecOf<L> r[L];
+      for (int64_t cc = 0; cc < L; ++cc) r[cc] = load_vec<L>(src + (c0 + cc) * Lp + j0);  // rows < dp: padded
+      transpose<L>(r);
+      for (int64_t jj = 0; jj < nj; ++jj) std::memcpy(dst + (j0 + jj) * dst_stride + c0, &r[jj], nc * sizeof(float));
     }
-  }
-  std::fill(acc, acc + d, 0.0f);
-  for (int64_t j = 0; j < len; ++j) {
-    const float w = ds[j];
-    const float* k = kr + j * d;
-#pragma omp simd
-    for (int64_t c = 0; c < d; ++c) acc[c] += w * k[c];
-  }
-  for (int64_t c = 0; c < d; ++c) dq[c] = acc[c] * scale;
 }
 
-template <bool kDropout>
-void backward_item(const float* qkv, const float* out, const float* dout, const float* lse, float* dqkv,
-                   const Dropout* drop, const Item& it, const Geometry& g, Scratch& w) {
+template <int L, bool kDropout>
+STOKE_CPU_CLONES void backward_item(const float* qkv, const float* out, const float* dout, const float* lse,
+                                    float* dqkv, const Dropout* drop, const Item& it, const Geometry& g, Scratch& w) {
   const int64_t len = it.len, d = g.d, C = g.C, D = g.D;
+  const int64_t Lp = round_up(len, kPad), dp = round_up(d, kPad);
   const int64_t qc = it.head * d, kc = (g.heads + it.head) * d, vc = (2 * g.heads + it.head) * d;
-  float* kt = w.kt.data();
-  float* kr = w.kr.data();
-  float* vt = w.vt.data();
-  float* dkt = w.dkt.data();
-  float* dvt = w.dvt.data();
-  float* qs = w.qs.data();
-  for (int64_t j = 0; j < len; ++j) {
-    const float* row = qkv + (it.first + j) * C;
+  const float* rows = qkv + it.first * C;
+  float *kt = w.kt.data(), *vt = w.vt.data(), *kr = w.kr.data(), *qs = w.qs.data(), *go = w.go.data();
+  float *s = w.s.data(), *ds = w.ds.data(), *dkt = w.dkt.data(), *dvt = w.dvt.data(), *dq = w.dq.data();
+  widen_keys_transposed<L>(rows + kc, C, len, d, Lp, kt);
+  widen_keys_transposed<L>(rows + vc, C, len, d, Lp, vt);
+  const int64_t rows_padded = round_up(len, kRows);
+  for (int64_t j = 0; j < rows_padded; ++j) {
+    float* k = kr + j * dp;
+    float* q = qs + j * dp;
+    std::fill(k, k + dp, 0.0f);
+    std::fill(q, q + dp, 0.0f);
+    if (j >= len) continue;
+    const float* row = rows + j * C;
     for (int64_t c = 0; c < d; ++c) {
-      kt[c * len + j] = row[kc + c];
-      kr[j * d + c] = row[kc + c];
-      vt[c * len + j] = row[vc + c];
-      qs[j * d + c] = row[qc + c] * g.scale;  // the forward's scaled q
+      k[c] = row[kc + c];
+      q[c] = row[qc + c] * g.scale;  // the forward's scaled q
     }
   }
-  std::fill(dkt, dkt + d * len, 0.0f);
-  std::fill(dvt, dvt + d * len, 0.0f);
-  for (int64_t i = 0; i < len; ++i) {
-    const int64_t t = it.first + i;
-    const float* go = dout + t * D + it.head * d;
-    const float* o = out + t * D + it.head * d;
-    float Di = 0.0f;
-    for (int64_t c = 0; c < d; ++c) Di += go[c] * o[c];
-    const uint64_t mask_first = kDropout ? static_cast<uint64_t>((t * g.heads + it.head) * drop->max_seqlen) : 0;
-    row_scores<kDropout>(qs + i * d, go, kt, vt, d, len, lse[t * g.heads + it.head], Di,
-                         kDropout ? &drop->key : nullptr, mask_first, w.f.data(), w.s.data(), w.dp.data());
-    row_grads(qs + i * d, go, w.s.data(), w.dp.data(), kr, dkt, dvt, d, len, g.scale, w.dq.data(),
-              dqkv + t * C + qc);
-  }
-  for (int64_t j = 0; j < len; ++j) {
-    float* row = dqkv + (it.first + j) * C;
-    for (int64_t c = 0; c < d; ++c) {
-      row[kc + c] = dkt[c * len + j];
-      row[vc + c] = dvt[c * len + j];
+  std::fill(dkt, dkt + dp * Lp, 0.0f);
+  std::fill(dvt, dvt + dp * Lp, 0.0f);
+  for (int64_t r0 = 0; r0 < len; r0 += kRows) {
+    const int64_t n = std::min(kRows, len - r0);  // real rows of this block
+    float Ds[kRows];
+    for (int64_t r = 0; r < kRows; ++r) {
+      float* gr = go + r * dp;
+      std::fill(gr, gr + dp, 0.0f);
+      Ds[r] = 0.0f;
+      if (r >= n) continue;
+      const int64_t t = it.first + r0 + r;
+      const float* gt = dout + t * D + it.head * d;
+      const float* ot = out + t * D + it.head * d;
+      for (int64_t c = 0; c < d; ++c) {
+        gr[c] = gt[c];
+        Ds[r] += gt[c] * ot[c];
+      }
     }
+    product_rows<L>(qs + r0 * dp, dp, kt, Lp, d, Lp, len, s, Lp);  // S
+    product_rows<L>(go, dp, vt, Lp, d, Lp, Lp, ds, Lp);            // DP
+    for (int64_t r = 0; r < kRows; ++r) {
+      if (r >= n) {  // padding rows add nothing below
+        std::fill(s + r * Lp, s + (r + 1) * Lp, 0.0f);
+        std::fill(ds + r * Lp, ds + (r + 1) * Lp, 0.0f);
+        continue;
+      }
+      const int64_t t = it.first + r0 + r;
+      const uint64_t mask_first = kDropout ? static_cast<uint64_t>((t * g.heads + it.head) * drop->max_seqlen) : 0;
+      row_softmax_grad<kDropout>(len, Lp, lse[t * g.heads + it.head], Ds[r], kDropout ? &drop->key : nullptr,
+                                 mask_first, w.f.data(), s + r * Lp, ds + r * Lp);
+    }
+    product_rows<L>(ds, Lp, kr, dp, len, dp, dp, dq, dp);  // dQ (unscaled)
+    for (int64_t r = 0; r < n; ++r) {
+      float* dst = dqkv + (it.first + r0 + r) * C + qc;
+      for (int64_t c = 0; c < d; ++c) dst[c] = dq[r * dp + c] * g.scale;
+    }
+    accumulate_outer<L>(dkt, dp, Lp, qs + r0 * dp, dp, ds);  // dK^T += Q^T DS
+    accumulate_outer<L>(dvt, dp, Lp, go, dp, s);             // dV^T += dO^T P
   }
+  store_transposed<L>(dkt, Lp, len, d, dqkv + it.first * C + kc, C);
+  store_transposed<L>(dvt, Lp, len, d, dqkv + it.first * C + vc, C);
 }
 
 }  // namespace
@@ -191,19 +264,22 @@ void attention_backward(const TensorView& dqkv, const TensorView& dout, const Te
   const bool parallel = n_items > 1 && work >= static_cast<double>(kParallelMinElements) * 16;
   const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step, dropout.tensor_id), max_seqlen};
   const bool dropping = dropout.p > 0.0f;  // p = 0: the code without dropout, bit for bit
+  with_vector_floats([&](auto lanes) {
+    constexpr int L = decltype(lanes)::value;
 #pragma omp parallel if (parallel)
-  {
-    Scratch scratch(longest, g.d, dropping);
-    if (dropping) {
+    {
+      Scratch scratch(longest, g.d, dropping);
+      if (dropping) {
 #pragma omp for schedule(dynamic)
-      for (int64_t n = 0; n < n_items; ++n)
-        backward_item<true>(x, o, go, l, dx, &drop, items[static_cast<size_t>(n)], g, scratch);
-    } else {
+        for (int64_t n = 0; n < n_items; ++n)
+          backward_item<L, true>(x, o, go, l, dx, &drop, items[static_cast<size_t>(n)], g, scratch);
+      } else {
 #pragma omp for schedule(dynamic)
-      for (int64_t n = 0; n < n_items; ++n)
-        backward_item<false>(x, o, go, l, dx, nullptr, items[static_cast<size_t>(n)], g, scratch);
+        for (int64_t n = 0; n < n_items; ++n)
+          backward_item<L, false>(x, o, go, l, dx, nullptr, items[static_cast<size_t>(n)], g, scratch);
+      }
     }
-  }
+  });
   finish_output(dqkv, dx);
 }
 

@@ -25,9 +25,10 @@ void convert(const TensorView& out, const TensorView& in);
 // to f32), to cover that path on machines that do have it. Not thread-safe
 // against concurrent linear calls; set it only around a test.
 void set_linear_native_bf16_for_testing(bool allowed);
-// For tests: run attention (and its training forward) with vectors of 8 or 16
-// floats whatever the CPU (0: by the CPU, 16 with AVX-512), so the op table
-// covers both on one machine. Same thread-safety as the switch above.
+// For tests: run attention (and its training forward and backward) with
+// vectors of 8 or 16 floats whatever the CPU (0: by the CPU, 16 with
+// AVX-512), so the op tables cover both on one machine. Same thread-safety as
+// the switch above.
 void set_attention_vector_floats_for_testing(int floats);
 // Primitives held in linear's cache (for tests of the bound).
 size_t linear_cached_primitives();

@@ -1,0 +1,189 @@
+// Pieces the attention kernels share (fast_attention.cc, the forward, and
+// fast_backward_attention.cc): generic vectors of L floats (16 with AVX-512,
+// 8 elsewhere: attention_vector_floats), register-blocked product tiles,
+// in-register L x L transposes and widening loads. Every helper is inlined
+// into the kernels' per-ISA clones; include this header first in a kernel
+// file, after its -Wpsabi pragma (see fast_attention.cc).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "core/half.h"
+
+namespace stoke::cpu::fast::tiles {
+
+constexpr int64_t kRows = 8;  // 8 independent FMA chains: enough to hide FMA latency on 2 ports
+constexpr int64_t kPad = 16;  // keys and head dims are zero-padded to a multiple of this (of every L)
+
+inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// The compiler's generic vector types (not ISA intrinsics) for L floats: each
+// clone lowers them to its own instructions. Left to itself the
+// auto-vectoriser vectorised these loops across query rows instead, 10x slower.
+template <int L>
+struct Lanes {
+  typedef float Vec __attribute__((vector_size(L * sizeof(float))));
+  typedef uint16_t Halves __attribute__((vector_size(L * sizeof(uint16_t))));
+  typedef uint32_t Words __attribute__((vector_size(L * sizeof(uint32_t))));
+  // Vectors per tile row: 2 x 16 (16 zmm accumulators of 32), 1 x 8 (8 ymm
+  // accumulators of AVX2's 16).
+  static constexpr int kW = L == 16 ? 2 : 1;
+};
+
+template <int L>
+using VecOf = typename Lanes<L>::Vec;
+
+template <int L>
+[[gnu::always_inline]] inline VecOf<L> load_vec(const float* p) {
+  VecOf<L> v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+template <int L>
+[[gnu::always_inline]] inline void store_vec(float* p, VecOf<L> v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+// kRows x (kW * L) tiles of the two products below. With L = 16, kW = 2 makes
+// each step 2 vector loads and 8 broadcasts for 16 FMAs, so the FMAs rather
+// than the loads set the pace; kW = 1 covers an odd last vector.
+//   scores: s[r][j0 + :] = sum over c < d of q[r][c] * kt[c][j0 + :]
+//   values: o[r][c0 + :] = sum over j < len of p[r][j] * v[j][c0 + :]
+// a[r * a_stride + i] is the broadcast operand, b + i * b_stride the vector
+// one, i running over the reduced dimension (n of them).
+template <int L, int kW>
+[[gnu::always_inline]] inline void product_tile(const float* a, int64_t a_stride, const float* b, int64_t b_stride,
+                                                int64_t n, VecOf<L> (&acc)[kRows][kW]) {
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int w = 0; w < kW; ++w) acc[r][w] = VecOf<L>{};
+  for (int64_t i = 0; i < n; ++i) {
+    VecOf<L> x[kW];
+    for (int w = 0; w < kW; ++w) x[w] = load_vec<L>(b + i * b_stride + w * L);
+#pragma GCC unroll 8
+    for (int64_t r = 0; r < kRows; ++r) {
+      const float ar = a[r * a_stride + i];
+      for (int w = 0; w < kW; ++w) acc[r][w] += ar * x[w];
+    }
+  }
+}
+
+template <int L, size_t... I>
+[[gnu::always_inline]] inline VecOf<L> lane_numbers(std::index_sequence<I...>) {
+  return VecOf<L>{static_cast<float>(I)...};
+}
+
+// Columns from len on (the padding of the last block) get -inf, so the
+// softmax may run over whole vectors: they neither win the max nor add to the
+// sum (their exp is exactly 0).
+template <int L, int kW>
+[[gnu::always_inline]] inline void store_scores(VecOf<L> (&acc)[kRows][kW], int64_t j0, int64_t Lp, int64_t len,
+                                                float* s) {
+  for (int w = 0; w < kW; ++w) {
+    const int64_t first = j0 + w * L;
+    if (first + L > len) {
+      const auto real = lane_numbers<L>(std::make_index_sequence<L>{}) < static_cast<float>(len - first);
+      const VecOf<L> minus_inf = VecOf<L>{} - __builtin_inff();
+      for (int64_t r = 0; r < kRows; ++r) acc[r][w] = real ? acc[r][w] : minus_inf;
+    }
+    for (int64_t r = 0; r < kRows; ++r) store_vec<L>(s + r * Lp + first, acc[r][w]);
+  }
+}
+
+// One round of the in-register L x L transpose: rows a and b, s apart, swap
+// their off-diagonal s x s sub-blocks (a keeps its lanes with bit s clear and
+// takes b's; b the other way round).
+template <int L, int s, size_t... I>
+[[gnu::always_inline]] inline void swap_blocks(VecOf<L>& a, VecOf<L>& b, std::index_sequence<I...>) {
+  const VecOf<L> lo = __builtin_shufflevector(a, b, ((I & s) == 0 ? int(I) : int(L + I - s))...);
+  const VecOf<L> hi = __builtin_shufflevector(a, b, ((I & s) == 0 ? int(I + s) : int(L + I))...);
+  a = lo;
+  b = hi;
+}
+
+template <int L, int s>
+[[gnu::always_inline]] inline void swap_round(VecOf<L>* r) {
+#pragma GCC unroll 16
+  for (int i = 0; i < L; ++i)
+    if ((i & s) == 0) swap_blocks<L, s>(r[i], r[i + s], std::make_index_sequence<L>{});
+}
+
+// r[i][j] becomes r[j][i]: log2(L) rounds of L two-source shuffles (64 for
+// L = 16) instead of L * L scalar loads and strided stores.
+template <int L>
+[[gnu::always_inline]] inline void transpose(VecOf<L>* r) {
+  if constexpr (L == 16) swap_round<L, 8>(r);
+  swap_round<L, 4>(r);
+  swap_round<L, 2>(r);
+  swap_round<L, 1>(r);
+}
+
+// L values of T from p, widened, built in registers: a vector load for f32, a
+// zero-extension and shift for bf16 (its bits are the f32's top half).
+// (Filling a float[L] on the stack and loading it as one vector stalls on
+// store forwarding — it was a fifth of the op.) Results go through references:
+// GCC checks a call returning a vector where a template is instantiated.
+template <int L>
+[[gnu::always_inline]] inline void widen_full(const float* p, VecOf<L>& v) {
+  v = load_vec<L>(p);
+}
+template <int L>
+[[gnu::always_inline]] inline void widen_full(const bf16* p, VecOf<L>& v) {
+  typename Lanes<L>::Halves h;
+  std::memcpy(&h, p, sizeof(h));
+  const auto w = __builtin_convertvector(h, typename Lanes<L>::Words) << 16;
+  std::memcpy(&v, &w, sizeof(v));
+}
+template <int L>
+[[gnu::always_inline]] inline void widen_full(const f16* p, VecOf<L>& v) {
+  for (int i = 0; i < L; ++i) v[i] = to_float(p[i]);
+}
+
+// n (<= L) values of T from p, widened, zero beyond n.
+template <int L, class T>
+[[gnu::always_inline]] inline void load_widened(const T* p, int64_t n, VecOf<L>& v) {
+  if (n == L) {
+    widen_full<L>(p, v);
+    return;
+  }
+  v = VecOf<L>{};
+  for (int64_t i = 0; i < n; ++i) v[i] = to_float(p[i]);
+}
+
+// K^T [d, Lp] of one head's keys (rows C apart), zero beyond the sequence
+// (len rows): blocks of L keys x L dims, each transposed in registers. (V^T too.)
+template <int L, class T>
+[[gnu::always_inline]] inline void widen_keys_transposed(const T* keys, int64_t C, int64_t len, int64_t d, int64_t Lp,
+                                                         float* kt) {
+  for (int64_t j0 = 0; j0 < Lp; j0 += L)
+    for (int64_t c0 = 0; c0 < d; c0 += L) {
+      const int64_t nc = std::min<int64_t>(L, d - c0);
+      VecOf<L> r[L];
+      for (int64_t jj = 0; jj < L; ++jj) {
+        if (j0 + jj < len)
+          load_widened<L>(keys + (j0 + jj) * C + c0, nc, r[jj]);
+        else
+          r[jj] = VecOf<L>{};
+      }
+      transpose<L>(r);
+      for (int64_t cc = 0; cc < nc; ++cc) store_vec<L>(kt + (c0 + cc) * Lp + j0, r[cc]);
+    }
+}
+
+// 16 where the CPU has AVX-512 (its clones run), else 8; a test may force
+// either (set_attention_vector_floats_for_testing).
+int attention_vector_floats();
+
+// Calls f(std::integral_constant<int, L>{}) with L = attention_vector_floats().
+template <class F>
+void with_vector_floats(F&& f) {
+  if (attention_vector_floats() == 16)
+    f(std::integral_constant<int, 16>{});
+  else
+    f(std::integral_constant<int, 8>{});
+}
+
+}  // namespace stoke::cpu::fast::tiles
