@@ -48,13 +48,13 @@ template <int L>
   std::memcpy(p, &v, sizeof(v));
 }
 
-// kRows x (kW * L) tiles of the two products below. With L = 16, kW = 2 makes
-// each step 2 vector loads and 8 broadcasts for 16 FMAs, so the FMAs rather
-// than the loads set the pace; kW = 1 covers an odd last vector.
-//   scores: s[r][j0 + :] = sum over c < d of q[r][c] * kt[c][j0 + :]
-//   values: o[r][c0 + :] = sum over j < len of p[r][j] * v[j][c0 + :]
-// a[r * a_stride + i] is the broadcast operand, b + i * b_stride the vector
-// one, i running over the reduced dimension (n of them).
+// One kRows x (kW * L) tile of a product acc[r][:] = sum over i < n of
+// a[r * a_stride + i] * b[i * b_stride + :] — the broadcast operand a, the
+// vector one b, i running over the reduced dimension. The forward's
+// S = Q K^T and O = P V are such products, and the backward's DP = dO V^T and
+// dQ = DS K. With L = 16, kW = 2 makes each step 2 vector loads and 8
+// broadcasts for 16 FMAs, so the FMAs rather than the loads set the pace;
+// kW = 1 covers an odd last vector.
 template <int L, int kW>
 [[gnu::always_inline]] inline void product_tile(const float* a, int64_t a_stride, const float* b, int64_t b_stride,
                                                 int64_t n, VecOf<L> (&acc)[kRows][kW]) {
@@ -76,9 +76,10 @@ template <int L, size_t... I>
   return VecOf<L>{static_cast<float>(I)...};
 }
 
-// Columns from len on (the padding of the last block) get -inf, so the
+// Stores a tile at columns j0 on, rows Lp apart. Columns from len on (keys
+// past a sequence's end, the padding of the last block) get -inf, so a
 // softmax may run over whole vectors: they neither win the max nor add to the
-// sum (their exp is exactly 0).
+// sum (their exp is exactly 0). A len past the last column masks nothing.
 template <int L, int kW>
 [[gnu::always_inline]] inline void store_scores(VecOf<L> (&acc)[kRows][kW], int64_t j0, int64_t Lp, int64_t len,
                                                 float* s) {
