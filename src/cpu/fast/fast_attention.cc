@@ -78,40 +78,16 @@ struct Dropout {
   int64_t max_seqlen;  // the row stride of the mask's flat index
 };
 
-// s[r][0:Lp] = q[r][0:d] . kt[0:d][0:Lp] for kRows rows; Lp a multiple of kPad.
+// s[r][0:Lp] = q[r][0:d] . kt[0:d][0:Lp] for kRows rows, keys from len on -inf.
 template <int L>
 STOKE_CPU_CLONES void scores_block(const float* q, int64_t d, const float* kt, int64_t Lp, int64_t len, float* s) {
-  constexpr int kW = Lanes<L>::kW;
-  int64_t j0 = 0;
-  for (; j0 + kW * L <= Lp; j0 += kW * L) {
-    VecOf<L> acc[kRows][kW];
-    product_tile<L, kW>(q, d, kt + j0, Lp, d, acc);
-    store_scores<L, kW>(acc, j0, Lp, len, s);
-  }
-  for (; j0 < Lp; j0 += L) {
-    VecOf<L> acc[kRows][1];
-    product_tile<L, 1>(q, d, kt + j0, Lp, d, acc);
-    store_scores<L, 1>(acc, j0, Lp, len, s);
-  }
+  product_rows<L>(q, d, kt, Lp, d, Lp, len, s, Lp);
 }
 
-// o[r][0:dp] = p[r][0:len] . v[0:len][0:dp] for kRows rows; dp a multiple of
-// kPad.
+// o[r][0:dp] = p[r][0:len] . v[0:len][0:dp] for kRows rows.
 template <int L>
 STOKE_CPU_CLONES void values_block(const float* p, int64_t Lp, int64_t len, const float* v, int64_t dp, float* o) {
-  constexpr int kW = Lanes<L>::kW;
-  int64_t c0 = 0;
-  for (; c0 + kW * L <= dp; c0 += kW * L) {
-    VecOf<L> acc[kRows][kW];
-    product_tile<L, kW>(p, Lp, v + c0, dp, len, acc);
-    for (int64_t r = 0; r < kRows; ++r)
-      for (int w = 0; w < kW; ++w) store_vec<L>(o + r * dp + c0 + w * L, acc[r][w]);
-  }
-  for (; c0 < dp; c0 += L) {
-    VecOf<L> acc[kRows][1];
-    product_tile<L, 1>(p, Lp, v + c0, dp, len, acc);
-    for (int64_t r = 0; r < kRows; ++r) store_vec<L>(o + r * dp + c0, acc[r][0]);
-  }
+  product_rows<L>(p, Lp, v, dp, len, dp, dp, o, dp);
 }
 
 // Horizontal max and sum of a vector: a tree of shuffles, each folding lanes

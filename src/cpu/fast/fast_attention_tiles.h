@@ -94,6 +94,28 @@ template <int L, int kW>
   }
 }
 
+// out[r][0:cols] = sum over i < n of a[r][i] * b[i][0:cols] for kRows rows (a
+// row-major with a_stride, b with b_stride, out with out_stride), cols a
+// multiple of kPad, in whole tiles; columns from mask_from on get -inf (see
+// store_scores; pass cols to mask nothing).
+template <int L>
+[[gnu::always_inline]] inline void product_rows(const float* a, int64_t a_stride, const float* b, int64_t b_stride,
+                                                int64_t n, int64_t cols, int64_t mask_from, float* out,
+                                                int64_t out_stride) {
+  constexpr int kW = Lanes<L>::kW;
+  int64_t j0 = 0;
+  for (; j0 + kW * L <= cols; j0 += kW * L) {
+    VecOf<L> acc[kRows][kW];
+    product_tile<L, kW>(a, a_stride, b + j0, b_stride, n, acc);
+    store_scores<L, kW>(acc, j0, out_stride, mask_from, out);
+  }
+  for (; j0 < cols; j0 += L) {
+    VecOf<L> acc[kRows][1];
+    product_tile<L, 1>(a, a_stride, b + j0, b_stride, n, acc);
+    store_scores<L, 1>(acc, j0, out_stride, mask_from, out);
+  }
+}
+
 // One round of the in-register L x L transpose: rows a and b, s apart, swap
 // their off-diagonal s x s sub-blocks (a keeps its lanes with bit s clear and
 // takes b's; b the other way round).

@@ -74,26 +74,6 @@ struct Scratch {
   }
 };
 
-// out[r][0:cols] = sum over i < n of a[r][i] * b[i][0:cols], for kRows rows
-// (a row-major with a_stride, b with b_stride, out with out_stride); cols a
-// multiple of kPad; columns from mask_from on get -inf.
-template <int L>
-STOKE_CPU_CLONES void product_rows(const float* a, int64_t a_stride, const float* b, int64_t b_stride, int64_t n,
-                                   int64_t cols, int64_t mask_from, float* out, int64_t out_stride) {
-  constexpr int kW = Lanes<L>::kW;
-  int64_t j0 = 0;
-  for (; j0 + kW * L <= cols; j0 += kW * L) {
-    VecOf<L> acc[kRows][kW];
-    product_tile<L, kW>(a, a_stride, b + j0, b_stride, n, acc);
-    store_scores<L, kW>(acc, j0, out_stride, mask_from, out);
-  }
-  for (; j0 < cols; j0 += L) {
-    VecOf<L> acc[kRows][1];
-    product_tile<L, 1>(a, a_stride, b + j0, b_stride, n, acc);
-    store_scores<L, 1>(acc, j0, out_stride, mask_from, out);
-  }
-}
-
 // dst[c][0:Lp] += sum over r < kRows of coef[r][c] * rows[r][0:Lp] for every
 // c < dst_rows (a multiple of kRows); Lp a multiple of kPad. Each tile of dst
 // is loaded and stored once per call, whatever kRows.
