@@ -107,6 +107,9 @@ Result run(const Case& c, dnnl::engine& eng, dnnl::stream& strm, double seconds)
 
 // kChains independent FMA chains per thread (enough to cover FMA latency on
 // two ports), iters steps; returns a value so the loop is not optimised away.
+// One function per ISA, alike in shape: intrinsics only inline into a
+// function compiled for their target, so a shared template body cannot hold
+// them.
 constexpr int kChains = 12;
 
 __attribute__((target("avx512f"))) float fma_loop_avx512(long iters) {

@@ -30,6 +30,16 @@ __device__ __forceinline__ float load(const void* p, Elem e, int64_t i) {
   }
 }
 
+// v as an element of type e holds it (round to nearest even, as store writes
+// it): what load would read back, without the round trip through memory.
+__device__ __forceinline__ float rounded(Elem e, float v) {
+  switch (e) {
+    case Elem::bf16: return __bfloat162float(__float2bfloat16_rn(v));
+    case Elem::f16: return __half2float(__float2half_rn(v));
+    default: return v;
+  }
+}
+
 // Round to nearest even, as the CPU kernels do.
 __device__ __forceinline__ void store(void* p, Elem e, int64_t i, float v) {
   switch (e) {

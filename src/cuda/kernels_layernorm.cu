@@ -29,7 +29,7 @@ struct LnOut {
 };
 
 // Normalises row[0:H) (shared memory) and stores it at row t of out (and of
-// the second copy, converted from out's stored value: what convert writes).
+// the second copy, converted from out's value as stored: what convert writes).
 __device__ void normalize_and_store(float* row, float* scratch, const LnParams& p, const LnOut& o, int64_t t) {
   const int64_t H = p.H;
   float s = 0.0f;
@@ -45,7 +45,7 @@ __device__ void normalize_and_store(float* row, float* scratch, const LnParams& 
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
     const float y = (row[i] - mean) * rstd * load(p.gamma, p.gamma_e, i) + load(p.beta, p.beta_e, i);
     store(o.out, o.out_e, t * H + i, y);
-    if (o.low) store(o.low, o.low_e, t * H + i, load(o.out, o.out_e, t * H + i));
+    if (o.low) store(o.low, o.low_e, t * H + i, rounded(o.out_e, y));
   }
 }
 

@@ -78,18 +78,6 @@ struct Dropout {
   int64_t max_seqlen;  // the row stride of the mask's flat index
 };
 
-// s[r][0:Lp] = q[r][0:d] . kt[0:d][0:Lp] for kRows rows, keys from len on -inf.
-template <int L>
-STOKE_CPU_CLONES void scores_block(const float* q, int64_t d, const float* kt, int64_t Lp, int64_t len, float* s) {
-  product_rows<L>(q, d, kt, Lp, d, Lp, len, s, Lp);
-}
-
-// o[r][0:dp] = p[r][0:len] . v[0:len][0:dp] for kRows rows.
-template <int L>
-STOKE_CPU_CLONES void values_block(const float* p, int64_t Lp, int64_t len, const float* v, int64_t dp, float* o) {
-  product_rows<L>(p, Lp, v, dp, len, dp, dp, o, dp);
-}
-
 // Horizontal max and sum of a vector: a tree of shuffles, each folding lanes
 // `width` apart onto each other (halves, quarters, ...).
 template <int L, int width, size_t... I>
@@ -201,7 +189,7 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
       for (int64_t c = 0; c < d; ++c) q[c] = to_float(qj[c]) * g.scale;
     }
   }
-  widen_keys_transposed<L>(rows + (g.heads + it.head) * d, C, len, d, Lp, kt);
+  widen_transposed<L>(rows + (g.heads + it.head) * d, C, len, d, Lp, kt);
   const int64_t n_all = it.i1 - it.i0;
   std::fill(qs + n_all * d, qs + round_up(n_all, kRows) * d,
             0.0f);  // the last block's padding rows
@@ -210,7 +198,7 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
   float sums[kRows], maxes[kRows];
   for (int64_t r0 = 0; r0 < n_all; r0 += kRows) {
     const int64_t n = std::min(kRows, n_all - r0);  // real rows of this block
-    scores_block<L>(qs + r0 * d, d, kt, Lp, len, s);
+    product_rows<L>(qs + r0 * d, d, kt, Lp, d, Lp, len, s, Lp);  // S = Q K^T, keys from len on -inf
     softmax_rows<L>(s, n, Lp, sums, maxes);
     if constexpr (kDropout) {
       for (int64_t r = 0; r < n; ++r) {
@@ -222,7 +210,7 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
         for (int64_t j = 0; j < len; ++j) x[j] *= f[j];
       }
     }
-    values_block<L>(s, Lp, len, v, dp, o);
+    product_rows<L>(s, Lp, v, dp, len, dp, dp, o, dp);  // O = P V (unnormalised)
     for (int64_t r = 0; r < n; ++r) {
       const float inv = 1.0f / sums[r];
       T* oi = out + (it.first + it.i0 + r0 + r) * g.heads * d + it.head * d;

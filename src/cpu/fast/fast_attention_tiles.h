@@ -176,23 +176,24 @@ template <int L, class T>
   for (int64_t i = 0; i < n; ++i) v[i] = to_float(p[i]);
 }
 
-// K^T [d, Lp] of one head's keys (rows C apart), zero beyond the sequence
-// (len rows): blocks of L keys x L dims, each transposed in registers. (V^T too.)
+// K^T [d, Lp] (or V^T) of one head: rows[j][0:d] for j < len (rows C
+// apart), transposed and widened, zero beyond the sequence; blocks of L keys x
+// L dims, each transposed in registers.
 template <int L, class T>
-[[gnu::always_inline]] inline void widen_keys_transposed(const T* keys, int64_t C, int64_t len, int64_t d, int64_t Lp,
-                                                         float* kt) {
+[[gnu::always_inline]] inline void widen_transposed(const T* rows, int64_t C, int64_t len, int64_t d, int64_t Lp,
+                                                    float* out) {
   for (int64_t j0 = 0; j0 < Lp; j0 += L)
     for (int64_t c0 = 0; c0 < d; c0 += L) {
       const int64_t nc = std::min<int64_t>(L, d - c0);
       VecOf<L> r[L];
       for (int64_t jj = 0; jj < L; ++jj) {
         if (j0 + jj < len)
-          load_widened<L>(keys + (j0 + jj) * C + c0, nc, r[jj]);
+          load_widened<L>(rows + (j0 + jj) * C + c0, nc, r[jj]);
         else
           r[jj] = VecOf<L>{};
       }
       transpose<L>(r);
-      for (int64_t cc = 0; cc < nc; ++cc) store_vec<L>(kt + (c0 + cc) * Lp + j0, r[cc]);
+      for (int64_t cc = 0; cc < nc; ++cc) store_vec<L>(out + (c0 + cc) * Lp + j0, r[cc]);
     }
 }
 

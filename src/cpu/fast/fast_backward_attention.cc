@@ -155,8 +155,8 @@ STOKE_CPU_CLONES void backward_item(const float* qkv, const float* out, const fl
   const float* rows = qkv + it.first * C;
   float *kt = w.kt.data(), *vt = w.vt.data(), *kr = w.kr.data(), *qs = w.qs.data(), *go = w.go.data();
   float *s = w.s.data(), *ds = w.ds.data(), *dkt = w.dkt.data(), *dvt = w.dvt.data(), *dq = w.dq.data();
-  widen_keys_transposed<L>(rows + kc, C, len, d, Lp, kt);
-  widen_keys_transposed<L>(rows + vc, C, len, d, Lp, vt);
+  widen_transposed<L>(rows + kc, C, len, d, Lp, kt);
+  widen_transposed<L>(rows + vc, C, len, d, Lp, vt);
   const int64_t rows_padded = round_up(len, kRows);
   for (int64_t j = 0; j < rows_padded; ++j) {
     float* k = kr + j * dp;
