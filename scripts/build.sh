@@ -3,9 +3,11 @@
 #   scripts/build.sh release   optimised build, CUDA backend when nvcc is found
 #   scripts/build.sh asan      ASan+UBSan, CPU only (unit tests)
 #   scripts/build.sh fuzz      clang + libFuzzer targets
+#   scripts/build.sh release stoke   only the named targets (here: the CLI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour="${1:-release}"
+shift || true
 jobs="${STOKE_JOBS:-$(nproc)}"
 case "$flavour" in
   release) args=(-DCMAKE_BUILD_TYPE=Release -DSTOKE_CUDA=AUTO) ;;
@@ -16,4 +18,4 @@ case "$flavour" in
   *) echo "usage: $0 release|asan|tsan|fuzz" >&2; exit 2 ;;
 esac
 cmake -S . -B "build/$flavour" -G Ninja "${args[@]}" >/dev/null
-ninja -C "build/$flavour" -j "$jobs"
+ninja -C "build/$flavour" -j "$jobs" "$@"
