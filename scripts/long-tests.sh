@@ -3,7 +3,9 @@
 # the unit and pipeline tests, 50 random kill -9s of an embed job, 40 of a
 # training run, training checkpoints loaded by transformers, every corpus text
 # against the reference tokenizers, each fuzz target for a minute, and the
-# tokenizer, pipeline and training benchmarks.
+# tokenizer, pipeline and training benchmarks; last, both README commands on a
+# fresh Debian 12 root (scripts/check-fresh-machine.sh: needs root and Debian's
+# mirrors; STOKE_SKIP_FRESH_ROOT=1 leaves it out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -48,3 +50,8 @@ bench/pipeline/run.sh
 
 echo "== training benchmark"
 bench/train_cpu/run.sh
+
+if [ "${STOKE_SKIP_FRESH_ROOT:-0}" != 1 ]; then
+  echo "== both README commands on a fresh Debian 12 root"
+  scripts/check-fresh-machine.sh
+fi
