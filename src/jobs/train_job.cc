@@ -19,6 +19,7 @@
 #include "jobs/job_threads.h"
 #include "jobs/model_session.h"
 #include "jobs/model_tokenizer.h"
+#include "jobs/train_output.h"
 #include "jobs/version.h"
 #include "model/encoder_training.h"
 #include "model/trainable_encoder.h"
@@ -42,6 +43,14 @@ json read_json_file(const fs::path& p) {
   return j;
 }
 
+json read_json_array(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error(Errc::io, p.string() + ": cannot open");
+  json j = json::parse(in, nullptr, false);
+  if (!j.is_array()) throw Error(Errc::format, p.string() + ": expected a JSON array");
+  return j;
+}
+
 double config_number(const json& c, const char* key, double fallback) {
   auto it = c.find(key);
   return it != c.end() && it->is_number() ? it->get<double>() : fallback;
@@ -54,6 +63,31 @@ std::vector<fs::path> tokenizer_files(const fs::path& dir) {
   for (const char* name : {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                            "sentencepiece.bpe.model", "added_tokens.json", "spiece.model"})
     if (fs::is_regular_file(dir / name)) out.push_back(dir / name);
+  return out;
+}
+
+// The base folder's sentence-transformers files (modules.json, its config
+// files, and the files of each module folder modules.json names), by their
+// name inside the folder: copied into every checkpoint and the final model,
+// so `stoke embed` on the trained folder pools and normalizes as the base did
+// instead of silently falling back to unnormalized mean pooling.
+std::vector<std::pair<std::string, fs::path>> sentence_transformers_files(const fs::path& dir) {
+  std::vector<std::pair<std::string, fs::path>> out;
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / "modules.json", ec)) return out;
+  for (const char* name : {"modules.json", "sentence_bert_config.json", "config_sentence_transformers.json"})
+    if (fs::is_regular_file(dir / name, ec)) out.push_back({name, dir / name});
+  const json modules = read_json_array(dir / "modules.json");
+  for (const json& m : modules) {
+    const std::string sub = m.is_object() ? m.value("path", std::string()) : std::string();
+    const fs::path rel = fs::path(sub).lexically_normal();
+    // Module folders only: the Transformer's "" is the folder itself, and a
+    // path leaving the folder is not the model's to copy.
+    if (sub.empty() || rel.is_absolute() || rel.empty() || *rel.begin() == ".." || rel == ".") continue;
+    if (!fs::is_directory(dir / rel, ec)) continue;
+    for (const auto& e : fs::directory_iterator(dir / rel, ec))
+      if (e.is_regular_file()) out.push_back({(rel / e.path().filename()).generic_string(), e.path()});
+  }
   return out;
 }
 
@@ -134,45 +168,10 @@ TrainSummary run_train(const TrainOptions& o) {
   sum.precision = o.common.precision;
   const fs::path out(o.output);
 
-  // ---- output folder: fresh, overwrite, or resume
-  fs::path resume_dir;
-  {
-    std::error_code ec;
-    const bool exists = fs::exists(out, ec);
-    if (exists && !fs::is_directory(out)) throw Error(Errc::invalid_argument, o.output + ": exists and is not a folder");
-    if (exists) train::remove_partial_checkpoints(out);
-    auto checkpoints = exists ? train::list_checkpoints(out) : std::vector<std::pair<int64_t, fs::path>>{};
-    const bool has_output = exists && (!checkpoints.empty() || fs::exists(out / "model.safetensors") ||
-                                       fs::exists(out / "log.jsonl"));
-    if (o.resume && !o.resume_from.empty()) {
-      resume_dir = o.resume_from;
-      train::verify_checkpoint(resume_dir);
-    } else if (o.resume) {
-      for (auto it = checkpoints.rbegin(); it != checkpoints.rend(); ++it) {
-        try {
-          train::verify_checkpoint(it->second);
-          resume_dir = it->second;
-          break;
-        } catch (const Error& e) {
-          sum.notes.push_back(std::string("skipping a damaged checkpoint: ") + e.what());
-        }
-      }
-      if (resume_dir.empty() && has_output)
-        sum.notes.push_back("no usable checkpoint in " + o.output + ": starting from the beginning");
-    } else if (has_output && !o.overwrite) {
-      throw Error(Errc::refused, o.output + " already holds a training run (checkpoints, model or log); --resume "
-                                            "continues it, --overwrite replaces it");
-    }
-    if (o.overwrite && has_output && !o.resume) {
-      for (auto& [step, dir] : checkpoints) fs::remove_all(dir, ec);
-      for (const char* f : {"model.safetensors", "optimizer.safetensors", "log.jsonl", "run.json", "checksums.json",
-                            "trainer_state.json"})
-        fs::remove(out / f, ec);
-    }
-    fs::create_directories(out, ec);
-    if (ec) throw Error(Errc::io, o.output + ": cannot create: " + ec.message());
-    if (resume_dir.empty() && fs::exists(out / "log.jsonl")) fs::remove(out / "log.jsonl", ec);
-  }
+  // ---- output folder: locked, then fresh, overwrite, or resume
+  TrainOutputStart output = prepare_train_output(o);
+  const fs::path resume_dir = output.resume_dir;
+  sum.notes = output.notes;
 
   // ---- model, tokenizer, data
   ModelTokenizer mt = open_model_tokenizer(o.common.model, o.common.max_length);
@@ -204,8 +203,9 @@ TrainSummary run_train(const TrainOptions& o) {
     if (!o.common.input_format.empty()) er.format = input_format_from_name(o.common.input_format);
     raw_eval = train::read_raw_dataset(er, skip_bad);
   }
-  const train::LabelSpace labels = train::resolve_labels(base_config, raw_train, o.num_labels);
-  if (!labels.notice.empty()) sum.notes.push_back(labels.notice);
+  const train::LabelSpace labels = train::resolve_labels(base_config, raw_train, o.num_labels, o.new_labels);
+  // Said once, by the run that made the change; a --resume continues it.
+  if (!labels.notice.empty() && resume_dir.empty()) sum.notes.push_back(labels.notice);
   HfConfig config = base_config;
   config.id2label = labels.id2label;
   config.label2id.clear();
@@ -366,6 +366,7 @@ TrainSummary run_train(const TrainOptions& o) {
   train::SaveContext save;
   save.config_json = trained_config_json(config_raw, config);
   save.tokenizer_files = tokenizer_files(mt.folder.model_dir);
+  save.extra_files = sentence_transformers_files(mt.folder.model_dir);
   train::Trainer trainer(*enc, *backend, t, train_examples, raw_eval ? &eval_examples : nullptr, labels.regression,
                          save);
   if (!resume_dir.empty()) {
@@ -386,6 +387,7 @@ TrainSummary run_train(const TrainOptions& o) {
     c.params = params.data();
     c.config_json = save.config_json;
     c.tokenizer_files = save.tokenizer_files;
+    c.extra_files = save.extra_files;
     if (o.load_best && r.best_metric && r.best_step != r.steps) {
       // The best evaluation's weights, from its checkpoint.
       const fs::path best = train::checkpoint_path(out, r.best_step);
