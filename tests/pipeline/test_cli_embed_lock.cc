@@ -87,6 +87,12 @@ std::set<std::string> temp_files(const fs::path& dir) {
   return out;
 }
 
+std::string listing(const fs::path& dir) {
+  std::string out;
+  for (const auto& e : fs::directory_iterator(dir)) out += e.path().filename().string() + " ";
+  return out;
+}
+
 size_t manifest_rows(const fs::path& dir) {
   return json::parse(read_file(dir / "manifest.json"))["counts"]["texts"].get<size_t>();
 }
@@ -118,7 +124,7 @@ TEST(EmbedLock, ResumeOfALiveRunFailsAtOnceAndTheRunCompletes) {
   const pid_t first = spawn_stoke(embed_args(input, out), root / "first.err", {"STOKE_STOP_AT=shard-written:2"});
   ASSERT_TRUE(wait_stopped(first)) << read_file(root / "first.err");
   const std::set<std::string> temps = temp_files(out);
-  ASSERT_FALSE(temps.empty());
+  ASSERT_FALSE(temps.empty()) << listing(out);
   const auto resume = test::run_stoke(embed_args(input, out) + " --resume");
   EXPECT_EQ(resume.status, 1) << resume.err;
   EXPECT_NE(resume.err.find("is in use by stoke embed, pid " + std::to_string(first)), std::string::npos) << resume.err;
