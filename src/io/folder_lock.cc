@@ -111,7 +111,7 @@ FolderLock FolderLock::acquire(const fs::path& dir, std::string_view job, Folder
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw Error(Errc::invalid_argument, dir.string() + ": is a file (expected a folder)");
-  fs::create_directories(dir, ec);
+  const bool made_dir = fs::create_directories(dir, ec);
   if (ec) throw Error(Errc::io, dir.string() + ": cannot create the folder: " + ec.message());
   const fs::path path = dir / kFolderLockName;
   const std::string line =
@@ -148,6 +148,7 @@ FolderLock FolderLock::acquire(const fs::path& dir, std::string_view job, Folder
         lock.path_ = path;
         lock.fd_ = fd;
         lock.kind_ = FolderLockKind::flock;
+        lock.made_dir_ = made_dir;
         return lock;
       }
       const int err = errno;
@@ -179,6 +180,7 @@ FolderLock FolderLock::acquire(const fs::path& dir, std::string_view job, Folder
       lock.path_ = path;
       lock.fd_ = -1;
       lock.kind_ = FolderLockKind::exclusive_file;
+      lock.made_dir_ = made_dir;
       return lock;
     }
     if (errno != EEXIST) fail(path, "create the lock file");
@@ -197,13 +199,17 @@ FolderLock FolderLock::acquire(const fs::path& dir, std::string_view job, Folder
 }
 
 FolderLock::FolderLock(FolderLock&& other) noexcept
-    : path_(std::exchange(other.path_, {})), fd_(std::exchange(other.fd_, -1)), kind_(other.kind_) {}
+    : path_(std::exchange(other.path_, {})),
+      fd_(std::exchange(other.fd_, -1)),
+      made_dir_(std::exchange(other.made_dir_, false)),
+      kind_(other.kind_) {}
 
 FolderLock& FolderLock::operator=(FolderLock&& other) noexcept {
   if (this != &other) {
     release();
     path_ = std::exchange(other.path_, {});
     fd_ = std::exchange(other.fd_, -1);
+    made_dir_ = std::exchange(other.made_dir_, false);
     kind_ = other.kind_;
   }
   return *this;
@@ -218,6 +224,9 @@ void FolderLock::release() noexcept {
   ::unlink(path_.c_str());
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  // rmdir removes only an empty folder: never anything a run wrote.
+  if (made_dir_) ::rmdir(path_.parent_path().c_str());
+  made_dir_ = false;
   path_.clear();
 }
 

@@ -43,7 +43,10 @@ class FolderLock {
   FolderLock& operator=(FolderLock&& other) noexcept;
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;
-  ~FolderLock();  // releases the lock and removes the lock file
+  // Releases the lock and removes the lock file; a folder acquire() made is
+  // removed too when nothing else is in it (a run that failed before writing
+  // leaves no empty folder behind).
+  ~FolderLock();
 
   FolderLockKind kind() const { return kind_; }
   // A line for the user when the lock is not a flock ("" otherwise).
@@ -54,6 +57,7 @@ class FolderLock {
   void release() noexcept;
   std::filesystem::path path_;  // the lock file; empty when not held
   int fd_ = -1;                 // open for flock's lifetime
+  bool made_dir_ = false;       // acquire() created the folder
   FolderLockKind kind_ = FolderLockKind::flock;
 };
 

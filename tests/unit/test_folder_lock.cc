@@ -121,6 +121,20 @@ TEST(FolderLock, ExclusiveFileFallback) {
   EXPECT_TRUE(fs::exists(dir / kFolderLockName));
 }
 
+TEST(FolderLock, AFolderItMadeGoesOnlyWhenEmpty) {
+  const fs::path root = test::scratch_dir("lock-made");
+  { FolderLock lock = FolderLock::acquire(root / "new", "embed"); }
+  EXPECT_FALSE(fs::exists(root / "new"));  // a run that failed before writing leaves nothing
+  {
+    FolderLock lock = FolderLock::acquire(root / "written", "embed");
+    std::ofstream(root / "written" / "manifest.json") << "{}";
+  }
+  EXPECT_TRUE(fs::exists(root / "written" / "manifest.json"));
+  fs::create_directories(root / "existing");
+  { FolderLock lock = FolderLock::acquire(root / "existing", "embed"); }
+  EXPECT_TRUE(fs::exists(root / "existing"));  // not ours to remove
+}
+
 TEST(FolderLock, RefusesAFileAndNamesTheLockFile) {
   const fs::path dir = test::scratch_dir("lock-file");
   std::ofstream(dir / "plain") << "x";
