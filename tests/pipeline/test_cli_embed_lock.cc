@@ -5,7 +5,6 @@
 // mid-commit (it fails at once and the first run completes intact); a holder
 // killed with SIGKILL releases the folder; a user's files stop --overwrite.
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,12 +13,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <vector>
 
 #include "core/file_util.h"
 #include "io/atomic_file.h"
 #include "io/folder_lock.h"
+#include "support/background_stoke.h"
 #include "support/fixtures.h"
 
 namespace stoke {
@@ -42,43 +41,9 @@ std::string embed_args(const fs::path& input, const fs::path& out) {
          " --output " + out.string() + " --quiet --shard-size 40 --sort-window 96 --batch-tokens 2048";
 }
 
-// Starts `stoke <args>` in the background with extra environment entries;
-// stderr goes to err_file. Returns the pid.
-pid_t spawn_stoke(const std::string& args, const fs::path& err_file, const std::vector<std::string>& env = {}) {
-  std::vector<std::string> words;
-  std::istringstream split(args);
-  for (std::string w; split >> w;) words.push_back(w);
-  const std::string binary = test::stoke_binary().string();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    for (const std::string& e : env) ::putenv(::strdup(e.c_str()));
-    const int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int null = ::open("/dev/null", O_RDWR);
-    ::dup2(null, 0);
-    ::dup2(null, 1);
-    ::dup2(err, 2);
-    std::vector<char*> argv{const_cast<char*>(binary.c_str())};
-    for (std::string& w : words) argv.push_back(w.data());
-    argv.push_back(nullptr);
-    ::execv(binary.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// Waits for the process to exit; its exit status (128 + signal when killed).
-int wait_exit(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Waits until the process stops itself (STOKE_STOP_AT); false if it exited instead.
-bool wait_stopped(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, WUNTRACED);
-  return WIFSTOPPED(status);
-}
+using test::spawn_stoke;
+using test::wait_exit;
+using test::wait_stopped;
 
 std::set<std::string> temp_files(const fs::path& dir) {
   std::set<std::string> out;

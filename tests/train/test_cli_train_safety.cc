@@ -6,6 +6,7 @@
 // is not repeated on --resume; a trained folder keeps the base folder's
 // sentence-transformers files, so embed on it still normalizes.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,8 @@
 #include "core/file_util.h"
 #include "core/sha256.h"
 #include "io/npy.h"
+#include "io/folder_lock.h"
+#include "support/background_stoke.h"
 #include "support/fixtures.h"
 
 namespace stoke {
@@ -133,6 +136,27 @@ TEST(TrainSafety, FineTunedLabelsAreKeptUnlessNewLabelsIsGiven) {
   EXPECT_EQ(asked.status, 0) << asked.err;
   EXPECT_NE(asked.err.find("WARNING: --new-labels"), std::string::npos) << asked.err;
   EXPECT_EQ(json::parse(read_file(root / "asked" / "config.json"))["id2label"].size(), 8u);
+}
+
+TEST(TrainSafety, ResumeOfALiveRunFailsAtOnceAndTheRunCompletes) {
+  const fs::path root = test::scratch_dir("cli-train-live");
+  const fs::path out = root / "run";
+  const std::string args = "train --model " + model("tiny-bert") + " --train " + language_data("live", 16).string() +
+                           " --quiet --batch-size 4 --max-steps 4 --save-every 1 --output " + out.string();
+  // The first run stops itself just after its first checkpoint.
+  const pid_t first = test::spawn_stoke(args, root / "first.err", {"STOKE_STOP_AT=checkpoint_saved:1"});
+  ASSERT_TRUE(test::wait_stopped(first)) << read_file(root / "first.err");
+  for (const std::string flag : {" --resume", " --overwrite", ""}) {
+    const auto second = test::run_stoke(args + flag);
+    EXPECT_EQ(second.status, 1) << flag;
+    EXPECT_NE(second.err.find("is in use by stoke train, pid " + std::to_string(first)), std::string::npos)
+        << second.err;
+  }
+  EXPECT_TRUE(fs::exists(out / "checkpoint-1" / "checksums.json"));
+  ::kill(first, SIGCONT);
+  EXPECT_EQ(test::wait_exit(first), 0) << read_file(root / "first.err");
+  EXPECT_TRUE(fs::exists(out / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(out / kFolderLockName));
 }
 
 TEST(TrainSafety, HeadNoticeIsNotRepeatedOnResume) {
