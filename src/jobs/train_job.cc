@@ -14,6 +14,7 @@
 #include "core/trace.h"
 #include "io/atomic_file.h"
 #include "io/model_folder.h"
+#include "io/sentence_transformers_files.h"
 #include "jobs/doctor_job.h"
 #include "jobs/gpu_usage.h"
 #include "jobs/job_threads.h"
@@ -43,14 +44,6 @@ json read_json_file(const fs::path& p) {
   return j;
 }
 
-json read_json_array(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(Errc::io, p.string() + ": cannot open");
-  json j = json::parse(in, nullptr, false);
-  if (!j.is_array()) throw Error(Errc::format, p.string() + ": expected a JSON array");
-  return j;
-}
-
 double config_number(const json& c, const char* key, double fallback) {
   auto it = c.find(key);
   return it != c.end() && it->is_number() ? it->get<double>() : fallback;
@@ -63,31 +56,6 @@ std::vector<fs::path> tokenizer_files(const fs::path& dir) {
   for (const char* name : {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                            "sentencepiece.bpe.model", "added_tokens.json", "spiece.model"})
     if (fs::is_regular_file(dir / name)) out.push_back(dir / name);
-  return out;
-}
-
-// The base folder's sentence-transformers files (modules.json, its config
-// files, and the files of each module folder modules.json names), by their
-// name inside the folder: copied into every checkpoint and the final model,
-// so `stoke embed` on the trained folder pools and normalizes as the base did
-// instead of silently falling back to unnormalized mean pooling.
-std::vector<std::pair<std::string, fs::path>> sentence_transformers_files(const fs::path& dir) {
-  std::vector<std::pair<std::string, fs::path>> out;
-  std::error_code ec;
-  if (!fs::is_regular_file(dir / "modules.json", ec)) return out;
-  for (const char* name : {"modules.json", "sentence_bert_config.json", "config_sentence_transformers.json"})
-    if (fs::is_regular_file(dir / name, ec)) out.push_back({name, dir / name});
-  const json modules = read_json_array(dir / "modules.json");
-  for (const json& m : modules) {
-    const std::string sub = m.is_object() ? m.value("path", std::string()) : std::string();
-    const fs::path rel = fs::path(sub).lexically_normal();
-    // Module folders only: the Transformer's "" is the folder itself, and a
-    // path leaving the folder is not the model's to copy.
-    if (sub.empty() || rel.is_absolute() || rel.empty() || *rel.begin() == ".." || rel == ".") continue;
-    if (!fs::is_directory(dir / rel, ec)) continue;
-    for (const auto& e : fs::directory_iterator(dir / rel, ec))
-      if (e.is_regular_file()) out.push_back({(rel / e.path().filename()).generic_string(), e.path()});
-  }
   return out;
 }
 
@@ -366,6 +334,8 @@ TrainSummary run_train(const TrainOptions& o) {
   train::SaveContext save;
   save.config_json = trained_config_json(config_raw, config);
   save.tokenizer_files = tokenizer_files(mt.folder.model_dir);
+  // The base's sentence-transformers files, so `stoke embed` on the trained
+  // folder pools and normalizes as the base did (not unnormalized mean pooling).
   save.extra_files = sentence_transformers_files(mt.folder.model_dir);
   train::Trainer trainer(*enc, *backend, t, train_examples, raw_eval ? &eval_examples : nullptr, labels.regression,
                          save);
