@@ -87,6 +87,10 @@ struct Removal {
 // the first file no stoke run wrote stops it, named.
 std::vector<Removal> previous_run_files(const fs::path& out, const std::string& output_flag) {
   std::set<std::string> wrote = checksummed_files(out);  // the final model's files
+  // A kill during the final model's save leaves its files without their
+  // checksums.json: they carry the names a checkpoint of the run lists.
+  for (const auto& e : fs::directory_iterator(out))
+    if (is_stoke_checkpoint(e)) wrote.merge(checksummed_files(e.path()));
   wrote.insert("log.jsonl");
   wrote.insert("run.json");
   std::vector<Removal> removals;

@@ -2,8 +2,9 @@
 // for the whole run before anything in it is looked at; never the model being
 // trained (nor inside it); fresh, resumed from its newest valid checkpoint, or
 // overwritten — and --overwrite removes only what an earlier stoke training
-// run wrote there (its checkpoints, the files its final model's checksums.json
-// lists, log.jsonl, run.json, temp files), refusing, by name, anything else.
+// run wrote there (its checkpoints, the files its final model's or its
+// checkpoints' checksums.json list, log.jsonl, run.json, temp files),
+// refusing, by name, anything else.
 #pragma once
 
 #include <filesystem>

@@ -94,6 +94,9 @@ TEST(TrainSafety, OverwriteRemovesOnlyARunsOwnFiles) {
   EXPECT_TRUE(fs::exists(out / "model.safetensors"));  // refused before anything went
   EXPECT_TRUE(fs::exists(out / "checkpoint-1"));
   fs::remove(out / "notes.txt");
+  // A kill during the final save: its files are there, its checksums.json not
+  // yet; the run's checkpoints name them.
+  fs::remove(out / "checksums.json");
   r = test::run_stoke(base + " --output " + out.string() + " --overwrite");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(fs::exists(out / "model.safetensors"));
