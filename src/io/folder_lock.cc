@@ -119,8 +119,9 @@ FolderLock FolderLock::acquire(const fs::path& dir, std::string_view job, Folder
 
   FolderLock lock;
   if (prefer == FolderLockKind::flock) {
+    bool no_flock = false;
     // A few rounds: a holder that is just releasing removes the file under us.
-    for (int round = 0; round < 50; ++round) {
+    for (int round = 0; round < 50 && !no_flock; ++round) {
       bool created = false;
       int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
       if (fd < 0 && errno == ENOENT) {
@@ -160,8 +161,11 @@ FolderLock FolderLock::acquire(const fs::path& dir, std::string_view job, Folder
         fail(path, "flock");
       }
       if (created) ::unlink(path.c_str());  // ours and empty: the fallback creates it again
-      break;
+      no_flock = true;
     }
+    if (!no_flock)
+      throw Error(Errc::refused, dir.string() + ": could not take the lock file " + path.string() +
+                                     " (other jobs keep taking and releasing it); try again");
   }
 
   // No flock here: the lock file's existence is the lock.
