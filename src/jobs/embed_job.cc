@@ -171,6 +171,8 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   // One writer per folder, from before anything in it is looked at (a
   // --resume must not clear a live run's temp files) to the last manifest.
   const fs::path out_dir(o.output);
+  if (std::error_code ec; fs::exists(out_dir, ec) && !fs::is_directory(out_dir, ec))
+    throw Error(Errc::invalid_argument, "--output " + o.output + ": is a file (expected a folder)");
   const FolderLock lock = FolderLock::acquire(out_dir, "embed");
 
   ModelSession s = open_model_session(o.common, /*need_classifier=*/false);
