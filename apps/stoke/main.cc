@@ -138,6 +138,7 @@ void add_train_flags(CLI::App* train, TrainCli& cli) {
   train->add_option("--dropout", cli.dropout, "Every dropout probability (default: the config's; 0 disables)");
   train->add_option("--label-smoothing", trn.label_smoothing, "Cross-entropy label smoothing");
   train->add_option("--num-labels", trn.num_labels, "Outputs of the classification head (a new head when it changes)");
+  train->add_flag("--new-labels", trn.new_labels, "Let labels outside a fine-tuned model's label names replace them (a new head)");
   train->add_option("--on-error", trn.on_error, "A bad record: stop, or skip it");
   train->add_flag("--debug-sync-each-step", trn.debug_sync_each_step,
                   "Debugging: read from the device after every step (the mistake `stoke doctor` diagnoses)");

@@ -41,6 +41,11 @@ Target& fail_target() {
   return t;
 }
 
+Target& stop_target() {
+  static Target t = parse("STOKE_STOP_AT");
+  return t;
+}
+
 std::mutex mu;
 
 }  // namespace
@@ -48,8 +53,13 @@ std::mutex mu;
 void crash_point(const char* name) {
   Target& crash = crash_target();
   Target& fail = fail_target();
-  if (!crash.armed && !fail.armed) return;
+  Target& stop = stop_target();
+  if (!crash.armed && !fail.armed && !stop.armed) return;
   std::lock_guard lock(mu);
+  if (stop.armed && stop.name == name && --stop.hits_left == 0) {
+    stop.armed = false;
+    ::kill(::getpid(), SIGSTOP);
+  }
   if (crash.armed && crash.name == name && --crash.hits_left == 0) ::kill(::getpid(), SIGKILL);
   if (fail.armed && fail.name == name && --fail.hits_left == 0) {
     fail.armed = false;

@@ -4,6 +4,8 @@
 // that instant. Tests use it to stop a job between any two steps of the
 // commit protocol. STOKE_FAIL_AT="name:n" instead makes that passage throw
 // Error(io) as a full disk would (the error path, with the process alive).
+// STOKE_STOP_AT="name:n" stops the process there (SIGSTOP, as a debugger
+// would), so a test can act while a job is mid-run, then SIGCONT it.
 // Without the variables it costs one check of a static.
 #pragma once
 

@@ -1,6 +1,7 @@
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -62,7 +63,47 @@ void fsync_directory(const std::filesystem::path& dir) {
   ::close(fd);
 }
 
+OutputWrite output_write_for(const std::filesystem::path& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return OutputWrite::replace;  // a new path (or unreadable: open will say)
+  return S_ISREG(st.st_mode) ? OutputWrite::replace : OutputWrite::in_place;
+}
+
+int open_in_place(const std::filesystem::path& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw Error(Errc::invalid_argument, path.string() + ": is a folder (expected an output file path)");
+  // O_TRUNC matters only for a regular file behind a symlink; a FIFO or a
+  // device ignores it. O_CREAT serves a dangling symlink (its target is made).
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, "open");
+  return fd;
+}
+
+void sync_in_place(int fd, const std::filesystem::path& path) {
+  if (::fsync(fd) == 0) return;
+  if (errno == EINVAL || errno == ENOTSUP || errno == EROFS || errno == ENOTTY) return;
+  fail(path, "fsync");
+}
+
+namespace {
+
+void write_in_place(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+  const int fd = open_in_place(path);
+  try {
+    write_all(fd, bytes.data(), bytes.size(), path);
+    sync_in_place(fd, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0) fail(path, "close");
+}
+
+}  // namespace
+
 void write_file_atomic(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+  if (output_write_for(path) == OutputWrite::in_place) return write_in_place(path, bytes);
   const std::filesystem::path tmp = temp_name_for(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(tmp, "create");

@@ -2,6 +2,13 @@
 // folder, which is fsync'd, renamed over the target, and the folder fsync'd, so
 // after a crash the target holds either the old or the new content, never a mix,
 // and a temp file is never mistaken for the target.
+//
+// Only a regular file or a new path is ever replaced that way. A path that
+// exists as anything else (a device node, a FIFO, a socket, a symlink such as
+// /dev/stdout) is not ours to replace: it is opened, following links, and
+// written into (DESIGN "Safety rules"). Renaming over /dev/null as root would
+// replace the system's null device; renaming over a FIFO leaves its reader
+// waiting forever.
 #pragma once
 
 #include <filesystem>
@@ -11,6 +18,20 @@
 #include <string_view>
 
 namespace stoke {
+
+// How an output path is written: replaced (temp file + rename) when it is a
+// regular file or does not exist; written in place otherwise (lstat decides,
+// so a symlink counts as "otherwise" whatever it points at).
+enum class OutputWrite { replace, in_place };
+OutputWrite output_write_for(const std::filesystem::path& path);
+// Opens a path output_write_for() says is written in place: write-only,
+// following links, truncating what truncates (a regular file behind a
+// symlink), creating the target of a dangling symlink. Returns the descriptor;
+// throws Error(io) naming the path. A folder is refused (Error invalid_argument).
+int open_in_place(const std::filesystem::path& path);
+// fsync for a descriptor open_in_place() gave: a FIFO, a terminal or a device
+// cannot be synced (EINVAL, ENOTSUP, EROFS), which is not an error there.
+void sync_in_place(int fd, const std::filesystem::path& path);
 
 // Throws Error(Errc::io) naming the path and the failing step (open, write, fsync, rename).
 void write_file_atomic(const std::filesystem::path& path, std::span<const std::byte> bytes);

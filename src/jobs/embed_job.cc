@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "core/trace.h"
 #include "io/atomic_file.h"
+#include "io/folder_lock.h"
 #include "jobs/doctor_job.h"
 #include "jobs/embed_output.h"
 #include "jobs/gpu_usage.h"
@@ -167,6 +168,12 @@ EmbedSummary run_embed(const EmbedOptions& o) {
                 "--resume needs --input FILE: stdin cannot be checked against what the first run read");
   std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
   Trace* trace = o.trace ? o.trace : own_trace.get();
+  // One writer per folder, from before anything in it is looked at (a
+  // --resume must not clear a live run's temp files) to the last manifest.
+  const fs::path out_dir(o.output);
+  if (std::error_code ec; fs::exists(out_dir, ec) && !fs::is_directory(out_dir, ec))
+    throw Error(Errc::invalid_argument, "--output " + o.output + ": is a file (expected a folder)");
+  const FolderLock lock = FolderLock::acquire(out_dir, "embed");
 
   ModelSession s = open_model_session(o.common, /*need_classifier=*/false);
   JobThreads threads(*s.backend, own_trace.get(), trace, o.on_thread_start);
@@ -266,10 +273,10 @@ EmbedSummary run_embed(const EmbedOptions& o) {
         {"serial", o.serial}}},
   };
 
-  const fs::path out_dir(o.output);
   EmbedOutputStart begin = prepare_embed_output(out_dir, o.resume, o.overwrite, manifest);
   EmbedSummary summary;
   summary.notes = begin.notes;
+  if (const std::string note = lock.note(); !note.empty()) summary.notes.insert(summary.notes.begin(), note);
   summary.dims = dims;
   summary.max_length = s.text.max_length;
   summary.pooling = pooling_text;

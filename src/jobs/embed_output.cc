@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <set>
 #include <system_error>
 
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/sha256.h"
 #include "io/atomic_file.h"
+#include "io/folder_lock.h"
 
 namespace stoke {
 
@@ -16,17 +19,80 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
+// What makes a folder "hold output": anything embed writes, or anything that
+// looks like it (DESIGN: nothing else in an output folder ends in .npy).
 bool is_output_file(const fs::path& p) {
   const std::string name = p.filename().string();
   return name == "manifest.json" || name == kErrorsFileName || p.extension() == ".npy" ||
          (name.rfind("ids-", 0) == 0 && p.extension() == ".jsonl") || is_temp_name(p);
 }
 
-std::vector<fs::path> output_files(const fs::path& dir) {
+bool numbered(const std::string& name, std::string_view prefix, std::string_view suffix) {
+  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix)) return false;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Names embed itself writes (docs/output-format.md) and its temp files: what
+// a resume may clear. A user's own .npy beside them is not among them.
+bool is_embed_name(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return name == "manifest.json" || name == kErrorsFileName || is_temp_name(p) ||
+         numbered(name, "embeddings-", ".npy") || numbered(name, "ids-", ".jsonl");
+}
+
+std::vector<fs::path> files_where(const fs::path& dir, bool (*keep)(const fs::path&)) {
   std::vector<fs::path> found;
   for (const auto& entry : fs::directory_iterator(dir))
-    if (is_output_file(entry.path())) found.push_back(entry.path());
+    if (!is_folder_lock_name(entry.path()) && keep(entry.path())) found.push_back(entry.path());
+  std::sort(found.begin(), found.end());
   return found;
+}
+
+std::vector<fs::path> output_files(const fs::path& dir) { return files_where(dir, is_output_file); }
+std::vector<fs::path> embed_files(const fs::path& dir) { return files_where(dir, is_embed_name); }
+
+// What --overwrite may remove (RELIABILITY 14): the files the previous
+// manifest names (its shards' embeddings and ids, the errors file, the
+// manifest itself) and stoke's temp files, plus the one shard pair just past
+// the manifest's last — a kill between a shard's rename and the manifest
+// that names it leaves that pair (pipeline/shard_writer.h), and without a
+// manifest that is shard 0. Anything else in the folder is refused, named,
+// before anything is removed.
+std::vector<fs::path> files_to_overwrite(const fs::path& dir, const std::string& where) {
+  std::set<std::string> named = {kErrorsFileName};
+  uint64_t shards = 0;
+  const fs::path manifest_path = dir / "manifest.json";
+  std::error_code ec;
+  if (fs::exists(manifest_path, ec)) {
+    try {
+      const json previous = json::parse(read_file(manifest_path));
+      if (previous.value("format", "") != "stoke-embeddings") throw Error(Errc::format, "not a stoke-embeddings manifest");
+      shards = previous.at("shards").size();
+    } catch (const std::exception& e) {
+      throw Error(Errc::refused, where + ": --overwrite removes only what a stoke manifest names, and " +
+                                     manifest_path.string() + " cannot be read as one (" + e.what() +
+                                     "); empty the folder yourself or use another");
+    }
+    named.insert("manifest.json");
+  }
+  for (uint64_t i = 0; i <= shards; ++i) {
+    named.insert(embeddings_file_name(i));
+    named.insert(ids_file_name(i));
+  }
+  std::vector<fs::path> remove;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const fs::path& p = entry.path();
+    if (is_folder_lock_name(p)) continue;
+    if (is_temp_name(p) || named.count(p.filename().string())) {
+      remove.push_back(p);
+      continue;
+    }
+    throw Error(Errc::refused, where + " holds " + p.filename().string() +
+                                   ", which no previous stoke run wrote there; --overwrite removes only what the "
+                                   "previous run's manifest names: move it away or use another folder");
+  }
+  return remove;
 }
 
 std::string short_json(const json& v) {
@@ -138,19 +204,22 @@ EmbedOutputStart prepare_embed_output(const fs::path& dir, bool resume, bool ove
   EmbedOutputStart start;
   const fs::path manifest_path = dir / "manifest.json";
 
-  if (overwrite || !resume) {
+  if (overwrite) {
+    for (const auto& p : files_to_overwrite(dir, where)) fs::remove(p);
+    return start;
+  }
+  if (!resume) {
     const std::vector<fs::path> existing = output_files(dir);
-    if (!existing.empty() && !overwrite)
+    if (!existing.empty())
       throw Error(Errc::refused, where + " already holds output (" + existing.front().filename().string() +
                                      "); --resume continues it, --overwrite replaces it");
-    for (const auto& p : existing) fs::remove(p);
     return start;
   }
 
   // --resume
   if (!fs::exists(manifest_path, ec)) {
     // Killed before its first commit: nothing here was committed.
-    for (const auto& p : output_files(dir)) fs::remove(p);
+    for (const auto& p : embed_files(dir)) fs::remove(p);
     start.notes.push_back("no manifest in " + dir.string() + ": starting from the beginning");
     return start;
   }
@@ -203,7 +272,7 @@ EmbedOutputStart prepare_embed_output(const fs::path& dir, bool resume, bool ove
 
   // Clear what was not committed: temp files, shards past the committed ones,
   // errors past the committed length.
-  for (const auto& p : output_files(dir)) {
+  for (const auto& p : embed_files(dir)) {
     const std::string name = p.filename().string();
     if (name == "manifest.json") continue;
     if (name == kErrorsFileName) {

@@ -14,11 +14,13 @@
 #include "core/trace.h"
 #include "io/atomic_file.h"
 #include "io/model_folder.h"
+#include "io/sentence_transformers_files.h"
 #include "jobs/doctor_job.h"
 #include "jobs/gpu_usage.h"
 #include "jobs/job_threads.h"
 #include "jobs/model_session.h"
 #include "jobs/model_tokenizer.h"
+#include "jobs/train_output.h"
 #include "jobs/version.h"
 #include "model/encoder_training.h"
 #include "model/trainable_encoder.h"
@@ -134,45 +136,10 @@ TrainSummary run_train(const TrainOptions& o) {
   sum.precision = o.common.precision;
   const fs::path out(o.output);
 
-  // ---- output folder: fresh, overwrite, or resume
-  fs::path resume_dir;
-  {
-    std::error_code ec;
-    const bool exists = fs::exists(out, ec);
-    if (exists && !fs::is_directory(out)) throw Error(Errc::invalid_argument, o.output + ": exists and is not a folder");
-    if (exists) train::remove_partial_checkpoints(out);
-    auto checkpoints = exists ? train::list_checkpoints(out) : std::vector<std::pair<int64_t, fs::path>>{};
-    const bool has_output = exists && (!checkpoints.empty() || fs::exists(out / "model.safetensors") ||
-                                       fs::exists(out / "log.jsonl"));
-    if (o.resume && !o.resume_from.empty()) {
-      resume_dir = o.resume_from;
-      train::verify_checkpoint(resume_dir);
-    } else if (o.resume) {
-      for (auto it = checkpoints.rbegin(); it != checkpoints.rend(); ++it) {
-        try {
-          train::verify_checkpoint(it->second);
-          resume_dir = it->second;
-          break;
-        } catch (const Error& e) {
-          sum.notes.push_back(std::string("skipping a damaged checkpoint: ") + e.what());
-        }
-      }
-      if (resume_dir.empty() && has_output)
-        sum.notes.push_back("no usable checkpoint in " + o.output + ": starting from the beginning");
-    } else if (has_output && !o.overwrite) {
-      throw Error(Errc::refused, o.output + " already holds a training run (checkpoints, model or log); --resume "
-                                            "continues it, --overwrite replaces it");
-    }
-    if (o.overwrite && has_output && !o.resume) {
-      for (auto& [step, dir] : checkpoints) fs::remove_all(dir, ec);
-      for (const char* f : {"model.safetensors", "optimizer.safetensors", "log.jsonl", "run.json", "checksums.json",
-                            "trainer_state.json"})
-        fs::remove(out / f, ec);
-    }
-    fs::create_directories(out, ec);
-    if (ec) throw Error(Errc::io, o.output + ": cannot create: " + ec.message());
-    if (resume_dir.empty() && fs::exists(out / "log.jsonl")) fs::remove(out / "log.jsonl", ec);
-  }
+  // ---- output folder: locked, then fresh, overwrite, or resume
+  TrainOutputStart output = prepare_train_output(o);
+  const fs::path resume_dir = output.resume_dir;
+  sum.notes = output.notes;
 
   // ---- model, tokenizer, data
   ModelTokenizer mt = open_model_tokenizer(o.common.model, o.common.max_length);
@@ -204,8 +171,9 @@ TrainSummary run_train(const TrainOptions& o) {
     if (!o.common.input_format.empty()) er.format = input_format_from_name(o.common.input_format);
     raw_eval = train::read_raw_dataset(er, skip_bad);
   }
-  const train::LabelSpace labels = train::resolve_labels(base_config, raw_train, o.num_labels);
-  if (!labels.notice.empty()) sum.notes.push_back(labels.notice);
+  const train::LabelSpace labels = train::resolve_labels(base_config, raw_train, o.num_labels, o.new_labels);
+  // Said once, by the run that made the change; a --resume continues it.
+  if (!labels.notice.empty() && resume_dir.empty()) sum.notes.push_back(labels.notice);
   HfConfig config = base_config;
   config.id2label = labels.id2label;
   config.label2id.clear();
@@ -366,6 +334,9 @@ TrainSummary run_train(const TrainOptions& o) {
   train::SaveContext save;
   save.config_json = trained_config_json(config_raw, config);
   save.tokenizer_files = tokenizer_files(mt.folder.model_dir);
+  // The base's sentence-transformers files, so `stoke embed` on the trained
+  // folder pools and normalizes as the base did (not unnormalized mean pooling).
+  save.extra_files = sentence_transformers_files(mt.folder.model_dir);
   train::Trainer trainer(*enc, *backend, t, train_examples, raw_eval ? &eval_examples : nullptr, labels.regression,
                          save);
   if (!resume_dir.empty()) {
@@ -386,6 +357,7 @@ TrainSummary run_train(const TrainOptions& o) {
     c.params = params.data();
     c.config_json = save.config_json;
     c.tokenizer_files = save.tokenizer_files;
+    c.extra_files = save.extra_files;
     if (o.load_best && r.best_metric && r.best_step != r.steps) {
       // The best evaluation's weights, from its checkpoint.
       const fs::path best = train::checkpoint_path(out, r.best_step);

@@ -51,6 +51,7 @@ struct TrainOptions {
   std::optional<double> dropout;     // overrides the config's dropout probabilities
   double label_smoothing = 0;
   int64_t num_labels = 0;            // > 0: train a head with this many outputs
+  bool new_labels = false;           // --new-labels: a fine-tuned model's labels may be replaced
   std::string on_error = "stop";
   bool debug_sync_each_step = false;  // --debug-sync-each-step: a host sync per step (for doctor's tests)
   // Set by doctor, not by flags.

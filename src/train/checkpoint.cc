@@ -57,6 +57,12 @@ json write_files(const fs::path& folder, const CheckpointContents& c) {
   }
   put_text("config.json", c.config_json);
   for (const fs::path& f : c.tokenizer_files) put_text(f.filename().string(), read_text(f));
+  for (const auto& [name, source] : c.extra_files) {
+    std::error_code ec;
+    fs::create_directories((folder / name).parent_path(), ec);
+    if (ec) throw Error(Errc::io, (folder / name).parent_path().string() + ": cannot create: " + ec.message());
+    put_text(name, read_text(source));
+  }
   if (!c.state.is_null()) put_text("trainer_state.json", c.state.dump(2) + "\n");
   crash_point("checkpoint_files");
   // The commit record, last.

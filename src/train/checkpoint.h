@@ -31,6 +31,11 @@ struct CheckpointContents {
   const float* exp_avg_sq = nullptr;
   std::string config_json;                 // config.json text
   std::vector<std::filesystem::path> tokenizer_files;  // copied as they are
+  // Further files copied as they are, by their name inside the folder (which
+  // may name a subfolder: "1_Pooling/config.json") — the base model's
+  // sentence-transformers files, so `stoke embed` on a trained folder keeps
+  // its pooling and normalization.
+  std::vector<std::pair<std::string, std::filesystem::path>> extra_files;
   nlohmann::json state;                    // trainer_state.json (nullptr: none)
 };
 

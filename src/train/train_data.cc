@@ -87,7 +87,13 @@ RawDataset read_raw_dataset(const RecordReaderOptions& options, bool skip_bad) {
   return d;
 }
 
-LabelSpace resolve_labels(const HfConfig& config, const RawDataset& train, int64_t num_labels_flag) {
+bool has_real_label_names(const HfConfig& config) {
+  for (size_t i = 0; i < config.id2label.size(); ++i)
+    if (config.id2label[i] != "LABEL_" + std::to_string(i)) return true;
+  return false;
+}
+
+LabelSpace resolve_labels(const HfConfig& config, const RawDataset& train, int64_t num_labels_flag, bool new_labels) {
   LabelSpace s;
   const int64_t C = config.num_labels();
   if (is_regression(config) && num_labels_flag <= 0) {
@@ -138,6 +144,18 @@ LabelSpace resolve_labels(const HfConfig& config, const RawDataset& train, int64
       s.id2label = config.id2label;
       return s;
     }
+    // A fine-tuned head meeting an unknown name: a typo or another dataset,
+    // never a reason to silently discard the head and renumber its labels.
+    if (!all_known && has_real_label_names(config) && !new_labels) {
+      std::string known;
+      for (size_t i = 0; i < config.id2label.size() && i < 12; ++i) known += (i ? ", " : "") + config.id2label[i];
+      if (config.id2label.size() > 12) known += ", ...";
+      for (const RawExample& e : train.examples)
+        if (!config.label2id.count(e.label.name_value))
+          throw Error(Errc::invalid_argument, where(train, e.line) + ": label \"" + e.label.name_value +
+                                                  "\" is not one of the model's labels (" + known +
+                                                  "); --new-labels trains a new head on the data's labels instead");
+    }
     s.id2label.assign(names.begin(), names.end());
     if (num_labels_flag > 0 && num_labels_flag != static_cast<int64_t>(names.size()))
       throw Error(Errc::invalid_argument, "--num-labels " + std::to_string(num_labels_flag) + " but the training data has " +
@@ -154,6 +172,9 @@ LabelSpace resolve_labels(const HfConfig& config, const RawDataset& train, int64
   s.notice = "labels: " + std::to_string(s.id2label.size()) + " (" + list + ") instead of the model's " +
              std::to_string(C) + (s.reinit_head ? "; the classification head is initialised afresh" : "") +
              "; the new id2label/label2id are saved with the model";
+  if (has_real_label_names(config))
+    s.notice = "WARNING: --new-labels replaces this fine-tuned model's labels: " + s.notice +
+               " (its old labels no longer mean anything)";
   return s;
 }
 

@@ -65,9 +65,16 @@ struct LabelSpace {
 // are sorted into a new mapping; a regression config (one label, or
 // problem_type regression) takes numbers as targets. num_labels_flag (> 0)
 // asks for that many outputs (integer labels; names LABEL_0..), re-initialising
-// the head when it differs. Throws Error(invalid_argument / format) naming
-// file:line for a label out of range or of the wrong kind.
-LabelSpace resolve_labels(const HfConfig& config, const RawDataset& train, int64_t num_labels_flag);
+// the head when it differs. A model with real label names (an already
+// fine-tuned classifier: not absent, not only the default LABEL_i) keeps them:
+// a name outside them is an error unless new_labels (--new-labels), which
+// rebuilds the mapping and says so loudly. Throws Error(invalid_argument /
+// format) naming file:line for a label out of range or of the wrong kind.
+LabelSpace resolve_labels(const HfConfig& config, const RawDataset& train, int64_t num_labels_flag,
+                          bool new_labels = false);
+
+// True when config's labels are names someone chose, not absent or LABEL_0..
+bool has_real_label_names(const HfConfig& config);
 
 struct TokenizeStats {
   uint64_t tokens = 0, truncated = 0;

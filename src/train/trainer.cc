@@ -191,6 +191,7 @@ void Trainer::save(int64_t step) {
   c.exp_avg_sq = v.data();
   c.config_json = save_ctx_.config_json;
   c.tokenizer_files = save_ctx_.tokenizer_files;
+  c.extra_files = save_ctx_.extra_files;
   c.state = state_json();
   write_checkpoint(o_.output, step, c);
   ++report_.saves;

@@ -60,6 +60,7 @@ struct TrainerOptions {
 struct SaveContext {
   std::string config_json;
   std::vector<std::filesystem::path> tokenizer_files;
+  std::vector<std::pair<std::string, std::filesystem::path>> extra_files;  // CheckpointContents::extra_files
 };
 
 struct TrainReport {

@@ -1,6 +1,11 @@
 // write_file_atomic: the target ends with exactly the new bytes, an existing
-// file is replaced, and no temporary file is left behind, also on failure.
+// file is replaced, and no temporary file is left behind, also on failure. An
+// existing path that is not a regular file (a FIFO, a device node, a symlink)
+// is written into and never replaced, by write_file_atomic and OutputFile alike.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -9,6 +14,8 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "jobs/output_file.h"
+#include "support/fifo_reader.h"
 #include "support/fixtures.h"
 
 namespace stoke {
@@ -86,6 +93,104 @@ TEST(AtomicFile, TempNames) {
   EXPECT_FALSE(is_temp_name("stoke-tmp"));
   // Only the file name counts, not the folders above it.
   EXPECT_FALSE(is_temp_name("x.stoke-tmp-1-2/model.safetensors"));
+}
+
+// ---- existing paths that are not regular files: written into, never replaced
+
+std::string big_text() {
+  // Larger than a pipe's buffer: the writer must wait for the reader.
+  std::string text;
+  for (int i = 0; text.size() < 300000; ++i) text += "line " + std::to_string(i) + "\n";
+  return text;
+}
+
+TEST(AtomicFile, DecidesByWhatThePathIs) {
+  auto dir = test::scratch_dir("atomic_decide");
+  EXPECT_EQ(output_write_for(dir / "new.txt"), OutputWrite::replace);
+  write_file_atomic(dir / "file.txt", std::string_view("x"));
+  EXPECT_EQ(output_write_for(dir / "file.txt"), OutputWrite::replace);
+  std::filesystem::create_symlink(dir / "file.txt", dir / "link");
+  EXPECT_EQ(output_write_for(dir / "link"), OutputWrite::in_place);  // lstat: a symlink, whatever it points at
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  EXPECT_EQ(output_write_for(dir / "fifo"), OutputWrite::in_place);
+  EXPECT_EQ(output_write_for("/dev/null"), OutputWrite::in_place);
+}
+
+TEST(AtomicFile, WritesIntoAFifoWithoutReplacingIt) {
+  auto dir = test::scratch_dir("atomic_fifo");
+  const auto fifo = dir / "out.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto before = test::identity_of(fifo);
+  const std::string text = big_text();
+  {
+    test::FifoReader reader(fifo);
+    ASSERT_TRUE(reader.opened());
+    write_file_atomic(fifo, std::string_view(text));
+    EXPECT_EQ(reader.finish(), text);
+  }
+  EXPECT_EQ(test::identity_of(fifo), before);
+  EXPECT_EQ(test::identity_of(fifo).type, S_IFIFO);
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{"out.fifo"}));  // no temp file beside it
+  // OutputFile (classify/tokenize --output) the same way.
+  {
+    test::FifoReader reader(fifo);
+    OutputFile out(fifo.string());
+    out.write(text);
+    out.commit();
+    EXPECT_EQ(reader.finish(), text);
+  }
+  EXPECT_EQ(test::identity_of(fifo), before);
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{"out.fifo"}));
+}
+
+TEST(AtomicFile, WritesIntoACharacterDeviceWithoutReplacingIt) {
+  auto dir = test::scratch_dir("atomic_device");
+  const auto dev = dir / "null";
+  // A null device of our own (1,3), never the system's /dev/null.
+  if (::mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0)
+    GTEST_SKIP() << "mknod of a character device needs root (CI runs as root): " << std::strerror(errno);
+  const auto before = test::identity_of(dev);
+  write_file_atomic(dev, std::string_view("into the null device\n"));
+  OutputFile out(dev.string());
+  out.write("more\n");
+  out.commit();
+  EXPECT_EQ(test::identity_of(dev), before);
+  struct stat st {};
+  ASSERT_EQ(::lstat(dev.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_EQ(st.st_rdev, makedev(1, 3));
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{"null"}));
+}
+
+TEST(AtomicFile, WritesThroughASymlinkWithoutReplacingIt) {
+  auto dir = test::scratch_dir("atomic_symlink");
+  write_file_atomic(dir / "target.txt", std::string_view("an old and longer content\n"));
+  const auto target_before = test::identity_of(dir / "target.txt");
+  std::filesystem::create_symlink("target.txt", dir / "link");
+  const auto link_before = test::identity_of(dir / "link");
+  write_file_atomic(dir / "link", std::string_view("new\n"));
+  EXPECT_EQ(test::identity_of(dir / "link"), link_before);
+  EXPECT_EQ(test::identity_of(dir / "link").type, S_IFLNK);
+  EXPECT_EQ(test::identity_of(dir / "target.txt"), target_before);
+  EXPECT_EQ(read_all(dir / "target.txt"), "new\n");  // truncated, then written
+  {
+    OutputFile out((dir / "link").string());
+    out.write("via OutputFile\n");
+    out.commit();
+  }
+  EXPECT_EQ(test::identity_of(dir / "link"), link_before);
+  EXPECT_EQ(read_all(dir / "target.txt"), "via OutputFile\n");
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{"link", "target.txt"}));
+
+  // A symlink to a FIFO (as /dev/stdout is a symlink to a pipe).
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
+  std::filesystem::create_symlink(dir / "pipe", dir / "stdout");
+  const auto fifo_before = test::identity_of(dir / "pipe"), stdout_before = test::identity_of(dir / "stdout");
+  test::FifoReader reader(dir / "pipe");
+  write_file_atomic(dir / "stdout", std::string_view("to the pipe\n"));
+  EXPECT_EQ(reader.finish(), "to the pipe\n");
+  EXPECT_EQ(test::identity_of(dir / "pipe"), fifo_before);
+  EXPECT_EQ(test::identity_of(dir / "stdout"), stdout_before);
 }
 
 }  // namespace
