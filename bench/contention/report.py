@@ -2,7 +2,11 @@
 loaded, with each cell's ratio to the best idle time of its job and the
 loaded/idle slowdown; then the policies that meet the rule (within 5% of the
 best idle time, and never 10x slower loaded than idle's best)."""
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "common"))
+from cpu_load import load_line  # noqa: E402
 
 
 def num(s):
@@ -10,7 +14,7 @@ def num(s):
 
 
 def main():
-    path, cores, hogs, total = sys.argv[1:5]
+    path, cores, hogs, total, others = sys.argv[1:6]
     rows = [l.rstrip("\n").split("\t") for l in open(path)][1:]
     cell = {(p, load): (tr, em) for p, load, tr, em in rows}
     policies = list(dict.fromkeys(p for p, _, _, _ in rows))
@@ -31,7 +35,11 @@ def main():
         if good:
             ok.append(p)
     print("\nwithin 5% of the best idle and under 10x the best idle time when loaded: " + (", ".join(ok) or "none"))
-    print(f"whole benchmark: {total} s")
+    if ok:
+        pick = min(ok, key=lambda p: sum(num(cell[(p, "loaded")][j]) / best[j] for j in (0, 1)))
+        print(f"of those, the least slowed down when loaded: {pick}")
+    # The busy processes are this script's children: "others" excludes them.
+    print(load_line(int(total), float(others) if others else None))
 
 
 main()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Contention benchmark (RELIABILITY 17): a short `stoke train` (tiny-bert, 40
-# steps) and a short `stoke embed` (many tiny batches) under several OpenMP
+# steps of 32) and a short `stoke embed` (~700 tiny batches) under several OpenMP
 # wait policies, on an idle machine and with 2 competing busy processes, in
 # one run; prints a table and ratios. It picks nothing by itself: the default
 # in apps/stoke/openmp_defaults.cc is chosen from its table (docs/performance.md).
@@ -10,8 +10,8 @@
 #                   spinN: GOMP_SPINCOUNT=N; libgomp: neither OMP_WAIT_POLICY nor
 #                   GOMP_SPINCOUNT set and stoke's default off (STOKE_OPENMP_DEFAULTS=off),
 #                   i.e. libgomp's own throttled spin; passive: OMP_WAIT_POLICY=passive;
-#                   stoke: no variable at all (what the binary picks)
-#   BENCH_REPS      [3]   idle repetitions per cell (the median is shown); loaded cells run once
+#                   stoke: no variable at all (what the binary picks: apps/stoke/openmp_defaults.cc)
+#   BENCH_REPS      [5]   idle repetitions per cell (the median is shown); loaded cells run once
 #   BENCH_HOGS      [2]   busy processes while loaded
 #   BENCH_TIMEOUT   [120] seconds before a loaded run is stopped (shown as ">N")
 #   STOKE_BIN       [build/release/apps/stoke/stoke]
@@ -20,11 +20,14 @@ cd "$(dirname "$0")/../.."
 fixtures="${STOKE_FIXTURES:-$(cd .. && pwd)/shared/fixtures}"
 bin="${STOKE_BIN:-build/release/apps/stoke/stoke}"
 policies="${BENCH_POLICIES:-spin0 spin1000 spin10000 libgomp passive stoke}"
-reps="${BENCH_REPS:-3}"
+reps="${BENCH_REPS:-5}"
 hogs="${BENCH_HOGS:-2}"
 limit="${BENCH_TIMEOUT:-120}"
 work=build/bench-models/contention
 say() { echo "contention: $*" >&2; }
+# cpu_load_start/cpu_load_others: what other processes used meanwhile (the report says it)
+source bench/common/cpu_peer.sh
+cpu_load_start
 [ -x "$bin" ] || { say "error: no $bin (scripts/build.sh release)"; exit 1; }
 rm -rf "$work"
 mkdir -p "$work"
@@ -34,7 +37,7 @@ awk 'NR % 25 == 0' "$fixtures/corpus/fortunes-multilingual.jsonl" |
   python3 -c 'import json,sys
 for l in sys.stdin:
     r = json.loads(l); print(json.dumps({"text": r["text"], "label": r["lang"]}))' >"$work/train.jsonl"
-head -n 1000 "$fixtures/corpus/fortunes-multilingual.jsonl" >"$work/embed.jsonl"
+head -n 4000 "$fixtures/corpus/fortunes-multilingual.jsonl" >"$work/embed.jsonl"
 model="$fixtures/models/tiny-bert"
 
 # ---- the busy processes: started here, stopped by their pids ----------------------
@@ -79,12 +82,12 @@ n=0
 train_once() {
   n=$((n + 1))
   run_timed "$1" "$bin" train --model "$model" --train "$work/train.jsonl" --output "$work/run-$n" \
-    --batch-size 8 --max-steps 40 --log-every 40 --save-every 0 --quiet
+    --batch-size 32 --max-steps 40 --log-every 40 --save-every 0 --quiet
   rm -rf "$work/run-$n"
 }
 embed_once() {
   n=$((n + 1))
-  # --batch-tokens 128 at --max-length 32: ~200 tiny batches, where the waits between OpenMP regions dominate
+  # --batch-tokens 128 at --max-length 32: tiny batches, where the waits between OpenMP regions dominate
   run_timed "$1" "$bin" embed --model "$model" --input "$work/embed.jsonl" --output "$work/run-$n" \
     --max-length 32 --batch-tokens 128 --workers 1 --quiet
   rm -rf "$work/run-$n"
@@ -111,4 +114,5 @@ for load in idle loaded; do
   done
   [ "$load" = loaded ] && stop_hogs
 done
-python3 bench/contention/report.py "$results" "$(nproc)" "$hogs" "$(( $(date +%s) - t_start ))"
+cpu_load_others
+python3 bench/contention/report.py "$results" "$(nproc)" "$hogs" "$(( $(date +%s) - t_start ))" "$others"
