@@ -95,6 +95,11 @@ Diagnosis diagnose_embed(const EmbedFacts& f) {
   const double avg_batch = static_cast<double>(f.computed_tokens) / batches;
   const double starved = f.batch.wait_input / wall;  // batcher waiting for tokenized windows
   const double tok_load = f.tokenize.busy / wall, read_load = f.read.busy / wall;
+  // The device stage bounds the run: busy most of the time, or busy more than
+  // any host stage (per thread) — under contention a stalled pipeline fill
+  // can keep it below 80% while it is still the stage everything waits on.
+  const double host_max = std::max({f.read.busy, f.tokenize.busy / std::max(f.workers, 1), f.batch.busy, f.write.busy});
+  const bool device_bottleneck = busy >= 0.8 || (busy >= 0.5 && f.device_busy >= host_max);
 
   d.evidence.push_back("the device was busy " + pct(busy) + " of " + fmt("%.2f s", f.seconds) +
                        fmt(" (%.0f texts/s, %.0f tokens/s)", d.items_per_second, d.tokens_per_second));
@@ -114,7 +119,7 @@ Diagnosis diagnose_embed(const EmbedFacts& f) {
                 pct(1.0 - busy) + " of the time";
     d.advice.push_back("remove the host read inside the loop (here --debug-sync-each-batch forces one per batch): "
                        "results need one sync per batch, nothing more");
-  } else if (busy >= 0.8 && cpu_contended(f.cpu)) {
+  } else if (device_bottleneck && cpu_contended(f.cpu)) {
     contention_verdict(d, f.cpu, f.cores, f.workers);
   } else if (busy >= 0.8) {
     d.bound = Bound::compute;
@@ -209,7 +214,7 @@ Diagnosis diagnose_train(const TrainFacts& f) {
                 pct(1.0 - busy) + " of the time";
     d.advice.push_back("read the loss only at log steps (--log-every " + std::to_string(f.log_every) +
                        "); here --debug-sync-each-step forces a read every step");
-  } else if (busy >= 0.8 && cpu_contended(f.cpu)) {
+  } else if (busy >= 0.5 && cpu_contended(f.cpu)) {  // the step is the device's: it bounds the run
     contention_verdict(d, f.cpu, f.cores, 1);
   } else if (busy >= 0.8) {
     d.bound = Bound::compute;

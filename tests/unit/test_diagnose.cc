@@ -179,6 +179,14 @@ TEST(Diagnose, ContentionNeedsAStarvedComputeThreadAndOtherProcesses) {
   EXPECT_EQ(diagnose_embed(f).bound, Bound::contention);
   f.cpu = {0.71, 2.0};
   EXPECT_EQ(diagnose_embed(f).bound, Bound::compute);
+  // Busy under 80% (a slow pipeline fill on the starved cores), yet the
+  // device is still the busiest stage: contention, not "no single stage".
+  f.device_busy = 7.6;
+  f.batch.wait_input = 1.1;
+  f.cpu = {0.45, 1.0};
+  EXPECT_EQ(diagnose_embed(f).bound, Bound::contention) << format_diagnosis(diagnose_embed(f));
+  f.cpu = {0.97, 0.0};
+  EXPECT_NE(diagnose_embed(f).bound, Bound::contention);
   // The device is not the bottleneck: the pipeline's own verdicts stand.
   f = base();
   f.device_busy = 2;
