@@ -279,10 +279,10 @@ int main(int argc, char** argv) {
       }
       if (s.capped > 0)  // said even with --quiet: these rows hold fewer ids than their texts
         std::fprintf(stderr,
-                     "stoke: warning: %llu texts over %zu MiB were tokenized from their first %zu MiB only "
-                     "(even with --no-truncation a text's bytes are capped, so memory stays bounded)\n",
-                     static_cast<unsigned long long>(s.capped), stoke::kUntruncatedTextBytes >> 20,
-                     stoke::kUntruncatedTextBytes >> 20);
+                     "stoke: warning: texts over %zu MiB were tokenized from their first %zu MiB only (%llu of "
+                     "them): even with --no-truncation a text's bytes are capped, so memory stays bounded\n",
+                     stoke::kUntruncatedTextBytes >> 20, stoke::kUntruncatedTextBytes >> 20,
+                     static_cast<unsigned long long>(s.capped));
     } else if (embed->parsed()) {
       emb.finish();
       const stoke::EmbedSummary s = stoke::run_embed(emb.o);
