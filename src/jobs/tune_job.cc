@@ -69,17 +69,14 @@ double median_of(std::vector<double> v) {
 // runs one trial and returns it. The row shown is the candidate's, with the
 // median rates of its runs and what the comparison found.
 template <class Run>
-std::pair<TuneTrial, RateComparison> race(Run run, TuneTrial* first_candidate_run = nullptr) {
+std::pair<TuneTrial, RateComparison> race(Run run) {
   std::vector<double> cand, base, cand_tokens, cand_busy;
   TuneTrial shown;
   RateComparison cmp;
   while (cmp.verdict == Significance::need_more_runs) {
     const TuneTrial c = run(true);
     const TuneTrial b = run(false);
-    if (cand.empty()) {
-      shown = c;
-      if (first_candidate_run) *first_candidate_run = c;
-    }
+    if (cand.empty()) shown = c;
     cand.push_back(c.texts_per_second);
     cand_tokens.push_back(c.tokens_per_second);
     cand_busy.push_back(c.device_busy);
@@ -165,8 +162,6 @@ TuneResult run_tune(const TuneOptions& o) {
   best.workers = o.embed.common.workers > 0 ? o.embed.common.workers : 1;
   best.batch_tokens = o.embed.common.batch_tokens;
   best.precision = o.embed.common.precision;
-  // A knob's new value must beat the current best by this much to be taken:
-  // below it, trial-to-trial noise on a shared machine decides.
   // Each change is raced against the current best (tune_significance.h): it
   // is taken only when faster beyond the run-to-run spread. The speedup is
   // the product of the changes' measured ratios (each from paired runs), so
