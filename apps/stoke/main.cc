@@ -18,6 +18,7 @@
 #include "jobs/train_job.h"
 #include "jobs/verify_job.h"
 #include "jobs/version.h"
+#include "text/tokenizer.h"
 
 namespace {
 
@@ -209,7 +210,7 @@ int main(int argc, char** argv) {
   CLI::App* tune_embed = tune->add_subcommand("embed", "Tune `stoke embed` starting from these flags");
   add_embed_flags(tune_embed, tun_emb);
   tune_embed->add_option("--seconds-per-trial", tun.seconds_per_trial, "How long each trial reads records");
-  tune_embed->add_option("--write-config", tun.write_config, "Where the winning settings go (a --config file)");
+  tune_embed->add_option("--write-config", tun.write_config, "Write the winning settings to FILE (a --config file); without it they are only printed");
   tune_embed->add_option("--min-cosine", tun.min_cosine,
                          "A lower precision is taken only if every embedding keeps this cosine to f32's");
   tune_embed->add_option("--max-workers", tun.max_workers, "Most tokenizer workers to try (0: the cores)");
@@ -218,7 +219,7 @@ int main(int argc, char** argv) {
   CLI::App* tune_train = tune->add_subcommand("train", "Tune `stoke train` starting from these flags");
   add_train_flags(tune_train, tun_trn);
   tune_train->add_option("--steps-per-trial", tun_train.steps_per_trial, "Optimizer steps each trial runs");
-  tune_train->add_option("--write-config", tun_train.write_config, "Where the winning settings go (a --config file)");
+  tune_train->add_option("--write-config", tun_train.write_config, "Write the winning settings to FILE (a --config file); without it they are only printed");
   tune_train->add_option("--max-loss-change", tun_train.max_loss_change,
                          "bf16 is taken only if its loss after the trial stays this close to f32's (relative)");
   tune->require_subcommand(1);
@@ -277,6 +278,12 @@ int main(int argc, char** argv) {
                      static_cast<long long>(s.max_length), s.max_length_from.c_str(),
                      static_cast<unsigned long long>(s.replaced_utf8));
       }
+      if (s.capped > 0)  // said even with --quiet: these rows hold fewer ids than their texts
+        std::fprintf(stderr,
+                     "stoke: warning: texts over %zu MiB were tokenized from their first %zu MiB only (%llu of "
+                     "them): even with --no-truncation a text's bytes are capped, so memory stays bounded\n",
+                     stoke::kUntruncatedTextBytes >> 20, stoke::kUntruncatedTextBytes >> 20,
+                     static_cast<unsigned long long>(s.capped));
     } else if (embed->parsed()) {
       emb.finish();
       const stoke::EmbedSummary s = stoke::run_embed(emb.o);

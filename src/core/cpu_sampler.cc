@@ -133,7 +133,7 @@ void CpuSampler::sample_all(bool final_pass) {
     if (emit) {
       // One thread cannot use more than one core; tick rounding can say so.
       const double fraction = std::clamp(static_cast<double>(ticks - w.last_ticks) * seconds_per_tick_ / dt, 0.0, 1.0);
-      samples_.push_back(doctor::UtilizationSample{w.name, t, fraction});
+      samples_.push_back(UtilizationSample{w.name, t, fraction});
       if (trace_) trace_->record_counter("cpu " + w.name, now, fraction);
     }
     w.last_ticks = ticks;
@@ -141,7 +141,7 @@ void CpuSampler::sample_all(bool final_pass) {
   }
 }
 
-std::vector<doctor::UtilizationSample> CpuSampler::samples() const {
+std::vector<UtilizationSample> CpuSampler::samples() const {
   std::lock_guard<std::mutex> lock(mu_);
   return samples_;
 }
@@ -155,6 +155,14 @@ double CpuSampler::busy_fraction(const std::string& name) const {
     wall += seconds_between(w.first_time, w.last_time);
   }
   return wall > 0 ? std::clamp(cpu / wall, 0.0, 1.0) : 0.0;
+}
+
+double CpuSampler::cpu_seconds(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  double cpu = 0;
+  for (const Watched& w : watched_)
+    if (w.name == name) cpu += static_cast<double>(w.last_ticks - w.first_ticks) * seconds_per_tick_;
+  return cpu;
 }
 
 }  // namespace stoke

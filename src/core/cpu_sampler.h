@@ -17,9 +17,7 @@
 #include <vector>
 
 #include "core/trace.h"
-// The sample type is the doctor's data model: a header of plain structs, no
-// code, so core takes no link dependency on the doctor library.
-#include "doctor/diagnosis.h"
+#include "core/utilization_sample.h"
 
 namespace stoke {
 
@@ -43,10 +41,13 @@ class CpuSampler {
   // Idempotent; start() after stop() resumes.
   void stop();
 
-  std::vector<doctor::UtilizationSample> samples() const;
+  std::vector<UtilizationSample> samples() const;
   // CPU seconds / wall seconds of the thread(s) called `name`, from when they
   // were watched to their last sample; 0 when never sampled or unknown.
   double busy_fraction(const std::string& name) const;
+  // CPU seconds the thread(s) called `name` used from when they were watched
+  // to their last sample; 0 when never sampled or unknown.
+  double cpu_seconds(const std::string& name) const;
 
  private:
   struct Watched {
@@ -68,7 +69,7 @@ class CpuSampler {
   bool stopping_ = false;
   std::thread thread_;
   std::vector<Watched> watched_;
-  std::vector<doctor::UtilizationSample> samples_;
+  std::vector<UtilizationSample> samples_;
 };
 
 }  // namespace stoke

@@ -16,6 +16,7 @@ const char* bound_name(Bound b) {
     case Bound::launch: return "launch-bound";
     case Bound::padding: return "padding-bound";
     case Bound::compute: return "compute-bound";
+    case Bound::contention: return "cpu contention";
     case Bound::unknown: return "not bound by one stage";
   }
   return "?";
@@ -42,7 +43,36 @@ void precision_advice(Diagnosis& d, const std::string& precision, bool native_bf
                        "run ~2x faster, at bf16's ~3 significant digits (stoke tune reports the difference)");
 }
 
+// Below this share of a core the compute thread is not getting its core.
+// Idle, the CPU device's thread runs ~95-100% of the time it has work.
+constexpr double kContendedShare = 0.7;
+// Other processes must use at least this many cores' worth for the cause to
+// be them (and not, say, stoke's own tokenizer threads on a small machine).
+constexpr double kOthersMinCores = 0.25;
+
+// The verdict, evidence and advice of a contended run.
+void contention_verdict(Diagnosis& d, const CpuShares& s, int cores, int workers) {
+  d.bound = Bound::contention;
+  d.verdict = "cpu contention: other processes are taking this machine's cores; the compute thread got " +
+              pct(s.compute) + " of a core while it had work";
+  d.evidence.push_back("the compute (device) thread used " + pct(s.compute) +
+                       " of one core during the time it was running work (idle machine: ~100%)");
+  if (s.others >= 0)
+    d.evidence.push_back(fmt("other processes used %.1f of this machine's ", s.others) + std::to_string(cores) +
+                         (cores == 1 ? " core" : " cores") + " on average during the run");
+  if (workers > 1)
+    d.advice.push_back("--workers " + std::to_string(workers) + " -> " + std::to_string(workers - 1) +
+                       ": fewer threads of ours compete with the others for the same cores");
+  d.advice.push_back("OMP_NUM_THREADS=<free cores>: as many compute threads as cores the other processes leave");
+  d.advice.push_back("run on a machine (or cores, taskset) no other job uses, or lower the others' priority "
+                     "(nice -n 19 / renice)");
+}
+
 }  // namespace
+
+bool cpu_contended(const CpuShares& s) {
+  return s.compute >= 0 && s.compute < kContendedShare && (s.others < 0 || s.others >= kOthersMinCores);
+}
 
 Diagnosis diagnose_embed(const EmbedFacts& f) {
   Diagnosis d;
@@ -65,6 +95,11 @@ Diagnosis diagnose_embed(const EmbedFacts& f) {
   const double avg_batch = static_cast<double>(f.computed_tokens) / batches;
   const double starved = f.batch.wait_input / wall;  // batcher waiting for tokenized windows
   const double tok_load = f.tokenize.busy / wall, read_load = f.read.busy / wall;
+  // The device stage bounds the run: busy most of the time, or busy more than
+  // any host stage (per thread) — under contention a stalled pipeline fill
+  // can keep it below 80% while it is still the stage everything waits on.
+  const double host_max = std::max({f.read.busy, f.tokenize.busy / std::max(f.workers, 1), f.batch.busy, f.write.busy});
+  const bool device_bottleneck = busy >= 0.8 || (busy >= 0.5 && f.device_busy >= host_max);
 
   d.evidence.push_back("the device was busy " + pct(busy) + " of " + fmt("%.2f s", f.seconds) +
                        fmt(" (%.0f texts/s, %.0f tokens/s)", d.items_per_second, d.tokens_per_second));
@@ -84,6 +119,8 @@ Diagnosis diagnose_embed(const EmbedFacts& f) {
                 pct(1.0 - busy) + " of the time";
     d.advice.push_back("remove the host read inside the loop (here --debug-sync-each-batch forces one per batch): "
                        "results need one sync per batch, nothing more");
+  } else if (device_bottleneck && cpu_contended(f.cpu)) {
+    contention_verdict(d, f.cpu, f.cores, f.workers);
   } else if (busy >= 0.8) {
     d.bound = Bound::compute;
     d.verdict = "compute-bound: the device was busy " + pct(busy) +
@@ -177,6 +214,8 @@ Diagnosis diagnose_train(const TrainFacts& f) {
                 pct(1.0 - busy) + " of the time";
     d.advice.push_back("read the loss only at log steps (--log-every " + std::to_string(f.log_every) +
                        "); here --debug-sync-each-step forces a read every step");
+  } else if (busy >= 0.5 && cpu_contended(f.cpu)) {  // the step is the device's: it bounds the run
+    contention_verdict(d, f.cpu, f.cores, 1);
   } else if (busy >= 0.8) {
     d.bound = Bound::compute;
     d.verdict = "compute-bound: the device was busy " + pct(busy) + " of the time";
@@ -202,6 +241,16 @@ StageTime stage_from(const nlohmann::json& j) {
                    j.at("wait_input").get<double>(), j.at("wait_output").get<double>()};
 }
 
+nlohmann::json shares_json(const CpuShares& s) { return {{"compute", s.compute}, {"others", s.others}}; }
+// Traces written before the shares were measured have none: unknown.
+CpuShares shares_from(const nlohmann::json& facts) {
+  CpuShares s;
+  if (!facts.contains("cpu")) return s;
+  s.compute = facts["cpu"].value("compute", -1.0);
+  s.others = facts["cpu"].value("others", -1.0);
+  return s;
+}
+
 }  // namespace
 
 nlohmann::json to_json(const EmbedFacts& f) {
@@ -224,14 +273,16 @@ nlohmann::json to_json(const EmbedFacts& f) {
           {"windows", f.windows},
           {"precision", f.precision},
           {"native_bf16", f.native_bf16},
-          {"stopped_early", f.stopped_early}};
+          {"stopped_early", f.stopped_early},
+          {"cpu", shares_json(f.cpu)}};
 }
 
 nlohmann::json to_json(const TrainFacts& f) {
   return {{"seconds", f.seconds},       {"device_busy", f.device_busy}, {"steps", f.steps},
           {"samples", f.samples},       {"tokens", f.tokens},           {"host_syncs", f.host_syncs},
           {"expected_syncs", f.expected_syncs}, {"batch_size", f.batch_size}, {"log_every", f.log_every},
-          {"precision", f.precision},   {"native_bf16", f.native_bf16}};
+          {"precision", f.precision},   {"native_bf16", f.native_bf16}, {"cores", f.cores},
+          {"cpu", shares_json(f.cpu)}};
 }
 
 Diagnosis diagnose_from_json(const nlohmann::json& m) {
@@ -260,6 +311,7 @@ Diagnosis diagnose_from_json(const nlohmann::json& m) {
       f.precision = j.at("precision");
       f.native_bf16 = j.at("native_bf16");
       f.stopped_early = j.value("stopped_early", false);
+      f.cpu = shares_from(j);
       Diagnosis d = diagnose_embed(f);
       d.job = job;
       return d;
@@ -277,6 +329,8 @@ Diagnosis diagnose_from_json(const nlohmann::json& m) {
       f.log_every = j.at("log_every");
       f.precision = j.at("precision");
       f.native_bf16 = j.at("native_bf16");
+      f.cores = j.value("cores", 1);
+      f.cpu = shares_from(j);
       return diagnose_train(f);
     }
     throw Error(Errc::format, "doctor: unknown job \"" + job + "\" in the trace's metadata");

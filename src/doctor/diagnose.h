@@ -12,6 +12,18 @@
 
 namespace stoke::doctor {
 
+// The CPU shares behind the contention verdict, measured by the job (the CPU
+// sampler and /proc/stat); both < 0 when unknown or not applicable (a GPU
+// device's host thread waits on the device by design).
+struct CpuShares {
+  double compute = -1;  // fraction of one core the CPU device's thread used while it had work
+  double others = -1;   // cores' worth of CPU other processes used during the run
+};
+// The contention rule: the compute thread got under ~70% of a core while it
+// had work, and other processes used a noticeable share of the machine.
+// Decided from measured shares only, never from how long the run took.
+bool cpu_contended(const CpuShares& s);
+
 // What a profiled embed/classify run measured.
 struct EmbedFacts {
   double seconds = 0;          // the pipeline's wall time
@@ -26,6 +38,7 @@ struct EmbedFacts {
   std::string precision = "f32";
   bool native_bf16 = false;
   bool stopped_early = false;
+  CpuShares cpu;
 };
 
 // What a profiled training run measured.
@@ -37,6 +50,8 @@ struct TrainFacts {
   int64_t batch_size = 0, log_every = 0;
   std::string precision = "f32";
   bool native_bf16 = false;
+  int cores = 1;
+  CpuShares cpu;
 };
 
 Diagnosis diagnose_embed(const EmbedFacts& facts);

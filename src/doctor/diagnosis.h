@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/utilization_sample.h"
+
 namespace stoke::doctor {
 
 enum class Bound {
@@ -17,6 +19,7 @@ enum class Bound {
   launch,     // many small launches / tiny batches: fixed costs dominate
   padding,    // compute spent on padding
   compute,    // the device is busy: the run is as fast as the device
+  contention, // the CPU device is the bottleneck, but other processes take its cores
   unknown,
 };
 const char* bound_name(Bound b);  // "input-bound", ...
@@ -29,13 +32,9 @@ struct StageTime {
   double busy = 0, wait_input = 0, wait_output = 0;
 };
 
-// A CPU-utilization sample of one thread: the fraction of one core it used
-// over [t - interval, t] (seconds from the start of the run).
-struct UtilizationSample {
-  std::string thread;  // "executor", "tokenizer-0", ...
-  double t = 0;
-  double fraction = 0;
-};
+// A CPU-utilization sample of one thread (defined in core, where the sampler
+// that takes it lives).
+using UtilizationSample = stoke::UtilizationSample;
 
 // A span of work on one thread (the timeline).
 struct Span {

@@ -20,10 +20,14 @@ constexpr double kWidth = 1100;
 constexpr double kPlotLeft = 170, kPlotRight = 1080;
 constexpr double kPlotWidth = kPlotRight - kPlotLeft;
 
-// Span colors by name (Tableau 10), thread colors for the utilization lines
-// (a second palette, so a line is never mistaken for a span).
-constexpr const char* kSpanColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                                       "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+// Span colors by name: Tableau 20, its strong half first. A run has more
+// span kinds than 10 (a CPU embed run names ~15), and a legend that repeats a
+// colour cannot be read, so past 20 colours are made (span_colors) rather
+// than cycled. Thread colors for the utilization lines come from a second
+// palette, so a line is never mistaken for a span.
+constexpr const char* kSpanColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
+                                       "#ff9da7", "#9c755f", "#bab0ac", "#a0cbe8", "#ffbe7d", "#8cd17d", "#b6992d",
+                                       "#499894", "#86bcb6", "#79706e", "#d37295", "#d4a6c8", "#d7b5a6"};
 constexpr const char* kLineColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
                                        "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
 constexpr const char* kBusyColor = "#4e79a7";
@@ -171,6 +175,45 @@ bool natural_less(const std::string& a, const std::string& b) {
   return a.size() - i < b.size() - j;
 }
 
+// One distinct colour per span name: the palette, then hues around the circle
+// by the golden angle (never twice the same string).
+std::map<std::string, std::string> span_colors(const std::vector<std::string>& names) {
+  std::map<std::string, std::string> out;
+  std::set<std::string> used;
+  size_t generated = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::string c;
+    if (i < std::size(kSpanColors)) {
+      c = kSpanColors[i];
+    } else {
+      do {
+        const double h = std::fmod(static_cast<double>(generated) * 137.508, 360.0);
+        const double l = 0.45 + 0.1 * static_cast<double>(generated % 3);
+        ++generated;
+        // HSL (saturation 0.55) to RGB.
+        const double ch = (1 - std::fabs(2 * l - 1)) * 0.55, hp = h / 60;
+        const double x = ch * (1 - std::fabs(std::fmod(hp, 2.0) - 1)), m = l - ch / 2;
+        double r = 0, g = 0, b = 0;
+        if (hp < 1) r = ch, g = x;
+        else if (hp < 2) r = x, g = ch;
+        else if (hp < 3) g = ch, b = x;
+        else if (hp < 4) g = x, b = ch;
+        else if (hp < 5) r = x, b = ch;
+        else r = ch, b = x;
+        auto byte = [m](double v) { return static_cast<int>(std::lround(std::clamp(v + m, 0.0, 1.0) * 255)); };
+        c = fmt::format("#{:02x}{:02x}{:02x}", byte(r), byte(g), byte(b));
+      } while (used.count(c));
+    }
+    used.insert(c);
+    out[names[i]] = c;
+  }
+  return out;
+}
+
+// Spans the backend records for its own bookkeeping (naming its thread):
+// not work a reader can act on, so neither drawn nor in the legend.
+bool internal_span(const std::string& name) { return name == "name thread"; }
+
 std::vector<std::string> ordered_threads(const Diagnosis& d) {
   std::set<std::string> names;
   for (const Span& s : d.spans) names.insert(s.thread);
@@ -228,8 +271,7 @@ void draw_timeline(std::string& out, const Diagnosis& d, const std::vector<std::
     out += R"(<p class="empty">no timeline recorded (run with --trace FILE to record spans per thread)</p></section>)";
     return;
   }
-  std::map<std::string, size_t> color_of;
-  for (size_t i = 0; i < span_names.size(); ++i) color_of[span_names[i]] = i % std::size(kSpanColors);
+  const std::map<std::string, std::string> color_of = span_colors(span_names);
 
   constexpr double kRow = 18, kLaneGap = 6, kTop = 6;
   constexpr int kMaxDepth = 4;
@@ -245,7 +287,7 @@ void draw_timeline(std::string& out, const Diagnosis& d, const std::vector<std::
     lanes.push_back(Lane{t, {}, 1});
   }
   for (const Span& s : d.spans)
-    if (finite(s.start) && finite(s.duration)) lanes[lane_of[s.thread]].spans.push_back(&s);
+    if (finite(s.start) && finite(s.duration) && !internal_span(s.name)) lanes[lane_of[s.thread]].spans.push_back(&s);
   std::erase_if(lanes, [](const Lane& l) { return l.spans.empty(); });
 
   std::string body;
@@ -290,7 +332,7 @@ void draw_timeline(std::string& out, const Diagnosis& d, const std::vector<std::
                          : fmt::format("{} ×{} · {} in total", name, b.count, fmt_seconds(b.seconds));
         body += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="{}"{}><title>{} · {}</title></rect>)",
                             num(b.x0), num(y + depth * kRow + 1), num(w), num(kRow - 2),
-                            kSpanColors[color_of[name]],
+                            color_of.at(name),
                             opacity < 0.999 ? fmt::format(R"( fill-opacity="{}")", num(opacity)) : "",
                             esc(lane.thread), esc(tip));
       }
@@ -305,7 +347,7 @@ void draw_timeline(std::string& out, const Diagnosis& d, const std::vector<std::
   out += axis_svg + body + "</svg>";
   out += R"(<div class="legend">)";
   for (const std::string& name : span_names)
-    out += fmt::format(R"(<span style="--c: {}">{}</span>)", kSpanColors[color_of[name]], esc(name));
+    out += fmt::format(R"(<span style="--c: {}">{}</span>)", color_of.at(name), esc(name));
   out += "</div></section>";
 }
 
@@ -494,12 +536,15 @@ std::string render_html_report(const Diagnosis& d) {
   card(out, d.job == "train" ? "samples / s" : "items / s", fmt_rate(d.items_per_second),
        d.job == "train" ? "training samples" : "records");
   card(out, "tokens / s", fmt_rate(d.tokens_per_second), "real tokens");
+  // An embed run's steps are batches: the card says what they are.
+  const bool train = d.job == "train";
   if (d.steps > 0)
-    card(out, "host syncs / step", fmt_rate(static_cast<double>(d.host_syncs) / static_cast<double>(d.steps)),
+    card(out, train ? "host syncs / step" : "host syncs / batch", fmt_rate(static_cast<double>(d.host_syncs) / static_cast<double>(d.steps)),
          fmt::format("{} in {} {}", with_commas(static_cast<double>(d.host_syncs)),
                      with_commas(static_cast<double>(d.steps)), d.job == "train" ? "steps" : "batches"));
   else
-    card(out, "host syncs", with_commas(static_cast<double>(d.host_syncs)), "no steps recorded");
+    card(out, "host syncs", with_commas(static_cast<double>(d.host_syncs)),
+         train ? "no steps recorded" : "no batches recorded");
   card(out, "padding efficiency", fmt_percent(d.padding_efficiency), "real / computed tokens");
   out += "</div></header>";
 
@@ -512,7 +557,8 @@ std::string render_html_report(const Diagnosis& d) {
   const std::vector<std::string> threads = ordered_threads(d);
   const TimeAxis axis = time_axis(d);
   std::set<std::string> names;
-  for (const Span& s : d.spans) names.insert(s.name);
+  for (const Span& s : d.spans)
+    if (!internal_span(s.name)) names.insert(s.name);
   const std::vector<std::string> span_names(names.begin(), names.end());
   draw_timeline(out, d, threads, axis, span_names);
   draw_utilization(out, d, threads, axis);

@@ -7,6 +7,7 @@
 #include "core/cpu_sampler.h"
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/machine_load.h"
 #include "core/trace.h"
 #include "doctor/diagnose.h"
 #include "doctor/html_report.h"
@@ -27,6 +28,18 @@ void attach_timeline(doctor::Diagnosis& d, const Trace& trace, const CpuSampler&
   const doctor::ParsedTrace parsed = doctor::parse_trace(trace.to_json(), "the profiled run's trace");
   d.spans = parsed.spans;
   d.utilization = sampler.samples();
+}
+
+// The CPU shares behind the contention verdict. On a CPU device the "device"
+// thread computes (OpenMP's master); CPU seconds over the seconds it had work
+// say how much of a core it got. A GPU's host thread waits by design: no share.
+doctor::CpuShares cpu_shares(const std::string& device, double device_busy, const CpuSampler& sampler,
+                             const MachineLoadReading& before, const MachineLoadReading& after) {
+  doctor::CpuShares s;
+  s.others = other_processes_cores(before, after);
+  const double cpu = sampler.cpu_seconds("device");
+  if (device == "cpu" && device_busy > 0.05 && cpu > 0) s.compute = std::min(1.0, cpu / device_busy);
+  return s;
 }
 
 void finish(DoctorResult& r, const DoctorOptions& o, Trace& trace, const json& metadata, const std::string& trace_out) {
@@ -54,10 +67,13 @@ DoctorResult doctor_embed(const DoctorOptions& o) {
   e.trace = &trace;
   e.on_thread_start = [&sampler](const std::string& name) { sampler.watch_current_thread(name); };
   sampler.start();
+  const MachineLoadReading before = read_machine_load();
   const EmbedSummary s = run_embed(e);
+  const MachineLoadReading after = read_machine_load();
   sampler.stop();
   const PipelineStats& p = s.pipeline;
-  const doctor::EmbedFacts f = embed_facts(s);
+  doctor::EmbedFacts f = embed_facts(s);
+  f.cpu = cpu_shares(s.device, p.device_busy, sampler, before, after);
   r.diagnosis = doctor::diagnose_embed(f);
   r.diagnosis.device = s.device;
   if (p.stopped_early)
@@ -86,9 +102,12 @@ DoctorResult doctor_train(const DoctorOptions& o) {
   t.trace = &trace;
   t.on_thread_start = [&sampler](const std::string& name) { sampler.watch_current_thread(name); };
   sampler.start();
+  const MachineLoadReading before = read_machine_load();
   const TrainSummary s = run_train(t);
+  const MachineLoadReading after = read_machine_load();
   sampler.stop();
-  const doctor::TrainFacts f = train_facts(s);
+  doctor::TrainFacts f = train_facts(s);
+  f.cpu = cpu_shares(s.device, s.device_busy_seconds, sampler, before, after);
   r.diagnosis = doctor::diagnose_train(f);
   r.diagnosis.device = s.device;
   attach_timeline(r.diagnosis, trace, sampler);
@@ -141,6 +160,7 @@ doctor::TrainFacts train_facts(const TrainSummary& s) {
   f.log_every = s.log_every;
   f.precision = s.precision;
   f.native_bf16 = s.native_bf16;
+  f.cores = cores();
   return f;
 }
 

@@ -106,6 +106,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
     }
     summary.records += n;
     summary.truncated += stats.truncated;
+    summary.capped += stats.capped;
     summary.replaced_utf8 += stats.replaced_utf8;
     progress.update(summary.records, reader.bytes_read());
   }

@@ -17,6 +17,7 @@ struct TokenizeOptions {
 
 struct TokenizeSummary {
   uint64_t records = 0, pairs = 0, tokens = 0, truncated = 0, replaced_utf8 = 0;
+  uint64_t capped = 0;  // texts over kUntruncatedTextBytes cut even with --no-truncation (bounded memory)
   int64_t max_length = 0;
   std::string max_length_from;
   double seconds = 0;

@@ -12,6 +12,7 @@
 #include "core/file_util.h"
 #include "io/atomic_file.h"
 #include "io/npy.h"
+#include "jobs/tune_significance.h"
 
 namespace stoke {
 
@@ -56,13 +57,79 @@ std::vector<float> read_embeddings(const fs::path& dir, int64_t* dims) {
   return out;
 }
 
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// One candidate against the current best, run alternately (candidate,
+// baseline, candidate, ...) until compare_rates decides. `run(candidate)`
+// runs one trial and returns it. The row shown is the candidate's, with the
+// median rates of its runs and what the comparison found.
+template <class Run>
+std::pair<TuneTrial, RateComparison> race(Run run) {
+  std::vector<double> cand, base, cand_tokens, cand_busy;
+  TuneTrial shown;
+  RateComparison cmp;
+  while (cmp.verdict == Significance::need_more_runs) {
+    const TuneTrial c = run(true);
+    const TuneTrial b = run(false);
+    if (cand.empty()) shown = c;
+    cand.push_back(c.texts_per_second);
+    cand_tokens.push_back(c.tokens_per_second);
+    cand_busy.push_back(c.device_busy);
+    base.push_back(b.texts_per_second);
+    cmp = compare_rates(cand, base);
+  }
+  shown.texts_per_second = median_of(cand);
+  shown.tokens_per_second = median_of(cand_tokens);
+  shown.device_busy = median_of(cand_busy);
+  char note[200];
+  const int runs = static_cast<int>(cand.size());
+  switch (cmp.verdict) {
+    case Significance::faster:
+      std::snprintf(note, sizeof note, "%.2fx the best so far (%d+%d runs, spread %.0f%%)", cmp.ratio, runs, runs,
+                    100 * cmp.spread);
+      break;
+    case Significance::slower:
+      std::snprintf(note, sizeof note, "%.2fx: slower (%d+%d runs, spread %.0f%%)", cmp.ratio, runs, runs,
+                    100 * cmp.spread);
+      break;
+    default:
+      std::snprintf(note, sizeof note, "no significant difference (%.2fx within a run-to-run spread of %.0f%%, %d+%d runs)",
+                    cmp.ratio, 100 * cmp.spread, runs, runs);
+  }
+  shown.note = note;
+  return {shown, cmp};
+}
+
+// What the changes bought: never "1.00x" beside changed settings, since a
+// change is taken only when significantly faster.
+std::string speedup_phrase(double speedup) {
+  if (speedup == 1) return "(the starting point: no change made a significant difference)\n";
+  char b[96];
+  std::snprintf(b, sizeof b, "(%.2fx the starting point, from paired runs)\n", speedup);
+  return b;
+}
+
+// The settings: written where --write-config names a file, else printed (a
+// tune run leaves no file nobody asked for).
+std::string deliver_config(const std::string& path, const std::string& config_json, const std::string& job) {
+  if (path.empty())
+    return "settings (save them with --write-config FILE, then `stoke " + job + " --config FILE ...`):\n" + config_json;
+  write_file_atomic(path, std::string_view(config_json));
+  return "written to " + path + " (use: stoke " + job + " --config " + path + " ...)\n";
+}
+
 }  // namespace
 
 TuneResult run_tune(const TuneOptions& o) {
   if (o.seconds_per_trial <= 0) throw Error(Errc::invalid_argument, "--seconds-per-trial must be positive");
   if (!o.embed.output.empty())
     throw Error(Errc::invalid_argument, "stoke tune writes its trials to temporary folders: drop --output "
-                                        "(run `stoke embed --config " + o.write_config + " --output ...` afterwards)");
+                                        "(run `stoke embed --config FILE --output ...` afterwards)");
   TuneResult result;
   Scratch scratch;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -95,18 +162,25 @@ TuneResult run_tune(const TuneOptions& o) {
   best.workers = o.embed.common.workers > 0 ? o.embed.common.workers : 1;
   best.batch_tokens = o.embed.common.batch_tokens;
   best.precision = o.embed.common.precision;
-  // A knob's new value must beat the current best by this much to be taken:
-  // below it, trial-to-trial noise on a shared machine decides.
-  const double kGain = 1.05;
+  // Each change is raced against the current best (tune_significance.h): it
+  // is taken only when faster beyond the run-to-run spread. The speedup is
+  // the product of the changes' measured ratios (each from paired runs), so
+  // a run that changes nothing reports no speedup.
+  double speedup = 1;
 
   // 0. The starting point.
   auto [base, base_dir] = trial(best, "start", "workers " + std::to_string(best.workers) + ", batch-tokens " +
                                                    std::to_string(best.batch_tokens) + ", " + best.precision,
                                 o.seconds_per_trial);
   base.chosen = true;
-  double best_rate = base.texts_per_second;
-  const double start_rate = best_rate;
   result.trials.push_back(base);
+  // Candidate vs the current best, alternately, until the rule decides.
+  auto race_setting = [&](const Setting& candidate, const std::string& knob, const std::string& value) {
+    const Setting baseline = best;
+    return race([&](bool is_candidate) {
+      return trial(is_candidate ? candidate : baseline, knob, value, o.seconds_per_trial).first;
+    });
+  };
 
   // 1. Tokenizer workers: 1, 2, 4, ... up to the cores.
   {
@@ -115,9 +189,9 @@ TuneResult run_tune(const TuneOptions& o) {
       if (w == start || w > max_workers) continue;
       Setting s = best;
       s.workers = w;
-      auto [t, dir] = trial(s, "workers", std::to_string(w), o.seconds_per_trial);
-      if (t.texts_per_second > best_rate * kGain) {
-        best_rate = t.texts_per_second;
+      auto [t, cmp] = race_setting(s, "workers", std::to_string(w));
+      if (cmp.verdict == Significance::faster) {
+        speedup *= cmp.ratio;
         best.workers = w;
         for (auto& x : result.trials)
           if (x.knob == "workers" || x.knob == "start") x.chosen = false;
@@ -140,10 +214,10 @@ TuneResult run_tune(const TuneOptions& o) {
       }
       Setting s = best;
       s.batch_tokens = b;
-      auto [t, dir] = trial(s, "batch-tokens", std::to_string(b), o.seconds_per_trial);
-      const bool better = t.texts_per_second > best_rate * kGain;
+      auto [t, cmp] = race_setting(s, "batch-tokens", std::to_string(b));
+      const bool better = cmp.verdict == Significance::faster;
       if (better) {
-        best_rate = t.texts_per_second;
+        speedup *= cmp.ratio;
         best.batch_tokens = b;
         for (auto& x : result.trials)
           if (x.knob == "batch-tokens") x.chosen = false;
@@ -160,8 +234,19 @@ TuneResult run_tune(const TuneOptions& o) {
   if (best.precision == "f32" && device_native_bf16) {
     Setting s = best;
     s.precision = "bf16";
-    auto [t, dir] = trial(s, "precision", "bf16", o.seconds_per_trial);
-    auto [ref, ref_dir] = trial(best, "precision", "f32 (reference)", o.seconds_per_trial);
+    // The first pair's outputs are kept for the quality comparison.
+    std::string dir, ref_dir;
+    TuneTrial ref;
+    auto [t, cmp] = race([&](bool is_candidate) {
+      auto [run, out] = trial(is_candidate ? s : best, "precision", is_candidate ? "bf16" : "f32 (reference)",
+                              o.seconds_per_trial);
+      if (is_candidate && dir.empty()) dir = out;
+      if (!is_candidate && ref_dir.empty()) {
+        ref_dir = out;
+        ref = run;
+      }
+      return run;
+    });
     int64_t d1 = 0, d2 = 0;
     const std::vector<float> a = read_embeddings(ref_dir, &d1), c = read_embeddings(dir, &d2);
     const size_t rows = d1 > 0 && d1 == d2 ? std::min(a.size(), c.size()) / static_cast<size_t>(d1) : 0;
@@ -182,9 +267,9 @@ TuneResult run_tune(const TuneOptions& o) {
     char note[160];
     std::snprintf(note, sizeof note, "vs f32 over %zu texts: 1 - cosine mean %.1e, worst %.1e", rows,
                   rows ? 1.0 - sum / static_cast<double>(rows) : 0.0, 1.0 - worst);
-    t.note = note;
-    if (rows > 0 && worst >= o.min_cosine && t.texts_per_second > best_rate * kGain) {
-      best_rate = t.texts_per_second;
+    t.note += std::string("; ") + note;
+    if (rows > 0 && worst >= o.min_cosine && cmp.verdict == Significance::faster) {
+      speedup *= cmp.ratio;
       best.precision = "bf16";
       t.chosen = true;
     } else if (rows > 0 && worst < o.min_cosine) {
@@ -210,8 +295,7 @@ TuneResult run_tune(const TuneOptions& o) {
 
   const json config = {{"workers", best.workers}, {"batch-tokens", best.batch_tokens}, {"precision", best.precision}};
   result.config_json = config.dump(2) + "\n";
-  write_file_atomic(o.write_config, std::string_view(result.config_json));
-  result.speedup = start_rate > 0 ? best_rate / start_rate : 1;
+  result.speedup = speedup;
 
   char head[96];
   std::snprintf(head, sizeof head, "stoke tune embed: one knob at a time, %g s a trial", o.seconds_per_trial);
@@ -228,12 +312,9 @@ TuneResult run_tune(const TuneOptions& o) {
     table += line;
   }
   char tail[300];
-  std::snprintf(tail, sizeof tail,
-                "\nbest: --workers %d --batch-tokens %lld --precision %s (%.2fx the starting point); written to %s "
-                "(use: stoke embed --config %s ...)\n",
-                best.workers, static_cast<long long>(best.batch_tokens), best.precision.c_str(), result.speedup,
-                o.write_config.c_str(), o.write_config.c_str());
-  table += tail;
+  std::snprintf(tail, sizeof tail, "\nbest: --workers %d --batch-tokens %lld --precision %s ", best.workers,
+                static_cast<long long>(best.batch_tokens), best.precision.c_str());
+  table += tail + speedup_phrase(speedup) + deliver_config(o.write_config, result.config_json, "embed");
   result.table = table;
   return result;
 }
@@ -242,7 +323,7 @@ TuneResult run_tune_train(const TuneTrainOptions& o) {
   if (o.steps_per_trial <= 0) throw Error(Errc::invalid_argument, "--steps-per-trial must be positive");
   if (!o.train.output.empty())
     throw Error(Errc::invalid_argument, "stoke tune writes its trials to temporary folders: drop --output "
-                                        "(run `stoke train --config " + o.write_config + " --output ...` afterwards)");
+                                        "(run `stoke train --config FILE --output ...` afterwards)");
   if (o.train.batch_size == "auto")
     throw Error(Errc::invalid_argument, "stoke tune train: start from a number (--batch-size 8); tune searches up from it");
   TuneResult result;
@@ -281,39 +362,51 @@ TuneResult run_tune_train(const TuneTrainOptions& o) {
     out.loss = r.last_loss;
     return out;
   };
-  const double kGain = 1.05;
+  // As in run_tune: each change raced against the current best.
+  double speedup = 1;
   int64_t best_batch = start_batch;
   std::string best_precision = o.train.common.precision;
   Outcome base = trial(start_batch, best_precision, "start", "batch " + std::to_string(start_batch) + ", " + best_precision);
   base.trial.chosen = true;
-  double best_rate = base.trial.texts_per_second;
-  const double start_rate = best_rate;
   result.trials.push_back(base.trial);
   // 1. Batch size: doubling, with --lr-scale-from the starting batch.
   for (int64_t b = start_batch * 2; b <= o.train.max_batch_size; b *= 2) {
-    Outcome t = trial(b, best_precision, "batch-size", std::to_string(b) + " (lr x" + std::to_string(b / start_batch) + ")");
-    const bool better = t.trial.texts_per_second > best_rate * kGain;
+    const std::string value = std::to_string(b) + " (lr x" + std::to_string(b / start_batch) + ")";
+    auto [t, cmp] = race([&](bool is_candidate) {
+      return is_candidate ? trial(b, best_precision, "batch-size", value).trial
+                          : trial(best_batch, best_precision, "batch-size", "baseline").trial;
+    });
+    const bool better = cmp.verdict == Significance::faster;
     if (better) {
-      best_rate = t.trial.texts_per_second;
+      speedup *= cmp.ratio;
       best_batch = b;
       for (auto& x : result.trials) x.chosen = false;
-      t.trial.chosen = true;
+      t.chosen = true;
     }
-    result.trials.push_back(t.trial);
+    result.trials.push_back(t);
     if (!better) break;
   }
   // 2. Precision, with the loss after the same steps compared to f32's.
   if (best_precision == "f32" && device_native_bf16) {
-    Outcome ref = trial(best_batch, "f32", "precision", "f32 (reference)");
-    Outcome t = trial(best_batch, "bf16", "precision", "bf16");
+    // The first pair's losses are compared (same batches, same masks).
+    Outcome ref, t;
+    bool have_ref = false, have_t = false;
+    auto [shown, cmp] = race([&](bool is_candidate) {
+      Outcome run = trial(best_batch, is_candidate ? "bf16" : "f32", "precision",
+                          is_candidate ? "bf16" : "f32 (reference)");
+      if (is_candidate && !have_t) t = run, have_t = true;
+      if (!is_candidate && !have_ref) ref = run, have_ref = true;
+      return run.trial;
+    });
+    t.trial = shown;
     const double change = std::abs(t.loss - ref.loss) / std::max(std::abs(ref.loss), 1e-12);
     char note[160];
     std::snprintf(note, sizeof note, "loss after %lld steps %.5f vs f32 %.5f (%.2f%%)",
                   static_cast<long long>(o.steps_per_trial), t.loss, ref.loss, 100 * change);
-    t.trial.note = note;
+    t.trial.note += std::string("; ") + note;
     ref.trial.note = "the reference for bf16's loss";
-    if (change <= o.max_loss_change && t.trial.texts_per_second > best_rate * kGain) {
-      best_rate = t.trial.texts_per_second;
+    if (change <= o.max_loss_change && cmp.verdict == Significance::faster) {
+      speedup *= cmp.ratio;
       best_precision = "bf16";
       for (auto& x : result.trials) x.chosen = false;
       t.trial.chosen = true;
@@ -326,8 +419,7 @@ TuneResult run_tune_train(const TuneTrainOptions& o) {
   json config = {{"batch-size", std::to_string(best_batch)}, {"precision", best_precision}};
   if (best_batch != start_batch) config["lr-scale-from"] = start_batch;
   result.config_json = config.dump(2) + "\n";
-  write_file_atomic(o.write_config, std::string_view(result.config_json));
-  result.speedup = start_rate > 0 ? best_rate / start_rate : 1;
+  result.speedup = speedup;
   char head[120];
   std::snprintf(head, sizeof head, "stoke tune train: one knob at a time, %lld steps a trial",
                 static_cast<long long>(o.steps_per_trial));
@@ -339,12 +431,10 @@ TuneResult run_tune_train(const TuneTrainOptions& o) {
     table += line;
   }
   char tail[300];
-  std::snprintf(tail, sizeof tail, "\nbest: --batch-size %lld%s --precision %s (%.2fx the starting point); written to %s "
-                "(use: stoke train --config %s ...)\n",
-                static_cast<long long>(best_batch),
+  std::snprintf(tail, sizeof tail, "\nbest: --batch-size %lld%s --precision %s ", static_cast<long long>(best_batch),
                 best_batch != start_batch ? (" --lr-scale-from " + std::to_string(start_batch)).c_str() : "",
-                best_precision.c_str(), result.speedup, o.write_config.c_str(), o.write_config.c_str());
-  table += tail;
+                best_precision.c_str());
+  table += tail + speedup_phrase(speedup) + deliver_config(o.write_config, result.config_json, "train");
   result.table = table;
   return result;
 }

@@ -53,9 +53,52 @@ void Tokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& out, 
   for (const TextSpan& span : added_.split(text)) {
     if (span.token_id >= 0)
       out.push_back(span.token_id);
-    else
+    else {
+      stats.encoded_bytes += span.text.size();
       model_->encode(span.text, out, stats);
+    }
   }
+}
+
+namespace {
+
+// The first `bytes` bytes of text, backed off to a character start (a cut
+// inside a character would add a U+FFFD at the end; harmless, but needless).
+std::string_view text_prefix(std::string_view text, size_t bytes) {
+  if (bytes >= text.size()) return text;
+  size_t n = bytes;
+  for (int back = 0; back < 3 && n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80; ++back) --n;
+  return text.substr(0, n);
+}
+
+}  // namespace
+
+std::vector<int32_t> Tokenizer::tokenize_bounded(std::string_view text, const EncodeOptions& o, EncodeStats& stats,
+                                                 bool* cut) const {
+  *cut = false;
+  // WordPiece needs a few bytes per byte of text (a word over
+  // max_input_chars_per_word is one [UNK] however long): only SentencePiece
+  // is bounded by a prefix.
+  if (kind_ != TokenizerKind::sentencepiece) return tokenize(text, &stats);
+  if (!o.truncate || o.max_length == 0) {
+    if (text.size() <= kUntruncatedTextBytes) return tokenize(text, &stats);
+    *cut = true;
+    ++stats.capped;
+    return tokenize(text_prefix(text, kUntruncatedTextBytes), &stats);
+  }
+  const size_t need = o.max_length + kPrefixMarginTokens;
+  size_t bytes = std::max(kMinPrefixBytes, need * kTextBytesPerToken);
+  while (bytes < text.size()) {
+    EncodeStats attempt;
+    std::vector<int32_t> ids = tokenize(text_prefix(text, bytes), &attempt);
+    if (ids.size() >= need) {  // truncated anyway, far before the cut
+      stats.add(attempt);
+      *cut = true;
+      return ids;
+    }
+    bytes *= 2;  // few tokens per byte here (spaces, unknown runs): a longer prefix
+  }
+  return tokenize(text, &stats);
 }
 
 std::vector<int32_t> Tokenizer::tokenize(std::string_view text, EncodeStats* stats) const {
@@ -76,9 +119,10 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, EncodeStats* sta
 Encoding Tokenizer::encode(const TextInput& input, const EncodeOptions& options, EncodeStats* stats) const {
   EncodeStats local;
   std::vector<int32_t> seq[2];
-  seq[0] = tokenize(input.text, &local);
+  bool cut[2] = {false, false};
+  seq[0] = tokenize_bounded(input.text, options, local, &cut[0]);
   const bool is_pair = input.pair.has_value();
-  if (is_pair) seq[1] = tokenize(*input.pair, &local);
+  if (is_pair) seq[1] = tokenize_bounded(*input.pair, options, local, &cut[1]);
 
   Encoding enc;
   const size_t specials = post_.added_tokens(is_pair);
@@ -111,6 +155,10 @@ Encoding Tokenizer::encode(const TextInput& input, const EncodeOptions& options,
       seq[0].resize(a);
       seq[1].resize(b);
     }
+    enc.truncated = true;
+    ++local.truncated;
+  }
+  if ((cut[0] || cut[1]) && !enc.truncated) {  // capped without truncation: still fewer ids than the text's
     enc.truncated = true;
     ++local.truncated;
   }

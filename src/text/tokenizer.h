@@ -41,6 +41,24 @@ struct Encoding {
   bool truncated = false;
 };
 
+// Memory stays bounded on long unbroken texts (RELIABILITY 3, 16): the
+// SentencePiece lattice takes ~260 bytes per byte of text (one 10 MB line
+// without spaces: 2.6 GB), yet a truncated text keeps only max_length tokens.
+// So on SentencePiece (WordPiece needs a few bytes per byte) a text longer than kTextBytesPerToken bytes per kept token is encoded
+// from a prefix of that many bytes; the prefix is doubled until it yields
+// max_length + kPrefixMarginTokens tokens (a text of mostly spaces or unknown
+// runs needs more bytes per token), so the ids kept equal those of the whole
+// text: the tokens near the cut, the only ones it can change, are cut off by
+// truncation anyway. Normal texts (< 64 KiB) are never touched.
+inline constexpr size_t kTextBytesPerToken = 64;
+inline constexpr size_t kMinPrefixBytes = size_t{64} << 10;
+inline constexpr size_t kPrefixMarginTokens = 64;
+// Without truncation nothing bounds the ids but the text: on SentencePiece a
+// text over this is encoded from its first kUntruncatedTextBytes bytes
+// (~300 MB of lattice), counted as capped (and as truncated), and the CLI
+// says so.
+inline constexpr size_t kUntruncatedTextBytes = size_t{1} << 20;
+
 struct EncodeOptions {
   size_t max_length = 0;   // 0: no limit
   bool truncate = true;    // when false, longer texts are returned whole
@@ -91,6 +109,10 @@ class Tokenizer {
 
  private:
   void tokenize_into(std::string_view text, std::vector<int32_t>& out, EncodeStats& stats) const;
+  // tokenize(), in memory bounded by what the options keep (see kTextBytesPerToken).
+  // *cut: the ids come from a prefix of the text.
+  std::vector<int32_t> tokenize_bounded(std::string_view text, const EncodeOptions& options, EncodeStats& stats,
+                                        bool* cut) const;
 
   TokenizerKind kind_;
   std::unique_ptr<SubwordModel> model_;

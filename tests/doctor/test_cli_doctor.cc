@@ -7,6 +7,10 @@
 // HTML report is written, and tune on the tokenization-bound case picks more
 // workers and writes a config that embed accepts.
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -179,6 +183,118 @@ TEST(Tune, TrainWritesAConfigTrainAccepts) {
   ASSERT_EQ(train.status, 0) << train.err;
   const json run = json::parse(read_file(dir / "run" / "run.json"));
   EXPECT_EQ(std::to_string(run["settings"]["batch_size"].get<int64_t>()), tuned["batch-size"].get<std::string>());
+}
+
+// A process that spins on one core until it is killed (by its pid): the
+// "other process" of the contention case. Forked, it only loops.
+class BusyProcess {
+ public:
+  explicit BusyProcess(int cpu) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      ::sched_setaffinity(0, sizeof set, &set);
+      for (volatile unsigned long i = 0;; i = i + 1) {
+      }
+    }
+  }
+  ~BusyProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool started() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Pins this process (and so the stoke it starts) to one core while alive.
+class PinnedToCore {
+ public:
+  explicit PinnedToCore(int cpu) {
+    ::sched_getaffinity(0, sizeof saved_, &saved_);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    ::sched_setaffinity(0, sizeof set, &set);
+  }
+  ~PinnedToCore() { ::sched_setaffinity(0, sizeof saved_, &saved_); }
+
+ private:
+  cpu_set_t saved_;
+};
+
+int first_allowed_cpu() {
+  cpu_set_t set;
+  ::sched_getaffinity(0, sizeof set, &set);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) return c;
+  return 0;
+}
+
+// stoke and a busy process share one core: the compute thread gets about half
+// of it, well under the 70% rule, and the doctor names the contention with
+// the measured shares (not "compute-bound, nothing to gain"). The verdict
+// comes from CPU shares, so the test asserts no time.
+TEST(Doctor, CompetingBusyProcessOnTheSameCoreIsCpuContention) {
+  const fs::path dir = test::scratch_dir("doctor-contention");
+  const fs::path model = test::make_random_bert(test::scratch_dir("doctor-contention-model"), 256, 4, 4, 1024);
+  const int cpu = first_allowed_cpu();
+  BusyProcess hog(cpu);
+  ASSERT_TRUE(hog.started());
+  test::RunResult r;
+  {
+    PinnedToCore pin(cpu);
+    r = test::run_stoke("doctor embed --model " + model.string() + " --input " + corpus_head("contention", 400).string() +
+                        " --workers 1 --seconds 6 --quiet --trace " + (dir / "trace.json").string());
+  }
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("cpu contention: other processes are taking this machine's cores"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("of one core during the time it was running work"), std::string::npos) << r.out;
+  const json cpu_shares = trace_metadata(dir / "trace.json").at("facts").at("cpu");
+  EXPECT_LT(cpu_shares["compute"].get<double>(), 0.7) << cpu_shares.dump();
+  EXPECT_GT(cpu_shares["others"].get<double>(), 0.25) << cpu_shares.dump();
+  // Read back from the trace: the same verdict.
+  const auto again = test::run_stoke("doctor --trace " + (dir / "trace.json").string());
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_NE(again.out.find("cpu contention"), std::string::npos) << again.out;
+}
+
+// tune writes a config file only where --write-config names one: without it
+// the settings are printed and the working folder stays empty (it used to
+// leave stoke-tune.json behind). A change it reports is measured against
+// paired runs, so it never reports "1.00x" beside changed settings.
+TEST(Tune, WritesNoFileUnaskedAndPrintsTheSettings) {
+  const fs::path dir = test::scratch_dir("tune-unasked");
+  const fs::path data = dir / "train.jsonl";
+  {
+    std::ifstream in(corpus());
+    std::ofstream out(data);
+    std::string line;
+    for (size_t i = 0; std::getline(in, line); ++i)
+      if (i % 150 == 0) {
+        const json r = json::parse(line);
+        out << json{{"text", r["text"]}, {"label", r["lang"]}}.dump() << "\n";
+      }
+  }
+  const fs::path cwd = dir / "cwd";
+  fs::create_directories(cwd);
+  const fs::path before = fs::current_path();
+  fs::current_path(cwd);
+  const auto r = test::run_stoke("tune train --model " + test::fixture("models/tiny-bert").string() + " --train " +
+                                 data.string() + " --batch-size 4 --max-batch-size 8 --steps-per-trial 2");
+  fs::current_path(before);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::printf("%s", r.out.c_str());
+  EXPECT_TRUE(fs::is_empty(cwd)) << "tune wrote a file nobody asked for: " << fs::directory_iterator(cwd)->path();
+  EXPECT_NE(r.out.find("--write-config FILE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"batch-size\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("runs"), std::string::npos) << r.out;  // the candidate was raced, not run once
+  EXPECT_EQ(r.out.find("1.00x the starting point"), std::string::npos) << r.out;
 }
 
 TEST(Doctor, UserErrors) {

@@ -137,6 +137,67 @@ TEST(Diagnose, TrainingSyncsBeyondLoggingAreSyncBound) {
   EXPECT_TRUE(has(d.advice, "--batch-size 16 -> 32"));
 }
 
+// The issue's run: the compute thread at 32% of a core while the device stage
+// was busy, two busy processes beside it. Today's "compute-bound, nothing to
+// gain" becomes the contention verdict, with the shares as evidence.
+TEST(Diagnose, ComputeThreadStarvedOfItsCoreIsCpuContention) {
+  EmbedFacts f = base();
+  f.device_busy = 9.2;
+  f.cores = 2;
+  f.workers = 2;
+  f.cpu = {0.32, 1.6};
+  Diagnosis d = diagnose_embed(f);
+  EXPECT_EQ(d.bound, Bound::contention) << format_diagnosis(d);
+  EXPECT_NE(d.verdict.find("other processes are taking this machine's cores"), std::string::npos) << d.verdict;
+  EXPECT_TRUE(has(d.evidence, "32% of one core")) << format_diagnosis(d);
+  EXPECT_TRUE(has(d.evidence, "other processes used 1.6 of this machine's 2 cores")) << format_diagnosis(d);
+  EXPECT_TRUE(has(d.advice, "--workers 2 -> 1"));
+  EXPECT_TRUE(has(d.advice, "nice"));
+  // The same facts read back from a trace give the same verdict.
+  EXPECT_EQ(diagnose_from_json({{"job", "embed"}, {"facts", to_json(f)}}).verdict, d.verdict);
+  // Training: the same rule.
+  TrainFacts t;
+  t.seconds = 10;
+  t.device_busy = 9;
+  t.steps = 40;
+  t.cores = 2;
+  t.cpu = {0.4, 1.0};
+  EXPECT_EQ(diagnose_train(t).bound, Bound::contention);
+  EXPECT_EQ(diagnose_from_json({{"job", "train"}, {"facts", to_json(t)}}).bound, Bound::contention);
+}
+
+TEST(Diagnose, ContentionNeedsAStarvedComputeThreadAndOtherProcesses) {
+  EmbedFacts f = base();
+  f.device_busy = 9.2;
+  f.cpu = {0.95, 1.5};  // others busy, but the compute thread has its core
+  EXPECT_EQ(diagnose_embed(f).bound, Bound::compute);
+  f.cpu = {0.5, 0.05};  // starved by our own threads, not by other processes
+  EXPECT_EQ(diagnose_embed(f).bound, Bound::compute);
+  f.cpu = {-1, 2.0};    // unknown share (a GPU, or an old trace): no verdict from guesses
+  EXPECT_EQ(diagnose_embed(f).bound, Bound::compute);
+  f.cpu = {0.69, -1};   // others unknown: the starved thread alone decides
+  EXPECT_EQ(diagnose_embed(f).bound, Bound::contention);
+  f.cpu = {0.71, 2.0};
+  EXPECT_EQ(diagnose_embed(f).bound, Bound::compute);
+  // Busy under 80% (a slow pipeline fill on the starved cores), yet the
+  // device is still the busiest stage: contention, not "no single stage".
+  f.device_busy = 7.6;
+  f.batch.wait_input = 1.1;
+  f.cpu = {0.45, 1.0};
+  EXPECT_EQ(diagnose_embed(f).bound, Bound::contention) << format_diagnosis(diagnose_embed(f));
+  f.cpu = {0.97, 0.0};
+  EXPECT_NE(diagnose_embed(f).bound, Bound::contention);
+  // The device is not the bottleneck: the pipeline's own verdicts stand.
+  f = base();
+  f.device_busy = 2;
+  f.tokenize.busy = 9;
+  f.batch.wait_input = 7;
+  f.cpu = {0.3, 1.5};
+  EXPECT_EQ(diagnose_embed(f).bound, Bound::input);
+  EXPECT_TRUE(cpu_contended({0.3, 1.5}));
+  EXPECT_FALSE(cpu_contended({0.3, 0.1}));
+}
+
 TEST(Diagnose, FactsRoundTripThroughJson) {
   EmbedFacts f = base();
   f.tokenize.busy = 9;

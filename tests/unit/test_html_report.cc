@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -145,6 +147,44 @@ TEST(HtmlReport, EmptyDiagnosisSaysSo) {
   EXPECT_NE(h.find("no CPU utilization samples recorded"), std::string::npos);
   EXPECT_EQ(count(h, "<svg"), 2u);
   EXPECT_EQ(nesting_problem(h), "");
+}
+
+// The span kinds of a CPU embed run (more than one palette of 10) plus 20
+// more: every kind gets its own colour in the legend and the timeline, the
+// backend's internal "name thread" span is neither drawn nor listed, and an
+// embed run's host syncs are per batch.
+TEST(HtmlReport, EachSpanKindHasItsOwnColourAndNoInternalEntries) {
+  Diagnosis d = synthetic();
+  std::vector<std::string> kinds = {"read", "tokenize", "pack", "enqueue", "copy to device", "embed", "linear",
+                                    "attention", "gelu", "layernorm", "pool", "normalize", "copy to host",
+                                    "wait result", "write"};
+  for (int i = 0; i < 20; ++i) kinds.push_back("op-" + std::to_string(i));
+  for (size_t i = 0; i < kinds.size(); ++i) d.spans.push_back({"device", kinds[i], 0.01 * static_cast<double>(i), 0.005});
+  d.spans.push_back({"device", "name thread", 0, 0.0001});
+  const std::string html = doctor::render_html_report(d);
+  // The timeline's legend: <span style="--c: COLOUR">NAME</span> per kind.
+  const size_t timeline = html.find("<h2>Timeline</h2>");
+  ASSERT_NE(timeline, std::string::npos);
+  const size_t legend = html.find("<div class=\"legend\">", timeline);
+  const size_t legend_end = html.find("</div>", legend);
+  ASSERT_NE(legend, std::string::npos);
+  std::map<std::string, std::string> colour_of;
+  std::set<std::string> colours;
+  const std::string open = "<span style=\"--c: ";
+  for (size_t p = html.find(open, legend); p != std::string::npos && p < legend_end; p = html.find(open, p + 1)) {
+    const size_t c0 = p + open.size(), c1 = html.find('"', c0);
+    const size_t n0 = html.find('>', c1) + 1, n1 = html.find("</span>", n0);
+    const std::string colour = html.substr(c0, c1 - c0), name = html.substr(n0, n1 - n0);
+    EXPECT_TRUE(colours.insert(colour).second) << name << " repeats colour " << colour;
+    colour_of[name] = colour;
+  }
+  for (const std::string& k : kinds) EXPECT_TRUE(colour_of.count(k)) << k << " missing from the legend";
+  EXPECT_EQ(colour_of.size(), kinds.size() + 1);  // + synthetic()'s "forward"
+  EXPECT_EQ(html.find("name thread"), std::string::npos) << "an internal span is shown";
+  EXPECT_NE(html.find("host syncs / batch"), std::string::npos);
+  EXPECT_EQ(html.find("host syncs / step"), std::string::npos);
+  d.job = "train";
+  EXPECT_NE(doctor::render_html_report(d).find("host syncs / step"), std::string::npos);
 }
 
 TEST(HtmlReport, LongRunsStaySmall) {
