@@ -495,7 +495,9 @@ std::string render_html_report(const Diagnosis& d) {
        d.job == "train" ? "training samples" : "records");
   card(out, "tokens / s", fmt_rate(d.tokens_per_second), "real tokens");
   if (d.steps > 0)
-    card(out, "host syncs / step", fmt_rate(static_cast<double>(d.host_syncs) / static_cast<double>(d.steps)),
+    // A training run counts optimizer steps; embed and classify count batches.
+    card(out, d.job == "train" ? "host syncs / step" : "host syncs per batch",
+         fmt_rate(static_cast<double>(d.host_syncs) / static_cast<double>(d.steps)),
          fmt::format("{} in {} {}", with_commas(static_cast<double>(d.host_syncs)),
                      with_commas(static_cast<double>(d.steps)), d.job == "train" ? "steps" : "batches"));
   else

@@ -120,6 +120,8 @@ TrainSummary run_train(const TrainOptions& o) {
   if (o.on_error != "stop" && o.on_error != "skip")
     throw Error(Errc::invalid_argument, "--on-error \"" + o.on_error + "\": expected stop or skip");
   if (o.grad_accum <= 0) throw Error(Errc::invalid_argument, "--grad-accum must be positive");
+  if (o.max_steps < 0)  // 0 is "unset" (--epochs decides); the CLI refuses 0 from the user
+    throw Error(Errc::invalid_argument, "--max-steps " + std::to_string(o.max_steps) + ": expected at least 1");
   if (o.lr <= 0) throw Error(Errc::invalid_argument, "--lr must be positive");
   if (o.label_smoothing < 0 || o.label_smoothing >= 1)
     throw Error(Errc::invalid_argument, "--label-smoothing must be in [0, 1)");
