@@ -91,6 +91,9 @@ int64_t parse_bytes(const std::string& text) {
   else if (unit == "M" || unit == "MB" || unit == "MiB") mul = 1024.0 * 1024;
   else if (unit == "G" || unit == "GB" || unit == "GiB") mul = 1024.0 * 1024 * 1024;
   else if (!unit.empty()) throw Error(Errc::invalid_argument, "--memory-budget \"" + text + "\": unknown unit \"" + unit + "\"");
+  // NaN, infinities and more than 2^62 bytes cannot be a budget (and would not convert to int64).
+  if (!(v * mul >= 1) || !(v * mul <= 4.6e18))
+    throw Error(Errc::invalid_argument, "--memory-budget \"" + text + "\": expected 1 byte to 4 EiB, e.g. 8G or 512M");
   return static_cast<int64_t>(v * mul);
 }
 
