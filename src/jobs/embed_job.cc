@@ -94,12 +94,13 @@ std::string tokenizer_sha256(const fs::path& model_dir) {
   return h.hex_digest();
 }
 
-// False for stdin-like inputs (FIFOs, /dev/fd/N, character devices); a
-// missing path is left to the reader, which names it.
-bool is_regular_input(const std::string& path) {
+// An input that exists and is neither a file nor a folder: a FIFO, a
+// process substitution's /dev/fd/N, a character device. A missing path is not
+// one: the reader names it.
+bool is_stream(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  return ec || !fs::exists(st) || fs::is_regular_file(st) || fs::is_directory(st);
+  return !ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st);
 }
 
 int default_workers(const std::string& device_name) {
@@ -175,7 +176,7 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   // stdin, a FIFO, a process substitution (/dev/fd/N): read once, as it
   // comes. Its size and sha256 are known only at the end, and it cannot be
   // read again to check a resumed run against the first.
-  const bool streamed = from_stdin || !is_regular_input(o.common.input);
+  const bool streamed = from_stdin || is_stream(o.common.input);
   if (o.resume && streamed)
     throw Error(Errc::invalid_argument,
                 "--resume needs a regular --input file: " + (from_stdin ? std::string("stdin") : o.common.input) +
