@@ -6,23 +6,28 @@
 
 namespace stoke {
 
+// A terminal gets 10 redraws a second; a log gets a line every 5 seconds.
 Progress::Progress(std::string what, uint64_t total_bytes, bool enabled)
-    : what_(std::move(what)), total_bytes_(total_bytes), enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1),
+    : Progress(std::move(what), total_bytes, stderr, ::isatty(STDERR_FILENO) == 1,
+               std::chrono::milliseconds(::isatty(STDERR_FILENO) == 1 ? 100 : 5000)) {
+  enabled_ = enabled;
+}
+
+Progress::Progress(std::string what, uint64_t total_bytes, std::FILE* out, bool tty, std::chrono::milliseconds interval)
+    : what_(std::move(what)), total_bytes_(total_bytes), enabled_(true), tty_(tty), out_(out), interval_(interval),
       start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
 
 Progress::~Progress() {
-  if (!finished_ && enabled_ && tty_ && records_ > 0) std::fputc('\n', stderr);
+  if (!finished_ && enabled_ && tty_ && records_ > 0) std::fputc('\n', out_);
 }
 
 void Progress::update(uint64_t records, uint64_t bytes_done, uint64_t tokens) {
   records_ = records;
   tokens_ = tokens;
-  bytes_ = bytes_done;
+  bytes_ = std::max(bytes_, bytes_done);  // never backwards (see the header)
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
-  // A terminal gets 10 redraws a second; a log gets a line every 5 seconds.
-  const auto interval = tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(5000);
-  if (now - last_draw_ < interval) return;
+  if (now - last_draw_ < interval_) return;
   last_draw_ = now;
   draw(false);
 }
@@ -32,7 +37,7 @@ void Progress::finish() {
   finished_ = true;
   if (tty_ && records_ > 0) {
     draw(true);
-    std::fputc('\n', stderr);
+    std::fputc('\n', out_);
   }
 }
 
@@ -61,9 +66,9 @@ void Progress::draw(bool final_line) {
                   note_.c_str());
   }
   if (tty_)
-    std::fprintf(stderr, "\r%s\x1b[K", line);
+    std::fprintf(out_, "\r%s\x1b[K", line);
   else if (!final_line)
-    std::fprintf(stderr, "%s\n", line);
+    std::fprintf(out_, "%s\n", line);
 }
 
 }  // namespace stoke

@@ -13,9 +13,15 @@ class Progress {
  public:
   // total_bytes == 0: unknown size (stdin), shows counts only.
   Progress(std::string what, uint64_t total_bytes, bool enabled = true);
+  // Draws into `out` as a terminal (tty) or a log would, at most once per
+  // `interval` (tests draw every update with a zero interval).
+  Progress(std::string what, uint64_t total_bytes, std::FILE* out, bool tty, std::chrono::milliseconds interval);
   ~Progress();
   // bytes_done: input bytes whose records are done (an estimate is fine: it
-  // drives the bar and the ETA). tokens > 0 adds a tokens/s figure.
+  // drives the bar and the ETA). The bar never moves back: an estimate that
+  // dips (embed's scales the bytes read by the share of records done, which
+  // falls when the reader runs ahead into shorter or longer records) is held
+  // at its highest value. tokens > 0 adds a tokens/s figure.
   void update(uint64_t records, uint64_t bytes_done, uint64_t tokens = 0);
   void finish();
   // What the count counts ("records" unless told; training counts "samples").
@@ -31,6 +37,8 @@ class Progress {
   uint64_t total_bytes_;
   uint64_t records_ = 0, bytes_ = 0, tokens_ = 0;
   bool enabled_, tty_, finished_ = false;
+  std::FILE* out_ = stderr;
+  std::chrono::milliseconds interval_;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
 

@@ -15,6 +15,7 @@
 #include "pipeline/encode_pipeline.h"
 #include "jobs/model_session.h"
 #include "jobs/output_file.h"
+#include "jobs/skipped_records.h"
 
 namespace stoke {
 
@@ -117,6 +118,7 @@ void append_result(std::string& out, const float* logits, const HfConfig& c, Hea
 ClassifySummary run_classify(const ClassifyOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   if (o.max_batch_size <= 0) throw Error(Errc::invalid_argument, "--max-batch-size: expected a positive number");
+  const bool skip_bad = skip_bad_records(o.on_error);
   std::unique_ptr<Trace> trace = o.common.trace.empty() ? nullptr : std::make_unique<Trace>();
   ModelSession s = open_model_session(o.common, /*need_classifier=*/true);
   JobGpuUsage gpu(s.device_name, trace.get());  // off (silently) unless cuda:N with NVML
@@ -130,18 +132,20 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   // Logits rows through the same pipeline as embed, written as JSON lines in input order.
   class JsonlSink : public RowSink {
    public:
-    JsonlSink(OutputFile& out, const HfConfig& cfg, Head head) : out_(out), cfg_(cfg), head_(head) {}
+    JsonlSink(OutputFile& out, SkippedRecords& skipped, const HfConfig& cfg, Head head)
+        : out_(out), skipped_(skipped), cfg_(cfg), head_(head) {}
     void row(const InputRecord& record, const Encoding&, const float* logits) override {
       line_.clear();
       append_result(line_, logits, cfg_, head_, record.id_json);
       out_.write(line_);
       pairs += record.pair.has_value();
     }
-    void skipped(const InputRecord&) override {}  // classify stops at a bad record
+    void skipped(const InputRecord& record) override { skipped_.add(record); }
     uint64_t pairs = 0;
 
    private:
     OutputFile& out_;
+    SkippedRecords& skipped_;
     const HfConfig& cfg_;
     Head head_;
     std::string line_;
@@ -155,6 +159,7 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   po.batch_tokens = o.common.batch_tokens;
   po.max_batch_size = o.max_batch_size;
   po.workers = o.common.workers > 0 ? o.common.workers : 1;
+  po.skip_bad_records = skip_bad;
   po.product = RowProduct::logits;
   po.trace = trace.get();
   // A trace carries the device's op spans and CPU-utilization samples of
@@ -162,7 +167,8 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   JobThreads threads(*s.backend, trace.get(), trace.get(), {});
   po.on_thread_start = threads.on_thread_start();
   OutputFile output(o.output);
-  JsonlSink sink(output, cfg, head);
+  SkippedRecords skipped(o.output, o.errors, o.common.input == "-" ? std::string("<stdin>") : o.common.input);
+  JsonlSink sink(output, skipped, cfg, head);
   Progress progress("classify", 0, !o.common.quiet);
   const PipelineStats ps = run_encode_pipeline(
       s.encoder, *s.backend, *s.text.tokenizer, po, sink,
@@ -171,7 +177,11 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   summary.records = ps.texts;
   summary.pairs = sink.pairs;
   output.commit();
+  skipped.commit();
   progress.finish();
+  summary.read = ps.records;
+  summary.skipped = skipped.count();
+  summary.errors_file = skipped.where();
   summary.tokens = ps.tokens;
   summary.truncated = ps.truncated;
   summary.batches = ps.batches;

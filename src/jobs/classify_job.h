@@ -19,10 +19,15 @@ struct ClassifyOptions {
   CommonOptions common;
   std::string output = "-";
   int64_t max_batch_size = 256;
+  std::string on_error = "stop";  // --on-error stop|skip
+  std::string errors;             // --errors FILE (jobs/skipped_records.h)
 };
 
 struct ClassifySummary {
   uint64_t records = 0, pairs = 0, tokens = 0, truncated = 0, batches = 0, host_syncs = 0;
+  uint64_t read = 0;        // input records, bad ones included
+  uint64_t skipped = 0;     // bad records skipped under --on-error skip (no output line)
+  std::string errors_file;  // where they went
   std::string mode, device;
   double seconds = 0;
   std::vector<std::string> notes;  // what the run adapted (a token budget halved for memory)

@@ -1,6 +1,8 @@
 #include "jobs/common_options.h"
 
+#include <algorithm>
 #include <charconv>
+#include <thread>
 
 #include "core/error.h"
 
@@ -31,11 +33,25 @@ DeviceSpec parse_device(const std::string& text) {
   throw Error(Errc::invalid_argument, "--device \"" + text + "\": expected auto, cpu, cuda or cuda:N");
 }
 
+int max_workers() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::min(kWorkersPerCore * cores, kMaxWorkersAbsolute);
+}
+
+std::string max_workers_reason() {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return "at most " + std::to_string(kWorkersPerCore) + " per core and " + std::to_string(kMaxWorkersAbsolute) +
+         " in all; this machine has " + std::to_string(cores) + (cores == 1 ? " core" : " cores") +
+         ", and more threads only contend";
+}
+
 void validate_common_options(const CommonOptions& o) {
   parse_device(o.device);
   if (o.precision != "f32" && o.precision != "bf16" && o.precision != "f16")
     throw Error(Errc::invalid_argument, "--precision \"" + o.precision + "\": expected f32, bf16 or f16");
-  if (o.workers < 0) throw Error(Errc::invalid_argument, "--workers " + std::to_string(o.workers) + ": expected >= 0");
+  if (o.workers < 0 || o.workers > max_workers())
+    throw Error(Errc::invalid_argument, "--workers " + std::to_string(o.workers) + ": expected 0 to " +
+                                            std::to_string(max_workers()) + " (" + max_workers_reason() + ")");
   if (o.batch_tokens <= 0)
     throw Error(Errc::invalid_argument, "--batch-tokens " + std::to_string(o.batch_tokens) + ": expected > 0");
   if (o.max_length && *o.max_length <= 0)

@@ -34,6 +34,13 @@ struct DeviceSpec {
 };
 // Throws Error(invalid_argument) naming the flag and the accepted forms.
 DeviceSpec parse_device(const std::string& text);
+// The most tokenizer threads a job starts (RELIABILITY 16: thread counts are
+// capped): 4 per core, never more than kMaxWorkersAbsolute. Past the cores
+// more threads only contend; thousands exhaust the process's thread limit.
+constexpr int kWorkersPerCore = 4, kMaxWorkersAbsolute = 256;
+int max_workers();
+// Why the cap is what it is, in words ("4 per core: this machine has 2 cores").
+std::string max_workers_reason();
 // Checks the value forms of the common flags (device, precision, workers, ...).
 void validate_common_options(const CommonOptions& options);
 // The record reader's settings for these flags: the format from --input-format,

@@ -95,6 +95,15 @@ std::string tokenizer_sha256(const fs::path& model_dir) {
   return h.hex_digest();
 }
 
+// An input that exists and is neither a file nor a folder: a FIFO, a
+// process substitution's /dev/fd/N, a character device. A missing path is not
+// one: the reader names it.
+bool is_stream(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  return !ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st);
+}
+
 int default_workers(const std::string& device_name) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // On the CPU backend the kernels use every core; tokenization is ~20x
@@ -158,14 +167,21 @@ EmbedSummary run_embed(const EmbedOptions& o) {
     throw Error(Errc::invalid_argument, "--on-error \"" + o.on_error + "\": expected stop or skip");
   if (o.sort_window == 0) throw Error(Errc::invalid_argument, "--sort-window: expected a positive number");
   if (o.shard_size == 0) throw Error(Errc::invalid_argument, "--shard-size: expected a positive number");
-  if (o.num_shards == 0 || o.shard_index >= o.num_shards)
+  if (o.num_shards == 0) throw Error(Errc::invalid_argument, "--num-shards 0: expected at least 1");
+  if (o.shard_index >= o.num_shards)
     throw Error(Errc::invalid_argument, "--shard-index " + std::to_string(o.shard_index) +
-                                            ": expected 0 <= index < --num-shards (" + std::to_string(o.num_shards) + ")");
+                                            ": expected 0 to " + std::to_string(o.num_shards - 1) +
+                                            " (below --num-shards " + std::to_string(o.num_shards) + ")");
   if (o.resume && o.overwrite) throw Error(Errc::invalid_argument, "--resume and --overwrite: give one of them");
   const bool from_stdin = o.common.input == "-";
-  if (o.resume && from_stdin)
+  // stdin, a FIFO, a process substitution (/dev/fd/N): read once, as it
+  // comes. Its size and sha256 are known only at the end, and it cannot be
+  // read again to check a resumed run against the first.
+  const bool streamed = from_stdin || is_stream(o.common.input);
+  if (o.resume && streamed)
     throw Error(Errc::invalid_argument,
-                "--resume needs --input FILE: stdin cannot be checked against what the first run read");
+                "--resume needs a regular --input file: " + (from_stdin ? std::string("stdin") : o.common.input) +
+                    " is a stream, which cannot be read again to check it against what the first run read");
   std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
   Trace* trace = o.trace ? o.trace : own_trace.get();
   // One writer per folder, from before anything in it is looked at (a
@@ -231,7 +247,7 @@ EmbedSummary run_embed(const EmbedOptions& o) {
                 {"id_field", o.common.id_field},
                 {"size", nullptr},
                 {"sha256", nullptr}};
-  if (!from_stdin) {
+  if (!streamed) {
     std::error_code ec;
     input["size"] = static_cast<uint64_t>(fs::file_size(o.common.input, ec));
     if (ec) throw Error(Errc::not_found, o.common.input + ": no such input file");
@@ -277,6 +293,10 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   EmbedSummary summary;
   summary.notes = begin.notes;
   if (const std::string note = lock.note(); !note.empty()) summary.notes.insert(summary.notes.begin(), note);
+  if (streamed)
+    summary.notes.push_back(std::string(from_stdin ? "stdin" : o.common.input) +
+                            " is a stream: its size and sha256 are taken as it is read, and this run cannot be "
+                            "resumed (--resume needs a regular file)");
   summary.dims = dims;
   summary.max_length = s.text.max_length;
   summary.pooling = pooling_text;
@@ -311,7 +331,7 @@ EmbedSummary run_embed(const EmbedOptions& o) {
                      begin.committed, write_manifest);
   const std::string input_label = from_stdin ? std::string("<stdin>") : o.common.input;
   ShardSink sink(writer, input_label);
-  Progress progress("embed", from_stdin ? 0 : manifest["input"]["size"].get<uint64_t>(), !o.common.quiet);
+  Progress progress("embed", streamed ? 0 : manifest["input"]["size"].get<uint64_t>(), !o.common.quiet);
   auto on_progress = [&](const PipelineProgress& p) {
     // Done fraction: this task's texts against its share of the records read.
     const double own = static_cast<double>(std::max<uint64_t>(1, own_records(p.records)));
@@ -362,7 +382,7 @@ EmbedSummary run_embed(const EmbedOptions& o) {
     summary.gpu_report = gpu_summary_line(*g);
     run_info["gpu"] = gpu_summary_json(*g);
   }
-  if (from_stdin) {
+  if (streamed) {
     manifest["input"]["size"] = ps.input_bytes;
     manifest["input"]["sha256"] = ps.input_sha256;
   }

@@ -35,11 +35,13 @@ ModelTokenizer open_model_tokenizer(const std::string& model_dir, std::optional<
     mt.max_length = usable;
     mt.max_length_from = "config.json usable positions";
   }
-  const int64_t specials = static_cast<int64_t>(mt.tokenizer->special_tokens_added(true));
+  // A single text needs its special tokens ([CLS] ... [SEP]: 2); a pair
+  // needs more, which the tokenizer checks per record, where pairs are known.
+  const int64_t specials = static_cast<int64_t>(mt.tokenizer->special_tokens_added(false));
   if (mt.max_length < specials) {
     throw Error(Errc::invalid_argument, "max length " + std::to_string(mt.max_length) + " (from " +
-                                            mt.max_length_from + ") leaves no room for the " +
-                                            std::to_string(specials) + " special tokens of a pair");
+                                            mt.max_length_from + "): expected at least " + std::to_string(specials) +
+                                            ", the special tokens this model adds to a text");
   }
   return mt;
 }

@@ -16,6 +16,7 @@
 #include "io/atomic_file.h"
 #include "jobs/model_tokenizer.h"
 #include "jobs/output_file.h"
+#include "jobs/skipped_records.h"
 
 namespace stoke {
 
@@ -47,6 +48,7 @@ void append_record(std::string& out, const Tokenizer& tok, const Encoding& enc, 
 TokenizeSummary run_tokenize(const TokenizeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   validate_common_options(options.common);
+  const bool skip_bad = skip_bad_records(options.on_error);
   std::unique_ptr<Trace> trace = options.common.trace.empty() ? nullptr : std::make_unique<Trace>();
   if (trace) trace->name_thread("main");
 
@@ -61,6 +63,7 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
 
   RecordReader reader(record_reader_options(options.common));
   OutputFile output(options.output);
+  SkippedRecords skipped(options.output, options.errors, reader.label());
   ThreadPool pool(options.common.workers > 0 ? static_cast<size_t>(options.common.workers) : 0);
   Progress progress("tokenize", reader.total_bytes(), !options.common.quiet);
 
@@ -75,8 +78,14 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
     {
       TraceSpan span(trace.get(), "read");
       while (n < kBatchRecords && reader.next(records[n])) {
-        if (!records[n].error.empty()) throw Error(Errc::format, describe_bad_record(reader, records[n]));
-        ++n;
+        if (records[n].error.empty()) {
+          ++n;
+        } else if (skip_bad) {
+          skipped.add(records[n]);  // no output line; records[n] is read again
+        } else {
+          throw Error(Errc::format, describe_bad_record(reader, records[n]) +
+                                        " (--on-error skip skips bad records into an errors file and goes on)");
+        }
       }
       span.set_arg(static_cast<int64_t>(n));
     }
@@ -111,7 +120,10 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
     progress.update(summary.records, reader.bytes_read());
   }
   output.commit();
+  skipped.commit();
   progress.finish();
+  summary.skipped = skipped.count();
+  summary.errors_file = skipped.where();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (trace) write_file_atomic(options.common.trace, std::string_view(trace->to_json()));
   return summary;

@@ -13,11 +13,15 @@ struct TokenizeOptions {
   CommonOptions common;
   std::string output = "-";  // "-" = stdout
   bool no_truncation = false;
+  std::string on_error = "stop";  // --on-error stop|skip
+  std::string errors;             // --errors FILE (jobs/skipped_records.h)
 };
 
 struct TokenizeSummary {
   uint64_t records = 0, pairs = 0, tokens = 0, truncated = 0, replaced_utf8 = 0;
   uint64_t capped = 0;  // texts over kUntruncatedTextBytes cut even with --no-truncation (bounded memory)
+  uint64_t skipped = 0;     // bad records skipped under --on-error skip (no output line)
+  std::string errors_file;  // where they went
   int64_t max_length = 0;
   std::string max_length_from;
   double seconds = 0;

@@ -93,6 +93,9 @@ int64_t parse_bytes(const std::string& text) {
   else if (unit == "M" || unit == "MB" || unit == "MiB") mul = 1024.0 * 1024;
   else if (unit == "G" || unit == "GB" || unit == "GiB") mul = 1024.0 * 1024 * 1024;
   else if (!unit.empty()) throw Error(Errc::invalid_argument, "--memory-budget \"" + text + "\": unknown unit \"" + unit + "\"");
+  // NaN, infinities and more than 2^62 bytes cannot be a budget (and would not convert to int64).
+  if (!(v * mul >= 1) || !(v * mul <= 4.6e18))
+    throw Error(Errc::invalid_argument, "--memory-budget \"" + text + "\": expected 1 byte to 4 EiB, e.g. 8G or 512M");
   return static_cast<int64_t>(v * mul);
 }
 
@@ -122,6 +125,8 @@ TrainSummary run_train(const TrainOptions& o) {
   if (o.on_error != "stop" && o.on_error != "skip")
     throw Error(Errc::invalid_argument, "--on-error \"" + o.on_error + "\": expected stop or skip");
   if (o.grad_accum <= 0) throw Error(Errc::invalid_argument, "--grad-accum must be positive");
+  if (o.max_steps < 0)  // 0 is "unset" (--epochs decides); the CLI refuses 0 from the user
+    throw Error(Errc::invalid_argument, "--max-steps " + std::to_string(o.max_steps) + ": expected at least 1");
   if (o.lr <= 0) throw Error(Errc::invalid_argument, "--lr must be positive");
   if (o.label_smoothing < 0 || o.label_smoothing >= 1)
     throw Error(Errc::invalid_argument, "--label-smoothing must be in [0, 1)");

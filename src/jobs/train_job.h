@@ -21,7 +21,7 @@ struct TrainOptions {
   std::string output;                // --output DIR (required)
   std::string label_field = "label";
   int64_t epochs = 3;
-  int64_t max_steps = 0;             // > 0 overrides --epochs
+  int64_t max_steps = 0;             // --max-steps N (>= 1) replaces --epochs; 0 = unset
   std::string batch_size = "8";      // a number or "auto"
   int64_t max_batch_size = 256;      // --batch-size auto searches up to this
   std::string memory_budget;         // --memory-budget (bytes, or with K/M/G suffix; "" = from free memory)

@@ -154,7 +154,8 @@ class Pipeline {
         if (rec.index < opt_.resume_record) continue;  // an earlier run already dealt with it
         if (!opt_.skip_bad_records)
           throw Error(Errc::format,
-                      describe_bad_record(reader, rec) + " (--on-error skip records bad lines in errors.jsonl and goes on)");
+                      describe_bad_record(reader, rec) +
+                          " (--on-error skip skips bad records into an errors file and goes on)");
         w.bad.push_back(std::move(rec));
         continue;
       }

@@ -129,9 +129,9 @@ Encoding Tokenizer::encode(const TextInput& input, const EncodeOptions& options,
   const size_t total = seq[0].size() + seq[1].size() + specials;
   if (options.truncate && options.max_length > 0 && total > options.max_length) {
     if (options.max_length < specials) {
-      throw Error(Errc::invalid_argument, "max_length " + std::to_string(options.max_length) +
-                                              " leaves no room for the " + std::to_string(specials) +
-                                              " special tokens");
+      throw Error(Errc::invalid_argument, "max length " + std::to_string(options.max_length) +
+                                              ": expected at least " + std::to_string(specials) +
+                                              (is_pair ? ", the special tokens of a pair" : ", the special tokens"));
     }
     size_t to_remove = total - options.max_length;
     if (!is_pair) {

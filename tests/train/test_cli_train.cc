@@ -347,6 +347,13 @@ TEST(TrainCli, AutoBatchSizeFitsTheBudgetAndScalesTheLearningRate) {
   const auto none = test::run_stoke(base + " --memory-budget 1K --output " + (root / "none").string());
   EXPECT_EQ(none.status, 1);
   EXPECT_NE(none.err.find("not even one example"), std::string::npos) << none.err;
+  // A budget that is no number of bytes is refused in one line, not converted.
+  for (const std::string bad : {"nan", "inf", "1e30G", "-1G"}) {
+    const auto r = test::run_stoke(base + " --memory-budget " + bad + " --output " + (root / "bad").string());
+    EXPECT_EQ(r.status, 1) << bad;
+    EXPECT_EQ(r.err.rfind("stoke: error: --memory-budget \"" + bad + "\": expected", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 TEST(TrainCli, NewLabelNamesGetANewHeadAndAreSaved) {

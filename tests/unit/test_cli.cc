@@ -160,9 +160,14 @@ TEST(Cli, HelpListsEveryFlagWithItsDefault) {
   r = run_stoke("tokenize --help");
   EXPECT_EQ(r.status, 0);
   for (const char* flag : {"--model", "--input TEXT=-", "--text-field TEXT=text", "--pair-field TEXT=text_pair",
-                           "--id-field", "--max-length", "--device TEXT=auto", "--precision TEXT=f32",
-                           "--workers INT=0", "--batch-tokens INT=16384", "--config", "--trace",
-                           "--output TEXT=-", "--no-truncation"})
+                           "--id-field", "--max-length", "--workers INT=0", "--config", "--trace",
+                           "--output TEXT=-", "--no-truncation", "--on-error TEXT=stop"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
+  // The device and the token budget are embed's and classify's (test_cli_flags.cc checks every command).
+  r = run_stoke("embed --help");
+  EXPECT_EQ(r.status, 0);
+  for (const char* flag : {"--device TEXT=auto", "--precision TEXT=f32", "--batch-tokens INT=16384",
+                           "--num-shards INT=1", "--sort-window INT=65536"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
   r = run_stoke("inspect --help");
   EXPECT_EQ(r.status, 0);

@@ -81,6 +81,48 @@ TEST(CliVerify, ProblemsExitOneWithOneLineEach) {
   EXPECT_EQ(lines[2], "stoke: verify found 2 problems in 2 folders");
 }
 
+// Memory is bounded by the files that exist, not by what a manifest claims
+// (RELIABILITY 16): 10^12 tasks, or a shard of 10^15 rows, is reported, not
+// allocated. Run under a 2 GB address-space limit, so a listing proportional
+// to the claim fails here at once (sanitizer builds reserve terabytes of
+// address space up front and run without the limit).
+TEST(CliVerify, HugeClaimsInAManifestAreReportedNotAllocated) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  const std::string limit;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  const std::string limit;
+#else
+  const std::string limit = "ulimit -v 2000000;";
+#endif
+#else
+  const std::string limit = "ulimit -v 2000000;";
+#endif
+  test::EmbedJob job;
+  job.count = 1;
+  const auto folders = test::write_job(test::scratch_dir("cli-verify-huge"), job);
+  nlohmann::json m = test::read_manifest(folders[0]);
+  m["task"]["count"] = 1000000000000ULL;
+  test::write_manifest(folders[0], m);
+  const RunResult r = run_stoke("verify " + folders[0], "/dev/null", limit);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err.find("out of memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stoke: verify: tasks: 999999999999 of 1000000000000 missing: no readable folder given holds "
+                       "tasks 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20 and "
+                       "999999999979 more;"),
+            std::string::npos)
+      << r.err;
+
+  m = test::read_manifest(folders[0]);
+  m["task"]["count"] = 1;
+  m["shards"][0]["rows"] = 1000000000000000ULL;
+  test::write_manifest(folders[0], m);
+  const RunResult rows = run_stoke("verify " + folders[0], "/dev/null", limit);
+  EXPECT_EQ(rows.status, 1);
+  EXPECT_EQ(rows.err.find("out of memory"), std::string::npos) << rows.err;
+  EXPECT_NE(rows.err.find("1000000000000000"), std::string::npos) << rows.err;
+}
+
 TEST(CliVerify, NeedsAFolder) {
   const RunResult r = run_stoke("verify");
   EXPECT_EQ(r.status, 1);

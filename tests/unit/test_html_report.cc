@@ -124,6 +124,18 @@ TEST(HtmlReport, SelfContainedEscapedAndWellNested) {
   EXPECT_EQ(html.find("no timeline recorded"), std::string::npos);
 }
 
+// Embed counts batches, not optimizer steps: its sync card says so.
+TEST(HtmlReport, SyncCardCountsBatchesForEmbedAndStepsForTrain) {
+  Diagnosis d = synthetic();
+  std::string html = doctor::render_html_report(d);
+  EXPECT_NE(html.find("host syncs / batch"), std::string::npos);
+  EXPECT_EQ(html.find("host syncs / step"), std::string::npos);
+  d.job = "train";
+  html = doctor::render_html_report(d);
+  EXPECT_NE(html.find("host syncs / step"), std::string::npos);
+  EXPECT_EQ(html.find("/ batch"), std::string::npos);
+}
+
 TEST(HtmlReport, EmptyDiagnosisSaysSo) {
   Diagnosis d;
   d.verdict = "unknown: nothing was measured";

@@ -1,0 +1,310 @@
+// What the command line accepts (DESIGN "Conventions every job shares",
+// RELIABILITY 16): every numeric flag is read as a signed number and refused
+// outside its range in one line naming flag, value and range (from the command
+// line and from --config alike); thread counts are capped; each command lists
+// exactly the shared flags its job uses, every flag its --help lists is
+// accepted, and the defaults the docs quote are the ones --help shows.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "core/file_util.h"
+#include "support/fixtures.h"
+
+namespace stoke {
+namespace {
+
+namespace fs = std::filesystem;
+using test::RunResult;
+using test::run_stoke;
+
+std::string model(const std::string& name) { return test::fixture("models/" + name).string(); }
+
+// ---- numbers ---------------------------------------------------------------
+
+struct Refusal {
+  std::string args;  // after `stoke`
+  std::string line;  // the whole stderr line, without "stoke: " and the newline
+};
+
+TEST(CliFlags, NegativeAndOutOfRangeNumbersAreRefusedInOneLine) {
+  const std::vector<Refusal> cases = {
+      {"embed --num-shards -2", "--num-shards -2: expected 1 to 1000000"},
+      {"embed --shard-index 3 --num-shards 0", "--num-shards 0: expected 1 to 1000000"},
+      {"embed --shard-index -1", "--shard-index -1: expected 0 to 999999"},
+      {"embed --shard-size -3", "--shard-size -3: expected 1 to 100000000"},
+      {"embed --sort-window -1", "--sort-window -1: expected 1 to 16777216"},
+      {"embed --dimensions -4", "--dimensions -4: expected 0 to 1048576"},
+      {"embed --max-batch-size 0", "--max-batch-size 0: expected 1 to 1048576"},
+      {"embed --batch-tokens -1", "--batch-tokens -1: expected 1 to 16777216"},
+      {"embed --batch-tokens 18446744073709551615", "--batch-tokens 18446744073709551615: expected 1 to 16777216"},
+      {"embed --max-length 0", "--max-length 0: expected 1 to 1048576"},
+      {"embed --num-shards 2x", "--num-shards \"2x\": expected a whole number, 1 to 1000000"},
+      {"classify --max-batch-size -1", "--max-batch-size -1: expected 1 to 1048576"},
+      {"tokenize --max-length -1", "--max-length -1: expected 1 to 1048576"},
+      {"train --max-steps -5", "--max-steps -5: expected 1 to 1000000000"},
+      {"train --max-steps 0", "--max-steps 0: expected 1 to 1000000000"},
+      {"train --epochs 0", "--epochs 0: expected 1 to 1000000"},
+      {"train --batch-size -5", "--batch-size -5: expected 1 to 1048576 (or auto)"},
+      {"train --grad-accum 0", "--grad-accum 0: expected 1 to 65536"},
+      {"train --seed -1", "--seed -1: expected 0 to 9223372036854775807"},
+      {"train --log-every 0", "--log-every 0: expected 1 to 1000000000"},
+      {"train --save-every -1", "--save-every -1: expected 0 to 1000000000"},
+      {"train --lr -1", "--lr -1: expected 0 < value <= 10"},
+      {"train --lr 0", "--lr 0: expected 0 < value <= 10"},
+      {"train --lr nan", "--lr \"nan\": expected a number, 0 < value <= 10"},
+      {"train --dropout 1", "--dropout 1: expected 0 <= value < 1"},
+      {"train --warmup-ratio 2", "--warmup-ratio 2: expected 0 to 1"},
+      {"train --num-labels -2", "--num-labels -2: expected 0 to 1048576"},
+      {"doctor embed --seconds 0", "--seconds 0: expected 0 < value <= 86400"},
+      {"doctor train --steps -1", "--steps -1: expected 1 to 1000000"},
+      {"tune embed --seconds-per-trial -1", "--seconds-per-trial -1: expected 0 < value <= 3600"},
+      {"tune train --steps-per-trial 0", "--steps-per-trial 0: expected 1 to 1000000"},
+  };
+  for (const Refusal& c : cases) {
+    const RunResult r = run_stoke(c.args);
+    EXPECT_EQ(r.status, 1) << c.args;
+    EXPECT_EQ(r.err, "stoke: " + c.line + "\n") << c.args;
+    EXPECT_EQ(r.out, "") << c.args;
+  }
+}
+
+// --num-shards 0 is the count's fault, not the index's.
+TEST(CliFlags, ZeroTasksBlamesNumShards) {
+  const RunResult r = run_stoke("embed --num-shards 0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--num-shards 0"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--shard-index"), std::string::npos) << r.err;
+}
+
+TEST(CliFlags, ConfigFileNumbersAreCheckedTheSameWay) {
+  const fs::path dir = test::scratch_dir("cli-flags-config");
+  std::ofstream(dir / "c.json") << R"({"num-shards": -2})";
+  const RunResult r = run_stoke("embed --config " + (dir / "c.json").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--num-shards -2: expected 1 to 1000000"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find((dir / "c.json").string()), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+
+  std::ofstream(dir / "w.json") << R"({"workers": 100000})";
+  const RunResult w = run_stoke("tokenize --config " + (dir / "w.json").string());
+  EXPECT_EQ(w.status, 1);
+  EXPECT_NE(w.err.find("--workers 100000: expected 0 to"), std::string::npos) << w.err;
+}
+
+TEST(CliFlags, WorkersAreCappedByTheCores) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cap = std::min(4 * cores, 256);
+  const RunResult r = run_stoke("tokenize --workers 100000");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err.rfind("stoke: --workers 100000: expected 0 to " + std::to_string(cap) + " (at most 4 per core", 0), 0u)
+      << r.err;
+  EXPECT_NE(r.err.find("this machine has " + std::to_string(cores)), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  for (const char* cmd : {"embed", "classify", "train", "tune embed"}) {
+    const std::string flag = std::string(cmd) == "tune embed" ? "--max-workers" : "--workers";
+    const RunResult c = run_stoke(std::string(cmd) + " " + flag + " " + std::to_string(cap + 1));
+    EXPECT_EQ(c.status, 1) << cmd;
+    EXPECT_NE(c.err.find(flag + " " + std::to_string(cap + 1) + ": expected 0 to " + std::to_string(cap)),
+              std::string::npos)
+        << cmd << ": " << c.err;
+  }
+  // The cap itself is accepted (the run then fails later, on the missing model).
+  const RunResult ok = run_stoke("tokenize --workers " + std::to_string(cap));
+  EXPECT_EQ(ok.err.find("--workers"), std::string::npos) << ok.err;
+}
+
+// A max length below a single text's special tokens names that minimum, and
+// says nothing about pairs when no pair was given.
+TEST(CliFlags, MaxLengthOneOnSingleTextsNamesTheMinimum) {
+  const fs::path dir = test::scratch_dir("cli-flags-maxlen");
+  std::ofstream(dir / "in.jsonl") << R"({"text": "hello world"})" << "\n";
+  for (const std::string name : {"tiny-bert", "tiny-xlmr"}) {
+    const RunResult r =
+        run_stoke("tokenize --quiet --max-length 1 --model " + model(name) + " --input " + (dir / "in.jsonl").string());
+    EXPECT_EQ(r.status, 1) << name;
+    EXPECT_EQ(r.err, "stoke: error: max length 1 (from --max-length): expected at least 2, the special tokens this "
+                     "model adds to a text\n")
+        << name;
+    EXPECT_EQ(r.err.find("pair"), std::string::npos) << r.err;
+  }
+  // Two is enough for a single text: the special tokens alone.
+  const RunResult two =
+      run_stoke("tokenize --quiet --max-length 2 --model " + model("tiny-bert") + " --input " + (dir / "in.jsonl").string());
+  EXPECT_EQ(two.status, 0) << two.err;
+  EXPECT_NE(two.out.find("\"ids\": [2, 3]"), std::string::npos) << two.out;
+}
+
+// ---- which flags each command lists and accepts -----------------------------
+
+struct HelpFlag {
+  std::vector<std::string> names;  // "--train", "--input" for an alias
+  std::string default_value;       // after "=" in the help line ("" = none shown)
+  std::string line;
+};
+
+// The flags `stoke <cmd> --help` lists, by every name.
+std::map<std::string, HelpFlag> help_flags(const std::string& cmd) {
+  const RunResult r = run_stoke(cmd + " --help");
+  EXPECT_EQ(r.status, 0) << cmd << ": " << r.err;
+  std::map<std::string, HelpFlag> flags;
+  std::istringstream in(r.out);
+  std::string line;
+  bool in_options = false;
+  while (std::getline(in, line)) {
+    if (line == "Options:") in_options = true;
+    if (line == "Subcommands:") in_options = false;
+    if (!in_options || line.rfind("  -", 0) != 0) continue;
+    std::istringstream words(line);
+    std::string names, type;
+    words >> names >> type;
+    HelpFlag f;
+    f.line = line;
+    if (const size_t eq = type.find('='); eq != std::string::npos && type.rfind("[", 0) != 0)
+      f.default_value = type.substr(eq + 1);
+    std::istringstream split(names);
+    for (std::string n; std::getline(split, n, ',');)
+      if (n.rfind("--", 0) == 0) f.names.push_back(n);
+    for (const auto& n : f.names) flags[n] = f;
+  }
+  return flags;
+}
+
+const std::vector<std::string> kCommands = {"tokenize",   "embed",       "classify",   "train",      "doctor",
+                                            "doctor embed", "doctor train", "tune embed", "tune train", "inspect",
+                                            "verify"};
+
+// The shared flags, and which of them each job uses (DESIGN: tokenize runs no
+// model and forms no batches; embed never reads pairs; train reads --train,
+// with --input its alias, and has no ids or token budget).
+const std::set<std::string> kShared = {"--model",  "--input",   "--input-format", "--text-field", "--pair-field",
+                                       "--id-field", "--max-length", "--device",     "--precision",  "--workers",
+                                       "--batch-tokens", "--trace", "--quiet",      "--config"};
+const std::set<std::string> kBase = {"--model", "--input-format", "--text-field", "--max-length", "--trace", "--quiet",
+                                     "--config"};
+std::set<std::string> with(std::set<std::string> s, std::initializer_list<const char*> more) {
+  for (const char* m : more) s.insert(m);
+  return s;
+}
+
+TEST(CliFlags, EachCommandListsTheSharedFlagsItsJobUses) {
+  const std::set<std::string> tokenize = with(kBase, {"--input", "--pair-field", "--id-field", "--workers"});
+  const std::set<std::string> embed =
+      with(kBase, {"--input", "--id-field", "--device", "--precision", "--workers", "--batch-tokens"});
+  const std::set<std::string> classify = with(embed, {"--pair-field"});
+  const std::set<std::string> train = with(kBase, {"--input", "--pair-field", "--device", "--precision", "--workers"});
+  const std::map<std::string, std::set<std::string>> want = {
+      {"tokenize", tokenize},   {"embed", embed},         {"classify", classify},  {"train", train},
+      {"doctor embed", embed},  {"doctor train", train},  {"tune embed", embed},   {"tune train", train}};
+  for (const auto& [cmd, shared] : want) {
+    std::set<std::string> listed;
+    for (const auto& [name, f] : help_flags(cmd))
+      if (kShared.count(name)) listed.insert(name);
+    EXPECT_EQ(listed, shared) << cmd;
+  }
+}
+
+TEST(CliFlags, HelpListsWhatTheJobReallyTakes) {
+  // train's --input is --train under another name, not a flag of its own.
+  for (const char* cmd : {"train", "doctor train", "tune train"}) {
+    const auto flags = help_flags(cmd);
+    ASSERT_TRUE(flags.count("--train")) << cmd;
+    EXPECT_EQ(flags.at("--train").names, (std::vector<std::string>{"--train", "--input"})) << cmd;
+    // --max-steps has no numeric default: unset, --epochs decides.
+    ASSERT_TRUE(flags.count("--max-steps")) << cmd;
+    EXPECT_EQ(flags.at("--max-steps").default_value, "") << flags.at("--max-steps").line;
+  }
+  // doctor's and tune's runs write to a temporary folder: --output is not required there.
+  const auto doctor_embed = help_flags("doctor embed");
+  ASSERT_TRUE(doctor_embed.count("--output"));
+  EXPECT_EQ(doctor_embed.at("--output").line.find("required"), std::string::npos) << doctor_embed.at("--output").line;
+  EXPECT_EQ(doctor_embed.at("--output").line.find("REQUIRED"), std::string::npos);
+  EXPECT_NE(help_flags("embed").at("--output").line.find("required"), std::string::npos);
+  for (const char* cmd : {"tune embed", "tune train"}) {
+    const auto flags = help_flags(cmd);
+    for (const char* f : {"--output", "--resume", "--overwrite"}) EXPECT_FALSE(flags.count(f)) << cmd << " " << f;
+  }
+  for (const char* cmd : {"tokenize", "classify"}) {
+    const auto flags = help_flags(cmd);
+    EXPECT_TRUE(flags.count("--on-error")) << cmd;
+    EXPECT_TRUE(flags.count("--errors")) << cmd;
+  }
+}
+
+// Every flag a --help lists is one the parser takes ("required ... missing" or
+// the job's own error, never "not expected"), and the shared flags a job does
+// not use are refused, not ignored.
+TEST(CliFlags, EveryListedFlagIsAcceptedAndUnusedOnesAreRefused) {
+  std::map<std::string, std::map<std::string, HelpFlag>> help;
+  for (const std::string& cmd : kCommands) help[cmd] = help_flags(cmd);
+  for (const std::string& cmd : kCommands) {
+    // doctor's and tune's subcommands share embed's and train's flags (one
+    // function adds both): only their own flags are run again.
+    const std::string base = cmd.find(' ') == std::string::npos ? "" : cmd.substr(cmd.find(' ') + 1);
+    for (const auto& [name, f] : help[cmd]) {
+      if (name == "--help" || name == "--version") continue;
+      if (!base.empty() && help[base].count(name) && name != "--quiet") continue;
+      const RunResult r = run_stoke(cmd + " " + name);
+      EXPECT_EQ(r.err.find("not expected"), std::string::npos) << cmd << " " << name << ": " << r.err;
+      EXPECT_EQ(r.err.find("internal error"), std::string::npos) << cmd << " " << name << ": " << r.err;
+    }
+  }
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"tokenize", "--device cpu"},     {"tokenize", "--precision f32"}, {"tokenize", "--batch-tokens 64"},
+      {"embed", "--pair-field p"},      {"train", "--id-field id"},       {"train", "--batch-tokens 64"},
+      {"tune embed", "--output o"},     {"tune train", "--output o"},     {"doctor embed", "--pair-field p"}};
+  for (const auto& [cmd, flag] : refused) {
+    const RunResult r = run_stoke(cmd + " " + flag);
+    EXPECT_EQ(r.status, 1) << cmd << " " << flag;
+    EXPECT_NE(r.err.find("not expected"), std::string::npos) << cmd << " " << flag << ": " << r.err;
+  }
+}
+
+// A synopsis in README.md or docs/*.md that shows a flag with a number in
+// brackets ("[--batch-size 8]") shows its default; it must be the one --help
+// shows.
+TEST(CliFlags, DocsQuoteTheDefaultsHelpShows) {
+  const fs::path source(STOKE_SOURCE_DIR);
+  std::vector<fs::path> docs = {source / "README.md"};
+  for (const auto& e : fs::directory_iterator(source / "docs"))
+    if (e.path().extension() == ".md") docs.push_back(e.path());
+  const std::regex command(R"(^\s*stoke (tokenize|embed|classify|train|doctor|tune)( (embed|train))?\b)");
+  const std::regex bracket(R"(\[--([a-z-]+) ([0-9][0-9.e+-]*)[\]| ])");
+  std::map<std::string, std::map<std::string, HelpFlag>> help;
+  size_t checked = 0;
+  for (const fs::path& doc : docs) {
+    std::istringstream in(read_file(doc));
+    std::string line, cmd;
+    int line_no = 0;
+    while (std::getline(in, line)) {
+      ++line_no;
+      std::smatch m;
+      if (std::regex_search(line, m, command)) {
+        cmd = m[1].str() + (m[3].matched ? " " + m[3].str() : "");
+      } else if (line.find_first_not_of(' ') == std::string::npos || line.find_first_not_of(' ') < 4 ||
+                 line[line.find_first_not_of(' ')] != '[') {
+        cmd.clear();  // a synopsis continues on indented lines that start with '['
+      }
+      if (cmd.empty() || cmd == "doctor" || cmd == "tune") continue;
+      if (!help.count(cmd)) help[cmd] = help_flags(cmd);
+      for (auto it = std::sregex_iterator(line.begin(), line.end(), bracket); it != std::sregex_iterator(); ++it) {
+        const std::string flag = "--" + (*it)[1].str(), value = (*it)[2].str();
+        const std::string where = doc.filename().string() + ":" + std::to_string(line_no) + ": stoke " + cmd + " " + flag;
+        ASSERT_TRUE(help[cmd].count(flag)) << where << " is not a flag of the command";
+        const std::string shown = help[cmd].at(flag).default_value;
+        ASSERT_FALSE(shown.empty()) << where << ": --help shows no default";
+        EXPECT_DOUBLE_EQ(std::stod(value), std::stod(shown)) << where << " " << value << ", but --help says " << shown;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 5u) << "the docs' synopses quote defaults (training.md, doctor.md): the parser found too few";
+}
+
+}  // namespace
+}  // namespace stoke
