@@ -3,7 +3,7 @@
 # the unit and pipeline tests, 50 random kill -9s of an embed job, 40 of a
 # training run, training checkpoints loaded by transformers, every corpus text
 # against the reference tokenizers, each fuzz target for a minute, and the
-# tokenizer, pipeline and training benchmarks; last, both README commands on a
+# tokenizer, pipeline, training and contention benchmarks; last, both README commands on a
 # fresh Debian 12 root (scripts/check-fresh-machine.sh: needs root and Debian's
 # mirrors; STOKE_SKIP_FRESH_ROOT=1 leaves it out).
 set -euo pipefail
@@ -50,6 +50,9 @@ bench/pipeline/run.sh
 
 echo "== training benchmark"
 bench/train_cpu/run.sh
+
+echo "== contention benchmark (OpenMP wait policies, idle and with 2 busy processes)"
+bench/contention/run.sh
 
 if [ "${STOKE_SKIP_FRESH_ROOT:-0}" != 1 ]; then
   echo "== both README commands on a fresh Debian 12 root"
