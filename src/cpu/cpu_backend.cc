@@ -229,8 +229,14 @@ void CpuBackend::run() {
 }
 
 void CpuBackend::set_host_load(int busy_host_threads) {
+  // A user's OMP_NUM_THREADS is a ceiling we keep: the doctor's contention
+  // advice names it, and TSan runs set 1 (libgomp is not instrumented).
+  // Read on the calling thread, whose team size is still the environment's
+  // (the executor's is the one set below).
+  static const int user_ceiling = std::getenv("OMP_NUM_THREADS") != nullptr ? omp_get_max_threads() : 0;
   const int cores = omp_get_num_procs();
-  const int threads = std::max(1, cores - std::max(0, busy_host_threads));
+  int threads = std::max(1, cores - std::max(0, busy_host_threads));
+  if (user_ceiling > 0) threads = std::min(threads, user_ceiling);
   enqueue("set threads", [threads] { omp_set_num_threads(threads); });
 }
 

@@ -45,7 +45,8 @@ class CpuBackend final : public Backend {
   // from now on (nullptr: stop). The trace must outlive the backend's work.
   void set_trace(Trace* trace) override;
   // Kernels run on max(1, cores - busy_host_threads) OpenMP threads from here
-  // on (the team size is set on the executor thread, in stream order).
+  // on, never more than OMP_NUM_THREADS when the user set it (the team size is
+  // set on the executor thread, in stream order).
   void set_host_load(int busy_host_threads) override;
   double busy_seconds() const override;
   const Kernels& kernels() const { return kernels_; }

@@ -93,11 +93,18 @@ TEST(Doctor, TokenizationBoundRunIsInputBoundAndAdvisesMoreWorkers) {
 
 TEST(Doctor, BertBaseSizeRunIsComputeBound) {
   const fs::path model = test::make_random_bert(test::scratch_dir("doctor-base-model"), 768, 12, 12, 3072);
+  const fs::path trace = test::scratch_dir("doctor-base") / "trace.json";
   const auto r = test::run_stoke("doctor embed --model " + model.string() + " --input " +
-                                 corpus_head("compute", 48).string() + " --seconds 60 --quiet");
+                                 corpus_head("compute", 48).string() + " --seconds 60 --quiet --trace " +
+                                 trace.string());
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("compute-bound"), std::string::npos) << r.out;
   fs::remove_all(model);  // 340 MB
+  // Compute-bound — unless other processes really took the cores meanwhile
+  // (a build beside the tests), which the doctor must then name instead: the
+  // measured shares in the trace decide which verdict is right, not the clock.
+  const json cpu = trace_metadata(trace).at("facts").at("cpu");
+  const bool contended = cpu.at("compute").get<double>() < 0.7 && cpu.at("others").get<double>() >= 0.25;
+  EXPECT_NE(r.out.find(contended ? "cpu contention" : "compute-bound"), std::string::npos) << cpu.dump() << r.out;
 }
 
 TEST(Doctor, InjectedHostSyncPerBatchIsSyncBound) {
