@@ -154,9 +154,12 @@ RecordReader::RecordReader(RecordReaderOptions options) : options_(std::move(opt
       throw Error(Errc::io, path + ": cannot read: " + std::strerror(errno));
     }
     if (S_ISDIR(st.st_mode)) throw Error(Errc::invalid_argument, path + ": is a folder (expected an input file)");
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // /dev/stdin is our descriptor 0 itself: opening the path again would
+    // block for ever on a named FIFO whose writer has already gone.
+    const bool is_stdin = path == "/dev/stdin" || path == "/dev/fd/0" || path == "/proc/self/fd/0";
+    const int fd = is_stdin ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw Error(Errc::io, path + ": cannot open for reading: " + std::strerror(errno));
-    source_ = std::make_unique<FdSource>(fd, true, label_);
+    source_ = std::make_unique<FdSource>(fd, !is_stdin, label_);
     // Pipes and process substitutions have no size; progress then shows bytes only.
     if (S_ISREG(st.st_mode)) total_bytes_ = static_cast<uint64_t>(st.st_size);
   }

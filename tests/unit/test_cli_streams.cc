@@ -72,6 +72,11 @@ TEST(CliStreams, EmbedReadsFifosPipesAndProcessSubstitutionLikeTheFile) {
       {"process-substitution", "STOKE " + embed(dir / "process-substitution", "<(cat " + in.string() + ")")},
       {"dev-stdin", "cat " + in.string() + " | STOKE " + embed(dir / "dev-stdin", "/dev/stdin")},
       {"dash", "cat " + in.string() + " | STOKE " + embed(dir / "dash", "-")},
+      // stdin redirected from a named FIFO whose writer is gone by the time
+      // stoke starts: /dev/stdin must be read, not opened again (an open
+      // would wait for a writer for ever; the timeout turns that into 124).
+      {"fifo-as-dev-stdin", "cat " + in.string() + " > " + fifo.string() + " & timeout 30 STOKE " +
+                                embed(dir / "fifo-as-dev-stdin", "/dev/stdin") + " < " + fifo.string()},
   };
   for (const Case& c : cases) {
     const fs::path out = dir / c.name;
