@@ -50,6 +50,20 @@ fs::path corpus_head(const std::string& name, size_t n) {
   return p;
 }
 
+// Every 150th corpus record as training data, labelled with its language.
+fs::path language_id_data(const fs::path& dir) {
+  const fs::path data = dir / "train.jsonl";
+  std::ifstream in(corpus());
+  std::ofstream out(data);
+  std::string line;
+  for (size_t i = 0; std::getline(in, line); ++i)
+    if (i % 150 == 0) {
+      const json r = json::parse(line);
+      out << json{{"text", r["text"]}, {"label", r["lang"]}}.dump() << "\n";
+    }
+  return data;
+}
+
 json trace_metadata(const fs::path& trace) {
   const json t = json::parse(read_file(trace));
   return t.at("otherData");
@@ -166,17 +180,7 @@ TEST(Tune, TokenizationBoundCaseGetsMoreWorkersAndAConfigEmbedAccepts) {
 
 TEST(Tune, TrainWritesAConfigTrainAccepts) {
   const fs::path dir = test::scratch_dir("tune-train");
-  const fs::path data = dir / "train.jsonl";
-  {
-    std::ifstream in(corpus());
-    std::ofstream out(data);
-    std::string line;
-    for (size_t i = 0; std::getline(in, line); ++i)
-      if (i % 150 == 0) {
-        const json r = json::parse(line);
-        out << json{{"text", r["text"]}, {"label", r["lang"]}}.dump() << "\n";
-      }
-  }
+  const fs::path data = language_id_data(dir);
   const fs::path config = dir / "tuned.json";
   const std::string base = " --model " + test::fixture("models/tiny-bert").string() + " --train " + data.string();
   const auto r = test::run_stoke("tune train" + base + " --batch-size 4 --max-batch-size 16 --steps-per-trial 3 "
@@ -277,17 +281,7 @@ TEST(Doctor, CompetingBusyProcessOnTheSameCoreIsCpuContention) {
 // paired runs, so it never reports "1.00x" beside changed settings.
 TEST(Tune, WritesNoFileUnaskedAndPrintsTheSettings) {
   const fs::path dir = test::scratch_dir("tune-unasked");
-  const fs::path data = dir / "train.jsonl";
-  {
-    std::ifstream in(corpus());
-    std::ofstream out(data);
-    std::string line;
-    for (size_t i = 0; std::getline(in, line); ++i)
-      if (i % 150 == 0) {
-        const json r = json::parse(line);
-        out << json{{"text", r["text"]}, {"label", r["lang"]}}.dump() << "\n";
-      }
-  }
+  const fs::path data = language_id_data(dir);
   const fs::path cwd = dir / "cwd";
   fs::create_directories(cwd);
   const fs::path before = fs::current_path();
