@@ -62,6 +62,13 @@ size_t manifest_rows(const fs::path& dir) {
   return json::parse(read_file(dir / "manifest.json"))["counts"]["texts"].get<size_t>();
 }
 
+// `stoke verify` passes on the folder and its manifest counts `rows` texts.
+void expect_verified(const fs::path& out, size_t rows) {
+  const auto verify = test::run_stoke("verify " + out.string());
+  EXPECT_EQ(verify.status, 0) << verify.out << verify.err;
+  EXPECT_EQ(manifest_rows(out), rows);
+}
+
 TEST(EmbedLock, TwoRunsStartedTogetherOneWinsAndTheFolderVerifies) {
   const fs::path input = corpus_prefix("together", 1500);
   const fs::path root = test::scratch_dir("cli-lock-together"), out = root / "out";
@@ -76,9 +83,7 @@ TEST(EmbedLock, TwoRunsStartedTogetherOneWinsAndTheFolderVerifies) {
   EXPECT_EQ(a_won ? status_b : status_a, 1);
   EXPECT_NE(loser_err.find("is in use by stoke embed, pid " + std::to_string(a_won ? a : b)), std::string::npos)
       << loser_err;
-  const auto verify = test::run_stoke("verify " + out.string());
-  EXPECT_EQ(verify.status, 0) << verify.out << verify.err;
-  EXPECT_EQ(manifest_rows(out), 1500u);
+  expect_verified(out, 1500);
   EXPECT_FALSE(fs::exists(out / kFolderLockName));  // released at the end of the run
 }
 
@@ -98,9 +103,7 @@ TEST(EmbedLock, ResumeOfALiveRunFailsAtOnceAndTheRunCompletes) {
   EXPECT_EQ(overwrite.status, 1) << overwrite.err;
   ::kill(first, SIGCONT);
   EXPECT_EQ(wait_exit(first), 0) << read_file(root / "first.err");
-  const auto verify = test::run_stoke("verify " + out.string());
-  EXPECT_EQ(verify.status, 0) << verify.out << verify.err;
-  EXPECT_EQ(manifest_rows(out), 300u);
+  expect_verified(out, 300);
 }
 
 TEST(EmbedLock, AKilledHolderReleasesTheFolder) {
@@ -113,9 +116,7 @@ TEST(EmbedLock, AKilledHolderReleasesTheFolder) {
   EXPECT_TRUE(fs::exists(out / kFolderLockName));  // left behind, but no longer locked
   const auto resume = test::run_stoke(embed_args(input, out) + " --resume");
   EXPECT_EQ(resume.status, 0) << resume.err;
-  const auto verify = test::run_stoke("verify " + out.string());
-  EXPECT_EQ(verify.status, 0) << verify.out << verify.err;
-  EXPECT_EQ(manifest_rows(out), 300u);
+  expect_verified(out, 300);
 }
 
 TEST(EmbedLock, TheLockFileIsNotOutput) {

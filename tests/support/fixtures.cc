@@ -30,16 +30,19 @@ std::filesystem::path stoke_binary() {
   return std::filesystem::path(STOKE_BINARY_DIR) / "apps" / "stoke" / "stoke";
 }
 
-RunResult run_stoke(const std::string& args, const std::string& stdin_file, const std::string& env) {
+RunResult run_command(const std::string& command) {
   const std::filesystem::path dir = scratch_dir("cli-run");
-  const std::string cmd = env + " " + stoke_binary().string() + " " + args + " <" + stdin_file + " >" +
-                          (dir / "out").string() + " 2>" + (dir / "err").string();
+  const std::string cmd = command + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
   const int raw = std::system(cmd.c_str());
   RunResult r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
   r.out = read_file(dir / "out");
   r.err = read_file(dir / "err");
   return r;
+}
+
+RunResult run_stoke(const std::string& args, const std::string& stdin_file, const std::string& env) {
+  return run_command(env + " " + stoke_binary().string() + " " + args + " <" + stdin_file);
 }
 
 }  // namespace stoke::test

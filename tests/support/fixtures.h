@@ -18,6 +18,8 @@ struct RunResult {
   int status = -1;  // exit status, or 128 + signal
   std::string out, err;
 };
+// Runs a shell command line (sh -c); stdout and stderr captured separately.
+RunResult run_command(const std::string& command);
 // Runs `env stoke <args>` through the shell; stdout and stderr captured separately.
 RunResult run_stoke(const std::string& args, const std::string& stdin_file = "/dev/null", const std::string& env = "");
 

@@ -42,16 +42,10 @@ std::string embed(const fs::path& out, const std::string& input) {
 
 // Runs a shell command line (bash: process substitution) with `stoke` in it
 // replaced by the built binary; stdout and stderr captured.
-RunResult run_shell(const std::string& line, const fs::path& dir) {
+RunResult run_shell(const std::string& line) {
   std::string cmd = line;
   for (size_t at; (at = cmd.find("STOKE")) != std::string::npos;) cmd.replace(at, 5, test::stoke_binary().string());
-  const std::string full = "bash -c '" + cmd + "' >" + (dir / "out").string() + " 2>" + (dir / "err").string();
-  const int raw = std::system(full.c_str());
-  RunResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  r.out = read_file(dir / "out");
-  r.err = read_file(dir / "err");
-  return r;
+  return test::run_command("bash -c '" + cmd + "'");
 }
 
 TEST(CliStreams, EmbedReadsFifosPipesAndProcessSubstitutionLikeTheFile) {
@@ -80,7 +74,7 @@ TEST(CliStreams, EmbedReadsFifosPipesAndProcessSubstitutionLikeTheFile) {
   };
   for (const Case& c : cases) {
     const fs::path out = dir / c.name;
-    const RunResult r = run_shell(c.line, dir);
+    const RunResult r = run_shell(c.line);
     ASSERT_EQ(r.status, 0) << c.name << ": " << r.err;
     EXPECT_EQ(read_file(out / "embeddings-00000.npy"), read_file(dir / "ref" / "embeddings-00000.npy")) << c.name;
     EXPECT_EQ(read_file(out / "ids-00000.jsonl"), read_file(dir / "ref" / "ids-00000.jsonl")) << c.name;
