@@ -14,13 +14,24 @@ std::string describe(const TensorView& t) { return fmt::format("{} {}", dtype_na
 
 bool is_act(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
 
-void need(const char* op, const char* name, const TensorView& t, int rank) {
-  if (rank > 0 ? t.rank != rank : (t.rank < 1 || t.rank > 4))
-    fail(op, rank > 0 ? fmt::format("{} is {}, expected rank {}", name, describe(t), rank)
-                      : fmt::format("{} is {}, expected rank 1 to 4", name, describe(t)));
+namespace {
+
+void need_dense(const char* op, const char* name, const TensorView& t) {
   for (int i = 0; i < t.rank; ++i)
     if (t.dim(i) < 0) fail(op, fmt::format("{} has a negative dimension: {}", name, t.shape_string()));
   if (t.data == nullptr && t.numel() != 0) fail(op, fmt::format("{} {} has no data", name, t.shape_string()));
+}
+
+}  // namespace
+
+void need(const char* op, const char* name, const TensorView& t, int rank) {
+  if (t.rank != rank) fail(op, fmt::format("{} is {}, expected rank {}", name, describe(t), rank));
+  need_dense(op, name, t);
+}
+
+void need_any_rank(const char* op, const char* name, const TensorView& t) {
+  if (t.rank < 1 || t.rank > 4) fail(op, fmt::format("{} is {}, expected rank 1 to 4", name, describe(t)));
+  need_dense(op, name, t);
 }
 
 void need_act(const char* op, const char* name, const TensorView& t) {

@@ -20,9 +20,12 @@ std::string describe(const TensorView& t);
 // f32, bf16 or f16.
 bool is_act(DType t);
 
-// A dense tensor of exactly `rank` dimensions (rank 0: any rank from 1 to 4),
-// none negative, whose data is null only when it holds nothing.
-void need(const char* op, const char* name, const TensorView& t, int rank = 0);
+// A dense tensor of exactly `rank` dimensions, none negative, whose data is
+// null only when it holds nothing.
+void need(const char* op, const char* name, const TensorView& t, int rank);
+// The same for a tensor of any rank from 1 to 4 (flat buffers of the
+// training ops: any shape).
+void need_any_rank(const char* op, const char* name, const TensorView& t);
 void need_act(const char* op, const char* name, const TensorView& t);
 void need_dtype(const char* op, const char* name, const TensorView& t, DType want);
 void need_dim(const char* op, const char* name, const TensorView& t, int i, int64_t want);

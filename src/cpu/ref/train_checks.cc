@@ -23,7 +23,7 @@ void need_in_place_or_apart(const char* op, const char* out_name, const TensorVi
 
 // One element of f64 or f32 (a device scalar).
 void need_scalar(const char* op, const char* name, const TensorView& t, bool allow_f64) {
-  need(op, name, t);
+  need_any_rank(op, name, t);
   if (t.numel() != 1) fail(op, fmt::format("{} is {}, expected one element", name, describe(t)));
   if (!(t.dtype == DType::f32 || (allow_f64 && t.dtype == DType::f64)))
     fail(op, fmt::format("{} is {}, expected {}", name, describe(t), allow_f64 ? "F64 or F32" : "F32"));
@@ -44,8 +44,8 @@ void need_finite(const char* op, const char* name, double v) {
 }  // namespace
 
 int64_t check_dropout(const char* op, const TensorView& out, const TensorView& x, float p) {
-  need(op, "x", x);
-  need(op, "out", out);
+  need_any_rank(op, "x", x);
+  need_any_rank(op, "out", out);
   if (!is_act(x.dtype)) fail(op, fmt::format("x is {}, expected F32, BF16 or F16", describe(x)));
   need_dtype(op, "out", out, x.dtype);
   if (out.rank != x.rank || out.dims != x.dims)
@@ -115,7 +115,7 @@ LossShape check_mse_loss(const TensorView& dpred, const TensorView& metrics, con
 int64_t check_sum_squares(const TensorView& out, const TensorView& x) {
   const char* op = "sum_squares";
   need_scalar(op, "out", out, true);
-  need(op, "x", x);
+  need_any_rank(op, "x", x);
   if (!is_act(x.dtype)) fail(op, fmt::format("x is {}, expected F32, BF16 or F16", describe(x)));
   need_no_overlap(op, "out", out, "x", x);
   return x.numel();
@@ -136,7 +136,7 @@ int64_t check_adamw(const TensorView& p, const TensorView& g, const TensorView& 
   const TensorView* t[4] = {&p, &g, &m, &v};
   const char* names[4] = {"p", "g", "m", "v"};
   for (int i = 0; i < 4; ++i) {
-    need(op, names[i], *t[i]);
+    need_any_rank(op, names[i], *t[i]);
     need_dtype(op, names[i], *t[i], DType::f32);
     if (t[i]->numel() != p.numel())
       fail(op, fmt::format("{} is {}, expected {} elements as p", names[i], describe(*t[i]), p.numel()));
