@@ -211,7 +211,8 @@ std::vector<OpCase> make_cases() {
     for (DType to : acts)
       if (to != at)
         add("convert", std::string(dname(at)) + "_to_" + dname(to), to, 0, [=](Run& r, Rng& rng) {
-          const TensorView in = r.in(random_tensor(rng, at, {T, H}, -70000, 70000));
+          // Large magnitudes inside every dtype's range (f16 ends at 65504): the rounding, not overflow.
+          const TensorView in = r.in(random_tensor(rng, at, {T, H}, -60000, 60000));
           r.ops.convert(r.out("out", to, {T, H}), in);
         }).exact = true;
   }
