@@ -1,5 +1,5 @@
 // CPU kernels: synchronous functions on host memory with the semantics of the
-// op table (backend/ops.h). Two complete sets exist: reference (plain loops,
+// op table (contracts in backend/op_list.h). Two complete sets exist: reference (plain loops,
 // the oracle, src/cpu/ref) and fast (oneDNN GEMM, vectorised and threaded
 // kernels, src/cpu/fast). The CPU backend picks one set once, when it is made.
 #pragma once
