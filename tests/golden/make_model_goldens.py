@@ -742,6 +742,8 @@ def make_bert_dense(texts: list[str]) -> None:
                 shutil.copytree(src, folder / entry)
             elif src.exists():
                 shutil.copy(src, folder / entry)
+    for p in folder.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
     assert (folder / "2_Dense" / "model.safetensors").exists(), "Dense was not saved as safetensors"
     assert not list(folder.rglob("*.bin")), "a pickle was written"
 
@@ -757,7 +759,8 @@ def make_bert_dense(texts: list[str]) -> None:
     unnormalized_model = sentence_transformers.SentenceTransformer(modules=list(loaded)[:3], device="cpu")
     unnormalized = st_encode(unnormalized_model, texts)
     pooled = st_encode(sentence_transformers.SentenceTransformer(modules=list(loaded)[:2], device="cpu"), texts)
-    expected = torch.tanh(pooled @ dense.linear.weight.T + dense.linear.bias)
+    with torch.no_grad():
+        expected = torch.tanh(pooled.clone() @ dense.linear.weight.T + dense.linear.bias)
     assert relative_error(unnormalized, expected) < 1e-6
     g.add("cls_pooled", pooled, "Transformer -> Pooling(cls) output (the Dense module's input) [n, 64] (float32)")
     g.add("st_embeddings_unnormalized", unnormalized, "Transformer -> Pooling(cls) -> Dense(64 -> 24, tanh) [n, 24]: "
@@ -770,11 +773,19 @@ def make_bert_dense(texts: list[str]) -> None:
         modules=list(loaded)[:3], device="cpu"), texts, torch.float64), "st_embeddings_unnormalized")
     g.add_f64("st_embeddings", st_encode(sentence_transformers.SentenceTransformer(str(folder), device="cpu"), texts,
                                          torch.float64), "st_embeddings")
+    # the encoder is the fixtures' tiny-bert: its goldens (transformers 4.29) agree
+    from safetensors.torch import load_file
+    fixture = load_file(str(FIXTURES / "golden" / "tiny-bert.safetensors"))
+    assert torch.equal(g.tensors["input_ids"], fixture["input_ids"]), "ids differ from the fixtures' tiny-bert"
+    fixture_error = relative_error(g.tensors["cls_pooled.f64"], fixture["cls_pooled.f64"])
+    assert fixture_error < 1e-12, fixture_error
     info = {
         "model": name,
         "model_dir": f"models/{name}",
         "golden_file": f"{name}.safetensors",
         "texts_file": "golden/texts.jsonl of the fixtures",
+        "checked": "input_ids equal the fixtures' tiny-bert goldens; cls_pooled.f64 equals their cls_pooled.f64 "
+                   f"(relative error {fixture_error:.1e})",
         "n_texts": len(texts),
         "base": "the fixtures' models/tiny-bert folder, copied unchanged except its modules.json and 1_Pooling",
         "sentence_transformers": {
