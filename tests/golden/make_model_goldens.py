@@ -567,6 +567,7 @@ def make_encoder_model(spec: Spec, texts: list[str]) -> None:
         # transformers 5 writes tokenizer.json only; Hub RoBERTa folders also carry the
         # classic vocab.json + merges.txt, written here by the tokenizers BPE model itself.
         tok.backend_tokenizer.model.save(str(folder))
+    assert not list(folder.glob("*.model")), f"{spec.name}: save_pretrained wrote a sentencepiece model"
     modules = write_st_files(folder, config.hidden_size, spec.max_length, spec.pooling, spec.normalize)
     built_state = {k: v.clone() for k, v in model.state_dict().items()}
     del model
