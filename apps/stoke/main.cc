@@ -58,7 +58,9 @@ constexpr unsigned kTrainFlags = kPairField | kDevice | kWorkers;
 
 void add_common_flags(CLI::App* cmd, CommonOptions& o, unsigned use) {
   using stoke::cli::add_int;
-  cmd->add_option("--model", o.model, "Hugging Face model folder (config.json, tokenizer files, weights); required");
+  cmd->add_option("--model", o.model,
+                  "Hugging Face model folder (config.json, tokenizer files, weights), or a hub id ORG/NAME[@REVISION] "
+                  "already in the local Hugging Face cache (never downloaded); required");
   if (use & kInput)
     cmd->add_option("--input", o.input,
                     "Input file: JSONL (one object per line), CSV or TSV (a header row naming the columns) or plain "
@@ -318,7 +320,7 @@ int main(int argc, char** argv) {
   // inspect
   std::string inspect_path;
   CLI::App* inspect = app.add_subcommand("inspect", "What a model folder or safetensors file holds, validated");
-  inspect->add_option("path", inspect_path, "A model folder or a .safetensors file")->required();
+  inspect->add_option("path", inspect_path, "A model folder, a hub id in the local Hugging Face cache, or a .safetensors file")->required();
 
   // verify
   std::vector<std::string> verify_folders;
@@ -350,6 +352,9 @@ int main(int argc, char** argv) {
     if (!c.cmd->parsed()) continue;
     try {
       stoke::cli::apply_config_file(c.cmd, c.common->config);
+      // After --config (which may name the model): the one place --model is
+      // resolved, a local folder or a hub id in the local cache.
+      stoke::resolve_model_flag(*c.common);
     } catch (const CLI::Error& e) {
       std::fprintf(stderr, "stoke: --config %s: %s\n", c.common->config.c_str(), e.what());
       return 1;
@@ -484,7 +489,7 @@ int main(int argc, char** argv) {
       }
       std::printf("%s", r.table.c_str());
     } else if (inspect->parsed()) {
-      stoke::run_inspect(inspect_path, std::cout);
+      stoke::run_inspect(stoke::locate_model(inspect_path).dir.string(), std::cout);
     } else if (verify->parsed()) {
       const stoke::VerifyReport r = stoke::run_verify(verify_folders);
       for (const auto& n : r.notes) std::fprintf(stderr, "stoke: note: %s\n", n.c_str());

@@ -20,6 +20,7 @@
 #include "jobs/gpu_usage.h"
 #include "jobs/job_threads.h"
 #include "jobs/model_session.h"
+#include "jobs/model_source_record.h"
 #include "pipeline/encode_pipeline.h"
 #include "pipeline/shard_writer.h"
 #include "jobs/version.h"
@@ -263,7 +264,8 @@ EmbedSummary run_embed(const EmbedOptions& o) {
         {"architecture", cfg.architectures.empty() ? cfg.model_type_name : cfg.architectures[0]},
         {"model_type", cfg.model_type_name},
         {"config_sha256", sha256_file(model_dir / "config.json")},
-        {"weights", weights_sha}}},
+        {"weights", weights_sha},
+        {"source", model_source_json(o.common)}}},
       {"tokenizer",
        {{"source", s.text.tokenizer->source},
         {"vocab_size", s.text.tokenizer->vocab_size()},

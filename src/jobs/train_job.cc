@@ -19,6 +19,7 @@
 #include "jobs/gpu_usage.h"
 #include "jobs/job_threads.h"
 #include "jobs/model_session.h"
+#include "jobs/model_source_record.h"
 #include "jobs/model_tokenizer.h"
 #include "jobs/train_output.h"
 #include "jobs/version.h"
@@ -409,6 +410,7 @@ TrainSummary run_train(const TrainOptions& o) {
   // ---- run.json: every setting that affects speed or result, and the throughput
   json run;
   run["stoke_version"] = stoke_version();
+  run["model"] = json(model_source_json(o.common));
   run["settings"] = t.identity;
   run["settings"]["base_lr"] = o.lr;
   run["settings"]["lr_scale_from"] = o.lr_scale_from;
