@@ -114,6 +114,7 @@ class Pipeline {
       run_pipelined(reader);
     if (host_load_ != 0) backend_.set_host_load(0);
     stats_.records = reader.records();
+    stats_.stopped_early = stopped_early_.load(std::memory_order_relaxed);  // every stage has joined
     stats_.input_sha256 = reader.sha256_so_far();
     stats_.input_bytes = reader.bytes_read();
     stats_.seconds = since(t0);
@@ -144,7 +145,7 @@ class Pipeline {
         continue;
       }
       if (opt_.stop_after_seconds > 0 && since(start_) > opt_.stop_after_seconds) {
-        stats_.stopped_early = true;
+        stopped_early_.store(true, std::memory_order_relaxed);
         break;
       }
       if (!reader.next(rec)) break;
@@ -458,7 +459,7 @@ class Pipeline {
           if (!result_q.push(std::move(job))) throw Aborted{};
         });
         if (cancelled) {
-          stats_.stopped_early = true;
+          stopped_early_.store(true, std::memory_order_relaxed);
           read_q.abort();  // the reader and the tokenizer stop where they are
           token_q.abort();
           break;
@@ -493,6 +494,14 @@ class Pipeline {
   const LoadedEncoder& enc_;
   Clock::time_point start_ = Clock::now();  // the deadline of stop_after_seconds counts from here
   std::atomic<bool> tokenizing_{false};     // the tokenizer thread is inside a window
+  // The deadline cut the input short. Atomic because two threads set it at
+  // once in a pipelined run: the reader (read_window, no more records) and the
+  // executor (a batch past the deadline) check the same clock, and both may
+  // see it pass; two plain writes of one bool are a data race even when both
+  // write true (TSan reports it, and the compiler may assume it cannot
+  // happen). Relaxed is enough: it orders nothing, and run() reads it into
+  // stats_ only after every stage thread has joined.
+  std::atomic<bool> stopped_early_{false};
   int host_load_ = 0;                       // what the backend was last told (executor thread only)
   Backend& backend_;
   const Tokenizer& tok_;
