@@ -197,6 +197,11 @@ TEST_F(HubModel, TokenizeTrainAndConfigResolveItToo) {
   const json run = json::parse(read_file(dir_ / "run" / "run.json"));
   EXPECT_EQ(run["model"]["given"], "org/tiny") << run["model"].dump();
   EXPECT_EQ(run["model"]["hub"]["commit"], kShaMain) << run["model"].dump();
+  // The trained folder holds copies, not the cache's links (relative links
+  // into blobs/ would dangle there).
+  for (const char* file : {"tokenizer.json", "vocab.txt", "1_Pooling/config.json", "modules.json"}) {
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(dir_ / "run" / file))) << file;
+  }
 }
 
 }  // namespace
