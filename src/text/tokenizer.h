@@ -70,7 +70,7 @@ struct TextInput {
   std::optional<std::string_view> pair;
 };
 
-enum class TokenizerKind { wordpiece, sentencepiece };
+enum class TokenizerKind { wordpiece, sentencepiece, unigram, bpe };
 
 class Tokenizer {
  public:
@@ -96,7 +96,8 @@ class Tokenizer {
   int32_t unk_id() const { return unk_id_; }
   TokenizerKind kind() const { return kind_; }
   const SubwordModel& model() const { return *model_; }
-  const AddedTokenMatcher& added_tokens() const { return added_; }
+  // Every added token, as given (normalized ones with their original content).
+  const AddedTokenMatcher& added_tokens() const { return all_added_; }
   const PostProcessor& post_processor() const { return post_; }
   size_t special_tokens_added(bool is_pair) const { return post_.added_tokens(is_pair); }
 
@@ -116,7 +117,9 @@ class Tokenizer {
 
   TokenizerKind kind_;
   std::unique_ptr<SubwordModel> model_;
-  AddedTokenMatcher added_;
+  AddedTokenMatcher all_added_;
+  AddedTokenMatcher added_;             // normalized: false, matched on the raw text
+  AddedTokenMatcher normalized_added_;  // normalized: true, content normalized, matched on normalized text
   PostProcessor post_;
   int32_t pad_id_;
   int32_t unk_id_;
