@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -238,6 +240,102 @@ TEST(TokenizerFamilies, PrecompiledCharsmapMalformedIsAnError) {
     const std::string m = load_error(dir);
     EXPECT_NE(m.find("normalizer.precompiled_charsmap"), std::string::npos) << blob << ": " << m;
   }
+}
+
+std::string repeat(std::string_view unit, size_t bytes) {
+  std::string s;
+  while (s.size() < bytes) s.append(unit);
+  return s;
+}
+
+double lookups_per_byte(const Tokenizer& tok, const std::string& text) {
+  EncodeStats stats;
+  const Encoding enc = tok.encode(text, EncodeOptions{0, false}, &stats);
+  for (int32_t id : enc.ids) EXPECT_LT(id, tok.vocab_size());
+  return static_cast<double>(stats.lookups) / static_cast<double>(text.size());
+}
+
+// RELIABILITY 3: the work stays linear in the input (counted, not timed),
+// also for one 1 MB word, 1 MB of emoji or CJK and 10k combining marks.
+TEST(TokenizerFamilies, UnigramAndBpeWorkIsLinear) {
+  for (const char* name : {"xlmr-added", "roberta", "camembert"}) {
+    auto tok = load_tokenizer(golden_folder(name));
+    for (const std::string unit : {std::string("The quick brown fox, na\xC3\xAFve caf\xC3\xA9, \xE6\x9D\xB1\xE4\xBA\xAC & more! "),
+                                   std::string("abcdefghij"), std::string("\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9"),
+                                   std::string("\xE6\x88\x91\xE7\x88\xB1"), std::string("e\xCC\x81\xCC\x81\xCC\x81")}) {
+      const double small = lookups_per_byte(*tok, repeat(unit, 32 << 10));
+      const double large = lookups_per_byte(*tok, repeat(unit, 1 << 20));
+      EXPECT_GT(small, 0.0) << name;
+      EXPECT_NEAR(large / small, 1.0, 0.1) << name << " on " << unit;
+    }
+    // Invalid UTF-8, NUL, lone surrogates: no crash, ids in range.
+    lookups_per_byte(*tok, std::string("a\0b\xFF\xC3(\xED\xA0\x80 x", 14));
+    lookups_per_byte(*tok, "e" + repeat("\xCC\x81", 20000));
+  }
+}
+
+// A truncated Unigram encode of a huge text works from a bounded prefix and
+// keeps exactly the ids of the whole text.
+TEST(TokenizerFamilies, UnigramTruncationKeepsTheIdsOfTheWholeText) {
+  auto tok = load_tokenizer(golden_folder("xlmr-added"));
+  const std::string text = repeat("Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich. ", 200 << 10);
+  const Encoding whole = tok->encode(text, EncodeOptions{0, false});
+  const Encoding cut = tok->encode(text, EncodeOptions{128, true});
+  ASSERT_EQ(cut.ids.size(), 128u);
+  std::vector<int32_t> want(whole.ids.begin(), whole.ids.begin() + 127);
+  want.push_back(whole.ids.back());
+  EXPECT_EQ(cut.ids, want);
+}
+
+// The fuzz target's seeds load (so the fuzzer starts from inside every model
+// type) and encode with every id in range.
+TEST(TokenizerFamilies, FuzzSeedsLoad) {
+  const fs::path seeds = fs::path(STOKE_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / "tokenizer_json";
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(seeds)) {
+    std::ifstream in(e.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto tok = load_tokenizer_json(text, e.path().filename().string());
+    for (const char* t : {"hello world", "Hello <mask> EXTRA hello", "", "  \xF0\x9F\x98\x80 ab ``x''"}) {
+      const Encoding enc = tok->encode(TextInput{t, std::string_view("pair text")}, EncodeOptions{32, true});
+      for (int32_t id : enc.ids) EXPECT_LT(id, tok->vocab_size()) << e.path();
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 3u);
+}
+
+// `stoke tokenize` on an XLM-R folder whose only tokenizer file is a
+// tokenizer.json with a Unigram model (as transformers 5 saves every
+// bge-m3 / multilingual-e5 fine-tune) — refused before this work.
+TEST(TokenizerFamilies, CliTokenizesXlmrFolderWithOnlyTokenizerJson) {
+  const fs::path dir = test::scratch_dir("tokfam-cli-xlmr");
+  fs::copy(test::fixture("models/tiny-xlmr"), dir, fs::copy_options::recursive);
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
+  fs::remove(dir / "sentencepiece.bpe.model");
+  // The golden tokenizer.json without its tokens added after training (the
+  // fixture model has 4002 embeddings).
+  json tj = json::parse(std::ifstream(golden_dir() / "xlmr-added" / "tokenizer.json"));
+  json kept = json::array();
+  for (const json& t : tj["added_tokens"])
+    if (t["id"].get<int>() <= 4001) kept.push_back(t);
+  tj["added_tokens"] = kept;
+  std::ofstream(dir / "tokenizer.json") << tj.dump();
+  const fs::path input = dir / "in.jsonl";
+  std::ofstream(input) << "{\"text\": \"Hello world <mask> Z\u00fcrich\"}\n{\"text\": \"\"}\n";
+  const auto r = test::run_stoke("tokenize --model " + dir.string() + " --input " + input.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto tok = load_tokenizer(dir);
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<std::vector<int32_t>> got;
+  while (std::getline(lines, line))
+    if (!line.empty()) got.push_back(json::parse(line)["ids"].get<std::vector<int32_t>>());
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], tok->encode("Hello world <mask> Z\u00fcrich", EncodeOptions{0, false}).ids);
+  EXPECT_EQ(got[1], (std::vector<int32_t>{0, 2}));
+  EXPECT_NE(std::find(got[0].begin(), got[0].end(), 4001), got[0].end());
 }
 
 }  // namespace
