@@ -102,9 +102,11 @@ std::vector<int32_t> Tokenizer::tokenize_bounded(std::string_view text, const En
                                                  bool* cut) const {
   *cut = false;
   // WordPiece needs a few bytes per byte of text (a word over
-  // max_input_chars_per_word is one [UNK] however long), BPE a few dozen:
-  // only the Viterbi lattices (SentencePiece, Unigram) are bounded by a prefix.
-  if (kind_ != TokenizerKind::sentencepiece && kind_ != TokenizerKind::unigram) return tokenize(text, &stats);
+  // max_input_chars_per_word is one [UNK] however long): it is not bounded.
+  // SentencePiece and Unigram build a lattice per byte, and BPE holds its
+  // words, their byte-level forms and a heap (a few dozen bytes per byte):
+  // those are encoded from a prefix.
+  if (kind_ == TokenizerKind::wordpiece) return tokenize(text, &stats);
   if (!o.truncate || o.max_length == 0) {
     if (text.size() <= kUntruncatedTextBytes) return tokenize(text, &stats);
     *cut = true;

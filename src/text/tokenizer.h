@@ -44,7 +44,8 @@ struct Encoding {
 // Memory stays bounded on long unbroken texts (RELIABILITY 3, 16): the
 // SentencePiece lattice takes ~260 bytes per byte of text (one 10 MB line
 // without spaces: 2.6 GB), yet a truncated text keeps only max_length tokens.
-// So on SentencePiece (WordPiece needs a few bytes per byte) a text longer than kTextBytesPerToken bytes per kept token is encoded
+// So on SentencePiece, Unigram and BPE (WordPiece needs a few bytes per byte)
+// a text longer than kTextBytesPerToken bytes per kept token is encoded
 // from a prefix of that many bytes; the prefix is doubled until it yields
 // max_length + kPrefixMarginTokens tokens (a text of mostly spaces or unknown
 // runs needs more bytes per token), so the ids kept equal those of the whole
@@ -53,7 +54,7 @@ struct Encoding {
 inline constexpr size_t kTextBytesPerToken = 64;
 inline constexpr size_t kMinPrefixBytes = size_t{64} << 10;
 inline constexpr size_t kPrefixMarginTokens = 64;
-// Without truncation nothing bounds the ids but the text: on SentencePiece a
+// Without truncation nothing bounds the ids but the text: on those models a
 // text over this is encoded from its first kUntruncatedTextBytes bytes
 // (~300 MB of lattice), counted as capped (and as truncated), and the CLI
 // says so.

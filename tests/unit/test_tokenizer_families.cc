@@ -274,17 +274,19 @@ TEST(TokenizerFamilies, UnigramAndBpeWorkIsLinear) {
   }
 }
 
-// A truncated Unigram encode of a huge text works from a bounded prefix and
-// keeps exactly the ids of the whole text.
-TEST(TokenizerFamilies, UnigramTruncationKeepsTheIdsOfTheWholeText) {
-  auto tok = load_tokenizer(golden_folder("xlmr-added"));
-  const std::string text = repeat("Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich. ", 200 << 10);
-  const Encoding whole = tok->encode(text, EncodeOptions{0, false});
-  const Encoding cut = tok->encode(text, EncodeOptions{128, true});
-  ASSERT_EQ(cut.ids.size(), 128u);
-  std::vector<int32_t> want(whole.ids.begin(), whole.ids.begin() + 127);
-  want.push_back(whole.ids.back());
-  EXPECT_EQ(cut.ids, want);
+// A truncated Unigram or BPE encode of a huge text works from a bounded
+// prefix and keeps exactly the ids of the whole text.
+TEST(TokenizerFamilies, TruncationKeepsTheIdsOfTheWholeText) {
+  for (const char* name : {"xlmr-added", "roberta"}) {
+    auto tok = load_tokenizer(golden_folder(name));
+    const std::string text = repeat("Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich. ", 200 << 10);
+    const Encoding whole = tok->encode(text, EncodeOptions{0, false});
+    const Encoding cut = tok->encode(text, EncodeOptions{128, true});
+    ASSERT_EQ(cut.ids.size(), 128u) << name;
+    std::vector<int32_t> want(whole.ids.begin(), whole.ids.begin() + 127);
+    want.push_back(whole.ids.back());
+    EXPECT_EQ(cut.ids, want) << name;
+  }
 }
 
 // The fuzz target's seeds load (so the fuzzer starts from inside every model
