@@ -11,9 +11,15 @@ namespace {
 
 std::atomic<uint64_t> next_cache_owner{1};
 
+// Looked up by string_view, so a cache hit allocates nothing.
+struct ViewHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 struct WordCache {
   uint64_t owner = 0;
-  std::unordered_map<std::string, std::vector<int32_t>> words;
+  std::unordered_map<std::string, std::vector<int32_t>, ViewHash, std::equal_to<>> words;
 };
 
 // One cache per thread: tokenizer pools share the model, and a shared cache
@@ -34,7 +40,7 @@ size_t char_length(unsigned char b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0
 BpeModel::BpeModel(std::unordered_map<std::string, int32_t> vocab,
                    const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
                    const std::string& label)
-    : vocab_(std::move(vocab)), options_(std::move(options)), cache_owner_(next_cache_owner++) {
+    : vocab_(vocab.begin(), vocab.end()), options_(std::move(options)), cache_owner_(next_cache_owner++) {
   if (vocab_.empty()) throw Error(Errc::format, label + ": the BPE vocabulary is empty");
   for (const auto& [token, id] : vocab_) {
     if (id < 0) throw Error(Errc::format, label + ": token \"" + token + "\" has a negative id");
@@ -86,7 +92,7 @@ std::string BpeModel::id_to_token(int32_t id) const {
 }
 
 int32_t BpeModel::token_to_id(std::string_view token) const {
-  auto it = vocab_.find(std::string(token));
+  auto it = vocab_.find(token);
   return it == vocab_.end() ? -1 : it->second;
 }
 
@@ -103,16 +109,16 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out, Enc
     return;
   }
   WordCache& cache = thread_cache(cache_owner_);
-  const std::string key(word);
-  if (auto it = cache.words.find(key); it != cache.words.end()) {
+  if (auto it = cache.words.find(word); it != cache.words.end()) {
     ++stats.lookups;
     out.insert(out.end(), it->second.begin(), it->second.end());
     return;
   }
   const size_t mark = out.size();
   merge_word(word, out, stats);
-  if (cache.words.size() >= kCacheEntries) cache.words.clear();
-  cache.words.emplace(key, std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(mark), out.end()));
+  if (cache.words.size() < kCacheEntries)
+    cache.words.emplace(std::string(word),
+                        std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(mark), out.end()));
 }
 
 void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out, EncodeStats& stats) const {
@@ -127,9 +133,13 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out, Enco
   const size_t n = word.size();
   for (size_t i = 0; i < n;) {
     const size_t len = std::min(char_length(static_cast<unsigned char>(word[i])), n - i);
-    std::string piece(word.substr(i, len));
-    if (i > 0 && !options_.continuing_subword_prefix.empty()) piece = options_.continuing_subword_prefix + piece;
-    if (i + len == n && !options_.end_of_word_suffix.empty()) piece += options_.end_of_word_suffix;
+    std::string_view piece = word.substr(i, len);
+    std::string decorated;  // with the continuation prefix / end-of-word suffix, when the model has them
+    if ((i > 0 && !options_.continuing_subword_prefix.empty()) || (i + len == n && !options_.end_of_word_suffix.empty())) {
+      decorated = (i > 0 ? options_.continuing_subword_prefix : std::string()) + std::string(piece) +
+                  (i + len == n ? options_.end_of_word_suffix : std::string());
+      piece = decorated;
+    }
     ++stats.lookups;
     int32_t id = token_to_id(piece);
     if (id < 0 && options_.byte_fallback) {

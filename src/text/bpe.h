@@ -38,7 +38,9 @@ class BpeModel final : public WordModel {
   std::string describe() const override;
 
   static constexpr size_t kCachedWordBytes = 256;  // longer words are not cached
-  static constexpr size_t kCacheEntries = 10000;   // per thread; cleared when full
+  // Per thread. When full, new words are no longer cached (the words seen
+  // first are the frequent ones); clearing it would throw those away.
+  static constexpr size_t kCacheEntries = 1 << 16;
 
  private:
   void merge_word(std::string_view word, std::vector<int32_t>& out, EncodeStats& stats) const;
@@ -46,7 +48,12 @@ class BpeModel final : public WordModel {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
 
-  std::unordered_map<std::string, int32_t> vocab_;
+  // Looked up by string_view: no allocation per character.
+  struct ViewHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, int32_t, ViewHash, std::equal_to<>> vocab_;
   std::vector<std::string> tokens_;  // by id ("" for gaps)
   struct Merge {
     int32_t rank;

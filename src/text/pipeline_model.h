@@ -38,9 +38,8 @@ class PipelineModel final : public SubwordModel {
   }
   void encode_normalized(std::string_view normalized, bool at_input_start, std::vector<int32_t>& out,
                          EncodeStats& stats) const override {
-    std::vector<PreToken> words;
-    pre_.split(normalized, at_input_start, words);
-    for (const PreToken& w : words) model_->encode_word(w.text, out, stats);
+    pre_.for_each_word(normalized, at_input_start,
+                       [&](std::string_view word) { model_->encode_word(word, out, stats); });
   }
 
   const WordModel& word_model() const { return *model_; }

@@ -73,6 +73,31 @@ void byte_level(const PreTokenizerStep& s, const PreToken& in, std::vector<PreTo
 
 }  // namespace
 
+void PreTokenizer::for_each_word(std::string_view text, bool at_input_start,
+                                 const std::function<void(std::string_view)>& f) const {
+  if (steps_.size() == 1 && steps_[0].kind == PreTokenizerStep::Kind::byte_level && steps_[0].use_regex) {
+    std::string prefixed;
+    if (steps_[0].add_prefix_space && (text.empty() || text[0] != ' ')) {
+      prefixed.reserve(text.size() + 1);
+      prefixed.push_back(' ');
+      prefixed.append(text);
+      text = prefixed;
+    }
+    std::vector<std::string_view> pieces;
+    gpt2_split(text, pieces);
+    std::string word;
+    for (std::string_view p : pieces) {
+      word.clear();
+      for (char c : p) word += byte_level_char(static_cast<unsigned char>(c));
+      f(word);
+    }
+    return;
+  }
+  std::vector<PreToken> words;
+  split(text, at_input_start, words);
+  for (const PreToken& w : words) f(w.text);
+}
+
 void PreTokenizer::split(std::string_view text, bool at_input_start, std::vector<PreToken>& out) const {
   std::vector<PreToken> current{{std::string(text), at_input_start}}, next;
   for (const PreTokenizerStep& s : steps_) {

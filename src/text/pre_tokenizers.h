@@ -4,6 +4,7 @@
 // families write exist; the loader refuses any other by name.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,11 @@ class PreTokenizer {
   // Appends the words of `text` to `out`. ByteLevel words come out in the
   // byte-level alphabet (byte_level.h), ready for the BPE vocabulary.
   void split(std::string_view text, bool at_input_start, std::vector<PreToken>& out) const;
+  // The same words handed to `f` one at a time (the view lives until f returns).
+  // A lone ByteLevel step — RoBERTa's whole pre-tokenizer — runs without a
+  // string per word: the hot path of byte-level BPE.
+  void for_each_word(std::string_view text, bool at_input_start,
+                     const std::function<void(std::string_view)>& f) const;
   const std::vector<PreTokenizerStep>& steps() const { return steps_; }
 
  private:
