@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -106,6 +107,65 @@ void check_tokenizer_config_agrees(const json& tj, const std::string& tj_label, 
       }
     });
   }
+}
+
+std::string transformers_pipeline_difference(const json& tj, const json& cfg) {
+  if (!tj.is_object() || !cfg.is_object()) return "";
+  const std::string cls = cfg.value("tokenizer_class", "");
+  if (cls != "XLMRobertaTokenizer" && cls != "CamembertTokenizer" && cls != "XLMRobertaTokenizerFast" &&
+      cls != "CamembertTokenizerFast")
+    return "";
+  auto model = tj.find("model");
+  if (model == tj.end() || !model->is_object() || model->value("type", "") != "Unigram") return "";
+  const std::string runs = "; transformers 5's " + cls + " (tokenizer_config.json tokenizer_class) runs ";
+  auto dump = [](const json& v) {
+    std::string s = v.dump();
+    return s.size() > 100 ? s.substr(0, 97) + "..." : s;
+  };
+
+  // Normalizer: one Precompiled step, or none.
+  const json norm = tj.contains("normalizer") ? tj["normalizer"] : json();
+  std::vector<json> steps;
+  if (norm.is_object() && norm.value("type", "") == "Sequence" && norm.contains("normalizers") &&
+      norm["normalizers"].is_array())
+    steps.assign(norm["normalizers"].begin(), norm["normalizers"].end());
+  else if (!norm.is_null())
+    steps.push_back(norm);
+  bool has_charsmap = false;
+  for (const json& st : steps)
+    if (st.is_object() && st.value("type", "") == "Precompiled" && st.contains("precompiled_charsmap")) {
+      has_charsmap = true;
+      break;
+    }
+  const bool norm_ok = steps.empty() ? true
+                                     : (steps.size() == 1 && steps[0].is_object() &&
+                                        steps[0].value("type", "") == "Precompiled");
+  if (!norm_ok) {
+    return "field \"normalizer\" is " + dump(norm) + runs +
+           (has_charsmap ? "its Precompiled charsmap alone" : "no normalizer");
+  }
+  // Pre-tokenizer: WhitespaceSplit, then Metaspace "▁" with the config's scheme, split.
+  const bool prefix = cfg.contains("add_prefix_space") && cfg["add_prefix_space"].is_boolean()
+                          ? cfg["add_prefix_space"].get<bool>()
+                          : true;
+  const std::string scheme = prefix ? "always" : "never";
+  const json pre = tj.contains("pre_tokenizer") ? tj["pre_tokenizer"] : json();
+  bool pre_ok = pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") &&
+                pre["pretokenizers"].is_array() && pre["pretokenizers"].size() == 2;
+  if (pre_ok) {
+    const json& ws = pre["pretokenizers"][0];
+    const json& ms = pre["pretokenizers"][1];
+    pre_ok = ws.is_object() && ws.value("type", "") == "WhitespaceSplit" && ms.is_object() &&
+             ms.value("type", "") == "Metaspace" && ms.value("replacement", "") == "\xE2\x96\x81" &&
+             ms.value("prepend_scheme", "") == scheme && ms.value("split", true);
+  }
+  if (!pre_ok) {
+    return "field \"pre_tokenizer\" is " + dump(pre) + runs + "WhitespaceSplit + Metaspace(\"\xE2\x96\x81\", \"" +
+           scheme + "\", split)";
+  }
+  // Model: no byte fallback; unk_id: the unk token's index (XLM-R: 3).
+  if (model->value("byte_fallback", false)) return "field \"model.byte_fallback\" is true" + runs + "without it";
+  return "";
 }
 
 }  // namespace stoke

@@ -374,6 +374,14 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& json_text, con
     cfg = parse_json(read_file(cfg_path), cfg_label);
     if (!cfg.is_object()) throw Error(Errc::format, cfg_label + ": expected a JSON object");
     check_tokenizer_config_agrees(root, label, cfg, cfg_label);
+    if (const std::string diff = transformers_pipeline_difference(root, cfg); !diff.empty()) {
+      throw Error(Errc::refused, label + ": " + diff +
+                                     ", which gives other ids on some texts; stoke will not pick one: re-save the "
+                                     "tokenizer with transformers 5 (save_pretrained writes the pipeline it runs)" +
+                                     (fs::exists(model_dir / "sentencepiece.bpe.model")
+                                          ? ", or delete tokenizer.json to run sentencepiece.bpe.model"
+                                          : ""));
+    }
   }
 
   std::unique_ptr<SubwordModel> model;
@@ -554,6 +562,32 @@ std::unique_ptr<Tokenizer> load_xlmr_sentencepiece_tokenizer(const fs::path& spm
   return tok;
 }
 
+namespace {
+
+// A Unigram tokenizer.json whose pipeline transformers 5 would replace, with
+// no added token beyond the fairseq specials (<s> <pad> </s> <unk> = 0..3,
+// <mask> = the last id), beside sentencepiece.bpe.model.
+bool hub_style_unigram_beside_spm(const std::string& tj_text, const std::string& cfg_text, const fs::path& spm) {
+  json tj, cfg;
+  try {
+    tj = json::parse(tj_text);
+    cfg = cfg_text.empty() ? json::object() : json::parse(cfg_text);
+  } catch (const json::exception&) {
+    return false;  // load_tokenizer_json reports it
+  }
+  if (transformers_pipeline_difference(tj, cfg).empty()) return false;
+  const int64_t specials_end = SentencePieceModel(spm.string()).vocab_size();  // pieces + 4 - 1 + <mask>
+  if (auto it = tj.find("added_tokens"); it != tj.end() && it->is_array())
+    for (const json& t : *it) {
+      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer()) return false;
+      const int64_t id = t["id"].get<int64_t>();
+      if (id > 3 && id != specials_end - 1) return false;
+    }
+  return true;
+}
+
+}  // namespace
+
 std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir, const TokenizerLoadOptions& options) {
   auto config_text = [&]() -> std::string {
     const fs::path p = dir / "tokenizer_config.json";
@@ -567,7 +601,13 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir, const TokenizerLo
   const fs::path merges = dir / "merges.txt";
   // tokenizer.json first (DESIGN's precedence): it is the only file that
   // holds tokens added after training, and transformers 5 writes only it.
-  if (fs::exists(tj)) {
+  if (fs::exists(tj) && fs::exists(spm) && hub_style_unigram_beside_spm(read_file(tj), config_text(), spm)) {
+    // An XLM-R folder from before transformers 5 (hub bge-m3, multilingual-e5):
+    // its tokenizer.json pipeline is not the one transformers 5 runs (see
+    // transformers_pipeline_difference) and holds no token the SentencePiece
+    // model lacks, so the SentencePiece model runs, as it always did here.
+    tok = load_xlmr_sentencepiece_tokenizer(spm, config_text());
+  } else if (fs::exists(tj)) {
     tok = load_tokenizer_json(read_file(tj), tj.string(), dir);
   } else if (fs::exists(vocab)) {
     tok = load_bert_vocab_tokenizer(vocab, config_text());

@@ -218,7 +218,7 @@ TEST(TokenizerFamilies, UnsupportedPiecesAreRefusedByName) {
       {"roberta", [](json& j) { j["model"]["dropout"] = 0.1; }, "field \"model.dropout\": 0.1"},
       {"roberta", [](json& j) { j["pre_tokenizer"] = {{"type", "Digits"}}; }, "field \"pre_tokenizer.type\": \"Digits\""},
       {"camembert", [](json& j) { j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", " "}}; },
-       "field \"normalizer.pattern\""},
+       "field \"normalizer\" is {\"content\""},
       {"camembert", [](json& j) { j["model"]["unk_id"] = 99999; }, "field \"model.unk_id\": 99999"},
       {"roberta", [](json& j) { j["model"]["merges"][0] = "nonexistent token"; }, "merge 0 \"nonexistent token\""},
       {"camembert", [](json& j) { j["model"]["type"] = "WordLevel"; }, "field \"model.type\": \"WordLevel\""},
@@ -231,6 +231,64 @@ TEST(TokenizerFamilies, UnsupportedPiecesAreRefusedByName) {
     EXPECT_NE(m.find("tokenizer.json"), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
+}
+
+// A Unigram tokenizer.json from before transformers 5 (as the hub's XLM-R,
+// bge-m3 and multilingual-e5 carry: Replace steps around Precompiled, Metaspace
+// alone) is not what transformers 5 runs for XLMRobertaTokenizer — it builds
+// Precompiled + WhitespaceSplit + Metaspace itself — and the two give other
+// ids on some texts (checked by hand: "a   b ``x''  c", trailing spaces).
+void make_hub_style(json& j) {
+  const json charsmap = j["normalizer"];
+  j["normalizer"] = {{"type", "Sequence"},
+                     {"normalizers",
+                      {{{"type", "Replace"}, {"pattern", {{"String", "``"}}}, {"content", "\""}},
+                       {{"type", "Replace"}, {"pattern", {{"String", "''"}}}, {"content", "\""}},
+                       charsmap,
+                       {{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}}}}};
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"add_prefix_space", true},
+                        {"prepend_scheme", "always"}};
+}
+
+TEST(TokenizerFamilies, PipelineTransformersWouldReplaceIsRefused) {
+  const fs::path dir = golden_folder("xlmr-added", {"models/tiny-xlmr/sentencepiece.bpe.model"});
+  rewrite_json(dir / "tokenizer.json", make_hub_style);
+  const std::string m = load_error(dir);
+  EXPECT_NE(m.find("tokenizer.json: field \"normalizer\" is {"), std::string::npos) << m;
+  EXPECT_NE(m.find("transformers 5's XLMRobertaTokenizer (tokenizer_config.json tokenizer_class) runs its "
+                   "Precompiled charsmap alone"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("re-save the tokenizer with transformers 5"), std::string::npos) << m;
+  EXPECT_NE(m.find("or delete tokenizer.json to run sentencepiece.bpe.model"), std::string::npos) << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+
+  // Only the pre-tokenizer differs: Metaspace alone keeps runs of spaces.
+  const fs::path dir2 = golden_folder("xlmr-added");
+  rewrite_json(dir2 / "tokenizer.json", [](json& j) { j["pre_tokenizer"] = j["pre_tokenizer"]["pretokenizers"][1]; });
+  const std::string m2 = load_error(dir2);
+  EXPECT_NE(m2.find("field \"pre_tokenizer\" is {"), std::string::npos) << m2;
+  EXPECT_NE(m2.find("runs WhitespaceSplit + Metaspace"), std::string::npos) << m2;
+}
+
+// The same file with no token of its own beside sentencepiece.bpe.model (a
+// hub XLM-R folder) runs the SentencePiece model, as before.
+TEST(TokenizerFamilies, HubStyleXlmrFolderRunsItsSentencePieceModel) {
+  const fs::path dir = golden_folder("xlmr-added", {"models/tiny-xlmr/sentencepiece.bpe.model"});
+  rewrite_json(dir / "tokenizer.json", [](json& j) {
+    make_hub_style(j);
+    json kept = json::array();
+    for (const json& t : j["added_tokens"])
+      if (t["id"].get<int>() <= 4001) kept.push_back(t);
+    j["added_tokens"] = kept;
+  });
+  auto tok = load_tokenizer(dir);
+  EXPECT_EQ(tok->kind(), TokenizerKind::sentencepiece);
+  // Without sentencepiece.bpe.model it is refused.
+  fs::remove(dir / "sentencepiece.bpe.model");
+  const std::string m = load_error(dir);
+  EXPECT_NE(m.find("field \"normalizer\" is"), std::string::npos) << m;
+  EXPECT_EQ(m.find("delete tokenizer.json"), std::string::npos) << m;
 }
 
 TEST(TokenizerFamilies, PrecompiledCharsmapMalformedIsAnError) {
