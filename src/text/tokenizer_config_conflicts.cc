@@ -49,9 +49,32 @@ std::string b(bool v) { return v ? "true" : "false"; }
 void check_tokenizer_config_agrees(const json& tj, const std::string& tj_label, const json& cfg,
                                    const std::string& cfg_label) {
   if (!tj.is_object() || !cfg.is_object()) return;
-  const std::optional<bool> lower = config_bool(cfg, "do_lower_case");
-  const std::optional<bool> chinese = config_bool(cfg, "tokenize_chinese_chars");
-  const std::optional<bool> prefix = config_bool(cfg, "add_prefix_space");
+  // A setting tokenizer_config.json leaves out is the tokenizer class's
+  // default, which transformers 5 then runs (BertTokenizer lowercases unless
+  // told not to, whatever tokenizer.json says).
+  std::string cls = cfg.value("tokenizer_class", "");
+  if (cls.size() > 4 && cls.compare(cls.size() - 4, 4, "Fast") == 0) cls.resize(cls.size() - 4);
+  const bool bert_class = cls == "BertTokenizer" || cls == "DistilBertTokenizer" || cls == "ElectraTokenizer" ||
+                          cls == "MPNetTokenizer";
+  const bool roberta_class = cls == "RobertaTokenizer";
+  std::optional<bool> lower = config_bool(cfg, "do_lower_case");
+  std::optional<bool> chinese = config_bool(cfg, "tokenize_chinese_chars");
+  std::optional<bool> prefix = config_bool(cfg, "add_prefix_space");
+  std::string lower_shown = lower ? b(*lower) : "";
+  std::string chinese_shown = chinese ? b(*chinese) : "";
+  std::string prefix_shown = prefix ? b(*prefix) : "";
+  if (bert_class && !lower) {
+    lower = true;
+    lower_shown = "(absent: " + cls + "'s default true)";
+  }
+  if (bert_class && !chinese) {
+    chinese = true;
+    chinese_shown = "(absent: " + cls + "'s default true)";
+  }
+  if (roberta_class && !prefix) {
+    prefix = false;
+    prefix_shown = "(absent: " + cls + "'s default false)";
+  }
   const bool has_strip = cfg.contains("strip_accents") && (cfg["strip_accents"].is_null() || cfg["strip_accents"].is_boolean());
 
   if (auto n = tj.find("normalizer"); n != tj.end()) {
@@ -59,14 +82,14 @@ void check_tokenizer_config_agrees(const json& tj, const std::string& tj_label, 
       if (step.value("type", "") != "BertNormalizer") return;
       const bool tj_lower = step.value("lowercase", true);
       if (lower && *lower != tj_lower) {
-        refuse(tj_label, at + ".lowercase", b(tj_lower), cfg_label, "do_lower_case", b(*lower),
+        refuse(tj_label, at + ".lowercase", b(tj_lower), cfg_label, "do_lower_case", lower_shown,
                "edit tokenizer.json's " + at + ".lowercase to " + b(*lower) +
                    " to get what transformers gives, or tokenizer_config.json's do_lower_case to " + b(tj_lower));
       }
       const bool tj_chinese = step.value("handle_chinese_chars", true);
       if (chinese && *chinese != tj_chinese) {
         refuse(tj_label, at + ".handle_chinese_chars", b(tj_chinese), cfg_label, "tokenize_chinese_chars",
-               b(*chinese),
+               chinese_shown,
                "edit tokenizer.json's " + at + ".handle_chinese_chars to " + b(*chinese) +
                    " to get what transformers gives");
       }
@@ -92,7 +115,7 @@ void check_tokenizer_config_agrees(const json& tj, const std::string& tj_label, 
       if (type == "ByteLevel") {
         const bool tj_prefix = step.value("add_prefix_space", true);
         if (tj_prefix != *prefix) {
-          refuse(tj_label, at + ".add_prefix_space", b(tj_prefix), cfg_label, "add_prefix_space", b(*prefix),
+          refuse(tj_label, at + ".add_prefix_space", b(tj_prefix), cfg_label, "add_prefix_space", prefix_shown,
                  "edit tokenizer.json's " + at + ".add_prefix_space to " + b(*prefix) +
                      " to get what transformers gives");
         }
@@ -101,7 +124,7 @@ void check_tokenizer_config_agrees(const json& tj, const std::string& tj_label, 
         const std::string scheme = step["prepend_scheme"].get<std::string>();
         const std::string want = *prefix ? "always" : "never";
         if (scheme != want && !(scheme == "first" && *prefix)) {
-          refuse(tj_label, at + ".prepend_scheme", "\"" + scheme + "\"", cfg_label, "add_prefix_space", b(*prefix),
+          refuse(tj_label, at + ".prepend_scheme", "\"" + scheme + "\"", cfg_label, "add_prefix_space", prefix_shown,
                  "edit tokenizer.json's " + at + ".prepend_scheme to \"" + want + "\" to get what transformers gives");
         }
       }

@@ -193,6 +193,17 @@ TEST(TokenizerFamilies, OtherConflictsAreRefused) {
     EXPECT_NE(m.find("strip_accents = false"), std::string::npos) << m;
   }
   {
+    // Left out of tokenizer_config.json, do_lower_case is BertTokenizer's
+    // default (true), which transformers 5 runs over a cased tokenizer.json
+    // (checked by hand: "Hello WORLD" comes out lowercased).
+    const fs::path dir = golden_folder("bert-normalized-added");
+    rewrite_json(dir / "tokenizer.json", [](json& j) { j["normalizer"]["lowercase"] = false; });
+    rewrite_json(dir / "tokenizer_config.json", [](json& c) { c.erase("do_lower_case"); });
+    const std::string m = load_error(dir);
+    EXPECT_NE(m.find("normalizer.lowercase = false"), std::string::npos) << m;
+    EXPECT_NE(m.find("do_lower_case = (absent: BertTokenizer's default true)"), std::string::npos) << m;
+  }
+  {
     const fs::path dir = golden_folder("roberta");
     rewrite_json(dir / "tokenizer_config.json", [](json& c) { c["add_prefix_space"] = true; });
     const std::string m = load_error(dir);
