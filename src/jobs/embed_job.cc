@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <thread>
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,7 @@
 #include "jobs/model_source_record.h"
 #include "pipeline/encode_pipeline.h"
 #include "pipeline/shard_writer.h"
+#include "text/tokenizer_loader.h"
 #include "jobs/version.h"
 
 namespace stoke {
@@ -86,8 +88,9 @@ class ShardSink : public RowSink {
 // Hash of the files that decide tokenization, by name, in a fixed order.
 std::string tokenizer_sha256(const fs::path& model_dir) {
   Sha256 h;
-  for (const char* name : {"tokenizer.json", "vocab.txt", "sentencepiece.bpe.model", "tokenizer_config.json",
-                           "special_tokens_map.json", "added_tokens.json", "sentence_bert_config.json"}) {
+  std::vector<const char*> names(std::begin(kTokenizerFileNames), std::end(kTokenizerFileNames));
+  names.push_back("sentence_bert_config.json");  // its do_lower_case lowercases the input
+  for (const char* name : names) {
     std::error_code ec;
     if (!fs::is_regular_file(model_dir / name, ec)) continue;
     h.update(name);

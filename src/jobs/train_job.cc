@@ -29,6 +29,7 @@
 #include "train/schedule.h"
 #include "train/train_data.h"
 #include "train/trainer.h"
+#include "text/tokenizer_loader.h"
 
 namespace stoke {
 
@@ -54,8 +55,7 @@ double config_number(const json& c, const char* key, double fallback) {
 // checkpoint so it loads on its own.
 std::vector<fs::path> tokenizer_files(const fs::path& dir) {
   std::vector<fs::path> out;
-  for (const char* name : {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                           "sentencepiece.bpe.model", "added_tokens.json", "spiece.model"})
+  for (const char* name : kTokenizerFileNames)
     if (fs::is_regular_file(dir / name)) out.push_back(dir / name);
   return out;
 }

@@ -20,6 +20,13 @@ struct TokenizerLoadOptions {
   bool lowercase_input = false;
 };
 
+// Every file of a model folder that can decide its tokenization, in a fixed
+// order: what a checkpoint copies so it loads on its own, and what an embed
+// manifest fingerprints so a resume cannot mix tokenizations.
+inline constexpr const char* kTokenizerFileNames[] = {
+    "tokenizer.json", "vocab.txt",         "vocab.json",      "merges.txt",        "sentencepiece.bpe.model",
+    "spiece.model",   "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"};
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& model_dir,
                                           const TokenizerLoadOptions& options = {});
 
