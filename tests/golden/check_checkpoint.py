@@ -12,7 +12,7 @@ tiny-xlmr5, tiny-mpnet) the checkpoint was trained from.  The script
  2. compares the checkpoint's tensor names with `state_dict_keys` of tests/golden/<name>.json, the key
     list transformers itself has for that architecture;
  3. loads the same weights a second way -- the checkpoint's model.safetensors read with the safetensors
-    package into a fresh model built from the golden folder's config, with load_state_dict(strict=True)
+    package into a fresh model built from the checkpoint's config, with load_state_dict(strict=True)
     -- and compares the logits of a few texts from both loads (equal up to 1e-6 relative);
  4. with --same-weights (a checkpoint of the untrained golden weights, e.g. after 0 steps or a format
     round trip): compares the logits with the golden's `logits.f64` on the golden batch.
@@ -89,7 +89,8 @@ def main() -> int:
     for key in sorted(set(stored) - want):
         fail(f"{weights_file.name}: tensor {key} not in transformers' state_dict of {golden['architecture']}")
 
-    config = transformers.AutoConfig.from_pretrained(str(golden_folder))
+    # The checkpoint's own config: training may have given it a new head (another label count).
+    config = transformers.AutoConfig.from_pretrained(str(args.checkpoint))
     second = transformers.AutoModelForSequenceClassification.from_config(config).eval()
     try:
         second.load_state_dict({k: v for k, v in stored.items() if k in want}, strict=True)
