@@ -53,7 +53,6 @@ ModelSession open_model_session(const CommonOptions& options, bool need_classifi
   EncoderLoadOptions load;
   load.dtype = s.precision;
   load.need_classifier = need_classifier;
-  load.need_pooler = need_classifier && s.text.folder.config.model_type == ModelType::bert;
   s.encoder = load_encoder(s.text.folder.config, open_model_folder_weights(s.text.folder), *s.backend, load);
   return s;
 }

@@ -70,10 +70,7 @@ std::string trained_config_json(json config, const HfConfig& c) {
   config["id2label"] = id2label;
   config["label2id"] = label2id;
   config.erase("num_labels");  // derived from id2label by transformers
-  const bool bert = c.model_type == ModelType::bert;
-  config["architectures"] = json::array({bert ? "BertForSequenceClassification"
-                                              : (c.model_type == ModelType::roberta ? "RobertaForSequenceClassification"
-                                                                                    : "XLMRobertaForSequenceClassification")});
+  config["architectures"] = json::array({std::string(c.arch->sequence_classifier)});
   return config.dump(2) + "\n";
 }
 
@@ -300,9 +297,9 @@ TrainSummary run_train(const TrainOptions& o) {
   t.save_total_limit = o.save_total_limit;
   t.load_best = o.load_best;
   t.metric = o.metric;
-  const double hidden = config_number(config_raw, "hidden_dropout_prob", 0.1);
-  const double attention = config_number(config_raw, "attention_probs_dropout_prob", 0.1);
-  const double classifier = config_number(config_raw, "classifier_dropout", hidden);  // null -> hidden
+  // The config's own rates, under its architecture's field names.
+  const double hidden = config.hidden_dropout, attention = config.attention_dropout;
+  const double classifier = config.classifier_dropout;
   t.dropout.hidden = static_cast<float>(o.dropout ? *o.dropout : hidden);
   t.dropout.attention = static_cast<float>(o.dropout ? *o.dropout : attention);
   t.dropout.classifier = static_cast<float>(o.dropout ? *o.dropout : classifier);

@@ -26,6 +26,8 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
   cu_ = backend_.allocate((B + 1) * 4);
   cls_rows_ = backend_.allocate(B * 4);
   h_ = backend_.allocate(T * H * 4);          // (T, H) f32 residual stream, updated in place
+  if (!enc_.params.emb_proj_w.empty())
+    emb_ = backend_.allocate(T * static_cast<size_t>(c.embedding_size) * 4);  // (T, E) f32 before the projection
   if (enc_.dtype != DType::f32)
     h_low_ = backend_.allocate(T * H * act);  // (T, H) the same in the compute dtype: GEMM input
   qkv_ = backend_.allocate(T * 3 * H * act);  // (T, 3H)
@@ -49,7 +51,6 @@ TensorView EncoderRunner::device(Buffer& b, DType t, std::initializer_list<int64
 
 std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const EncoderOutputs& out) {
   const HfConfig& c = enc_.config;
-  const EncoderParams& p = enc_.params;
   const int64_t T = batch.tokens(), B = batch.sequences();
   const int64_t H = c.hidden_size, C = c.num_labels();
   if (T > max_tokens_ || B > max_sequences_) {
@@ -59,12 +60,13 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   }
   if (B == 0) return backend_.record_event();
   check_packed_batch(batch, c);
-  if (out.logits && (!enc_.has_classifier() || (c.model_type == ModelType::bert && !enc_.has_pooler())))
+  if (out.logits && !enc_.has_classifier())
     throw Error(Errc::invalid_argument, "logits asked for, but the model has no classification head");
-  if (out.head_hidden && c.model_type == ModelType::bert && !enc_.has_pooler())
-    throw Error(Errc::invalid_argument, "pooler output asked for, but the model has no pooler");
-  if (out.head_hidden && c.model_type != ModelType::bert && p.head_dense_w.empty())
-    throw Error(Errc::invalid_argument, "classification-head hidden state asked for, but the model has no head");
+  if (out.head_hidden && !enc_.has_head_dense())
+    throw Error(Errc::invalid_argument, std::string(c.arch->head_on_pooler ? "pooler output" : "classification-head hidden state") +
+                                            " asked for, but the model has no " +
+                                            (c.arch->head_on_pooler ? "pooler" : "head"));
+  if (out.head_hidden || out.logits) head_activation(*c.arch);  // one the ops compute
 
   Shape s;
   s.pooled = out.pooled != nullptr;
@@ -189,8 +191,18 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   // f32. Each LayerNorm also writes the compute-dtype copy the next GEMM
   // reads (h_low), in the same pass.
   const TensorView low = h_low_ ? h_low : TensorView{};
-  ops.embed_layernorm(h, ids, positions, types, p.word_embeddings, p.position_embeddings, p.token_type_embeddings,
-                      p.emb_ln_gamma, p.emb_ln_beta, eps, low);
+  // No token types (DistilBERT): no table and no type ids.
+  const TensorView type_ids = p.token_type_embeddings.empty() ? TensorView{} : types;
+  if (p.emb_proj_w.empty()) {
+    ops.embed_layernorm(h, ids, positions, type_ids, p.word_embeddings, p.position_embeddings,
+                        p.token_type_embeddings, p.emb_ln_gamma, p.emb_ln_beta, eps, low);
+  } else {  // ELECTRA: embeddings of size E, LayerNorm, then a projection to H
+    const TensorView e = device(*emb_, DType::f32, {T, c.embedding_size});
+    ops.embed_layernorm(e, ids, positions, type_ids, p.word_embeddings, p.position_embeddings,
+                        p.token_type_embeddings, p.emb_ln_gamma, p.emb_ln_beta, eps, TensorView{});
+    ops.linear(h, e, p.emb_proj_w, p.emb_proj_b, Activation::none);
+    if (h_low_) ops.convert(h_low, h);
+  }
   for (const EncoderLayerParams& layer : p.layers) {
     ops.linear(qkv, h_low, layer.qkv_w, layer.qkv_b, Activation::none);
     ops.attention(ctx, qkv, cu, heads, s.max_seqlen);
@@ -208,15 +220,13 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     if (s.dims < H) ops.slice_columns(device(*pooled_dims_, DType::f32, {B, s.dims}), pooled);
   }
   if (s.head) {
-    // BERT: pooler = tanh(dense(h[CLS])), classifier on it. XLM-R: the head's
-    // own dense + tanh on h[CLS], then out_proj. All in f32.
+    // act(dense(h[first token])), then the output layer: BERT's pooler +
+    // classifier, RoBERTa's dense + tanh + out_proj, ELECTRA's with GELU.
+    // All in f32.
     const TensorView first = device(*head_a_, DType::f32, {B, H});
     const TensorView hidden = device(*head_b_, DType::f32, {B, H});
     ops.gather_rows(first, h, rows);
-    if (c.model_type == ModelType::bert)
-      ops.linear(hidden, first, p.pooler_w, p.pooler_b, Activation::tanh);
-    else
-      ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, Activation::tanh);
+    ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, head_activation(*c.arch));
     if (s.logits) ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none);
   }
 }

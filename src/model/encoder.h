@@ -24,7 +24,7 @@ struct EncoderOutputs {
   PoolingMode pooling = PoolingMode::mean;
   bool normalize = false;
   int64_t dims = 0;         // 0: hidden size
-  float* head_hidden = nullptr;  // (B, H): BERT pooler output / XLM-R classification-head dense output
+  float* head_hidden = nullptr;  // (B, H): the head's hidden layer (BERT's pooler output, RoBERTa's dense + tanh, ...)
   float* logits = nullptr;       // (B, C)
   float* hidden = nullptr;       // (T, H): last hidden state
 };
@@ -92,7 +92,7 @@ class EncoderRunner {
   int64_t max_tokens_, max_sequences_;
   // Device workspace.
   std::unique_ptr<Buffer> ids_, types_, positions_, cu_, cls_rows_;
-  std::unique_ptr<Buffer> h_, h_low_, qkv_, ctx_, tmp_, ffn_, head_a_, head_b_, pooled_, pooled_dims_, logits_;
+  std::unique_ptr<Buffer> emb_, h_, h_low_, qkv_, ctx_, tmp_, ffn_, head_a_, head_b_, pooled_, pooled_dims_, logits_;
   std::vector<Staging> staging_;
   size_t next_slot_ = 0;
   bool graphs_on_ = false;
