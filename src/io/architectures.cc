@@ -166,6 +166,10 @@ const std::vector<Architecture>& table() {
                    TokenizerFamily::bytelevel_bpe, 50265),
       roberta_like(ModelType::xlm_roberta, "xlm-roberta", "XLM-RoBERTa", "XLMRobertaForSequenceClassification",
                    TokenizerFamily::sentencepiece, 30522),
+      roberta_like(ModelType::camembert, "camembert", "CamemBERT", "CamembertForSequenceClassification",
+                   TokenizerFamily::sentencepiece, 30522),
+      electra(),
+      distilbert(),
   };
   return t;
 }

@@ -258,6 +258,12 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
     f.fail(Errc::unsupported, "position_embedding_type",
            "\"" + c.position_embedding_type + "\" is not supported: stoke implements \"absolute\" only");
   }
+  // DistilBERT: sinusoidal positions are a frozen table training must not
+  // update; stoke trains every table, so it refuses rather than drift.
+  if (a.type == ModelType::distilbert && f.boolean("sinusoidal_pos_embds", false)) {
+    f.fail(Errc::unsupported, "sinusoidal_pos_embds",
+           "true is not supported; runs: false (learned position embeddings)");
+  }
   if (f.boolean("is_decoder", false)) {
     f.fail(Errc::unsupported, "is_decoder", "true is not supported: stoke runs bidirectional encoders only");
   }

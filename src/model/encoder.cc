@@ -37,7 +37,14 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
   head_a_ = backend_.allocate(B * H * 4);     // (B, H) first-token rows (f32)
   head_b_ = backend_.allocate(B * H * 4);     // (B, H) pooler / head dense output (f32)
   pooled_ = backend_.allocate(B * H * 4);     // (B, H) f32
-  pooled_dims_ = backend_.allocate(B * H * 4);
+  // sentence-transformers Dense modules: (B, out) each, ping-pong.
+  size_t widest = H;
+  for (const DenseLayerParams& d : enc_.dense) widest = std::max(widest, static_cast<size_t>(d.w.dim(0)));
+  if (!enc_.dense.empty()) {
+    dense_a_ = backend_.allocate(B * widest * 4);
+    dense_b_ = backend_.allocate(B * widest * 4);
+  }
+  pooled_dims_ = backend_.allocate(B * widest * 4);  // (B, dims) the first dims columns
   logits_ = backend_.allocate(B * C * 4);     // (B, C) f32
   for (auto& s : staging_) s.host = backend_.allocate_host((3 * T + 2 * B + 1) * 4);
   graphs_on_ = backend_.can_capture();
@@ -72,7 +79,9 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   s.pooled = out.pooled != nullptr;
   s.pooling = out.pooling;
   s.normalize = out.normalize;
-  s.dims = out.dims > 0 ? out.dims : H;
+  const int64_t W = enc_.sentence_width();
+  s.dims = out.dims > 0 ? out.dims : W;
+  if (s.dims > W) throw Error(Errc::invalid_argument, "asked for " + std::to_string(s.dims) + " dimensions of " + std::to_string(W));
   s.head = out.head_hidden != nullptr || out.logits != nullptr;
   s.logits = out.logits != nullptr;
   // A graph runs at its bucket's shape: tokens rounded up, every sequence
@@ -136,12 +145,17 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   // Results: the batch's rows only.
   if (out.hidden) backend_.copy_to_host(out.hidden, h_->data(), static_cast<size_t>(T * H) * 4);
   if (out.pooled) {
-    Buffer& src = s.dims < H ? *pooled_dims_ : *pooled_;
+    Buffer& src = s.dims < W ? *pooled_dims_ : pooled_result();
     backend_.copy_to_host(out.pooled, src.data(), static_cast<size_t>(B * s.dims) * 4);
   }
   if (out.head_hidden) backend_.copy_to_host(out.head_hidden, head_b_->data(), static_cast<size_t>(B * H) * 4);
   if (out.logits) backend_.copy_to_host(out.logits, logits_->data(), static_cast<size_t>(B * C) * 4);
   return backend_.record_event();
+}
+
+Buffer& EncoderRunner::pooled_result() const {
+  if (enc_.dense.empty()) return *pooled_;
+  return (enc_.dense.size() - 1) % 2 == 0 ? *dense_a_ : *dense_b_;
 }
 
 bool EncoderRunner::replay_graph(const Shape& s) {
@@ -214,10 +228,18 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   }
 
   if (s.pooled) {
-    const TensorView pooled = device(*pooled_, DType::f32, {B, H});
+    // Pooling, the Dense modules, Normalize, then the first dims columns
+    // (sentence-transformers' order).
+    TensorView pooled = device(*pooled_, DType::f32, {B, H});
     ops.pool(pooled, h, cu, s.pooling);
+    for (size_t i = 0; i < enc_.dense.size(); ++i) {
+      const DenseLayerParams& d = enc_.dense[i];
+      const TensorView next = device(i % 2 == 0 ? *dense_a_ : *dense_b_, DType::f32, {B, d.w.dim(0)});
+      ops.linear(next, pooled, d.w, d.b, d.act);
+      pooled = next;
+    }
     if (s.normalize) ops.l2_normalize(pooled);
-    if (s.dims < H) ops.slice_columns(device(*pooled_dims_, DType::f32, {B, s.dims}), pooled);
+    if (s.dims < pooled.dim(1)) ops.slice_columns(device(*pooled_dims_, DType::f32, {B, s.dims}), pooled);
   }
   if (s.head) {
     // act(dense(h[first token])), then the output layer: BERT's pooler +

@@ -6,6 +6,8 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "io/encoder_layout.h"
+#include "io/model_folder_error.h"
+#include "io/safetensors.h"
 
 namespace stoke {
 
@@ -210,6 +212,46 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   placer.finish();
   enc.weights = std::move(weights);
   return enc;
+}
+
+void load_dense_modules(LoadedEncoder& enc, const std::filesystem::path& folder, const std::vector<DenseModule>& modules,
+                        Backend& backend) {
+  int64_t width = enc.config.hidden_size;
+  std::vector<std::vector<float>> pending;
+  for (const DenseModule& m : modules) {
+    const std::filesystem::path file = folder / m.path / "model.safetensors";
+    const std::string label = file.string();
+    if (m.in_features != width)
+      throw Error(Errc::format, (folder / m.path / "config.json").string() + ": field \"in_features\": " +
+                                    std::to_string(m.in_features) + " does not match the " + std::to_string(width) +
+                                    " values it receives");
+    const auto weights = SafetensorsFile::open(file);
+    DenseLayerParams layer;
+    layer.act = m.activation == DenseModule::Activation::tanh ? Activation::tanh : Activation::none;
+    auto place = [&](const char* name, std::vector<int64_t> shape) -> TensorView {
+      const StoredTensor* t = weights->find(name);
+      if (!t) throw Error(Errc::format, label + ": tensor \"" + std::string(name) + "\" is missing");
+      if (!dtype_is_float(t->dtype))
+        throw Error(Errc::format, label + ": tensor \"" + std::string(name) + "\" has dtype " +
+                                      std::string(dtype_name(t->dtype)) + "; weights must be F32, F16, BF16 or F64");
+      if (t->shape != shape)
+        throw Error(Errc::format, label + ": tensor \"" + std::string(name) + "\" has shape " + shape_string(t->shape) +
+                                      ", expected " + shape_string(shape) + " from config.json (out_features, in_features)");
+      std::vector<float> host(static_cast<size_t>(t->numel()));
+      copy_stored_as_f32(*t, host.data());
+      auto buffer = backend.allocate(host.size() * 4);
+      backend.copy_to_device(buffer->data(), host.data(), host.size() * 4);
+      TensorView v = shaped(buffer->data(), DType::f32, shape);
+      enc.buffers.push_back(std::move(buffer));
+      pending.push_back(std::move(host));  // the copy reads it later, on the stream
+      return v;
+    };
+    layer.w = place("linear.weight", {m.out_features, m.in_features});
+    if (m.bias) layer.b = place("linear.bias", {m.out_features});
+    enc.dense.push_back(layer);
+    width = m.out_features;
+  }
+  backend.synchronize();  // one wait for the copies, at load time
 }
 
 }  // namespace stoke

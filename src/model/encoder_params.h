@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "io/hf_config.h"
 #include "io/model_weights.h"
+#include "io/sentence_transformers.h"
 
 namespace stoke {
 
@@ -56,6 +57,13 @@ struct EncoderParams {
 // Error(unsupported) for one no op computes yet.
 Activation head_activation(const Architecture& a);
 
+// A sentence-transformers Dense module on the device: pooled = act(pooled W^T + b).
+struct DenseLayerParams {
+  TensorView w;  // (out, in) f32
+  TensorView b;  // (out) f32; empty without bias
+  Activation act = Activation::tanh;
+};
+
 // Where the parameters live: device buffers the loader filled, plus the
 // mapped weight files that zero-copy views point into.
 struct LoadedEncoder {
@@ -64,6 +72,9 @@ struct LoadedEncoder {
   DType dtype = DType::f32;  // weights and activations
   std::vector<std::unique_ptr<Buffer>> buffers;
   ModelWeights weights;      // keeps the mmap alive for zero-copy views
+  std::vector<DenseLayerParams> dense;  // sentence-transformers Dense modules, after pooling
+  // Width of a sentence vector: the last Dense module's out_features, else hidden_size.
+  int64_t sentence_width() const { return dense.empty() ? config.hidden_size : dense.back().w.dim(0); }
   bool has_head_dense() const { return !params.head_dense_w.empty(); }
   bool has_classifier() const { return !params.head_out_w.empty() && has_head_dense(); }
 };
@@ -84,5 +95,14 @@ void copy_stored_as_f32(const StoredTensor& src, float* dst);
 
 LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend& backend,
                            const EncoderLoadOptions& options);
+
+// Places the Dense modules of a sentence-transformers folder (their weights:
+// <folder>/<path>/model.safetensors, "linear.weight" [out, in] and
+// "linear.bias" [out]) on the backend, f32, after the encoder's pooling.
+// Throws ModelFolderError / Error naming the file and tensor: a missing
+// tensor, a shape that contradicts the module's config.json, a first
+// in_features that is not the hidden size, a chain whose sizes do not meet.
+void load_dense_modules(LoadedEncoder& encoder, const std::filesystem::path& folder,
+                        const std::vector<DenseModule>& modules, Backend& backend);
 
 }  // namespace stoke
