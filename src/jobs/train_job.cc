@@ -146,6 +146,7 @@ TrainSummary run_train(const TrainOptions& o) {
   // ---- model, tokenizer, data
   ModelTokenizer mt = open_model_tokenizer(o.common.model, o.common.max_length);
   const HfConfig& base_config = mt.folder.config;
+  head_activation(*base_config.arch);  // a head no op computes is refused before the data is read
   const json config_raw = read_json_file(mt.folder.model_dir / "config.json");
   auto backend = open_backend(parse_device(o.common.device), BackendUse::training);
   sum.device = backend->name();

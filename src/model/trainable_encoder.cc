@@ -72,6 +72,7 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
                                                          const TrainableInit& init, TrainableLoadReport* report) {
   if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
     throw Error(Errc::invalid_argument, "training dtype must be f32, bf16 or f16");
+  head_activation(*config.arch);  // a head no op computes is refused before anything is read
   auto enc = std::make_unique<TrainableEncoder>(config);
   enc->dtype = dtype;
   const ParamLayout& layout = enc->layout;
