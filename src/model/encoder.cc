@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/layer_sequence.h"
 
 namespace stoke {
 
@@ -199,33 +200,30 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   const TensorView ctx = device(*ctx_, dt, {T, H});
   const TensorView tmp = device(*tmp_, DType::f32, {T, H});
   const TensorView ffn = device(*ffn_, dt, {T, I});
-  const float eps = static_cast<float>(c.layer_norm_eps);
-  const int heads = static_cast<int>(c.num_attention_heads);
   // The GEMMs read the compute dtype; the residual stream and LayerNorm stay
   // f32. Each LayerNorm also writes the compute-dtype copy the next GEMM
-  // reads (h_low), in the same pass.
+  // reads (h_low), in the same pass. The residual stream h is updated in
+  // place; tmp holds each block's f32 projection before its LayerNorm.
   const TensorView low = h_low_ ? h_low : TensorView{};
-  // No token types (DistilBERT): no table and no type ids.
-  const TensorView type_ids = p.token_type_embeddings.empty() ? TensorView{} : types;
-  if (p.emb_proj_w.empty()) {
-    ops.embed_layernorm(h, ids, positions, type_ids, p.word_embeddings, p.position_embeddings,
-                        p.token_type_embeddings, p.emb_ln_gamma, p.emb_ln_beta, eps, low);
-  } else {  // ELECTRA: embeddings of size E, LayerNorm, then a projection to H
-    const TensorView e = device(*emb_, DType::f32, {T, c.embedding_size});
-    ops.embed_layernorm(e, ids, positions, type_ids, p.word_embeddings, p.position_embeddings,
-                        p.token_type_embeddings, p.emb_ln_gamma, p.emb_ln_beta, eps, TensorView{});
-    ops.linear(h, e, p.emb_proj_w, p.emb_proj_b, Activation::none);
-    if (h_low_) ops.convert(h_low, h);
-  }
-  for (const EncoderLayerParams& layer : p.layers) {
-    ops.linear(qkv, h_low, layer.qkv_w, layer.qkv_b, Activation::none);
-    ops.attention(ctx, qkv, cu, heads, s.max_seqlen);
-    ops.linear(tmp, ctx, layer.attn_out_w, layer.attn_out_b, Activation::none);
-    ops.residual_layernorm(h, tmp, h, layer.attn_ln_gamma, layer.attn_ln_beta, eps, low);
-    ops.linear(ffn, h_low, layer.ffn_in_w, layer.ffn_in_b, Activation::gelu_erf);
-    ops.linear(tmp, ffn, layer.ffn_out_w, layer.ffn_out_b, Activation::none);
-    ops.residual_layernorm(h, tmp, h, layer.ffn_ln_gamma, layer.ffn_ln_beta, eps, low);
-  }
+  SequenceInputs in;
+  in.ids = ids;
+  in.positions = positions;
+  in.types = p.token_type_embeddings.empty() ? TensorView{} : types;  // no token types (DistilBERT)
+  in.cu = cu;
+  in.max_seqlen = s.max_seqlen;
+  in.heads = static_cast<int>(c.num_attention_heads);
+  in.eps = static_cast<float>(c.layer_norm_eps);
+  const TensorView e = p.emb_proj_w.empty() ? h : device(*emb_, DType::f32, {T, c.embedding_size});
+  embeddings_forward(ops, p, in, e, h, low, TensorView{}, TensorView{}, nullptr);
+  LayerViews v;
+  v.x = v.hm = v.out = h;
+  v.x_in = h_low;
+  v.hm_low = v.out_low = low;
+  v.qkv = qkv;
+  v.ctx = ctx;
+  v.ao = v.fo = tmp;
+  v.ffa = ffn;
+  for (size_t l = 0; l < p.layers.size(); ++l) layer_forward(ops, p.layers[l], in, v, static_cast<int64_t>(l), nullptr);
 
   if (s.pooled) {
     // Pooling, the Dense modules, Normalize, then the first dims columns

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/layer_sequence.h"
 
 namespace stoke {
 
@@ -208,7 +209,7 @@ EncoderTrainingRunner::Step EncoderTrainingRunner::step_views(const PackedBatch&
 }
 
 Ops::AttentionDropout EncoderTrainingRunner::Step::attn_drop(int64_t l) const {
-  return Ops::AttentionDropout{knobs.dropout.attention, knobs.seed, knobs.step, site(l, 0)};
+  return Ops::AttentionDropout{knobs.dropout.attention, knobs.seed, knobs.step, SequenceTraining::site(l, 0)};
 }
 
 // ---- forward, keeping what the backward reads
@@ -220,33 +221,43 @@ void EncoderTrainingRunner::forward(const Step& st) const {
   const MicroBatchKnobs& k = st.knobs;
   const float ph = k.dropout.hidden;
   const bool project = !p.emb_proj_w.empty();
+  SequenceInputs in;
+  in.ids = st.ids;
+  in.positions = st.positions;
+  in.types = st.types;
+  in.cu = st.cu;
+  in.max_seqlen = st.maxlen;
+  in.heads = st.heads;
+  in.eps = st.eps;
+  SequenceTraining train;
+  train.hidden = ph;
+  train.attention = k.dropout.attention;
+  train.seed = k.seed;
+  train.step = k.step;
+  train.low = st.low;
   // Embeddings; ELECTRA's are of size E, dropped out, then projected to H.
-  const TensorView e = project ? s.emb.rows(T) : s.h[0].rows(T);
-  ops.embed_layernorm_train(e, s.em.vec(T), s.er.vec(T), st.ids, st.positions, st.types, p.word_embeddings,
-                            p.position_embeddings, p.token_type_embeddings, p.emb_ln_gamma, p.emb_ln_beta, st.eps);
-  if (ph > 0) ops.dropout(e, e, ph, k.seed, k.step, 0);
-  if (project) ops.linear(s.h[0].rows(T), e, p.emb_proj_w, p.emb_proj_b, Activation::none);
+  embeddings_forward(ops, p, in, project ? s.emb.rows(T) : s.h[0].rows(T), s.h[0].rows(T), TensorView{},
+                     s.em.vec(T), s.er.vec(T), &train);
   for (size_t l = 0; l < p.layers.size(); ++l) {
-    const EncoderLayerParams& w = p.layers[l];
     Saved::LayerSlabs& a = s.layers[l];
-    const int64_t li = static_cast<int64_t>(l);
-    const TensorView x = s.h[l].rows(T);
-    const TensorView x_in = st.low ? a.x_low.rows(T) : x;  // GEMM input in the compute dtype
-    if (st.low) ops.convert(x_in, x);
-    ops.linear(a.qkv.rows(T), x_in, w.qkv_w, w.qkv_b, Activation::none);
-    ops.attention_train(a.ctx.rows(T), a.lse.rows(T), a.qkv.rows(T), st.cu, st.heads, st.maxlen, st.attn_drop(li));
-    ops.linear(a.ao.rows(T), a.ctx.rows(T), w.attn_out_w, w.attn_out_b, Activation::none);
-    if (ph > 0) ops.dropout(a.ao.rows(T), a.ao.rows(T), ph, k.seed, k.step, Step::site(li, 1));
-    ops.residual_layernorm_train(a.hm.rows(T), a.m1.vec(T), a.r1.vec(T), a.ao.rows(T), x, w.attn_ln_gamma,
-                                 w.attn_ln_beta, st.eps);
-    const TensorView hm_in = st.low ? a.hm_low.rows(T) : a.hm.rows(T);
-    if (st.low) ops.convert(hm_in, a.hm.rows(T));
-    ops.linear(a.ffa.rows(T), hm_in, w.ffn_in_w, TensorView{}, Activation::none);
-    ops.bias_gelu_train(a.ffa.rows(T), a.ffpre.rows(T), w.ffn_in_b);
-    ops.linear(a.fo.rows(T), a.ffa.rows(T), w.ffn_out_w, w.ffn_out_b, Activation::none);
-    if (ph > 0) ops.dropout(a.fo.rows(T), a.fo.rows(T), ph, k.seed, k.step, Step::site(li, 2));
-    ops.residual_layernorm_train(s.h[l + 1].rows(T), a.m2.vec(T), a.r2.vec(T), a.fo.rows(T), a.hm.rows(T),
-                                 w.ffn_ln_gamma, w.ffn_ln_beta, st.eps);
+    LayerViews v;
+    v.x = s.h[l].rows(T);
+    v.x_in = st.low ? a.x_low.rows(T) : v.x;  // GEMM input in the compute dtype
+    v.qkv = a.qkv.rows(T);
+    v.ctx = a.ctx.rows(T);
+    v.lse = a.lse.rows(T);
+    v.ao = a.ao.rows(T);
+    v.hm = a.hm.rows(T);
+    if (st.low) v.hm_low = a.hm_low.rows(T);
+    v.m1 = a.m1.vec(T);
+    v.r1 = a.r1.vec(T);
+    v.ffa = a.ffa.rows(T);
+    v.ffpre = a.ffpre.rows(T);
+    v.fo = a.fo.rows(T);
+    v.out = s.h[l + 1].rows(T);
+    v.m2 = a.m2.vec(T);
+    v.r2 = a.r2.vec(T);
+    layer_forward(ops, p.layers[l], in, v, static_cast<int64_t>(l), &train);
   }
 }
 
@@ -317,7 +328,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     ops.layernorm_backward(ds, gw.ffn_ln_gamma, gw.ffn_ln_beta, dh, a.fo.rows(T), a.hm.rows(T), a.m2.vec(T),
                            a.r2.vec(T), w.ffn_ln_gamma);                       // ds = d fo' = d hm (residual)
     const TensorView dfo = ph > 0 ? dt : ds;
-    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, Step::site(l, 2));
+    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 2));
     ops.linear_backward(di, gw.ffn_out_w, gw.ffn_out_b, dfo, a.ffa.rows(T), w.ffn_out_w);
     ops.bias_gelu_backward(di, gw.ffn_in_b, di, a.ffpre.rows(T));
     ops.linear_backward(dx, gw.ffn_in_w, TensorView{}, di, hm_in, w.ffn_in_w);
@@ -326,7 +337,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     ops.layernorm_backward(ds, gw.attn_ln_gamma, gw.attn_ln_beta, dx, a.ao.rows(T), s.h[li].rows(T), a.m1.vec(T),
                            a.r1.vec(T), w.attn_ln_gamma);                      // ds = d ao' = d x (residual)
     const TensorView dao = ph > 0 ? dt : ds;
-    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, Step::site(l, 1));
+    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 1));
     ops.linear_backward(dx, gw.attn_out_w, gw.attn_out_b, dao, a.ctx.rows(T), w.attn_out_w);  // dx = d ctx
     ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen,
                            st.attn_drop(l));

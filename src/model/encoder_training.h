@@ -73,14 +73,13 @@ class EncoderTrainingRunner {
     const MicroBatchKnobs& knobs;
     int64_t T = 0, B = 0;
     int maxlen = 0;
-    TensorView ids, types, positions, cu, rows, labels, targets;  // types empty: no token types
+    TensorView ids{}, types{}, positions{}, cu{}, rows{}, labels{}, targets{};  // types empty: no token types
     float eps = 0;
     int heads = 0;
     bool low = false;                 // GEMMs in bf16 / f16
     Activation act = Activation::tanh;  // the classification head's
     bool drop_before_dense = false;   // the head drops its input out (RoBERTa-style, when p > 0)
     uint32_t out_site = kHeadSite;    // the head's dropout site before the output layer
-    static uint32_t site(int64_t l, int which) { return static_cast<uint32_t>(1 + 3 * l + which); }
     Ops::AttentionDropout attn_drop(int64_t l) const;
   };
   // The phases of enqueue, in order: copy the inputs into a staging slot and
