@@ -77,7 +77,7 @@ prepare() {
   local gpu="$root/.gpu"
   local budget=$((${GPU_CHECK_MAX_MIB:-60} * 1048576))
   local py="${PY:-python3}"
-  local targets=(stoke test_cuda_ops test_cuda_encoder) t
+  local targets=(stoke test_cuda_ops test_op_table test_cuda_encoder) t
   for t in models/tiny-bert golden corpus/fortunes-multilingual.jsonl; do
     [ -e "$fixtures/$t" ] || die "no $fixtures/$t (set STOKE_FIXTURES to the fixtures folder)"
   done
@@ -321,6 +321,7 @@ run_steps() {
   # ---- a. correctness: the CUDA op tests and the goldens --------------------
   : >"$GC_OUT/tests.log"
   step tests_ops 120 bash "$self" _gtest ops test_cuda_ops
+  step tests_table 120 bash "$self" _gtest table test_op_table
   step tests_encoder 90 bash "$self" _gtest encoder test_cuda_encoder
   if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ]; then
     step sanitizer 180 bash "$self" _sanitizer

@@ -70,6 +70,7 @@ def main():
         return status.get(step, "not run")
 
     ops, enc, san = load(work, "tests-ops.json"), load(work, "tests-encoder.json"), load(work, "tests-sanitizer.json")
+    table = load(work, "tests-table.json")
     mm, model, st = load(work, "matmul.json"), load(work, "model.json"), load(work, "st.json")
     sk, util, cmp_ = load(work, "stoke.json"), load(work, "util.json"), load(work, "compare.json")
     precision = env.get("precision", "bf16")
@@ -117,6 +118,8 @@ def main():
     rows = []
     rows.append(("CUDA op tests (test_cuda_ops)", tests_cell(ops, "tests_ops", "test_cuda_ops"),
                  "all pass: " + {True: "met", False: "MISSED", None: "n/a"}[tests_ok(ops)]))
+    rows.append(("op table, every op vs the reference (test_op_table)", tests_cell(table, "tests_table", "test_op_table"),
+                 "all pass: " + {True: "met", False: "MISSED", None: "n/a"}[tests_ok(table)]))
     rows.append(("goldens through CUDA (test_cuda_encoder)", tests_cell(enc, "tests_encoder", "test_cuda_encoder"),
                  "all pass: " + {True: "met", False: "MISSED", None: "n/a"}[tests_ok(enc)]))
     if "sanitizer" in status:
@@ -199,7 +202,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
         f.write(text + "\n")
-    summary = {"env": env, "steps": st_list, "tests_ops": ops, "tests_encoder": enc, "sanitizer": san,
+    summary = {"env": env, "steps": st_list, "tests_ops": ops, "tests_encoder": enc, "tests_table": table, "sanitizer": san,
                "matmul": mm, "model": model, "st": st, "stoke": sk, "util": util, "compare": cmp_, "profile": prof,
                "derived": d, "targets": {"ratio": TARGET_RATIO, "mfu": TARGET_MFU, "util": TARGET_UTIL}}
     with open(os.path.join(out, "summary.json"), "w") as f:

@@ -4,11 +4,13 @@
 // cuBLASLt with the bias in its epilogue where offered; everything else is
 // our own kernels (kernels.h).
 //
-// Training ops are not on the GPU yet: they say so with one clear line.
+// Training ops are not on the GPU yet: UnsupportedOps says so with one clear
+// line.
 #include "cuda/cuda_ops.h"
 
 #include <string>
 
+#include "backend/unsupported_ops.h"
 #include "core/error.h"
 #include "cpu/ref/op_checks.h"
 #include "cuda/cuda_internal.h"
@@ -22,15 +24,14 @@ namespace {
 using cpu::IndexData;
 using Launch = CudaBackend::Impl::Launch;  // an op's launches, timed when tracing
 
-[[noreturn]] void no_training(const char* op) {
-  throw Error(Errc::unsupported, std::string(op) +
-                                     ": training ops do not run on the CUDA backend yet; train with --device cpu");
-}
-
-class CudaOps final : public Ops {
+// The ops not here (training) throw from UnsupportedOps, generated from the
+// op list: "<op>: not supported on the cuda backend; training does not run on
+// the GPU yet; train with --device cpu".
+class CudaOps final : public UnsupportedOps {
  public:
   explicit CudaOps(CudaBackend& b)
-      : s_(b.impl()), gemm_(b.impl().lt, b.impl().gemm_workspace, b.impl().gemm_workspace_bytes) {}
+      : UnsupportedOps("cuda", "training does not run on the GPU yet; train with --device cpu"),
+        s_(b.impl()), gemm_(b.impl().lt, b.impl().gemm_workspace, b.impl().gemm_workspace_bytes) {}
 
   void linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias,
               Activation act) const override {
@@ -97,76 +98,6 @@ class CudaOps final : public Ops {
     cpu::check_convert(out, in);
     Launch op(s_, "convert");
     launch_convert(op.stream, out, in);
-  }
-
-  // --- training (not on the GPU yet)
-  void linear_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                       const TensorView&) const override {
-    no_training("linear_backward");
-  }
-  void residual_layernorm_train(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                                const TensorView&, const TensorView&, const TensorView&, float) const override {
-    no_training("residual_layernorm_train");
-  }
-  void layernorm_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                          const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                          const TensorView&) const override {
-    no_training("layernorm_backward");
-  }
-  void embed_layernorm_train(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                             const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                             const TensorView&, const TensorView&, const TensorView&, float) const override {
-    no_training("embed_layernorm_train");
-  }
-  void embed_layernorm_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                                const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                                const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                                const TensorView&, const TensorView&, const TensorView&) const override {
-    no_training("embed_layernorm_backward");
-  }
-  void bias_gelu_train(const TensorView&, const TensorView&, const TensorView&) const override {
-    no_training("bias_gelu_train");
-  }
-  void bias_gelu_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&) const override {
-    no_training("bias_gelu_backward");
-  }
-  void tanh_backward(const TensorView&, const TensorView&, const TensorView&) const override {
-    no_training("tanh_backward");
-  }
-  void attention_train(const TensorView&, const TensorView&, const TensorView&, const TensorView&, int, int,
-                       const AttentionDropout&) const override {
-    no_training("attention_train");
-  }
-  void attention_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                          const TensorView&, const TensorView&, int, int, const AttentionDropout&) const override {
-    no_training("attention_backward");
-  }
-  void gather_rows_backward(const TensorView&, const TensorView&, const TensorView&) const override {
-    no_training("gather_rows_backward");
-  }
-  void pool_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                     PoolingMode) const override {
-    no_training("pool_backward");
-  }
-  void add(const TensorView&, const TensorView&) const override { no_training("add"); }
-  void dropout(const TensorView&, const TensorView&, float, uint64_t, uint32_t, uint32_t) const override {
-    no_training("dropout");
-  }
-  void dropout_backward(const TensorView&, const TensorView&, float, uint64_t, uint32_t, uint32_t) const override {
-    no_training("dropout_backward");
-  }
-  void cross_entropy(const TensorView&, const TensorView&, const TensorView&, const TensorView&, float,
-                     float) const override {
-    no_training("cross_entropy");
-  }
-  void mse_loss(const TensorView&, const TensorView&, const TensorView&, const TensorView&, float) const override {
-    no_training("mse_loss");
-  }
-  void sum_squares(const TensorView&, const TensorView&) const override { no_training("sum_squares"); }
-  void clip_scale(const TensorView&, const TensorView&, float) const override { no_training("clip_scale"); }
-  void adamw(const TensorView&, const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-             const TensorView&, const AdamWStep&) const override {
-    no_training("adamw");
   }
 
  private:

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/device_tensors.h"
 #include "support/host_tensors.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/device.h"
@@ -28,40 +29,7 @@ using namespace host_tensors;
     backend_var = std::make_unique<cuda::CudaBackend>(0);                                      \
   } while (0)
 
-// Device copies of host tensors, alive as long as this object.
-class DeviceTensors {
- public:
-  explicit DeviceTensors(Backend& b) : b_(b) {}
-  ~DeviceTensors() { b_.drain(); }
-  // A device tensor holding `host`'s values (an empty view stays empty).
-  TensorView upload(const HostTensor& host) {
-    if (host.view.empty()) return TensorView{};
-    buffers_.push_back(b_.allocate(host.view.bytes()));
-    TensorView v = host.view;
-    v.data = buffers_.back()->data();
-    b_.copy_to_device(v.data, host.view.data, host.view.bytes());
-    return v;
-  }
-  // An uninitialised device tensor of the given dtype and shape.
-  TensorView make(DType t, std::vector<int64_t> shape) {
-    HostTensor h = host_tensor(t, std::move(shape));
-    buffers_.push_back(b_.allocate(h.view.bytes()));
-    TensorView v = h.view;
-    v.data = buffers_.back()->data();
-    return v;
-  }
-  // The device tensor's values, after waiting for the work before.
-  HostTensor download(const TensorView& device) {
-    HostTensor h = host_tensor(device.dtype, std::vector<int64_t>(device.dims.begin(), device.dims.begin() + device.rank));
-    b_.copy_to_host(h.view.data, device.data, device.bytes());
-    b_.synchronize();
-    return h;
-  }
-
- private:
-  Backend& b_;
-  std::vector<std::unique_ptr<Buffer>> buffers_;
-};
+using DeviceTensors = test::DeviceTensors;  // support/device_tensors.h
 
 // Tolerances by the activation dtype (see tests/ops/test_ops.cc for the
 // reasoning): f32 1e-5; bf16 2e-2; f16 2e-3 — the GPU keeps the same f32

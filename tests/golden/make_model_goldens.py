@@ -21,7 +21,10 @@ tiny-xlmr5, normalizer of tiny-camembert).
 
 Run from anywhere:
     /work/venv-golden/bin/python tests/golden/make_model_goldens.py [name ...]
-Deterministic: fixed seeds, one torch thread, eager attention; a rerun writes the same bytes.
+Deterministic: fixed seeds, one torch thread, eager attention, one tokenizers thread; a rerun writes
+the same bytes.  The one exception, HF tokenizers' Unigram trainer (not run-to-run deterministic), is
+kept out of reruns: tiny-camembert reuses the pieces and scores of its committed tokenizer.json unless
+--retrain-unigram is given (or the folder is missing).
 """
 from __future__ import annotations
 
@@ -38,14 +41,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-import safetensors
-import sentence_transformers
-import tokenizers
-import torch
-import transformers
-from safetensors.torch import save_file
-from torch import nn
+# One thread for the Rust tokenizers too: the Unigram trainer's parallel E-step sums in a
+# scheduling-dependent order, which changes the trained scores from run to run.
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+os.environ["RAYON_NUM_THREADS"] = "1"
+
+import numpy as np  # noqa: E402
+import safetensors  # noqa: E402
+import sentence_transformers  # noqa: E402
+import tokenizers  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+from torch import nn  # noqa: E402
 
 PINNED = {
     "torch": (torch.__version__.split("+")[0], "2.15.0"),
@@ -144,12 +152,29 @@ def xlmr_precompiled_charsmap() -> bytes:
     return base64.b64decode(found[0]["precompiled_charsmap"])
 
 
+RETRAIN = {"unigram": False}  # --retrain-unigram
+
+
+def committed_unigram_vocab(spec: Spec) -> list[tuple[str, float]] | None:
+    path = GOLDEN_DIR / "models" / spec.name / "tokenizer.json"
+    if RETRAIN["unigram"] or not path.exists():
+        return None
+    return [(p, s) for p, s in json.loads(path.read_text(encoding="utf-8"))["model"]["vocab"]]
+
+
 def camembert_unigram_tokenizer(spec: Spec):
     # A Unigram model trained by HF tokenizers on the corpus, with the normalizer and the
     # pre-tokenizer CamembertTokenizer builds (sentencepiece nmt_nfkc, Metaspace), laid out
     # like camembert-base: <s>NOTUSED <pad> </s>NOTUSED <unk>, the trained pieces (its own
     # <unk> renamed <unk>NOTUSED, <s> and </s> at 5 and 6), <mask> last.
+    # The trainer is not deterministic from run to run (the piece set is, the scores move by
+    # ~1e-4: Rust hash-map order), so the pieces and scores of the committed tokenizer.json are
+    # reused unless --retrain-unigram.
     charsmap = xlmr_precompiled_charsmap()
+    committed = committed_unigram_vocab(spec)
+    if committed is not None:
+        return transformers.CamembertTokenizer(vocab=committed, _spm_precompiled_charsmap=charsmap,
+                                               model_max_length=spec.max_length)
     shell = transformers.CamembertTokenizer(_spm_precompiled_charsmap=charsmap)
     trainer_tok = tokenizers.Tokenizer(tokenizers.models.Unigram())
     trainer_tok.normalizer = shell.backend_tokenizer.normalizer
@@ -160,8 +185,11 @@ def camembert_unigram_tokenizer(spec: Spec):
     # (UnigramTrainer has no character_coverage); Chinese text then maps to <unk>, like camembert-base.
     trainer_tok.train_from_iterator(corpus_texts(skip_langs=("zh",)), trainer=trainer)
     pieces = json.loads(trainer_tok.to_str())["model"]["vocab"]
+    # Scores rounded to float32, as sentencepiece stores them: the Rust tokenizers parse long
+    # decimals in tokenizer.json up to 1 ulp off (serde_json), which flips near-ties in the
+    # Viterbi search, so a file load and transformers' load would segment some texts apart.
     vocab = [("<s>NOTUSED", 0.0), ("<pad>", 0.0), ("</s>NOTUSED", 0.0), ("<unk>", 0.0)]
-    vocab += [("<unk>NOTUSED" if p == "<unk>" else p, s) for p, s in pieces]
+    vocab += [("<unk>NOTUSED" if p == "<unk>" else p, float(np.float32(s))) for p, s in pieces]
     vocab += [("<mask>", 0.0)]
     return transformers.CamembertTokenizer(vocab=vocab, _spm_precompiled_charsmap=charsmap,
                                            model_max_length=spec.max_length)
@@ -520,11 +548,11 @@ def sizes(name: str) -> dict:
 
 def make_encoder_model(spec: Spec, texts: list[str]) -> None:
     folder = GOLDEN_DIR / "models" / spec.name
+    tok = spec.make_tokenizer(spec)  # before the folder goes: it may reuse the committed Unigram
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
 
-    tok = spec.make_tokenizer(spec)
     config = spec.make_config(len(tok))
     config.architectures = None
     torch.manual_seed(spec.seed)
@@ -539,6 +567,7 @@ def make_encoder_model(spec: Spec, texts: list[str]) -> None:
         # transformers 5 writes tokenizer.json only; Hub RoBERTa folders also carry the
         # classic vocab.json + merges.txt, written here by the tokenizers BPE model itself.
         tok.backend_tokenizer.model.save(str(folder))
+    assert not list(folder.glob("*.model")), f"{spec.name}: save_pretrained wrote a sentencepiece model"
     modules = write_st_files(folder, config.hidden_size, spec.max_length, spec.pooling, spec.normalize)
     built_state = {k: v.clone() for k, v in model.state_dict().items()}
     del model
@@ -699,6 +728,13 @@ def make_encoder_model(spec: Spec, texts: list[str]) -> None:
                      "follow from the model file, see that tensor's description)"],
         "produced_by": produced_by(),
     }
+    if spec.name == "tiny-camembert":
+        info["tokenizer"]["unigram_training"] = (
+            "tokenizers.trainers.UnigramTrainer(vocab_size=2000, special_tokens=['<unk>', '<s>', '</s>'], "
+            "unk_token='<unk>', max_piece_length=16) on the corpus texts except lang zh, with CamembertTokenizer's "
+            "normalizer (tiny-xlmr's Precompiled nmt_nfkc map) and pre-tokenizer; scores rounded to float32. "
+            "The trainer is not run-to-run deterministic (same pieces, scores within ~1e-3), so the generator "
+            "reuses the committed tokenizer.json's pieces and scores unless --retrain-unigram")
     if spec.name == "tiny-xlmr5":
         info["tokenizer"]["differences_from_fixture_tiny_xlmr"] = differences_from_slow_xlmr(token_rows)
     save_goldens(spec.name, g, info, token_rows)
@@ -843,7 +879,10 @@ def make_bert_dense(texts: list[str]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="models to make (default: all): " + ", ".join(ORDER))
+    parser.add_argument("--retrain-unigram", action="store_true",
+                        help="train tiny-camembert's Unigram again instead of reusing the committed pieces/scores")
     args = parser.parse_args()
+    RETRAIN["unigram"] = args.retrain_unigram
     unknown = [n for n in args.names if n not in ORDER]
     if unknown:
         parser.error(f"unknown model {unknown[0]!r}; known: {', '.join(ORDER)}")

@@ -1,4 +1,4 @@
-// The training ops of the CPU op table (backend/ops.h, "training" block):
+// The training ops of the CPU op table (backend/op_list.h, "training" block):
 //
 // 1. Finite differences: small float64 forward functions written here, apart
 //    from the kernels, give central differences of a random scalar loss

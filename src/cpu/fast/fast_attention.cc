@@ -41,7 +41,6 @@
 #include <vector>
 
 #include "cpu/fast/fast_attention_tiles.h"
-#include "cpu/fast/fast_backward.h"
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_math.h"
 #include "cpu/fast/fast_ops.h"

@@ -3,7 +3,7 @@
 // approximations of fast_math.h.
 #include <vector>
 
-#include "cpu/fast/fast_backward.h"
+#include "cpu/fast/fast_ops.h"
 #include "cpu/fast/fast_backward_common.h"
 #include "cpu/fast/fast_math.h"
 #include "cpu/ref/op_checks_backward.h"

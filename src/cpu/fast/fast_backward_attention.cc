@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "cpu/fast/fast_attention_tiles.h"
-#include "cpu/fast/fast_backward.h"
+#include "cpu/fast/fast_ops.h"
 #include "cpu/fast/fast_backward_common.h"
 #include "cpu/fast/fast_math.h"
 #include "cpu/fast/fast_philox.h"

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/half.h"
-#include "cpu/fast/fast_backward.h"
+#include "cpu/fast/fast_ops.h"
 #include "cpu/kernels.h"
 #include "cpu/fast/fast_backward_common.h"
 #include "cpu/ref/op_checks_backward.h"

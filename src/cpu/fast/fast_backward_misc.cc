@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cpu/fast/fast_backward.h"
+#include "cpu/fast/fast_ops.h"
 #include "cpu/fast/fast_backward_common.h"
 #include "cpu/ref/op_checks_backward.h"
 

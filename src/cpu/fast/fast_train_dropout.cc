@@ -6,7 +6,7 @@
 #include "core/philox.h"
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_philox.h"
-#include "cpu/fast/fast_train.h"
+#include "cpu/fast/fast_ops.h"
 #include "cpu/ref/train_checks.h"
 
 namespace stoke::cpu::fast {

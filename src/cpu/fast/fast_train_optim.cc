@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "cpu/fast/fast_common.h"
-#include "cpu/fast/fast_train.h"
+#include "cpu/fast/fast_ops.h"
 #include "cpu/ref/ref_train.h"
 #include "cpu/ref/train_checks.h"
 

@@ -1,4 +1,4 @@
-// Shape, dtype and index checks of the op table (backend/ops.h), shared by the
+// Shape, dtype and index checks of the op table (backend/op_list.h), shared by the
 // reference and the fast CPU kernels so both sets accept exactly the same
 // calls. Every check throws Error(invalid_argument) naming the op, the tensor,
 // what it got and what was expected. Index tensors are read (ids, positions,

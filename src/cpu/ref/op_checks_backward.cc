@@ -7,39 +7,13 @@
 #include <utility>
 
 #include "core/error.h"
+#include "cpu/ref/check_helpers.h"
 
 namespace stoke::cpu {
 
 namespace {
 
-// The small helpers of op_checks.cc, repeated here (they are file-local there)
-// so the training checks live in their own file.
-[[noreturn]] void fail(const char* op, const std::string& what) {
-  throw Error(Errc::invalid_argument, fmt::format("{}: {}", op, what));
-}
-
-std::string describe(const TensorView& t) { return fmt::format("{} {}", dtype_name(t.dtype), t.shape_string()); }
-
-bool is_act(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-
-void need(const char* op, const char* name, const TensorView& t, int rank) {
-  if (t.rank != rank) fail(op, fmt::format("{} is {}, expected rank {}", name, describe(t), rank));
-  for (int i = 0; i < rank; ++i)
-    if (t.dim(i) < 0) fail(op, fmt::format("{} has a negative dimension: {}", name, t.shape_string()));
-  if (t.data == nullptr && t.numel() != 0) fail(op, fmt::format("{} {} has no data", name, t.shape_string()));
-}
-
-void need_act(const char* op, const char* name, const TensorView& t) {
-  if (!is_act(t.dtype)) fail(op, fmt::format("{} is {}, expected F32, BF16 or F16", name, describe(t)));
-}
-
-void need_dtype(const char* op, const char* name, const TensorView& t, DType want) {
-  if (t.dtype != want) fail(op, fmt::format("{} is {}, expected {}", name, describe(t), dtype_name(want)));
-}
-
-void need_dim(const char* op, const char* name, const TensorView& t, int i, int64_t want) {
-  if (t.dim(i) != want) fail(op, fmt::format("{} is {}: dimension {} must be {}", name, t.shape_string(), i, want));
-}
+using namespace checks;  // the helpers every check is made of
 
 // A 2-D activation (or activation gradient) of shape [rows, cols].
 void need_rows(const char* op, const char* name, const TensorView& t, int64_t rows, int64_t cols) {
@@ -62,48 +36,15 @@ void need_f32_vector(const char* op, const char* name, const TensorView& t, int6
   need_dim(op, name, t, 0, n);
 }
 
-void need_indices(const char* op, const char* name, const TensorView& idx, int64_t count, int64_t limit) {
-  need(op, name, idx, 1);
-  need_dtype(op, name, idx, DType::i32);
-  need_dim(op, name, idx, 0, count);
-  const int32_t* p = idx.as<const int32_t>();
-  for (int64_t i = 0; i < count; ++i)
-    if (p[i] < 0 || p[i] >= limit) fail(op, fmt::format("{}[{}] = {} is out of range [0, {})", name, i, p[i], limit));
-}
-
-int64_t need_cu_seqlens(const char* op, const TensorView& cu, int64_t T) {
-  need(op, "cu_seqlens", cu, 1);
-  need_dtype(op, "cu_seqlens", cu, DType::i32);
-  if (cu.dim(0) < 1) fail(op, "cu_seqlens is empty, expected [batch + 1] offsets starting at 0");
-  const int32_t* c = cu.as<const int32_t>();
-  const int64_t B = cu.dim(0) - 1;
-  if (c[0] != 0) fail(op, fmt::format("cu_seqlens[0] = {}, expected 0", c[0]));
-  for (int64_t b = 0; b < B; ++b)
-    if (c[b + 1] < c[b]) fail(op, fmt::format("cu_seqlens decreases at {}: {} then {}", b, c[b], c[b + 1]));
-  if (c[B] != T) fail(op, fmt::format("cu_seqlens ends at {}, expected the token count {}", c[B], T));
-  return B;
-}
-
-bool overlap(const TensorView& x, const TensorView& y) {
-  if (x.data == nullptr || y.data == nullptr) return false;
-  const char* a = static_cast<const char*>(x.data);
-  const char* b = static_cast<const char*>(y.data);
-  return a < b + y.bytes() && b < a + x.bytes();
-}
-
-void need_no_overlap(const char* op, const char* out_name, const TensorView& out, const char* in_name,
-                     const TensorView& in) {
-  if (overlap(out, in)) fail(op, fmt::format("{} overlaps {} in memory (not allowed for this op)", out_name, in_name));
-}
-
 // An element-wise output may be the very same view as an input, never a partial overlap.
-void need_same_or_apart(const char* op, const char* out_name, const TensorView& out, const char* in_name,
+void need_same_view_or_apart(const char* op, const char* out_name, const TensorView& out, const char* in_name,
                         const TensorView& in) {
   if (overlap(out, in) && !(out.data == in.data && out.dtype == in.dtype))
     fail(op, fmt::format("{} overlaps {} (only the identical view is allowed)", out_name, in_name));
 }
 
-void need_weight(const char* op, const char* name, const TensorView& t, int64_t n) {
+// A 1-D activation-dtype vector of n elements (LayerNorm gamma in backward).
+void need_act_vector(const char* op, const char* name, const TensorView& t, int64_t n) {
   need(op, name, t, 1);
   need_act(op, name, t);
   need_dim(op, name, t, 0, n);
@@ -172,8 +113,8 @@ RowsShape check_layernorm_backward(const TensorView& dx, const TensorView& dgamm
   need_rows(op, "dx", dx, T, H);
   need_f32_vector(op, "mean", mean, T);
   need_f32_vector(op, "rstd", rstd, T);
-  need_weight(op, "gamma", gamma, H);
-  need_same_or_apart(op, "dx", dx, "dy", dy);
+  need_act_vector(op, "gamma", gamma, H);
+  need_same_view_or_apart(op, "dx", dx, "dy", dy);
   for (const auto& [name, t] : {std::pair{"x", &x}, std::pair{"residual", &residual}, std::pair{"mean", &mean},
                                 std::pair{"rstd", &rstd}, std::pair{"gamma", &gamma}})
     need_no_overlap(op, "dx", dx, name, *t);
@@ -231,7 +172,7 @@ RowsShape check_embed_layernorm_backward(const TensorView& dword, const TensorVi
   }
   need_f32_vector(op, "mean", mean, T);
   need_f32_vector(op, "rstd", rstd, T);
-  need_weight(op, "gamma", gamma, H);
+  need_act_vector(op, "gamma", gamma, H);
   if (!dword.empty()) need_f32_like(op, "dword", dword, word);
   if (!dpos.empty()) need_f32_like(op, "dpos", dpos, pos);
   if (!dtype.empty()) {
@@ -271,7 +212,7 @@ RowsShape check_bias_gelu_backward(const TensorView& dx, const TensorView& dbias
   const int64_t T = dy.dim(0), N = dy.dim(1);
   need_rows(op, "pre", pre, T, N);
   need_rows(op, "dx", dx, T, N);
-  need_same_or_apart(op, "dx", dx, "dy", dy);
+  need_same_view_or_apart(op, "dx", dx, "dy", dy);
   need_no_overlap(op, "dx", dx, "pre", pre);
   if (!dbias.empty()) {
     need_f32_vector(op, "dbias", dbias, N);
@@ -289,8 +230,8 @@ RowsShape check_tanh_backward(const TensorView& dx, const TensorView& dy, const 
   const int64_t R = dy.dim(0), C = dy.dim(1);
   need_rows(op, "y", y, R, C);
   need_rows(op, "dx", dx, R, C);
-  need_same_or_apart(op, "dx", dx, "dy", dy);
-  need_same_or_apart(op, "dx", dx, "y", y);
+  need_same_view_or_apart(op, "dx", dx, "dy", dy);
+  need_same_view_or_apart(op, "dx", dx, "y", y);
   return {R, C};
 }
 
@@ -370,7 +311,7 @@ int64_t check_add(const TensorView& y, const TensorView& x) {
   need_act(op, "x", x);
   if (x.rank != y.rank) fail(op, fmt::format("x is {}, expected the shape of y {}", describe(x), describe(y)));
   for (int i = 0; i < y.rank; ++i) need_dim(op, "x", x, i, y.dim(i));
-  need_same_or_apart(op, "y", y, "x", x);
+  need_same_view_or_apart(op, "y", y, "x", x);
   return y.numel();
 }
 

@@ -17,7 +17,6 @@
 
 #include "core/philox.h"
 #include "cpu/ref/op_checks_backward.h"
-#include "cpu/ref/ref_backward.h"
 #include "cpu/ref/ref_ops.h"
 
 namespace stoke::cpu::ref {

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "cpu/ref/op_checks_backward.h"
-#include "cpu/ref/ref_backward.h"
 #include "cpu/ref/ref_ops.h"
 
 namespace stoke::cpu::ref {

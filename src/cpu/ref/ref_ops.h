@@ -2,7 +2,7 @@
 // against. Plain loops, one element at a time, accumulation in double; inputs
 // are read exactly (bf16/f16 widen without loss) and each result is rounded
 // once, to float and then to the output dtype, when it is stored. Speed does
-// not matter here; being obviously right does.
+// not matter here; being obviously right does. Checks: cpu/ref/op_checks.h.
 #pragma once
 
 #include <cmath>
@@ -25,18 +25,10 @@ double activate(double x, Activation act);
 // with the biased variance (divide by H), statistics in double.
 void layernorm_row(double* x, int64_t H, const TensorView& gamma, const TensorView& beta, float eps);
 
-void linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias, Activation act);
-void bias_gelu(const TensorView& x, const TensorView& bias);
-void embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
-                     const TensorView& type_ids, const TensorView& word, const TensorView& pos, const TensorView& type,
-                     const TensorView& gamma, const TensorView& beta, float eps, const TensorView& out_low);
-void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual, const TensorView& gamma,
-                        const TensorView& beta, float eps, const TensorView& out_low);
-void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen);
-void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, PoolingMode mode);
-void l2_normalize(const TensorView& x);
-void gather_rows(const TensorView& out, const TensorView& h, const TensorView& rows);
-void slice_columns(const TensorView& out, const TensorView& in);
-void convert(const TensorView& out, const TensorView& in);
+// Every op of backend/op_list.h as a kernel of this set (contracts there),
+// one file per op family: `void linear(const TensorView& out, ...);`.
+#define STOKE_OP(op, params, args) void op params;
+#include "backend/op_list.h"
+#undef STOKE_OP
 
 }  // namespace stoke::cpu::ref

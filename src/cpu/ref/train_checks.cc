@@ -6,52 +6,16 @@
 #include <string>
 
 #include "core/error.h"
+#include "cpu/ref/check_helpers.h"
 
 namespace stoke::cpu {
 
 namespace {
 
-[[noreturn]] void fail(const char* op, const std::string& what) {
-  throw Error(Errc::invalid_argument, fmt::format("{}: {}", op, what));
-}
-
-std::string describe(const TensorView& t) { return fmt::format("{} {}", dtype_name(t.dtype), t.shape_string()); }
-
-bool is_act(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-
-// A dense tensor of rank 1..4 (or exactly `rank` when rank > 0) whose data is
-// null only when it holds nothing.
-void need(const char* op, const char* name, const TensorView& t, int rank = 0) {
-  if (rank > 0 ? t.rank != rank : (t.rank < 1 || t.rank > 4))
-    fail(op, rank > 0 ? fmt::format("{} is {}, expected rank {}", name, describe(t), rank)
-                      : fmt::format("{} is {}, expected rank 1 to 4", name, describe(t)));
-  for (int i = 0; i < t.rank; ++i)
-    if (t.dim(i) < 0) fail(op, fmt::format("{} has a negative dimension: {}", name, t.shape_string()));
-  if (t.data == nullptr && t.numel() != 0) fail(op, fmt::format("{} {} has no data", name, t.shape_string()));
-}
-
-void need_dtype(const char* op, const char* name, const TensorView& t, DType want) {
-  if (t.dtype != want) fail(op, fmt::format("{} is {}, expected {}", name, describe(t), dtype_name(want)));
-}
-
-void need_dim(const char* op, const char* name, const TensorView& t, int i, int64_t want) {
-  if (t.dim(i) != want) fail(op, fmt::format("{} is {}: dimension {} must be {}", name, t.shape_string(), i, want));
-}
-
-bool overlap(const TensorView& x, const TensorView& y) {
-  if (x.data == nullptr || y.data == nullptr) return false;
-  const char* a = static_cast<const char*>(x.data);
-  const char* b = static_cast<const char*>(y.data);
-  return a < b + y.bytes() && b < a + x.bytes();
-}
-
-void need_no_overlap(const char* op, const char* a_name, const TensorView& a, const char* b_name,
-                     const TensorView& b) {
-  if (overlap(a, b)) fail(op, fmt::format("{} overlaps {} in memory (not allowed for this op)", a_name, b_name));
-}
+using namespace checks;  // the helpers every check is made of
 
 // out is exactly in (an in-place call) or does not touch it.
-void need_same_or_apart(const char* op, const char* out_name, const TensorView& out, const char* in_name,
+void need_in_place_or_apart(const char* op, const char* out_name, const TensorView& out, const char* in_name,
                         const TensorView& in) {
   if (out.data == in.data && out.bytes() == in.bytes()) return;
   need_no_overlap(op, out_name, out, in_name, in);
@@ -59,7 +23,7 @@ void need_same_or_apart(const char* op, const char* out_name, const TensorView& 
 
 // One element of f64 or f32 (a device scalar).
 void need_scalar(const char* op, const char* name, const TensorView& t, bool allow_f64) {
-  need(op, name, t);
+  need_any_rank(op, name, t);
   if (t.numel() != 1) fail(op, fmt::format("{} is {}, expected one element", name, describe(t)));
   if (!(t.dtype == DType::f32 || (allow_f64 && t.dtype == DType::f64)))
     fail(op, fmt::format("{} is {}, expected {}", name, describe(t), allow_f64 ? "F64 or F32" : "F32"));
@@ -80,14 +44,14 @@ void need_finite(const char* op, const char* name, double v) {
 }  // namespace
 
 int64_t check_dropout(const char* op, const TensorView& out, const TensorView& x, float p) {
-  need(op, "x", x);
-  need(op, "out", out);
+  need_any_rank(op, "x", x);
+  need_any_rank(op, "out", out);
   if (!is_act(x.dtype)) fail(op, fmt::format("x is {}, expected F32, BF16 or F16", describe(x)));
   need_dtype(op, "out", out, x.dtype);
   if (out.rank != x.rank || out.dims != x.dims)
     fail(op, fmt::format("out is {}, expected the shape of x {}", out.shape_string(), x.shape_string()));
   if (!(p >= 0.0f && p <= 1.0f)) fail(op, fmt::format("p = {} must be in [0, 1]", p));
-  need_same_or_apart(op, "out", out, "x", x);
+  need_in_place_or_apart(op, "out", out, "x", x);
   return x.numel();
 }
 
@@ -109,7 +73,7 @@ LossShape check_cross_entropy(const TensorView& dlogits, const TensorView& metri
     need_dtype(op, "dlogits", dlogits, DType::f32);
     need_dim(op, "dlogits", dlogits, 0, B);
     need_dim(op, "dlogits", dlogits, 1, C);
-    need_same_or_apart(op, "dlogits", dlogits, "logits", logits);
+    need_in_place_or_apart(op, "dlogits", dlogits, "logits", logits);
     need_no_overlap(op, "dlogits", dlogits, "labels", labels);
     need_no_overlap(op, "dlogits", dlogits, "metrics", metrics);
   }
@@ -137,7 +101,7 @@ LossShape check_mse_loss(const TensorView& dpred, const TensorView& metrics, con
     need_dtype(op, "dpred", dpred, DType::f32);
     need_dim(op, "dpred", dpred, 0, B);
     need_dim(op, "dpred", dpred, 1, 1);
-    need_same_or_apart(op, "dpred", dpred, "pred", pred);
+    need_in_place_or_apart(op, "dpred", dpred, "pred", pred);
     need_no_overlap(op, "dpred", dpred, "target", target);
     need_no_overlap(op, "dpred", dpred, "metrics", metrics);
   }
@@ -151,7 +115,7 @@ LossShape check_mse_loss(const TensorView& dpred, const TensorView& metrics, con
 int64_t check_sum_squares(const TensorView& out, const TensorView& x) {
   const char* op = "sum_squares";
   need_scalar(op, "out", out, true);
-  need(op, "x", x);
+  need_any_rank(op, "x", x);
   if (!is_act(x.dtype)) fail(op, fmt::format("x is {}, expected F32, BF16 or F16", describe(x)));
   need_no_overlap(op, "out", out, "x", x);
   return x.numel();
@@ -172,7 +136,7 @@ int64_t check_adamw(const TensorView& p, const TensorView& g, const TensorView& 
   const TensorView* t[4] = {&p, &g, &m, &v};
   const char* names[4] = {"p", "g", "m", "v"};
   for (int i = 0; i < 4; ++i) {
-    need(op, names[i], *t[i]);
+    need_any_rank(op, names[i], *t[i]);
     need_dtype(op, names[i], *t[i], DType::f32);
     if (t[i]->numel() != p.numel())
       fail(op, fmt::format("{} is {}, expected {} elements as p", names[i], describe(*t[i]), p.numel()));

@@ -1,5 +1,5 @@
 // Shape, dtype and value checks of the training ops of the op table
-// (backend/ops.h, "training: dropout, loss, optimizer"), shared by the
+// (backend/op_list.h, "training: dropout, loss, optimizer"), shared by the
 // reference and the fast CPU kernels so both accept exactly the same calls.
 // Every check throws Error(invalid_argument) naming the op, the tensor, what it
 // got and what was expected. Index tensors (labels, decay ranges) are read: a

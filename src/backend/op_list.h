@@ -1,0 +1,271 @@
+// THE OP LIST: every op of the op table, declared once, with its contract.
+// Everything else that repeats an op's signature is generated from this list:
+// the Ops interface (backend/ops.h), the "not supported on this backend"
+// defaults (backend/unsupported_ops.h), the CPU kernel table filled by name
+// and the ref/fast kernel declarations (cpu/kernels.h), the CPU backend's
+// forwarding onto its executor (cpu/cpu_backend.cc), and the op test table's
+// "every op has a case" check (tests/ops/test_op_table.cc). Adding an op:
+// docs/ops.md.
+//
+// An X-macro list: the includer defines
+//   STOKE_OP(name, (parameters), (arguments))
+// includes this file, and undefines it. No include guard on purpose: it is
+// expanded once per use. Parameter types are written as they read in
+// namespace stoke (Ops::AttentionDropout, Ops::AdamWStep are declared in
+// backend/ops.h before any expansion).
+//
+// A backend's ops are ENQUEUED on its stream: a call returns at once and the
+// work runs in order with the backend's copies and events. The model code
+// calls only these, so it runs unchanged on any backend.
+//
+// Conventions for all ops:
+// - activations are f32, bf16 or f16 (all of one call's activations share a
+//   dtype); weights and biases are f32 or the activation dtype; LayerNorm and
+//   softmax statistics, GEMM accumulation and pooling sums are in f32;
+// - token-wise tensors are packed: [T, ...] with T = total real tokens of the
+//   batch, sequence b owning rows [cu_seqlens[b], cu_seqlens[b+1]); no padding;
+// - index tensors (ids, positions, type ids, cu_seqlens, rows) are int32.
+#ifndef STOKE_OP
+#error "define STOKE_OP(name, params, args) before including backend/op_list.h"
+#endif
+
+// --- inference
+
+// out[M,N] = act(a[M,K] · w[N,K]^T + bias[N]); w in nn.Linear layout
+// ([out_features, in_features]); bias may be empty. out is in a's dtype or
+// f32 (a low-precision GEMM writing into the f32 residual stream).
+STOKE_OP(linear,
+         (const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias, Activation act),
+         (out, a, w, bias, act))
+
+// out[T,H] = LayerNorm(word[ids[t]] + pos[positions[t]] + type[type_ids[t]]) * gamma + beta.
+// type_ids may be empty (all zero). out_low (may be empty): a second copy
+// of out in another activation dtype, exactly convert(out_low, out) — the
+// next GEMM's input written in the same pass (no convert pass).
+STOKE_OP(embed_layernorm,
+         (const TensorView& out, const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+          const TensorView& word, const TensorView& pos, const TensorView& type, const TensorView& gamma,
+          const TensorView& beta, float eps, const TensorView& out_low),
+         (out, ids, positions, type_ids, word, pos, type, gamma, beta, eps, out_low))
+
+// out[T,H] = LayerNorm(x + residual) * gamma + beta; out may alias x or
+// residual. out_low (may be empty) as for embed_layernorm.
+STOKE_OP(residual_layernorm,
+         (const TensorView& out, const TensorView& x, const TensorView& residual, const TensorView& gamma,
+          const TensorView& beta, float eps, const TensorView& out_low),
+         (out, x, residual, gamma, beta, eps, out_low))
+
+// x[T,N] = GELU_erf(x + bias[N]), in place (for GEMMs without a fused epilogue).
+STOKE_OP(bias_gelu, (const TensorView& x, const TensorView& bias), (x, bias))
+
+// Variable-length multi-head self-attention over packed sequences.
+// qkv[T, 3*heads*d] holds [q | k | v] per token (heads of d columns each);
+// out[T, heads*d] = softmax(q·k^T / sqrt(d)) · v within each sequence.
+STOKE_OP(attention,
+         (const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen),
+         (out, qkv, cu_seqlens, heads, max_seqlen))
+
+// out[B,H] (f32) pooled from h[T,H] per sequence: cls (first token), mean,
+// max, mean_sqrt_len (sum / sqrt(len)), lasttoken.
+STOKE_OP(pool, (const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, PoolingMode mode),
+         (out, h, cu_seqlens, mode))
+
+// x[B,D] (f32) rows scaled to unit L2 norm: x / max(||x||, 1e-12).
+STOKE_OP(l2_normalize, (const TensorView& x), (x))
+
+// out[B,H] = h[rows[b]] (e.g. the first token of every sequence).
+STOKE_OP(gather_rows, (const TensorView& out, const TensorView& h, const TensorView& rows), (out, h, rows))
+
+// out[B,D] = in[B, 0:D] (Matryoshka truncation of pooled vectors).
+STOKE_OP(slice_columns, (const TensorView& out, const TensorView& in), (out, in))
+
+// out = in converted element-wise between f32, bf16 and f16 (same shape).
+STOKE_OP(convert, (const TensorView& out, const TensorView& in), (out, in))
+
+// --- training: forward variants that keep what backward needs, and backward ops
+// Gradients are named d<thing> after the tensor they are the gradient of.
+// - Activation gradients (dx, da, dqkv, dh) are WRITTEN (=), in the dtype of
+//   their tensor or f32; gather_rows_backward alone adds (+=, see there).
+// - Parameter gradients (dw, db, dbias, dgamma, dbeta, dword, dpos, dtype)
+//   are f32 and ACCUMULATED (+=), so micro-batches of one optimizer step add
+//   up in place; the trainer zeroes them once per step. Any of them may be
+//   empty when that parameter is frozen or absent.
+// - No atomics, no float races: a backward pass is bitwise reproducible
+//   run to run (at a fixed thread count; the CPU's column sums and
+//   embedding scatter-adds do not depend on it at all, its GEMMs may).
+// - Saved statistics (mean, rstd, lse) are f32.
+
+// Given dy[M,N] and the forward's a[M,K], w[N,K] (out = a·w^T + bias):
+// da[M,K] = dy·w (da may be empty: the first layer's input needs none),
+// dw[N,K] += dy^T·a, db[N] += column sums of dy. The forward's activation
+// is not undone here: pass dy already multiplied by its derivative
+// (bias_gelu_backward, tanh_backward).
+STOKE_OP(linear_backward,
+         (const TensorView& da, const TensorView& dw, const TensorView& db, const TensorView& dy, const TensorView& a,
+          const TensorView& w),
+         (da, dw, db, dy, a, w))
+
+// residual_layernorm that also writes mean[T] and rstd[T] (f32) of the row
+// x + residual (rstd = 1 / sqrt(biased variance + eps)).
+STOKE_OP(residual_layernorm_train,
+         (const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& x,
+          const TensorView& residual, const TensorView& gamma, const TensorView& beta, float eps),
+         (out, mean, rstd, x, residual, gamma, beta, eps))
+
+// Backward of out = LayerNorm(s) * gamma + beta with s = x + residual
+// (residual may be empty: s = x), from the forward's mean and rstd:
+// dx[T,H] = ds (the gradient of x and of residual alike; dx may alias dy),
+// dgamma[H] += sum_t dy * s_hat, dbeta[H] += sum_t dy.
+STOKE_OP(layernorm_backward,
+         (const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
+          const TensorView& x, const TensorView& residual, const TensorView& mean, const TensorView& rstd,
+          const TensorView& gamma),
+         (dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma))
+
+// embed_layernorm that also writes mean[T] and rstd[T] (f32).
+STOKE_OP(embed_layernorm_train,
+         (const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& ids,
+          const TensorView& positions, const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+          const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps),
+         (out, mean, rstd, ids, positions, type_ids, word, pos, type, gamma, beta, eps))
+
+// Backward of embed_layernorm_train: the LayerNorm part as layernorm_backward
+// (the summed embedding row is recomputed from the tables), then the row
+// gradient is scatter-added: dword[ids[t]] += dx[t], dpos[positions[t]] +=
+// dx[t], dtype[type_ids[t] or 0] += dx[t] (all f32, any may be empty).
+// Tokens that share a row are summed in token order.
+STOKE_OP(embed_layernorm_backward,
+         (const TensorView& dword, const TensorView& dpos, const TensorView& dtype, const TensorView& dgamma,
+          const TensorView& dbeta, const TensorView& dy, const TensorView& ids, const TensorView& positions,
+          const TensorView& type_ids, const TensorView& word, const TensorView& pos, const TensorView& type,
+          const TensorView& mean, const TensorView& rstd, const TensorView& gamma),
+         (dword, dpos, dtype, dgamma, dbeta, dy, ids, positions, type_ids, word, pos, type, mean, rstd, gamma))
+
+// bias_gelu that keeps the pre-activation: pre[T,N] = x + bias (bias may be
+// empty), then x = GELU_erf(pre) in place. pre has x's dtype or f32.
+STOKE_OP(bias_gelu_train, (const TensorView& x, const TensorView& pre, const TensorView& bias), (x, pre, bias))
+
+// dx[T,N] = dy * GELU_erf'(pre), GELU'(u) = Phi(u) + u phi(u);
+// dbias[N] += column sums of dx (dbias may be empty). dx may alias dy.
+STOKE_OP(bias_gelu_backward,
+         (const TensorView& dx, const TensorView& dbias, const TensorView& dy, const TensorView& pre),
+         (dx, dbias, dy, pre))
+
+// dx = dy * (1 - y^2) for y = tanh(u), given the output y (the pooler's and
+// the classification head's activation). dx may alias dy.
+STOKE_OP(tanh_backward, (const TensorView& dx, const TensorView& dy, const TensorView& y), (dx, dy, y))
+
+// attention that also writes lse[T, heads] (f32): per token and head, the
+// log of the softmax denominator, log sum_j exp(q·k_j / sqrt(d)) (before
+// dropout, which does not change the denominator). Dropout on the attention
+// probabilities: Ops::AttentionDropout (backend/ops.h).
+STOKE_OP(attention_train,
+         (const TensorView& out, const TensorView& lse, const TensorView& qkv, const TensorView& cu_seqlens,
+          int heads, int max_seqlen, const Ops::AttentionDropout& dropout),
+         (out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout))
+
+// Backward of attention: dqkv[T, 3*heads*d] from dout[T, heads*d] and the
+// forward's qkv, out and lse. P is recomputed as exp(q·k/sqrt(d) - lse);
+// dV = P^T dout, dP = dout V^T, dS = P * (dP - rowsum(dout * out)),
+// dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d); per sequence and head. With
+// dropout (the forward's key), dV = Pd^T dout and dP = (dout V^T) * mask / (1 - p)
+// for Pd = P * mask / (1 - p); rowsum(dout * out) is unchanged.
+STOKE_OP(attention_backward,
+         (const TensorView& dqkv, const TensorView& dout, const TensorView& qkv, const TensorView& out,
+          const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen,
+          const Ops::AttentionDropout& dropout),
+         (dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout))
+
+// Backward of gather_rows: dh[rows[b]] += dout[b]. ADDS: the caller zeroes
+// dh (or passes the gradient the rest of the graph already wrote there).
+// Repeated rows add up in b order.
+STOKE_OP(gather_rows_backward, (const TensorView& dh, const TensorView& dout, const TensorView& rows),
+         (dh, dout, rows))
+
+// Backward of pool: dh[T,H] WRITTEN in full (tokens the pooling did not read
+// get 0) from dout[B,H] (f32). h is read by max only (the gradient goes to
+// the first token holding the maximum, per column); it may be empty for
+// the other modes.
+STOKE_OP(pool_backward,
+         (const TensorView& dh, const TensorView& dout, const TensorView& h, const TensorView& cu_seqlens,
+          PoolingMode mode),
+         (dh, dout, h, cu_seqlens, mode))
+
+// y += x element-wise (same shape; activations of any dtype, added in f32,
+// rounded once to y's dtype): where a gradient reaches one tensor along two
+// paths — the residual and the branch of a post-LN block.
+STOKE_OP(add, (const TensorView& y, const TensorView& x), (y, x))
+
+// --- training: dropout, loss, optimizer
+// All of these run on the stream without a host read: losses and metrics
+// accumulate in device buffers, and gradient clipping reads its scale from
+// device memory. Parameters, gradients and optimizer state are f32.
+
+// out = x * mask / (1 - p) element-wise (x, out: activations of one dtype,
+// same shape; out may be x). mask[i] = (uniform_i >= p), uniform_i drawn by
+// Philox4x32-10 from (seed, step, tensor_id, flat index i) in the layout of
+// core/philox.h, so every backend draws the same mask. The product is one
+// f32 multiply by the f32 scale 1 / (1 - p), rounded once to out's dtype.
+// p in [0, 1]: p = 0 copies x; p = 1 writes zeros.
+STOKE_OP(dropout,
+         (const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step, uint32_t tensor_id),
+         (out, x, p, seed, step, tensor_id))
+
+// dx = dy * mask / (1 - p) with the mask of the forward call with the same
+// (p, seed, step, tensor_id) and shape, recomputed (no mask is stored).
+STOKE_OP(dropout_backward,
+         (const TensorView& dx, const TensorView& dy, float p, uint64_t seed, uint32_t step, uint32_t tensor_id),
+         (dx, dy, p, seed, step, tensor_id))
+
+// Softmax cross-entropy, forward and backward in one pass, as
+// torch.nn.functional.cross_entropy(logits, labels, label_smoothing=eps):
+//   loss_b = (1 - eps) * -log p[b, labels[b]] + eps * mean_c(-log p[b, c])
+//   dlogits[b, c] = scale * (p[b, c] - (1 - eps) * [c == labels[b]] - eps / C)
+// logits[B,C] f32, labels[B] i32 in [0, C), dlogits[B,C] f32 (written; may be
+// logits itself, or empty for evaluation). scale is the loss's weight: 1/B
+// for torch's mean, 1/(K*B) for K accumulated micro-batches of B.
+// metrics[3] f64 (may be empty) ACCUMULATES {sum_b loss_b (unscaled), number
+// of rows whose argmax (first maximum) is the label, B}; the host reads it
+// at logging steps only. f64 keeps the counts exact and the sums precise
+// over a whole epoch.
+STOKE_OP(cross_entropy,
+         (const TensorView& dlogits, const TensorView& metrics, const TensorView& logits, const TensorView& labels,
+          float label_smoothing, float scale),
+         (dlogits, metrics, logits, labels, label_smoothing, scale))
+
+// Regression (num_labels == 1), torch's MSELoss: loss_b = (pred[b] -
+// target[b])^2, dpred[b] = scale * 2 * (pred[b] - target[b]). pred[B,1] f32,
+// target[B] f32, dpred[B,1] f32 (may be pred, or empty). metrics[3] f64 (may
+// be empty) accumulates {sum_b loss_b, 0, B}.
+STOKE_OP(mse_loss,
+         (const TensorView& dpred, const TensorView& metrics, const TensorView& pred, const TensorView& target,
+          float scale),
+         (dpred, metrics, pred, target, scale))
+
+// out[1] (f64 or f32) += sum_i x_i^2 over x of any shape (f32, bf16, f16),
+// summed in double in a fixed order (the same for any thread count). Zero
+// out first (an enqueued copy) to start a new sum.
+STOKE_OP(sum_squares, (const TensorView& out, const TensorView& x), (out, x))
+
+// scale[1] f32 = min(1, max_norm / (sqrt(sumsq[0]) + 1e-6)), torch's
+// clip_grad_norm_ coefficient (norm and coefficient in f32 as torch has
+// them; a NaN norm gives a NaN scale, as in torch). sumsq[1] f64 or f32.
+STOKE_OP(clip_scale, (const TensorView& scale, const TensorView& sumsq, float max_norm), (scale, sumsq, max_norm))
+
+// One AdamW step of a parameter group, torch.optim.AdamW semantics (the
+// hyperparameters: Ops::AdamWStep, backend/ops.h). p, g, m, v: f32 of equal
+// element count (flat buffers; any shape). For every element, with
+// s = grad_scale[0] (f32 on device; empty = 1):
+//   g' = s * g
+//   p  = p * (1 - lr * weight_decay)           only where decay applies
+//   m  = beta1 * m + (1 - beta1) * g'    (as torch: m + (1 - beta1) * (g' - m))
+//   v  = beta2 * v + (1 - beta2) * g'^2
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// decay_ranges[R,2] i64: sorted, disjoint [begin, end) element ranges where
+// weight decay applies (the per-tensor decay flags of the group, merged); an
+// unset view (TensorView{}, rank 0) = decay applies everywhere, R = 0 rows =
+// nowhere. g is read, never written.
+STOKE_OP(adamw,
+         (const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
+          const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp),
+         (p, g, m, v, decay_ranges, grad_scale, hp))

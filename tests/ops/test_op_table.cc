@@ -1,0 +1,511 @@
+// THE OP TABLE: every op of the op list (backend/op_list.h) run on every
+// backend present — cpu-ref, cpu (fast kernels) and cuda when a GPU is usable
+// — against the reference kernels, from one table of cases. A case makes its
+// inputs from its own seed, runs the op through a backend's Ops (uploads,
+// the op, downloads), and names each output to compare; the harness runs it
+// once on the reference backend and once on the backend under test.
+//
+// Comparison: data movement (gather_rows, slice_columns, convert) bit for
+// bit; everything else by relative error ||got - want|| / ||want|| per output,
+// with the tolerance set by the case's precision, as tests/ops/test_ops.cc
+// reasons it: f32 max(1e-5, 16 u sqrt(K)) for a reduction of length K
+// (u = 2^-24); bf16 2e-2; f16 2e-3. The cpu-ref backend must reproduce the
+// reference bit for bit (the same kernels, run again through the executor).
+//
+// A backend that does not have an op (CUDA has no training ops yet) must
+// refuse it with Error(unsupported) naming the op and what to do instead.
+// Adding an op: add its case here (EveryOpHasACase fails until then) —
+// docs/ops.md. The special-purpose suites stay beside this table: finite
+// differences (test_ops_backward), torch's AdamW numbers and the loss
+// semantics (test_ops_train), mixed precision (test_ops_mixed), the sweeps
+// over awkward sizes (test_ops, test_cuda_ops).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/unsupported_ops.h"
+#include "core/error.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/kernels.h"
+#include "support/device_tensors.h"
+#include "support/host_tensors.h"
+#ifdef STOKE_HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#include "cuda/device.h"
+#endif
+
+namespace stoke {
+namespace {
+
+using test::DeviceTensors;
+using test::host_tensors::get;
+using test::host_tensors::HostTensor;
+using test::host_tensors::host_tensor;
+using test::host_tensors::index_tensor;
+using test::host_tensors::random_tensor;
+using test::host_tensors::Rng;
+
+// ---- one run of a case on one backend ------------------------------------------
+
+// What a case sees: the backend's ops and tensors on its device; `result`
+// marks a device tensor as an output to compare.
+struct Run {
+  const Ops& ops;
+  DeviceTensors& dev;
+  std::vector<std::pair<std::string, TensorView>> results;
+
+  TensorView in(const HostTensor& h) { return dev.upload(h); }
+  // An output that starts as zeros (parameter gradients and metrics accumulate).
+  TensorView out(const std::string& name, DType t, std::vector<int64_t> shape) {
+    return result(name, dev.zeros(t, std::move(shape)));
+  }
+  // An input the op also writes (in place, or accumulating onto it).
+  TensorView inout(const std::string& name, const HostTensor& h) { return result(name, dev.upload(h)); }
+  TensorView result(const std::string& name, const TensorView& t) {
+    results.emplace_back(name, t);
+    return t;
+  }
+};
+
+struct OpCase {
+  std::string op;    // its name in the op list
+  std::string name;  // unique: op and what varies
+  DType precision = DType::f32;  // the activation dtype: sets the tolerance
+  int64_t reduction = 0;         // the longest sum an output element is (f32 tolerance)
+  bool exact = false;            // data movement: bit for bit
+  bool training = false;         // a training op (not on every backend yet)
+  std::function<void(Run&, Rng&)> run;
+};
+
+uint64_t seed_of(const std::string& name) {  // FNV-1a: each case its own stream
+  uint64_t h = 1469598103934665603ull;
+  for (char ch : name) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+  return h;
+}
+
+double tolerance(DType precision, int64_t reduction) {
+  switch (precision) {
+    case DType::bf16: return 2e-2;
+    case DType::f16: return 2e-3;
+    default: return std::max(1e-5, 16.0 * 0x1.0p-24 * std::sqrt(static_cast<double>(reduction)));
+  }
+}
+
+const char* dname(DType t) { return t == DType::f32 ? "f32" : t == DType::bf16 ? "bf16" : "f16"; }
+
+HostTensor cu_seqlens(const std::vector<int32_t>& lens) {
+  std::vector<int32_t> cu{0};
+  for (int32_t n : lens) cu.push_back(cu.back() + n);
+  return index_tensor(cu);
+}
+std::vector<int32_t> draw(Rng& rng, int64_t count, int32_t below) {
+  std::vector<int32_t> v;
+  for (int64_t i = 0; i < count; ++i) v.push_back(rng.below(below));
+  return v;
+}
+
+const cpu::Kernels& ref() { return cpu::reference_kernels(); }
+
+// ---- the cases: one block per op, in op-list order --------------------------------
+
+std::vector<OpCase> make_cases() {
+  std::vector<OpCase> cases;
+  auto add = [&](std::string op, std::string what, DType precision, int64_t reduction,
+                 std::function<void(Run&, Rng&)> run) -> OpCase& {
+    OpCase c;
+    c.name = op + "_" + what;
+    c.op = std::move(op);
+    c.precision = precision;
+    c.reduction = reduction;
+    c.run = std::move(run);
+    cases.push_back(std::move(c));
+    return cases.back();
+  };
+  const DType acts[] = {DType::f32, DType::bf16, DType::f16};
+  const std::vector<int32_t> lens = {7, 1, 16};  // uneven sequences, one of length 1
+  const int64_t T = 24, B = 3;
+
+  // --- inference
+  for (DType at : acts)
+    for (Activation act : {Activation::none, Activation::gelu_erf, Activation::tanh}) {
+      const int64_t M = 7, N = 65, K = 129;
+      add("linear", std::string(dname(at)) + "_act" + std::to_string(static_cast<int>(act)), at, K,
+          [=](Run& r, Rng& rng) {
+            const float w_range = std::sqrt(3.0f / K);  // outputs of unit scale
+            const TensorView a = r.in(random_tensor(rng, at, {M, K}));
+            const TensorView w = r.in(random_tensor(rng, at, {N, K}, -w_range, w_range));
+            const TensorView bias = act == Activation::tanh ? TensorView{} : r.in(random_tensor(rng, DType::f32, {N}));
+            r.ops.linear(r.out("out", at, {M, N}), a, w, bias, act);
+          });
+    }
+  // The embedding tables and LayerNorm parameters, drawn the same way by
+  // every LayerNorm case.
+  struct Embeddings {
+    HostTensor ids, positions, type_ids, word, pos, type, gamma, beta;
+  };
+  auto embeddings = [T](Rng& rng, DType wt, int64_t H) {
+    const int32_t V = 50, P = 40, TV = 2;
+    return Embeddings{index_tensor(draw(rng, T, V)),
+                      index_tensor(draw(rng, T, P)),
+                      index_tensor(draw(rng, T, TV)),
+                      random_tensor(rng, wt, {V, H}),
+                      random_tensor(rng, wt, {P, H}, -0.3, 0.3),
+                      random_tensor(rng, wt, {TV, H}, -0.2, 0.2),
+                      random_tensor(rng, wt, {H}, 0.5, 1.5),
+                      random_tensor(rng, wt, {H}, -0.5, 0.5)};
+  };
+  const int64_t H = 63;
+  for (DType at : acts) {
+    add("embed_layernorm", dname(at), at, 0, [=](Run& r, Rng& rng) {
+      const Embeddings e = embeddings(rng, DType::f32, H);
+      r.ops.embed_layernorm(r.out("out", at, {T, H}), r.in(e.ids), r.in(e.positions), r.in(e.type_ids),
+                            r.in(e.word), r.in(e.pos), r.in(e.type), r.in(e.gamma), r.in(e.beta), 1e-12f,
+                            TensorView{});
+    });
+    add("residual_layernorm", dname(at), at, 0, [=](Run& r, Rng& rng) {
+      const TensorView x = r.in(random_tensor(rng, at, {T, H}, -2, 3));
+      const TensorView res = r.in(random_tensor(rng, at, {T, H}));
+      const TensorView gamma = r.in(random_tensor(rng, DType::f32, {H}, 0.5, 1.5));
+      const TensorView beta = r.in(random_tensor(rng, DType::f32, {H}, -0.5, 0.5));
+      r.ops.residual_layernorm(r.out("out", at, {T, H}), x, res, gamma, beta, 1e-5f, TensorView{});
+    });
+    add("bias_gelu", dname(at), at, 0, [=](Run& r, Rng& rng) {
+      const TensorView x = r.inout("x", random_tensor(rng, at, {T, 65}, -6, 6));
+      r.ops.bias_gelu(x, r.in(random_tensor(rng, DType::f32, {65})));
+    });
+    add("attention", dname(at), at, 16, [=](Run& r, Rng& rng) {
+      const int heads = 2, d = 16;
+      const TensorView qkv = r.in(random_tensor(rng, at, {T, 3 * heads * d}, -2.5, 2.5));
+      r.ops.attention(r.out("out", at, {T, heads * d}), qkv, r.in(cu_seqlens(lens)), heads, 16);
+    });
+    for (PoolingMode mode : {PoolingMode::cls, PoolingMode::mean, PoolingMode::max, PoolingMode::mean_sqrt_len,
+                             PoolingMode::lasttoken})
+      add("pool", std::string(dname(at)) + "_mode" + std::to_string(static_cast<int>(mode)), at, 16,
+          [=](Run& r, Rng& rng) {
+            const TensorView h = r.in(random_tensor(rng, at, {T, H}));
+            r.ops.pool(r.out("out", DType::f32, {B, H}), h, r.in(cu_seqlens(lens)), mode);
+          });
+  }
+  add("l2_normalize", "f32", DType::f32, 65, [=](Run& r, Rng& rng) {
+    r.ops.l2_normalize(r.inout("x", random_tensor(rng, DType::f32, {5, 65})));
+  });
+  for (DType at : acts) {
+    add("gather_rows", dname(at), at, 0, [=](Run& r, Rng& rng) {
+      const TensorView h = r.in(random_tensor(rng, at, {T, H}));
+      r.ops.gather_rows(r.out("out", at, {5, H}), h, r.in(index_tensor({0, 7, 8, 23, 7})));
+    }).exact = true;
+    add("slice_columns", dname(at), at, 0, [=](Run& r, Rng& rng) {
+      const TensorView in = r.in(random_tensor(rng, at, {5, H}));
+      r.ops.slice_columns(r.out("out", at, {5, 17}), in);
+    }).exact = true;
+    for (DType to : acts)
+      if (to != at)
+        add("convert", std::string(dname(at)) + "_to_" + dname(to), to, 0, [=](Run& r, Rng& rng) {
+          // Large magnitudes inside every dtype's range (f16 ends at 65504): the rounding, not overflow.
+          const TensorView in = r.in(random_tensor(rng, at, {T, H}, -60000, 60000));
+          r.ops.convert(r.out("out", to, {T, H}), in);
+        }).exact = true;
+  }
+
+  // --- training: forward variants that keep what backward needs, and backward ops
+  auto train = [&](std::string op, std::string what, DType precision, int64_t reduction,
+                   std::function<void(Run&, Rng&)> run) {
+    add(std::move(op), std::move(what), precision, reduction, std::move(run)).training = true;
+  };
+  for (DType at : {DType::f32, DType::bf16}) {
+    const std::string dt = dname(at);
+    train("linear_backward", dt, at, 65, [=](Run& r, Rng& rng) {
+      const int64_t M = 24, N = 33, K = 65;
+      const TensorView a = r.in(random_tensor(rng, at, {M, K})), w = r.in(random_tensor(rng, at, {N, K}, -0.2, 0.2));
+      const TensorView dy = r.in(random_tensor(rng, at, {M, N}));
+      r.ops.linear_backward(r.out("da", at, {M, K}), r.inout("dw", random_tensor(rng, DType::f32, {N, K})),
+                            r.inout("db", random_tensor(rng, DType::f32, {N})), dy, a, w);
+    });
+    train("residual_layernorm_train", dt, at, 0, [=](Run& r, Rng& rng) {
+      const TensorView x = r.in(random_tensor(rng, at, {T, H}, -2, 3)), res = r.in(random_tensor(rng, at, {T, H}));
+      const TensorView gamma = r.in(random_tensor(rng, DType::f32, {H}, 0.5, 1.5));
+      const TensorView beta = r.in(random_tensor(rng, DType::f32, {H}, -0.5, 0.5));
+      r.ops.residual_layernorm_train(r.out("out", at, {T, H}), r.out("mean", DType::f32, {T}),
+                                     r.out("rstd", DType::f32, {T}), x, res, gamma, beta, 1e-5f);
+    });
+    train("layernorm_backward", dt, at, T, [=](Run& r, Rng& rng) {
+      // The forward's statistics from the reference, so backward sees a consistent row.
+      const HostTensor x = random_tensor(rng, at, {T, H}, -2, 3), res = random_tensor(rng, at, {T, H});
+      const HostTensor gamma = random_tensor(rng, at, {H}, 0.5, 1.5), beta = random_tensor(rng, at, {H});
+      HostTensor y = host_tensor(at, {T, H}), mean = host_tensor(DType::f32, {T}), rstd = host_tensor(DType::f32, {T});
+      ref().residual_layernorm_train(y.view, mean.view, rstd.view, x.view, res.view, gamma.view, beta.view, 1e-5f);
+      const TensorView dy = r.in(random_tensor(rng, at, {T, H}));
+      r.ops.layernorm_backward(r.out("dx", at, {T, H}), r.inout("dgamma", random_tensor(rng, DType::f32, {H})),
+                               r.inout("dbeta", random_tensor(rng, DType::f32, {H})), dy, r.in(x), r.in(res),
+                               r.in(mean), r.in(rstd), r.in(gamma));
+    });
+    train("embed_layernorm_train", dt, at, 0, [=](Run& r, Rng& rng) {
+      const Embeddings e = embeddings(rng, DType::f32, H);
+      r.ops.embed_layernorm_train(r.out("out", at, {T, H}), r.out("mean", DType::f32, {T}),
+                                  r.out("rstd", DType::f32, {T}), r.in(e.ids), r.in(e.positions),
+                                  r.in(e.type_ids), r.in(e.word), r.in(e.pos), r.in(e.type), r.in(e.gamma),
+                                  r.in(e.beta), 1e-12f);
+    });
+    train("embed_layernorm_backward", dt, at, T, [=](Run& r, Rng& rng) {
+      const Embeddings e = embeddings(rng, at, H);
+      HostTensor y = host_tensor(at, {T, H}), mean = host_tensor(DType::f32, {T}), rstd = host_tensor(DType::f32, {T});
+      ref().embed_layernorm_train(y.view, mean.view, rstd.view, e.ids.view, e.positions.view, e.type_ids.view,
+                                  e.word.view, e.pos.view, e.type.view, e.gamma.view, e.beta.view, 1e-12f);
+      const TensorView dy = r.in(random_tensor(rng, at, {T, H}));
+      r.ops.embed_layernorm_backward(r.out("dword", DType::f32, {50, H}), r.out("dpos", DType::f32, {40, H}),
+                                     r.out("dtype", DType::f32, {2, H}), r.out("dgamma", DType::f32, {H}),
+                                     r.out("dbeta", DType::f32, {H}), dy, r.in(e.ids), r.in(e.positions),
+                                     r.in(e.type_ids), r.in(e.word), r.in(e.pos), r.in(e.type), r.in(mean),
+                                     r.in(rstd), r.in(e.gamma));
+    });
+    train("bias_gelu_train", dt, at, 0, [=](Run& r, Rng& rng) {
+      const TensorView x = r.inout("x", random_tensor(rng, at, {T, 65}, -6, 6));
+      r.ops.bias_gelu_train(x, r.out("pre", DType::f32, {T, 65}), r.in(random_tensor(rng, DType::f32, {65})));
+    });
+    train("bias_gelu_backward", dt, at, T, [=](Run& r, Rng& rng) {
+      const TensorView dy = r.in(random_tensor(rng, at, {T, 65})), pre = r.in(random_tensor(rng, at, {T, 65}, -6, 6));
+      r.ops.bias_gelu_backward(r.out("dx", at, {T, 65}), r.inout("dbias", random_tensor(rng, DType::f32, {65})), dy,
+                               pre);
+    });
+    train("tanh_backward", dt, at, 0, [=](Run& r, Rng& rng) {
+      const TensorView dy = r.in(random_tensor(rng, at, {5, 65})), y = r.in(random_tensor(rng, at, {5, 65}, -0.9, 0.9));
+      r.ops.tanh_backward(r.out("dx", at, {5, 65}), dy, y);
+    });
+    for (float p : {0.0f, 0.1f}) {
+      const Ops::AttentionDropout dropout{p, 1234, 5, 6};
+      const std::string what = dt + "_p" + std::to_string(static_cast<int>(p * 10));
+      train("attention_train", what, at, 16, [=](Run& r, Rng& rng) {
+        const TensorView qkv = r.in(random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5));
+        r.ops.attention_train(r.out("out", at, {T, 32}), r.out("lse", DType::f32, {T, 2}), qkv,
+                              r.in(cu_seqlens(lens)), 2, 16, dropout);
+      });
+      train("attention_backward", what, at, 16, [=](Run& r, Rng& rng) {
+        const HostTensor qkv = random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5), cu = cu_seqlens(lens);
+        HostTensor out = host_tensor(at, {T, 32}), lse = host_tensor(DType::f32, {T, 2});
+        ref().attention_train(out.view, lse.view, qkv.view, cu.view, 2, 16, dropout);
+        const TensorView dout = r.in(random_tensor(rng, at, {T, 32}));
+        r.ops.attention_backward(r.out("dqkv", at, {T, 96}), dout, r.in(qkv), r.in(out), r.in(lse), r.in(cu), 2, 16,
+                                 dropout);
+      });
+    }
+    train("gather_rows_backward", dt, at, 2, [=](Run& r, Rng& rng) {
+      const TensorView dh = r.inout("dh", random_tensor(rng, at, {T, H}));
+      r.ops.gather_rows_backward(dh, r.in(random_tensor(rng, at, {5, H})), r.in(index_tensor({0, 7, 8, 23, 7})));
+    });
+    for (PoolingMode mode : {PoolingMode::cls, PoolingMode::mean, PoolingMode::max, PoolingMode::mean_sqrt_len,
+                             PoolingMode::lasttoken})
+      train("pool_backward", dt + "_mode" + std::to_string(static_cast<int>(mode)), at, 0, [=](Run& r, Rng& rng) {
+        const TensorView h = r.in(random_tensor(rng, at, {T, H}));
+        const TensorView dout = r.in(random_tensor(rng, DType::f32, {B, H}));
+        r.ops.pool_backward(r.out("dh", at, {T, H}), dout, h, r.in(cu_seqlens(lens)), mode);
+      });
+    train("add", dt, at, 0, [=](Run& r, Rng& rng) {
+      const TensorView y = r.inout("y", random_tensor(rng, at, {T, H}));
+      r.ops.add(y, r.in(random_tensor(rng, at, {T, H})));
+    });
+
+    // --- training: dropout, loss, optimizer
+    train("dropout", dt, at, 0, [=](Run& r, Rng& rng) {
+      const TensorView x = r.in(random_tensor(rng, at, {T, H}));
+      r.ops.dropout(r.out("out", at, {T, H}), x, 0.1f, 42, 3, 7);
+    });
+    train("dropout_backward", dt, at, 0, [=](Run& r, Rng& rng) {
+      const TensorView dy = r.in(random_tensor(rng, at, {T, H}));
+      r.ops.dropout_backward(r.out("dx", at, {T, H}), dy, 0.5f, 42, 3, 7);
+    });
+    train("sum_squares", dt, at, T * H, [=](Run& r, Rng& rng) {
+      const TensorView x = r.in(random_tensor(rng, at, {T, H}));
+      r.ops.sum_squares(r.out("out", DType::f64, {1}), x);
+    });
+  }
+  for (float smoothing : {0.0f, 0.1f})
+    train("cross_entropy", "smoothing" + std::to_string(static_cast<int>(smoothing * 10)), DType::f32, 7,
+          [=](Run& r, Rng& rng) {
+            const int64_t N = 9, C = 7;
+            const TensorView logits = r.in(random_tensor(rng, DType::f32, {N, C}, -4, 4));
+            const TensorView labels = r.in(index_tensor(draw(rng, N, C)));
+            r.ops.cross_entropy(r.out("dlogits", DType::f32, {N, C}), r.out("metrics", DType::f64, {3}), logits,
+                                labels, smoothing, 1.0f / N);
+          });
+  train("mse_loss", "f32", DType::f32, 9, [=](Run& r, Rng& rng) {
+    const TensorView pred = r.in(random_tensor(rng, DType::f32, {9, 1}, -2, 2));
+    const TensorView target = r.in(random_tensor(rng, DType::f32, {9}, -2, 2));
+    r.ops.mse_loss(r.out("dpred", DType::f32, {9, 1}), r.out("metrics", DType::f64, {3}), pred, target, 1.0f / 9);
+  });
+  for (double sumsq : {0.25, 400.0})
+    train("clip_scale", "sumsq" + std::to_string(static_cast<int>(sumsq)), DType::f32, 0, [=](Run& r, Rng&) {
+      HostTensor s = host_tensor(DType::f64, {1});
+      s.view.as<double>()[0] = sumsq;
+      r.ops.clip_scale(r.out("scale", DType::f32, {1}), r.in(s), 1.0f);
+    });
+  for (bool scaled : {false, true})
+    train("adamw", scaled ? "grad_scale" : "plain", DType::f32, 0, [=](Run& r, Rng& rng) {
+      const int64_t n = 1000;
+      const TensorView p = r.inout("p", random_tensor(rng, DType::f32, {n}));
+      const TensorView g = r.in(random_tensor(rng, DType::f32, {n}, -0.1, 0.1));
+      const TensorView m = r.inout("m", random_tensor(rng, DType::f32, {n}, -0.01, 0.01));
+      const TensorView v = r.inout("v", random_tensor(rng, DType::f32, {n}, 0.0, 1e-4));
+      HostTensor ranges = host_tensor(DType::i64, {2, 2});
+      for (int i = 0; i < 4; ++i) ranges.view.as<int64_t>()[i] = std::vector<int64_t>{0, 300, 640, 1000}[i];
+      HostTensor scale = host_tensor(DType::f32, {1});
+      scale.view.as<float>()[0] = 0.5f;
+      Ops::AdamWStep hp;
+      hp.step = 3;
+      hp.lr = 1e-3;
+      hp.weight_decay = 0.01;
+      r.ops.adamw(p, g, m, v, r.in(ranges), scaled ? r.in(scale) : TensorView{}, hp);
+    });
+  return cases;
+}
+
+const std::vector<OpCase>& cases() {
+  static const std::vector<OpCase> all = make_cases();
+  return all;
+}
+
+// ---- the backends ----------------------------------------------------------------
+
+const char* const kBackends[] = {"cpu_ref", "cpu_fast", "cuda"};
+
+// The backend, or nullptr with the reason it is not here.
+std::unique_ptr<Backend> make_backend(const std::string& which, std::string& why) {
+  if (which == "cpu_ref") return std::make_unique<cpu::CpuBackend>(cpu::reference_kernels());
+  if (which == "cpu_fast") return std::make_unique<cpu::CpuBackend>(cpu::fast_kernels());
+#ifdef STOKE_HAVE_CUDA
+  why = cuda::unavailable_reason();
+  if (why.empty()) return std::make_unique<cuda::CudaBackend>(0);
+#else
+  why = "this stoke was built without the CUDA backend";
+#endif
+  return nullptr;
+}
+
+// Runs case `c` on `backend`: its outputs, read back.
+std::vector<std::pair<std::string, HostTensor>> run_case(const OpCase& c, Backend& backend) {
+  DeviceTensors dev(backend);
+  Run run{backend.ops(), dev, {}};
+  Rng rng(seed_of(c.name));
+  c.run(run, rng);
+  std::vector<std::pair<std::string, HostTensor>> outputs;
+  for (const auto& [name, view] : run.results) outputs.emplace_back(name, dev.download(view));
+  return outputs;
+}
+
+bool bitwise_equal(const TensorView& a, const TensorView& b) {
+  return a.dtype == b.dtype && a.numel() == b.numel() && std::equal(static_cast<const char*>(a.data),
+                                                                    static_cast<const char*>(a.data) + a.bytes(),
+                                                                    static_cast<const char*>(b.data));
+}
+
+class OpTable : public testing::TestWithParam<std::tuple<const char*, const char*>> {};
+
+TEST_P(OpTable, MatchesReference) {
+  const std::string backend_name = std::get<0>(GetParam()), op = std::get<1>(GetParam());
+  std::string why;
+  std::unique_ptr<Backend> backend = make_backend(backend_name, why);
+  if (!backend) GTEST_SKIP() << "no usable CUDA device: " << why;
+  cpu::CpuBackend reference(cpu::reference_kernels());
+  const bool trains = backend_name != "cuda";  // CUDA has no training ops yet
+  int ran = 0;
+  for (const OpCase& c : cases()) {
+    if (c.op != op) continue;
+    SCOPED_TRACE(c.name + " on " + backend_name);
+    ++ran;
+    if (c.training && !trains) {
+      // A backend without the op refuses it with one clear line.
+      try {
+        run_case(c, *backend);
+        ADD_FAILURE() << "no error from an op this backend does not have";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), Errc::unsupported) << e.what();
+        EXPECT_NE(std::string(e.what()).find(op + ": not supported on the"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
+      }
+      continue;
+    }
+    const auto want = run_case(c, reference);
+    const auto got = run_case(c, *backend);
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_FALSE(want.empty()) << "the case names no output";
+    for (size_t i = 0; i < want.size(); ++i) {
+      const TensorView& g = got[i].second.view;
+      const TensorView& w = want[i].second.view;
+      SCOPED_TRACE("output " + want[i].first);
+      ASSERT_EQ(g.numel(), w.numel());
+      if (c.exact || backend_name == "cpu_ref") {
+        EXPECT_TRUE(bitwise_equal(g, w)) << "not bit for bit the reference";
+      } else {
+        // Statistics, metrics and f32 outputs of a low-precision op hold f32
+        // values computed from the same low-precision inputs: the case's
+        // precision still bounds them.
+        const double tol = tolerance(c.precision, c.reduction);
+        EXPECT_LE(test::host_tensors::relative_error(g, w), tol) << "relative error against the reference";
+      }
+    }
+  }
+  EXPECT_GT(ran, 0) << op << " has no case in the op table";
+}
+
+std::vector<const char*> op_names() { return std::vector<const char*>(std::begin(kOpNames), std::end(kOpNames)); }
+
+INSTANTIATE_TEST_SUITE_P(EveryOp, OpTable, testing::Combine(testing::ValuesIn(kBackends), testing::ValuesIn(op_names())),
+                         [](const testing::TestParamInfo<OpTable::ParamType>& info) {
+                           return std::string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                         });
+
+// Adding an op to the list without a case here fails (docs/ops.md).
+TEST(OpTableCoverage, EveryOpHasACase) {
+  for (const char* op : kOpNames) {
+    const auto n = std::count_if(cases().begin(), cases().end(), [&](const OpCase& c) { return c.op == op; });
+    EXPECT_GT(n, 0) << op << " is in backend/op_list.h but has no case in tests/ops/test_op_table.cc";
+  }
+}
+
+// Every case runs an op of the list (a misspelt name would never run).
+TEST(OpTableCoverage, EveryCaseNamesAnOp) {
+  for (const OpCase& c : cases())
+    EXPECT_TRUE(std::any_of(std::begin(kOpNames), std::end(kOpNames), [&](const char* op) { return c.op == op; }))
+        << c.name << ": " << c.op << " is not an op of backend/op_list.h";
+}
+
+// Case names are unique (each is its own seed).
+TEST(OpTableCoverage, CaseNamesAreUnique) {
+  std::vector<std::string> names;
+  for (const OpCase& c : cases()) names.push_back(c.name);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
+}
+
+// The generated default of a backend without an op: every op of the list
+// refuses with Error(unsupported), naming the op, the backend and the advice
+// (CUDA's says to train with --device cpu; its own test needs a GPU).
+template <class... Args>
+void expect_unsupported(const Ops& ops, const std::string& op, void (Ops::*method)(Args...) const) {
+  try {
+    (ops.*method)(std::decay_t<Args>{}...);  // empty views, zero numbers: never looked at
+    ADD_FAILURE() << op << ": no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::unsupported) << e.what();
+    EXPECT_EQ(std::string(e.what()), op + ": not supported on the test backend; train with --device cpu");
+  }
+}
+
+TEST(UnsupportedOps, EveryOpRefusesNamingItself) {
+  const UnsupportedOps none("test", "train with --device cpu");
+#define STOKE_OP(name, params, args) expect_unsupported(none, #name, &Ops::name);
+#include "backend/op_list.h"
+#undef STOKE_OP
+}
+
+}  // namespace
+}  // namespace stoke
