@@ -99,7 +99,7 @@ STOKE_OP(convert, (const TensorView& out, const TensorView& in), (out, in))
 // da[M,K] = dy·w (da may be empty: the first layer's input needs none),
 // dw[N,K] += dy^T·a, db[N] += column sums of dy. The forward's activation
 // is not undone here: pass dy already multiplied by its derivative
-// (bias_gelu_backward, tanh_backward).
+// (bias_gelu_backward, tanh_backward, relu_backward).
 STOKE_OP(linear_backward,
          (const TensorView& da, const TensorView& dw, const TensorView& db, const TensorView& dy, const TensorView& a,
           const TensorView& w),
@@ -154,6 +154,11 @@ STOKE_OP(bias_gelu_backward,
 // dx = dy * (1 - y^2) for y = tanh(u), given the output y (the pooler's and
 // the classification head's activation). dx may alias dy.
 STOKE_OP(tanh_backward, (const TensorView& dx, const TensorView& dy, const TensorView& y), (dx, dy, y))
+
+// dx = dy where y > 0, else 0, for y = max(u, 0), given the output y
+// (DistilBERT's classification head; torch's ReLU backward, which passes no
+// gradient at u = 0). dx may alias dy.
+STOKE_OP(relu_backward, (const TensorView& dx, const TensorView& dy, const TensorView& y), (dx, dy, y))
 
 // attention that also writes lse[T, heads] (f32): per token and head, the
 // log of the softmax denominator, log sum_j exp(q·k_j / sqrt(d)) (before

@@ -133,11 +133,11 @@ Activation head_activation(const Architecture& a) {
   switch (a.head_activation) {
     case HeadActivation::tanh: return Activation::tanh;
     case HeadActivation::gelu: return Activation::gelu_erf;
-    case HeadActivation::relu: break;
+    case HeadActivation::relu: return Activation::relu;
   }
   throw Error(Errc::unsupported, std::string(a.display_name) + "'s classification head uses " +
                                      std::string(head_activation_name(a.head_activation)) +
-                                     ", which stoke does not compute yet; embed runs, classify and train do not");
+                                     ", which stoke does not compute");
 }
 
 LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend& backend,

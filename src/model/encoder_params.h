@@ -53,8 +53,8 @@ struct EncoderParams {
   TensorView head_out_b;             // (C)
 };
 
-// The backend activation of the architecture's classification head; throws
-// Error(unsupported) for one no op computes yet.
+// The backend activation of the architecture's classification head (tanh,
+// GELU, ReLU); throws Error(unsupported) for one no op computes.
 Activation head_activation(const Architecture& a);
 
 // A sentence-transformers Dense module on the device: pooled = act(pooled W^T + b).

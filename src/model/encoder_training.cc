@@ -308,8 +308,11 @@ void EncoderTrainingRunner::backward(const Step& st) const {
   if (st.act == Activation::gelu_erf) {
     ops.bias_gelu_backward(g_a, g.head_dense_b, g_a, s.head_pre.rows(B));
     ops.linear_backward(g_b, g.head_dense_w, TensorView{}, g_a, head_in, p.head_dense_w);     // g_b = d head_in
-  } else {
-    ops.tanh_backward(g_a, g_a, hid);
+  } else {  // tanh and ReLU: their derivative from the output
+    if (st.act == Activation::relu)
+      ops.relu_backward(g_a, g_a, hid);
+    else
+      ops.tanh_backward(g_a, g_a, hid);
     ops.linear_backward(g_b, g.head_dense_w, g.head_dense_b, g_a, head_in, p.head_dense_w);   // g_b = d head_in
   }
   if (st.drop_before_dense) ops.dropout_backward(g_b, g_b, pc, k.seed, k.step, kHeadSite);

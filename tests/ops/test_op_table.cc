@@ -137,7 +137,7 @@ std::vector<OpCase> make_cases() {
 
   // --- inference
   for (DType at : acts)
-    for (Activation act : {Activation::none, Activation::gelu_erf, Activation::tanh}) {
+    for (Activation act : {Activation::none, Activation::gelu_erf, Activation::tanh, Activation::relu}) {
       const int64_t M = 7, N = 65, K = 129;
       add("linear", std::string(dname(at)) + "_act" + std::to_string(static_cast<int>(act)), at, K,
           [=](Run& r, Rng& rng) {
@@ -280,6 +280,10 @@ std::vector<OpCase> make_cases() {
     train("tanh_backward", dt, at, 0, [=](Run& r, Rng& rng) {
       const TensorView dy = r.in(random_tensor(rng, at, {5, 65})), y = r.in(random_tensor(rng, at, {5, 65}, -0.9, 0.9));
       r.ops.tanh_backward(r.out("dx", at, {5, 65}), dy, y);
+    });
+    train("relu_backward", dt, at, 0, [=](Run& r, Rng& rng) {
+      const TensorView dy = r.in(random_tensor(rng, at, {5, 65})), y = r.in(random_tensor(rng, at, {5, 65}, -0.9, 0.9));
+      r.ops.relu_backward(r.out("dx", at, {5, 65}), dy, y);
     });
     for (float p : {0.0f, 0.1f}) {
       const Ops::AttentionDropout dropout{p, 1234, 5, 6};

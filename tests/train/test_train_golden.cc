@@ -1,5 +1,5 @@
 // Training against the Hugging Face goldens of both fixture models and of the
-// added architectures (tests/golden: ELECTRA, RoBERTa, CamemBERT, XLM-R 5): the loss
+// added architectures (tests/golden: ELECTRA, DistilBERT, RoBERTa, CamemBERT, XLM-R 5): the loss
 // and every parameter gradient of the first 8-text batch (relative 1e-4), and
 // the parameters after one and two torch.optim.AdamW steps (lr 1e-3, weight
 // decay 0.01 on every parameter; relative 1e-5; the attention key biases,
@@ -143,7 +143,8 @@ TEST_P(TrainGolden, LossGradientsAndTwoAdamWSteps) {
 // AdamW steps 2e-2) leave room for the tiny model's few long reductions and
 // still catch a missing term, which is an O(1) error.
 TEST(TrainGoldenBf16, LossGradientsAndStepsWithinBf16Tolerance) {
-  for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-electra", "tiny-roberta", "tiny-camembert", "tiny-xlmr5"}) {
+  for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-electra", "tiny-distilbert", "tiny-roberta", "tiny-camembert",
+                            "tiny-xlmr5"}) {
     const Fixture fx = open_fixture(model);
     const HfConfig& c = fx.folder.config;
     const ModelWeights weights = open_model_folder_weights(fx.folder);
@@ -184,6 +185,7 @@ INSTANTIATE_TEST_SUITE_P(Models, TrainGolden,
                          ::testing::Values(Case{"tiny-bert", "reference"}, Case{"tiny-bert", "fast"},
                                            Case{"tiny-xlmr", "reference"}, Case{"tiny-xlmr", "fast"},
                                            Case{"tiny-electra", "reference"}, Case{"tiny-electra", "fast"},
+                                           Case{"tiny-distilbert", "reference"}, Case{"tiny-distilbert", "fast"},
                                            Case{"tiny-roberta", "reference"}, Case{"tiny-roberta", "fast"},
                                            Case{"tiny-camembert", "reference"}, Case{"tiny-camembert", "fast"},
                                            Case{"tiny-xlmr5", "reference"}, Case{"tiny-xlmr5", "fast"}),
