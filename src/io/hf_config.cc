@@ -251,12 +251,11 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
   }
   if (c.hidden_act != "gelu" && c.hidden_act != "gelu_python") {
     f.fail(Errc::unsupported, n.hidden_act,
-           "\"" + c.hidden_act + "\" is not supported: stoke implements the exact (erf) GELU only, "
-           "\"gelu\"");
+           "\"" + c.hidden_act + "\" is not supported; runs: \"gelu\", \"gelu_python\" (the exact erf GELU)");
   }
   if (c.position_embedding_type != "absolute") {
     f.fail(Errc::unsupported, "position_embedding_type",
-           "\"" + c.position_embedding_type + "\" is not supported: stoke implements \"absolute\" only");
+           "\"" + c.position_embedding_type + "\" is not supported; runs: \"absolute\"");
   }
   // DistilBERT: sinusoidal positions are a frozen table training must not
   // update; stoke trains every table, so it refuses rather than drift.
@@ -265,10 +264,10 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
            "true is not supported; runs: false (learned position embeddings)");
   }
   if (f.boolean("is_decoder", false)) {
-    f.fail(Errc::unsupported, "is_decoder", "true is not supported: stoke runs bidirectional encoders only");
+    f.fail(Errc::unsupported, "is_decoder", "true is not supported; runs: false (bidirectional encoders)");
   }
   if (f.boolean("add_cross_attention", false)) {
-    f.fail(Errc::unsupported, "add_cross_attention", "true is not supported: stoke runs encoders only");
+    f.fail(Errc::unsupported, "add_cross_attention", "true is not supported; runs: false (encoders only)");
   }
 
   const std::string problem = f.string("problem_type", "");

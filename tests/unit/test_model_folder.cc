@@ -315,7 +315,9 @@ TEST(HfConfigParse, ActivationAndPositionEmbeddingsStokeDoesNotRun) {
 
   j = fixture_config("tiny-bert");
   j["position_embedding_type"] = "relative_key_query";
-  EXPECT_CONTAINS(expect_error(Errc::unsupported, [&] { parse(j); }), "relative_key_query");
+  EXPECT_CONTAINS(expect_error(Errc::unsupported, [&] { parse(j); }),
+                  "config.json: field \"position_embedding_type\": \"relative_key_query\" is not supported; runs: "
+                  "\"absolute\"");
 
   j = fixture_config("tiny-bert");
   j["is_decoder"] = true;
