@@ -181,6 +181,29 @@ STOKE_OP(attention_backward,
           const Ops::AttentionDropout& dropout),
          (dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout))
 
+// --- attention with a relative-position bias (MPNet)
+// As attention / attention_train / attention_backward, with a per-head bias
+// added to every score by the key's position relative to the query within
+// its sequence: s_ij = q_i·k_j / sqrt(d) + rel[(j - i) + max_seqlen - 1, h].
+// rel[2*max_seqlen - 1, heads] is f32 (the model gathers it from its bucket
+// table: gather_rows). The backward WRITES drel (=, f32, same shape): the sum
+// of the score gradients dS_ij over every (sequence, i, j) at each relative
+// distance, per head; the caller scatters it into the bucket table
+// (gather_rows_backward).
+STOKE_OP(attention_relpos,
+         (const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen,
+          const TensorView& rel),
+         (out, qkv, cu_seqlens, heads, max_seqlen, rel))
+STOKE_OP(attention_relpos_train,
+         (const TensorView& out, const TensorView& lse, const TensorView& qkv, const TensorView& cu_seqlens,
+          int heads, int max_seqlen, const TensorView& rel, const Ops::AttentionDropout& dropout),
+         (out, lse, qkv, cu_seqlens, heads, max_seqlen, rel, dropout))
+STOKE_OP(attention_relpos_backward,
+         (const TensorView& dqkv, const TensorView& drel, const TensorView& dout, const TensorView& qkv,
+          const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen,
+          const TensorView& rel, const Ops::AttentionDropout& dropout),
+         (dqkv, drel, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, rel, dropout))
+
 // Backward of gather_rows: dh[rows[b]] += dout[b]. ADDS: the caller zeroes
 // dh (or passes the gradient the rest of the graph already wrote there).
 // Repeated rows add up in b order.

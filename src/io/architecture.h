@@ -17,7 +17,7 @@
 
 namespace stoke {
 
-enum class ModelType { bert, roberta, xlm_roberta, camembert, electra, distilbert };
+enum class ModelType { bert, roberta, xlm_roberta, camembert, electra, distilbert, mpnet };
 
 // How a token's position index is computed (packed_batch).
 enum class PositionScheme {
@@ -41,6 +41,7 @@ enum class TensorRole {
   embeddings_ln_bias,     // (E)
   embeddings_project_weight,  // (H, E)  ELECTRA when embedding_size != hidden_size
   embeddings_project_bias,    // (H)
+  relative_attention_bias,    // (NB, heads)  MPNet: a bias per relative-position bucket, shared by the layers
   query_weight, query_bias,   // (H, H), (H)
   key_weight, key_bias,
   value_weight, value_bias,
@@ -70,6 +71,7 @@ struct ConfigFields {
   std::string_view layer_norm_eps = "layer_norm_eps";
   std::string_view type_vocab_size = "type_vocab_size";
   std::string_view embedding_size = "";       // ELECTRA: "embedding_size"
+  std::string_view relative_attention_num_buckets = "";  // MPNet
   std::string_view hidden_dropout = "hidden_dropout_prob";
   std::string_view attention_dropout = "attention_probs_dropout_prob";
   std::string_view classifier_dropout = "classifier_dropout";  // null: hidden_dropout
@@ -85,6 +87,7 @@ struct ConfigDefaults {
   int64_t max_position_embeddings = 512;
   int64_t type_vocab_size = 2;
   int64_t embedding_size = 0;  // 0: hidden_size
+  int64_t relative_attention_num_buckets = 0;  // MPNet: 32
   double layer_norm_eps = 1e-12;
   int64_t pad_token_id = 0;
   double hidden_dropout = 0.1;

@@ -159,6 +159,53 @@ Architecture distilbert() {
   return a;
 }
 
+// MPNet: RoBERTa-style positions, no token types, its own attention names, and
+// a relative-position bias (T5's bucket function, 32 buckets, max distance
+// 128) added to every layer's attention scores from one table.
+Architecture mpnet() {
+  Architecture a;
+  a.type = ModelType::mpnet;
+  a.model_type = "mpnet";
+  a.display_name = "MPNet";
+  a.checkpoint_prefix = "mpnet.";
+  a.sequence_classifier = "MPNetForSequenceClassification";
+  a.positions = PositionScheme::after_padding;
+  a.token_types = false;
+  a.fields.type_vocab_size = "";
+  a.fields.classifier_dropout = "";  // MPNetClassificationHead uses hidden_dropout_prob
+  a.fields.relative_attention_num_buckets = "relative_attention_num_buckets";
+  a.defaults.vocab_size = 30527;
+  a.defaults.max_position_embeddings = 514;
+  a.defaults.pad_token_id = 1;
+  a.defaults.type_vocab_size = 0;
+  a.defaults.relative_attention_num_buckets = 32;
+  set(a, R::word_embeddings, "embeddings.word_embeddings.weight");
+  set(a, R::position_embeddings, "embeddings.position_embeddings.weight");
+  set(a, R::embeddings_ln_weight, "embeddings.LayerNorm.weight");
+  set(a, R::embeddings_ln_bias, "embeddings.LayerNorm.bias");
+  set(a, R::relative_attention_bias, "encoder.relative_attention_bias.weight");
+  set(a, R::query_weight, "encoder.layer.{}.attention.attn.q.weight");
+  set(a, R::query_bias, "encoder.layer.{}.attention.attn.q.bias");
+  set(a, R::key_weight, "encoder.layer.{}.attention.attn.k.weight");
+  set(a, R::key_bias, "encoder.layer.{}.attention.attn.k.bias");
+  set(a, R::value_weight, "encoder.layer.{}.attention.attn.v.weight");
+  set(a, R::value_bias, "encoder.layer.{}.attention.attn.v.bias");
+  set(a, R::attn_out_weight, "encoder.layer.{}.attention.attn.o.weight");
+  set(a, R::attn_out_bias, "encoder.layer.{}.attention.attn.o.bias");
+  set(a, R::attn_ln_weight, "encoder.layer.{}.attention.LayerNorm.weight");
+  set(a, R::attn_ln_bias, "encoder.layer.{}.attention.LayerNorm.bias");
+  set(a, R::ffn_in_weight, "encoder.layer.{}.intermediate.dense.weight");
+  set(a, R::ffn_in_bias, "encoder.layer.{}.intermediate.dense.bias");
+  set(a, R::ffn_out_weight, "encoder.layer.{}.output.dense.weight");
+  set(a, R::ffn_out_bias, "encoder.layer.{}.output.dense.bias");
+  set(a, R::ffn_ln_weight, "encoder.layer.{}.output.LayerNorm.weight");
+  set(a, R::ffn_ln_bias, "encoder.layer.{}.output.LayerNorm.bias");
+  set(a, R::pooler_weight, "pooler.dense.weight");
+  set(a, R::pooler_bias, "pooler.dense.bias");
+  dense_out_proj_head(a, HeadActivation::tanh);
+  return a;
+}
+
 const std::vector<Architecture>& table() {
   static const std::vector<Architecture> t = {
       bert(),
@@ -170,6 +217,7 @@ const std::vector<Architecture>& table() {
                    TokenizerFamily::sentencepiece, 30522),
       electra(),
       distilbert(),
+      mpnet(),
   };
   return t;
 }

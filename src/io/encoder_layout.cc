@@ -33,6 +33,9 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
       case R::token_type_embeddings: return {T, E};
       case R::embeddings_ln_weight: case R::embeddings_ln_bias: return {E};
       case R::embeddings_project_weight: return {H, E};
+      case R::relative_attention_bias:
+        return {{c.relative_attention_num_buckets, std::string(f.relative_attention_num_buckets)},
+                {c.num_attention_heads, std::string(f.num_attention_heads)}};
       case R::ffn_in_weight: return {I, H};
       case R::ffn_in_bias: return {I};
       case R::ffn_out_weight: return {H, I};

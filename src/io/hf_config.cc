@@ -226,6 +226,9 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
   c.embedding_size = c.hidden_size;
   if (a.embedding_projection)
     c.embedding_size = f.positive_int(n.embedding_size, d.embedding_size > 0 ? d.embedding_size : c.hidden_size);
+  if (a.has(TensorRole::relative_attention_bias))
+    c.relative_attention_num_buckets =
+        f.positive_int(n.relative_attention_num_buckets, d.relative_attention_num_buckets);
   c.layer_norm_eps = n.layer_norm_eps.empty() ? d.layer_norm_eps : f.positive_number(n.layer_norm_eps, d.layer_norm_eps);
   c.pad_token_id = f.non_negative_int("pad_token_id", d.pad_token_id);
   c.hidden_act = f.string(n.hidden_act, "gelu");

@@ -36,6 +36,7 @@ struct HfConfig {
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t embedding_size = 0;       // = hidden_size unless the architecture projects (ELECTRA)
+  int64_t relative_attention_num_buckets = 0;  // MPNet's relative-position buckets; 0: none
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t intermediate_size = 0;

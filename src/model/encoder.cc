@@ -47,6 +47,17 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
   }
   pooled_dims_ = backend_.allocate(B * widest * 4);  // (B, dims) the first dims columns
   logits_ = backend_.allocate(B * C * 4);     // (B, C) f32
+  // MPNet: the relative-position buckets of every distance up to P - 1 (a
+  // batch's max_seqlen M uses the middle 2M - 1 of them), copied once, and
+  // the per-head bias gathered from them per batch.
+  if (!enc_.params.rel_bias.empty()) {
+    rel_bucket_host_ = relative_position_buckets(static_cast<int>(c.max_position_embeddings),
+                                                 c.relative_attention_num_buckets);
+    const size_t R = rel_bucket_host_.size();
+    rel_buckets_ = backend_.allocate(R * 4);                                              // (2P - 1) i32
+    rel_ = backend_.allocate(R * static_cast<size_t>(c.num_attention_heads) * 4);          // (2P - 1, heads) f32
+    backend_.copy_to_device(rel_buckets_->data(), rel_bucket_host_.data(), R * 4);  // reads the member later
+  }
   for (auto& s : staging_) s.host = backend_.allocate_host((3 * T + 2 * B + 1) * 4);
   graphs_on_ = backend_.can_capture();
 }
@@ -132,6 +143,7 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   backend_.copy_to_device(positions_->data(), h_pos, static_cast<size_t>(Tr) * 4);
   backend_.copy_to_device(cu_->data(), h_cu, static_cast<size_t>(Br + 1) * 4);
   backend_.copy_to_device(cls_rows_->data(), h_rows, static_cast<size_t>(Br) * 4);
+
   slot.done = backend_.record_event();
 
   if (!(graph && replay_graph(s))) {
@@ -213,6 +225,13 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   in.max_seqlen = s.max_seqlen;
   in.heads = static_cast<int>(c.num_attention_heads);
   in.eps = static_cast<float>(c.layer_norm_eps);
+  if (!p.rel_bias.empty()) {
+    const int64_t R = 2 * static_cast<int64_t>(s.max_seqlen) - 1;
+    in.rel = device(*rel_, DType::f32, {R, c.num_attention_heads});
+    const TensorView buckets(static_cast<int32_t*>(rel_buckets_->data()) + (c.max_position_embeddings - s.max_seqlen),
+                             DType::i32, {R});
+    relative_bias_forward(ops, in.rel, p.rel_bias, buckets);
+  }
   const TensorView e = p.emb_proj_w.empty() ? h : device(*emb_, DType::f32, {T, c.embedding_size});
   embeddings_forward(ops, p, in, e, h, low, TensorView{}, TensorView{}, nullptr);
   LayerViews v;

@@ -181,6 +181,7 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   p.emb_ln_beta = place_f32(R::embeddings_ln_bias);
   p.emb_proj_w = place_f32(R::embeddings_project_weight);
   p.emb_proj_b = place_f32(R::embeddings_project_bias);
+  p.rel_bias = place_f32(R::relative_attention_bias);
   const int64_t H = config.hidden_size;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     EncoderLayerParams layer;

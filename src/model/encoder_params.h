@@ -42,6 +42,7 @@ struct EncoderParams {
   TensorView emb_ln_beta;            // (E)
   TensorView emb_proj_w;             // (H, E)  empty unless E != H (ELECTRA's embeddings_project)
   TensorView emb_proj_b;             // (H)
+  TensorView rel_bias;               // (NB, heads)  MPNet's relative-position bucket table; empty elsewhere
   std::vector<EncoderLayerParams> layers;  // L of them
   // Classification head: hidden = act(head_dense(h[first token])), logits =
   // head_out(hidden). The dense is BERT's pooler, RoBERTa's classifier.dense,

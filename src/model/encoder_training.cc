@@ -32,6 +32,9 @@ struct EncoderTrainingRunner::Saved {
   Slab emb, d_emb;                 // (T, E) f32: LayerNorm output before the projection, its gradient (E != H only)
   Slab first, pooled, pooled_drop, first_drop, logits, dlogits;  // head (B rows)
   Slab head_pre;                   // (B, H) the head's pre-activation (GELU heads)
+  Slab rel, d_rel, d_rel_l;        // (2P - 1, heads) f32 MPNet's relative bias, its gradient, one layer's
+  std::unique_ptr<Buffer> rel_buckets;  // (2P - 1) i32 the bucket of every distance, copied once
+  std::vector<int32_t> rel_buckets_host;
   Slab g_a, g_b;                   // head gradient rows (B, H)
   Slab d_h, d_x, d_s, d_t;         // (T, H) f32 gradients
   Slab d_i;                        // (T, I) f32
@@ -81,6 +84,14 @@ EncoderTrainingRunner::EncoderTrainingRunner(const TrainableEncoder& encoder, Ba
   }
   s.em = slab(DType::f32, T, 1);
   s.er = slab(DType::f32, T, 1);
+  if (!enc_.master.rel_bias.empty()) {  // MPNet (see EncoderRunner: a batch uses the middle 2M - 1 rows)
+    s.rel_buckets_host = relative_position_buckets(static_cast<int>(c.max_position_embeddings),
+                                                   c.relative_attention_num_buckets);
+    const int64_t R = static_cast<int64_t>(s.rel_buckets_host.size());
+    for (Saved::Slab* b : {&s.rel, &s.d_rel, &s.d_rel_l}) *b = slab(DType::f32, R, heads);
+    s.rel_buckets = backend_.allocate(static_cast<size_t>(R) * 4);
+    backend_.copy_to_device(s.rel_buckets->data(), s.rel_buckets_host.data(), static_cast<size_t>(R) * 4);
+  }
   if (!enc_.master.emb_proj_w.empty()) {
     s.emb = slab(DType::f32, T, c.embedding_size);
     s.d_emb = slab(DType::f32, T, c.embedding_size);
@@ -208,6 +219,12 @@ EncoderTrainingRunner::Step EncoderTrainingRunner::step_views(const PackedBatch&
   return st;
 }
 
+TensorView EncoderTrainingRunner::rel_buckets_view(const Step& st) const {
+  const int64_t P = enc_.config.max_position_embeddings;
+  return TensorView(static_cast<int32_t*>(saved_->rel_buckets->data()) + (P - st.maxlen), DType::i32,
+                    {2 * static_cast<int64_t>(st.maxlen) - 1});
+}
+
 Ops::AttentionDropout EncoderTrainingRunner::Step::attn_drop(int64_t l) const {
   return Ops::AttentionDropout{knobs.dropout.attention, knobs.seed, knobs.step, SequenceTraining::site(l, 0)};
 }
@@ -229,6 +246,10 @@ void EncoderTrainingRunner::forward(const Step& st) const {
   in.max_seqlen = st.maxlen;
   in.heads = st.heads;
   in.eps = st.eps;
+  if (!p.rel_bias.empty()) {
+    in.rel = s.rel.rows(2 * static_cast<int64_t>(st.maxlen) - 1);
+    relative_bias_forward(ops, in.rel, p.rel_bias, rel_buckets_view(st));
+  }
   SequenceTraining train;
   train.hidden = ph;
   train.attention = k.dropout.attention;
@@ -342,11 +363,23 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     const TensorView dao = ph > 0 ? dt : ds;
     if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 1));
     ops.linear_backward(dx, gw.attn_out_w, gw.attn_out_b, dao, a.ctx.rows(T), w.attn_out_w);  // dx = d ctx
-    ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen,
-                           st.attn_drop(l));
+    if (p.rel_bias.empty()) {
+      ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen,
+                             st.attn_drop(l));
+    } else {  // MPNet: the shared bias's gradient, summed over the layers
+      const int64_t R = 2 * static_cast<int64_t>(st.maxlen) - 1;
+      const bool last = li + 1 == p.layers.size();
+      ops.attention_relpos_backward(dqkv, last ? s.d_rel.rows(R) : s.d_rel_l.rows(R), dx, a.qkv.rows(T),
+                                    a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen, s.rel.rows(R),
+                                    st.attn_drop(l));
+      if (!last) ops.add(s.d_rel.rows(R), s.d_rel_l.rows(R));
+    }
     ops.linear_backward(dh, gw.qkv_w, gw.qkv_b, dqkv, x_in, w.qkv_w);          // dh = d x via the branch
     ops.add(dh, ds);                                                             // + the residual path
   }
+  // The relative bias: its rows' gradient into the bucket table.
+  if (!p.rel_bias.empty())
+    ops.gather_rows_backward(g.rel_bias, s.d_rel.rows(2 * static_cast<int64_t>(st.maxlen) - 1), rel_buckets_view(st));
   // Embeddings: [projection], dropout, LayerNorm, the tables.
   TensorView de = dh;
   if (!p.emb_proj_w.empty()) {

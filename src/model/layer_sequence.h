@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.h"
 #include "model/encoder_params.h"
@@ -28,7 +29,16 @@ struct SequenceInputs {
   int max_seqlen = 0;
   int heads = 0;
   float eps = 0;
+  TensorView rel;        // (2 * max_seqlen - 1, heads) f32 relative-position bias (MPNet); empty: none
 };
+
+// MPNet's relative-position bucket (transformers' relative_position_bucket:
+// T5's, bidirectional, max distance 128) of every key-minus-query distance
+// j - i in [-(max_seqlen - 1), max_seqlen - 1], at index j - i + max_seqlen - 1.
+std::vector<int32_t> relative_position_buckets(int max_seqlen, int64_t num_buckets);
+
+// rel (2M - 1, heads) = table[buckets] for one batch (M = its max_seqlen).
+void relative_bias_forward(const Ops& ops, const TensorView& rel, const TensorView& table, const TensorView& buckets);
 
 // Training: dropout (Philox sites: 0 the embeddings, 1 + 3l / 2 + 3l / 3 + 3l
 // layer l's attention probabilities / attention output / FFN output).

@@ -94,6 +94,7 @@ EncoderParams ParamLayout::views(float* base) const {
   p.emb_ln_beta = v(R::embeddings_ln_bias);
   p.emb_proj_w = v(R::embeddings_project_weight);
   p.emb_proj_b = v(R::embeddings_project_bias);
+  p.rel_bias = v(R::relative_attention_bias);
   const int64_t H = config_.hidden_size;
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     EncoderLayerParams layer;

@@ -64,7 +64,10 @@ INSTANTIATE_TEST_SUITE_P(All, ModelGolden,
                                            Case{"tiny-camembert", "fast", DType::bf16},
                                            Case{"tiny-xlmr5", "reference", DType::f32},
                                            Case{"tiny-xlmr5", "fast", DType::f32},
-                                           Case{"tiny-xlmr5", "fast", DType::bf16}),
+                                           Case{"tiny-xlmr5", "fast", DType::bf16},
+                                           Case{"tiny-mpnet", "reference", DType::f32},
+                                           Case{"tiny-mpnet", "fast", DType::f32},
+                                           Case{"tiny-mpnet", "fast", DType::bf16}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.model) + "_" + info.param.kernels + "_" +
                                            std::string(dtype_name(info.param.dtype));
@@ -116,7 +119,7 @@ TEST(ModelGoldenDense, PoolingDenseNormalizeMatchSentenceTransformers) {
 TEST(ModelBatching, TextAloneEqualsTextInABatch) {
   cpu::CpuBackend backend(cpu::fast_kernels());
   for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-distilbert", "tiny-electra", "tiny-roberta",
-                            "tiny-camembert", "tiny-xlmr5"})
+                            "tiny-camembert", "tiny-xlmr5", "tiny-mpnet"})
     expect_text_alone_equals_batch(backend, model, 1e-6);
 }
 

@@ -144,7 +144,7 @@ TEST_P(TrainGolden, LossGradientsAndTwoAdamWSteps) {
 // still catch a missing term, which is an O(1) error.
 TEST(TrainGoldenBf16, LossGradientsAndStepsWithinBf16Tolerance) {
   for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-electra", "tiny-distilbert", "tiny-roberta", "tiny-camembert",
-                            "tiny-xlmr5"}) {
+                            "tiny-xlmr5", "tiny-mpnet"}) {
     const Fixture fx = open_fixture(model);
     const HfConfig& c = fx.folder.config;
     const ModelWeights weights = open_model_folder_weights(fx.folder);
@@ -188,7 +188,8 @@ INSTANTIATE_TEST_SUITE_P(Models, TrainGolden,
                                            Case{"tiny-distilbert", "reference"}, Case{"tiny-distilbert", "fast"},
                                            Case{"tiny-roberta", "reference"}, Case{"tiny-roberta", "fast"},
                                            Case{"tiny-camembert", "reference"}, Case{"tiny-camembert", "fast"},
-                                           Case{"tiny-xlmr5", "reference"}, Case{"tiny-xlmr5", "fast"}),
+                                           Case{"tiny-xlmr5", "reference"}, Case{"tiny-xlmr5", "fast"},
+                                           Case{"tiny-mpnet", "reference"}, Case{"tiny-mpnet", "fast"}),
                          [](const auto& info) {
                            // "tiny-bert" -> bert_reference (the existing names)
                            return std::string(info.param.model).substr(5) + "_" + info.param.kernels;
@@ -199,7 +200,8 @@ INSTANTIATE_TEST_SUITE_P(Models, TrainGolden,
 // that folder (the goldens' json lists them), so it loads with no missing or
 // unexpected keys.
 TEST(TrainCheckpointNames, EqualTransformersStateDictKeys) {
-  for (const char* model : {"tiny-distilbert", "tiny-electra", "tiny-roberta", "tiny-camembert", "tiny-xlmr5"}) {
+  for (const char* model :
+       {"tiny-distilbert", "tiny-electra", "tiny-roberta", "tiny-camembert", "tiny-xlmr5", "tiny-mpnet"}) {
     const Fixture fx = open_fixture(model);
     const nlohmann::json info =
         nlohmann::json::parse(read_file(repo_golden_dir() / (std::string(model) + ".json")));
