@@ -113,44 +113,40 @@ void append_result(std::string& out, const float* logits, const HfConfig& c, Hea
   out += "}\n";
 }
 
-}  // namespace
-
-ClassifySummary run_classify(const ClassifyOptions& o) {
-  const auto start = std::chrono::steady_clock::now();
-  if (o.max_batch_size <= 0) throw Error(Errc::invalid_argument, "--max-batch-size: expected a positive number");
-  const bool skip_bad = skip_bad_records(o.on_error);
-  std::unique_ptr<Trace> trace = o.common.trace.empty() ? nullptr : std::make_unique<Trace>();
-  ModelSession s = open_model_session(o.common, /*need_classifier=*/true);
-  JobGpuUsage gpu(s.device_name, trace.get());  // off (silently) unless cuda:N with NVML
-  const HfConfig& cfg = s.text.folder.config;
+// The head the model's config asks for; refuses a config stoke cannot report.
+Head checked_head(const HfConfig& cfg) {
   if (cfg.num_labels() < 1) throw Error(Errc::invalid_argument, "config.json: the model has no labels to classify into");
   const Head head = head_for(cfg);
   if (head == Head::regression && cfg.num_labels() != 1)
     throw Error(Errc::unsupported, "config.json: problem_type regression with " + std::to_string(cfg.num_labels()) +
                                        " outputs; stoke reports one raw score");
+  return head;
+}
 
-  // Logits rows through the same pipeline as embed, written as JSON lines in input order.
-  class JsonlSink : public RowSink {
-   public:
-    JsonlSink(OutputFile& out, SkippedRecords& skipped, const HfConfig& cfg, Head head)
-        : out_(out), skipped_(skipped), cfg_(cfg), head_(head) {}
-    void row(const InputRecord& record, const Encoding&, const float* logits) override {
-      line_.clear();
-      append_result(line_, logits, cfg_, head_, record.id_json);
-      out_.write(line_);
-      pairs += record.pair.has_value();
-    }
-    void skipped(const InputRecord& record) override { skipped_.add(record); }
-    uint64_t pairs = 0;
+// Logits rows through the same pipeline as embed, written as JSON lines in input order.
+class JsonlSink : public RowSink {
+ public:
+  JsonlSink(OutputFile& out, SkippedRecords& skipped, const HfConfig& cfg, Head head)
+      : out_(out), skipped_(skipped), cfg_(cfg), head_(head) {}
+  void row(const InputRecord& record, const Encoding&, const float* logits) override {
+    line_.clear();
+    append_result(line_, logits, cfg_, head_, record.id_json);
+    out_.write(line_);
+    pairs += record.pair.has_value();
+  }
+  void skipped(const InputRecord& record) override { skipped_.add(record); }
+  uint64_t pairs = 0;
 
-   private:
-    OutputFile& out_;
-    SkippedRecords& skipped_;
-    const HfConfig& cfg_;
-    Head head_;
-    std::string line_;
-  };
+ private:
+  OutputFile& out_;
+  SkippedRecords& skipped_;
+  const HfConfig& cfg_;
+  Head head_;
+  std::string line_;
+};
 
+EncodePipelineOptions classify_pipeline_options(const ClassifyOptions& o, const ModelSession& s, bool skip_bad,
+                                                Trace* trace, const JobThreads& threads) {
   EncodePipelineOptions po;
   po.input = record_reader_options(o.common);
   po.pairs = true;
@@ -161,11 +157,40 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   po.workers = o.common.workers > 0 ? o.common.workers : 1;
   po.skip_bad_records = skip_bad;
   po.product = RowProduct::logits;
-  po.trace = trace.get();
+  po.trace = trace;
+  po.on_thread_start = threads.on_thread_start();
+  return po;
+}
+
+// classify writes no manifest: the trace is its one JSON record of the run,
+// with the facts `stoke doctor --trace` reads.
+void write_classify_trace(Trace& trace, const ClassifyOptions& o, const ModelSession& s, const PipelineStats& ps,
+                          const EncodePipelineOptions& po, const std::optional<GpuSamplerSummary>& gpu_used) {
+  const bool native = device_has_native_bf16(s.device_name);
+  json metadata{{"job", "classify"},
+                {"facts", doctor::to_json(pipeline_facts(ps, po.workers, po.batch_tokens, po.sort_window,
+                                                         o.common.precision, native))}};
+  if (gpu_used) metadata["gpu"] = gpu_summary_json(*gpu_used);
+  trace.set_metadata(metadata.dump());
+  write_file_atomic(o.common.trace, std::string_view(trace.to_json()));
+}
+
+}  // namespace
+
+ClassifySummary run_classify(const ClassifyOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  if (o.max_batch_size <= 0) throw Error(Errc::invalid_argument, "--max-batch-size: expected a positive number");
+  const bool skip_bad = skip_bad_records(o.on_error);
+  std::unique_ptr<Trace> trace = o.common.trace.empty() ? nullptr : std::make_unique<Trace>();
+  ModelSession s = open_model_session(o.common, /*need_classifier=*/true);
+  JobGpuUsage gpu(s.device_name, trace.get());  // off (silently) unless cuda:N with NVML
+  const HfConfig& cfg = s.text.folder.config;
+  const Head head = checked_head(cfg);
+
   // A trace carries the device's op spans and CPU-utilization samples of
   // every stage thread, and the run's facts for `stoke doctor --trace`.
   JobThreads threads(*s.backend, trace.get(), trace.get(), {});
-  po.on_thread_start = threads.on_thread_start();
+  const EncodePipelineOptions po = classify_pipeline_options(o, s, skip_bad, trace.get(), threads);
   OutputFile output(o.output);
   SkippedRecords skipped(o.output, o.errors, o.common.input == "-" ? std::string("<stdin>") : o.common.input);
   JsonlSink sink(output, skipped, cfg, head);
@@ -194,14 +219,7 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   if (gpu_used) summary.gpu_report = gpu_summary_line(*gpu_used);
   if (trace) {
     threads.stop();  // every device span is in the trace from here on
-    const bool native = device_has_native_bf16(s.device_name);
-    json metadata{{"job", "classify"},
-                  {"facts", doctor::to_json(pipeline_facts(ps, po.workers, po.batch_tokens, po.sort_window,
-                                                           o.common.precision, native))}};
-    // classify writes no manifest: the trace is its one JSON record of the run.
-    if (gpu_used) metadata["gpu"] = gpu_summary_json(*gpu_used);
-    trace->set_metadata(metadata.dump());
-    write_file_atomic(o.common.trace, std::string_view(trace->to_json()));
+    write_classify_trace(*trace, o, s, ps, po, gpu_used);
   }
   return summary;
 }

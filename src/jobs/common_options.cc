@@ -60,6 +60,13 @@ void validate_common_options(const CommonOptions& o) {
   if (!o.input_format.empty()) input_format_from_name(o.input_format);
 }
 
+void resolve_model_flag(CommonOptions& o) {
+  if (o.model_location) return;
+  ModelLocation loc = locate_model(o.model);
+  o.model = loc.dir.string();
+  o.model_location = std::move(loc);
+}
+
 RecordReaderOptions record_reader_options(const CommonOptions& o) {
   RecordReaderOptions r;
   r.path = o.input;

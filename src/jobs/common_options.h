@@ -6,12 +6,13 @@
 #include <optional>
 #include <string>
 
+#include "io/hf_hub_cache.h"
 #include "pipeline/record_reader.h"
 
 namespace stoke {
 
 struct CommonOptions {
-  std::string model;                     // --model DIR
+  std::string model;                     // --model DIR or hub id (the folder loaded, once resolved)
   std::string input = "-";               // --input FILE ("-" = stdin)
   std::string input_format;              // --input-format jsonl|csv|tsv|text ("" = from the file name)
   std::string text_field = "text";       // --text-field
@@ -25,7 +26,17 @@ struct CommonOptions {
   std::string trace;                     // --trace FILE ("" = off)
   std::string config;                    // --config FILE (applied by the CLI)
   bool quiet = false;                    // --quiet: no progress, no summary
+  // What --model said and what it resolved to (resolve_model_flag); unset
+  // until then, and `model` is taken as a folder as it is.
+  std::optional<ModelLocation> model_location;
 };
+
+// Resolves --model once, before any job opens the folder: a local path stays
+// as it is; a Hugging Face hub id ("org/name[@revision]") becomes its snapshot
+// folder in the local cache (io/hf_hub_cache.h), or throws Error(not_found)
+// saying where it looked and how to download it. `model` is then the folder
+// to load; `model_location` keeps what the user said. Resolving twice is a no-op.
+void resolve_model_flag(CommonOptions& options);
 
 // "auto", "cpu", "cuda", "cuda:N".
 struct DeviceSpec {

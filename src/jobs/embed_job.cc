@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <thread>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,7 @@
 #include "jobs/gpu_usage.h"
 #include "jobs/job_threads.h"
 #include "jobs/model_session.h"
+#include "jobs/model_source_record.h"
 #include "pipeline/encode_pipeline.h"
 #include "pipeline/shard_writer.h"
 #include "jobs/version.h"
@@ -154,10 +156,8 @@ std::string stage_lines(const PipelineStats& st) {
   return buf;
 }
 
-}  // namespace
-
-EmbedSummary run_embed(const EmbedOptions& o) {
-  const auto start = std::chrono::steady_clock::now();
+// ---- the flags: every check that needs no file
+void check_embed_options(const EmbedOptions& o) {
   if (o.output.empty()) throw Error(Errc::invalid_argument, "--output: an output folder is required");
   if (o.output_dtype != "f32" && o.output_dtype != "f16")
     throw Error(Errc::invalid_argument, "--output-dtype \"" + o.output_dtype + "\": expected f32 or f16");
@@ -173,47 +173,51 @@ EmbedSummary run_embed(const EmbedOptions& o) {
                                             ": expected 0 to " + std::to_string(o.num_shards - 1) +
                                             " (below --num-shards " + std::to_string(o.num_shards) + ")");
   if (o.resume && o.overwrite) throw Error(Errc::invalid_argument, "--resume and --overwrite: give one of them");
+}
+
+// stdin, a FIFO, a process substitution (/dev/fd/N): read once, as it
+// comes. Its size and sha256 are known only at the end, and it cannot be
+// read again to check a resumed run against the first.
+bool check_input_stream(const EmbedOptions& o) {
   const bool from_stdin = o.common.input == "-";
-  // stdin, a FIFO, a process substitution (/dev/fd/N): read once, as it
-  // comes. Its size and sha256 are known only at the end, and it cannot be
-  // read again to check a resumed run against the first.
   const bool streamed = from_stdin || is_stream(o.common.input);
   if (o.resume && streamed)
     throw Error(Errc::invalid_argument,
                 "--resume needs a regular --input file: " + (from_stdin ? std::string("stdin") : o.common.input) +
                     " is a stream, which cannot be read again to check it against what the first run read");
-  std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
-  Trace* trace = o.trace ? o.trace : own_trace.get();
-  // One writer per folder, from before anything in it is looked at (a
-  // --resume must not clear a live run's temp files) to the last manifest.
-  const fs::path out_dir(o.output);
-  if (std::error_code ec; fs::exists(out_dir, ec) && !fs::is_directory(out_dir, ec))
-    throw Error(Errc::invalid_argument, "--output " + o.output + ": is a file (expected a folder)");
-  const FolderLock lock = FolderLock::acquire(out_dir, "embed");
+  return streamed;
+}
 
-  ModelSession s = open_model_session(o.common, /*need_classifier=*/false);
-  JobThreads threads(*s.backend, own_trace.get(), trace, o.on_thread_start);
-  JobGpuUsage gpu(s.device_name, trace);  // off (silently) unless cuda:N with NVML
-  const HfConfig& cfg = s.text.folder.config;
-  const SentenceTransformersConfig& st = s.text.folder.st;
+// ---- what the vectors are: pooling (flag, else the model's), normalization, prompt
+struct VectorSettings {
   PoolingMode pooling = PoolingMode::mean;
-  std::string pooling_text = "mean";
+  std::string pooling_name = "mean";
+  bool normalize = false;
+  std::string prompt;
+};
+
+VectorSettings vector_settings(const EmbedOptions& o, const SentenceTransformersConfig& st) {
+  VectorSettings v;
   if (!o.pooling.empty()) {
     auto p = pooling_from_name(o.pooling);
     if (!p) throw Error(Errc::invalid_argument, "--pooling " + o.pooling + ": expected cls, mean, max, mean_sqrt_len or lasttoken");
-    pooling = to_mode(*p);
-    pooling_text = std::string(pooling_name(*p));
+    v.pooling = to_mode(*p);
+    v.pooling_name = std::string(pooling_name(*p));
   } else if (st.pooling) {
-    pooling = to_mode(*st.pooling);
-    pooling_text = std::string(pooling_name(*st.pooling));
+    v.pooling = to_mode(*st.pooling);
+    v.pooling_name = std::string(pooling_name(*st.pooling));
   }
-  const bool normalize = o.normalize.value_or(st.present && st.normalize);
-  const std::string prompt = resolve_prompt(o, st);
+  v.normalize = o.normalize.value_or(st.present && st.normalize);
+  v.prompt = resolve_prompt(o, st);
+  return v;
+}
 
+EncodePipelineOptions pipeline_options(const EmbedOptions& o, const ModelSession& s, const VectorSettings& v,
+                                       Trace* trace, const JobThreads& threads) {
   EncodePipelineOptions po;
   po.input = record_reader_options(o.common);
   po.input.pair_field.clear();  // embeddings never mix pairs: the pair field is not read
-  po.prompt = prompt;
+  po.prompt = v.prompt;
   po.encode.max_length = static_cast<size_t>(s.text.max_length);
   po.encode.truncate = true;
   po.batch_tokens = o.common.batch_tokens;
@@ -225,22 +229,20 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   po.skip_bad_records = o.on_error == "skip";
   po.serial = o.serial;
   po.product = RowProduct::pooled;
-  po.pooling = pooling;
-  po.normalize = normalize;
+  po.pooling = v.pooling;
+  po.normalize = v.normalize;
   po.dims = o.dimensions;
   po.trace = trace;
   po.stop_after_seconds = o.stop_after_seconds;
   po.debug_sync_each_batch = o.debug_sync_each_batch;
   po.on_thread_start = threads.on_thread_start();
-  const int64_t dims = pipeline_row_width(s.encoder, po);
-  const InputFormat format = po.input.format.value_or(input_format_for_path(po.input.path));
+  return po;
+}
 
-  // The manifest's fixed part: what the vectors mean, what they came from, how
-  // they were batched (docs/output-format.md).
-  const fs::path model_dir = s.text.folder.model_dir;
-  json weights_sha = json::array();
-  for (const auto& f : s.encoder.weights.files())
-    weights_sha.push_back({{"file", f->path().filename().string()}, {"sha256", sha256_file(f->path())}});
+// ---- the manifest's fixed part: what the vectors mean, what they came from,
+// how they were batched (docs/output-format.md)
+json input_json(const EmbedOptions& o, InputFormat format, bool streamed) {
+  const bool from_stdin = o.common.input == "-";
   json input = {{"name", from_stdin ? std::string("<stdin>") : fs::path(o.common.input).filename().string()},
                 {"format", input_format_name(format)},
                 {"text_field", format == InputFormat::text ? std::string() : o.common.text_field},
@@ -253,29 +255,43 @@ EmbedSummary run_embed(const EmbedOptions& o) {
     if (ec) throw Error(Errc::not_found, o.common.input + ": no such input file");
     input["sha256"] = sha256_file(o.common.input);
   }
-  json manifest = {
+  return input;
+}
+
+json model_json(const EmbedOptions& o, const ModelSession& s) {
+  const HfConfig& cfg = s.text.folder.config;
+  json weights_sha = json::array();
+  for (const auto& f : s.encoder.weights.files())
+    weights_sha.push_back({{"file", f->path().filename().string()}, {"sha256", sha256_file(f->path())}});
+  return {{"folder", fs::path(o.common.model).filename().string()},
+          {"architecture", cfg.architectures.empty() ? cfg.model_type_name : cfg.architectures[0]},
+          {"model_type", cfg.model_type_name},
+          {"config_sha256", sha256_file(s.text.folder.model_dir / "config.json")},
+          {"weights", weights_sha},
+          {"source", model_source_json(o.common)}};
+}
+
+json embed_manifest(const EmbedOptions& o, const ModelSession& s, const VectorSettings& v,
+                    const EncodePipelineOptions& po, int64_t dims, bool streamed) {
+  const InputFormat format = po.input.format.value_or(input_format_for_path(po.input.path));
+  return {
       {"format", "stoke-embeddings"},
       {"format_version", 1},
       {"stoke_version", stoke_version()},
       {"complete", false},
-      {"model",
-       {{"folder", fs::path(o.common.model).filename().string()},
-        {"architecture", cfg.architectures.empty() ? cfg.model_type_name : cfg.architectures[0]},
-        {"model_type", cfg.model_type_name},
-        {"config_sha256", sha256_file(model_dir / "config.json")},
-        {"weights", weights_sha}}},
+      {"model", model_json(o, s)},
       {"tokenizer",
        {{"source", s.text.tokenizer->source},
         {"vocab_size", s.text.tokenizer->vocab_size()},
-        {"sha256", tokenizer_sha256(model_dir)}}},
-      {"pooling", pooling_text},
-      {"normalize", normalize},
+        {"sha256", tokenizer_sha256(s.text.folder.model_dir)}}},
+      {"pooling", v.pooling_name},
+      {"normalize", v.normalize},
       {"max_length", s.text.max_length},
       {"dimensions", dims},
-      {"prompt", prompt},
+      {"prompt", v.prompt},
       {"precision", o.common.precision},
       {"output_dtype", o.output_dtype},
-      {"input", input},
+      {"input", input_json(o, format, streamed)},
       {"task", {{"index", o.shard_index}, {"count", o.num_shards}}},
       {"settings",
        {{"batch_tokens", o.common.batch_tokens},
@@ -288,59 +304,60 @@ EmbedSummary run_embed(const EmbedOptions& o) {
         {"on_error", o.on_error},
         {"serial", o.serial}}},
   };
+}
 
-  EmbedOutputStart begin = prepare_embed_output(out_dir, o.resume, o.overwrite, manifest);
+// ---- the summary before any work: what the output start found, what the vectors are
+EmbedSummary starting_summary(const EmbedOptions& o, const ModelSession& s, const VectorSettings& v, int64_t dims,
+                              const EmbedOutputStart& begin, const FolderLock& lock, bool streamed) {
   EmbedSummary summary;
   summary.notes = begin.notes;
   if (const std::string note = lock.note(); !note.empty()) summary.notes.insert(summary.notes.begin(), note);
   if (streamed)
-    summary.notes.push_back(std::string(from_stdin ? "stdin" : o.common.input) +
+    summary.notes.push_back(std::string(o.common.input == "-" ? "stdin" : o.common.input) +
                             " is a stream: its size and sha256 are taken as it is read, and this run cannot be "
                             "resumed (--resume needs a regular file)");
   summary.dims = dims;
   summary.max_length = s.text.max_length;
-  summary.pooling = pooling_text;
-  summary.normalize = normalize;
+  summary.pooling = v.pooling_name;
+  summary.normalize = v.normalize;
   summary.precision = o.common.precision;
   summary.device = s.device_name;
   if (begin.already_complete) {
     summary.already_complete = true;
     summary.texts = begin.committed.rows;
     summary.shards = begin.committed.shards.size();
-    return summary;
   }
-  po.resume_record = begin.committed.records;
+  return summary;
+}
 
-  const uint64_t N = o.num_shards, task = o.shard_index;
-  auto own_records = [&](uint64_t records) { return records > task ? (records - task + N - 1) / N : 0; };
-  json run_info = json::object();
-  auto write_manifest = [&](const CommitPoint& point) {
+// This task's records among the first `records` (record r is task r mod N's).
+struct TaskShare {
+  uint64_t count, index;
+  uint64_t own(uint64_t records) const { return records > index ? (records - index + count - 1) / count : 0; }
+};
+
+// The shard writer's commit: the fixed part with the commit point, counts and
+// (once known) the run's figures. By reference: the run fills `run_info`, and
+// a streamed input's fingerprint, in before the last commit.
+std::function<void(const CommitPoint&)> manifest_writer(const fs::path& out_dir, const json& manifest,
+                                                        const json& run_info, TaskShare share) {
+  return [&manifest, &run_info, out_dir, share](const CommitPoint& point) {
     json m = manifest;
     m["complete"] = point.complete;
     m["shards"] = shards_to_json(point.shards);
     m["committed"] = {{"rows", point.rows}, {"records", point.records}, {"errors_bytes", point.errors_bytes}};
     json counts = committed_counts(point);
     counts["records"] = point.records;
-    counts["other_tasks"] = point.records - own_records(point.records);
+    counts["other_tasks"] = point.records - share.own(point.records);
     m["counts"] = counts;
     if (!run_info.empty()) m["run"] = run_info;
     write_file_atomic(out_dir / "manifest.json", std::string_view(m.dump(2) + "\n"));
   };
+}
 
-  ShardWriter writer(out_dir, o.output_dtype == "f16" ? DType::f16 : DType::f32, dims, o.shard_size,
-                     begin.committed, write_manifest);
-  const std::string input_label = from_stdin ? std::string("<stdin>") : o.common.input;
-  ShardSink sink(writer, input_label);
-  Progress progress("embed", streamed ? 0 : manifest["input"]["size"].get<uint64_t>(), !o.common.quiet);
-  auto on_progress = [&](const PipelineProgress& p) {
-    // Done fraction: this task's texts against its share of the records read.
-    const double own = static_cast<double>(std::max<uint64_t>(1, own_records(p.records)));
-    const double frac = std::min(1.0, static_cast<double>(p.texts) / own);
-    progress.update(p.texts, static_cast<uint64_t>(frac * static_cast<double>(p.bytes_read)), p.tokens);
-  };
-  const PipelineStats ps = run_encode_pipeline(s.encoder, *s.backend, *s.text.tokenizer, po, sink, on_progress);
-  progress.finish();
-
+// ---- what the run did: the summary the CLI prints, and the manifest's "run"
+void summarize(const PipelineStats& ps, const EncodePipelineOptions& po, const EmbedOptions& o,
+               const ModelSession& s, EmbedSummary& summary) {
   summary.texts = ps.texts;
   summary.tokens = ps.tokens;
   summary.truncated = ps.truncated;
@@ -361,23 +378,73 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   summary.sort_window = po.sort_window;
   summary.native_bf16 = device_has_native_bf16(s.device_name);
   summary.stage_report = stage_lines(ps);
+}
+
+json run_json(const PipelineStats& ps, const EmbedSummary& summary) {
+  return {{"seconds", summary.seconds},
+          {"pipeline_seconds", ps.seconds},
+          {"texts_per_second", ps.seconds > 0 ? static_cast<double>(ps.texts) / ps.seconds : 0.0},
+          {"tokens_per_second", ps.seconds > 0 ? static_cast<double>(ps.tokens) / ps.seconds : 0.0},
+          {"batches", ps.batches},
+          {"batch_tokens_used", ps.batch_tokens},
+          {"host_syncs", ps.host_syncs},
+          {"padding_efficiency", summary.padding_efficiency},
+          {"resumed_records", ps.resumed},
+          {"bound_by", summary.bound_by},
+          {"stages",
+           {{"read", stage_json(ps.read)},
+            {"tokenize", stage_json(ps.tokenize)},
+            {"batch", stage_json(ps.batch)},
+            {"device", {{"busy", ps.device_busy}, {"result_wait", ps.result_wait}}},
+            {"write", stage_json(ps.write)}}}};
+}
+
+}  // namespace
+
+EmbedSummary run_embed(const EmbedOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  check_embed_options(o);
+  const bool streamed = check_input_stream(o);
+  std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
+  Trace* trace = o.trace ? o.trace : own_trace.get();
+  // One writer per folder, from before anything in it is looked at (a
+  // --resume must not clear a live run's temp files) to the last manifest.
+  const fs::path out_dir(o.output);
+  if (std::error_code ec; fs::exists(out_dir, ec) && !fs::is_directory(out_dir, ec))
+    throw Error(Errc::invalid_argument, "--output " + o.output + ": is a file (expected a folder)");
+  const FolderLock lock = FolderLock::acquire(out_dir, "embed");
+
+  ModelSession s = open_model_session(o.common, /*need_classifier=*/false);
+  JobThreads threads(*s.backend, own_trace.get(), trace, o.on_thread_start);
+  JobGpuUsage gpu(s.device_name, trace);  // off (silently) unless cuda:N with NVML
+  const VectorSettings v = vector_settings(o, s.text.folder.st);
+  EncodePipelineOptions po = pipeline_options(o, s, v, trace, threads);
+  const int64_t dims = pipeline_row_width(s.encoder, po);
+  json manifest = embed_manifest(o, s, v, po, dims, streamed);
+
+  const EmbedOutputStart begin = prepare_embed_output(out_dir, o.resume, o.overwrite, manifest);
+  EmbedSummary summary = starting_summary(o, s, v, dims, begin, lock, streamed);
+  if (begin.already_complete) return summary;
+  po.resume_record = begin.committed.records;
+
+  const TaskShare share{o.num_shards, o.shard_index};
+  json run_info = json::object();
+  ShardWriter writer(out_dir, o.output_dtype == "f16" ? DType::f16 : DType::f32, dims, o.shard_size,
+                     begin.committed, manifest_writer(out_dir, manifest, run_info, share));
+  ShardSink sink(writer, o.common.input == "-" ? std::string("<stdin>") : o.common.input);
+  Progress progress("embed", streamed ? 0 : manifest["input"]["size"].get<uint64_t>(), !o.common.quiet);
+  auto on_progress = [&](const PipelineProgress& p) {
+    // Done fraction: this task's texts against its share of the records read.
+    const double own = static_cast<double>(std::max<uint64_t>(1, share.own(p.records)));
+    const double frac = std::min(1.0, static_cast<double>(p.texts) / own);
+    progress.update(p.texts, static_cast<uint64_t>(frac * static_cast<double>(p.bytes_read)), p.tokens);
+  };
+  const PipelineStats ps = run_encode_pipeline(s.encoder, *s.backend, *s.text.tokenizer, po, sink, on_progress);
+  progress.finish();
+
+  summarize(ps, po, o, s, summary);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  run_info = {{"seconds", summary.seconds},
-              {"pipeline_seconds", ps.seconds},
-              {"texts_per_second", ps.seconds > 0 ? static_cast<double>(ps.texts) / ps.seconds : 0.0},
-              {"tokens_per_second", ps.seconds > 0 ? static_cast<double>(ps.tokens) / ps.seconds : 0.0},
-              {"batches", ps.batches},
-              {"batch_tokens_used", ps.batch_tokens},
-              {"host_syncs", ps.host_syncs},
-              {"padding_efficiency", summary.padding_efficiency},
-              {"resumed_records", ps.resumed},
-              {"bound_by", summary.bound_by},
-              {"stages",
-               {{"read", stage_json(ps.read)},
-                {"tokenize", stage_json(ps.tokenize)},
-                {"batch", stage_json(ps.batch)},
-                {"device", {{"busy", ps.device_busy}, {"result_wait", ps.result_wait}}},
-                {"write", stage_json(ps.write)}}}};
+  run_info = run_json(ps, summary);
   if (const auto g = gpu.finish()) {
     summary.gpu_report = gpu_summary_line(*g);
     run_info["gpu"] = gpu_summary_json(*g);

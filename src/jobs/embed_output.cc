@@ -194,36 +194,11 @@ json committed_counts(const CommitPoint& point) {
           {"skipped", point.skipped}};
 }
 
-EmbedOutputStart prepare_embed_output(const fs::path& dir, bool resume, bool overwrite, const json& manifest) {
-  const std::string where = "--output " + dir.string();
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw Error(Errc::invalid_argument, where + ": is a file (expected a folder)");
-  fs::create_directories(dir, ec);
-  if (ec) throw Error(Errc::io, where + ": cannot create the folder: " + ec.message());
-  EmbedOutputStart start;
-  const fs::path manifest_path = dir / "manifest.json";
+namespace {
 
-  if (overwrite) {
-    for (const auto& p : files_to_overwrite(dir, where)) fs::remove(p);
-    return start;
-  }
-  if (!resume) {
-    const std::vector<fs::path> existing = output_files(dir);
-    if (!existing.empty())
-      throw Error(Errc::refused, where + " already holds output (" + existing.front().filename().string() +
-                                     "); --resume continues it, --overwrite replaces it");
-    return start;
-  }
-
-  // --resume
-  if (!fs::exists(manifest_path, ec)) {
-    // Killed before its first commit: nothing here was committed.
-    for (const auto& p : embed_files(dir)) fs::remove(p);
-    start.notes.push_back("no manifest in " + dir.string() + ": starting from the beginning");
-    return start;
-  }
-  json previous;
+// The manifest a resumed run continues, and what it committed. Throws
+// Error(format) for anything that is not a readable stoke-embeddings manifest.
+CommitPoint read_previous_manifest(const fs::path& manifest_path, json& previous) {
   CommitPoint committed;
   try {
     previous = json::parse(read_file(manifest_path));
@@ -235,6 +210,11 @@ EmbedOutputStart prepare_embed_output(const fs::path& dir, bool resume, bool ove
     throw Error(Errc::format, manifest_path.string() + ": cannot resume from it (" + e.what() +
                                   "); --overwrite starts again");
   }
+  return committed;
+}
+
+// Resuming must not mix vector spaces: the first identity field that differs is refused.
+void check_same_identity(const fs::path& dir, const json& previous, const json& manifest) {
   std::string was, asked;
   const std::string field = first_difference(previous, manifest, &was, &asked);
   if (!field.empty())
@@ -242,8 +222,11 @@ EmbedOutputStart prepare_embed_output(const fs::path& dir, bool resume, bool ove
                                    ", this run has " + asked +
                                    "); resuming would mix vector spaces or batches — use the same settings, or "
                                    "another --output folder");
+}
 
-  // Trust only shards whose files are intact; redo from the first that is not.
+// Trust only shards whose files are intact; redo from the first that is not.
+// Then the totals the kept shards (or, for a complete output, the manifest) commit.
+void keep_intact_shards(const fs::path& dir, const json& previous, CommitPoint& committed, EmbedOutputStart& start) {
   for (size_t i = 0; i < committed.shards.size(); ++i) {
     std::string why;
     if (!shard_intact(dir, committed.shards[i], &why)) {
@@ -269,9 +252,11 @@ EmbedOutputStart prepare_embed_output(const fs::path& dir, bool resume, bool ove
     committed.skipped = previous.at("counts").at("skipped").get<uint64_t>();
     start.already_complete = true;
   }
+}
 
-  // Clear what was not committed: temp files, shards past the committed ones,
-  // errors past the committed length.
+// Clears what was not committed: temp files, shards past the committed ones,
+// errors past the committed length.
+void clear_uncommitted(const fs::path& dir, const CommitPoint& committed) {
   for (const auto& p : embed_files(dir)) {
     const std::string name = p.filename().string();
     if (name == "manifest.json") continue;
@@ -291,9 +276,48 @@ EmbedOutputStart prepare_embed_output(const fs::path& dir, bool resume, bool ove
     if (!keep) fs::remove(p);
   }
   fsync_directory(dir);
+}
+
+// --resume: continue what the manifest committed, or start afresh without one.
+EmbedOutputStart resume_embed_output(const fs::path& dir, const json& manifest) {
+  EmbedOutputStart start;
+  const fs::path manifest_path = dir / "manifest.json";
+  std::error_code ec;
+  if (!fs::exists(manifest_path, ec)) {
+    // Killed before its first commit: nothing here was committed.
+    for (const auto& p : embed_files(dir)) fs::remove(p);
+    start.notes.push_back("no manifest in " + dir.string() + ": starting from the beginning");
+    return start;
+  }
+  json previous;
+  CommitPoint committed = read_previous_manifest(manifest_path, previous);
+  check_same_identity(dir, previous, manifest);
+  keep_intact_shards(dir, previous, committed, start);
+  clear_uncommitted(dir, committed);
   start.committed = std::move(committed);
   start.resumed = true;
   return start;
+}
+
+}  // namespace
+
+EmbedOutputStart prepare_embed_output(const fs::path& dir, bool resume, bool overwrite, const json& manifest) {
+  const std::string where = "--output " + dir.string();
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw Error(Errc::invalid_argument, where + ": is a file (expected a folder)");
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(Errc::io, where + ": cannot create the folder: " + ec.message());
+  if (overwrite) {
+    for (const auto& p : files_to_overwrite(dir, where)) fs::remove(p);
+    return {};
+  }
+  if (resume) return resume_embed_output(dir, manifest);
+  const std::vector<fs::path> existing = output_files(dir);
+  if (!existing.empty())
+    throw Error(Errc::refused, where + " already holds output (" + existing.front().filename().string() +
+                                   "); --resume continues it, --overwrite replaces it");
+  return {};
 }
 
 }  // namespace stoke

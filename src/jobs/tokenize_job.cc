@@ -43,6 +43,73 @@ void append_record(std::string& out, const Tokenizer& tok, const Encoding& enc, 
   out += "}\n";
 }
 
+// Reads up to records.size() good records into records[0, n); a bad record
+// goes to `skipped` (--on-error skip) or stops the job naming its line.
+size_t read_batch(RecordReader& reader, std::vector<InputRecord>& records, bool skip_bad, SkippedRecords& skipped,
+                  Trace* trace) {
+  TraceSpan span(trace, "read");
+  size_t n = 0;
+  while (n < records.size() && reader.next(records[n])) {
+    if (records[n].error.empty()) {
+      ++n;
+    } else if (skip_bad) {
+      skipped.add(records[n]);  // no output line; records[n] is read again
+    } else {
+      throw Error(Errc::format, describe_bad_record(reader, records[n]) +
+                                    " (--on-error skip skips bad records into an errors file and goes on)");
+    }
+  }
+  span.set_arg(static_cast<int64_t>(n));
+  return n;
+}
+
+// One batch's texts tokenized on the pool and written as JSON lines, in order.
+class BatchTokenizer {
+ public:
+  BatchTokenizer(const Tokenizer& tok, const EncodeOptions& options, ThreadPool& pool, OutputFile& output,
+                 Trace* trace)
+      : tok_(tok), options_(options), pool_(pool), output_(output), trace_(trace) {}
+
+  void run(const std::vector<InputRecord>& records, size_t n, TokenizeSummary& summary) {
+    inputs_.clear();
+    for (size_t i = 0; i < n; ++i) {
+      inputs_.push_back({records[i].text, records[i].pair ? std::optional<std::string_view>(*records[i].pair)
+                                                          : std::nullopt});
+      summary.replaced_utf8 += records[i].replaced_utf8;
+    }
+    EncodeStats stats;
+    std::vector<Encoding> encs;
+    {
+      TraceSpan span(trace_, "tokenize");
+      encs = tok_.encode_batch(inputs_, options_, &pool_, &stats);
+      span.set_arg(static_cast<int64_t>(n));
+    }
+    {
+      TraceSpan span(trace_, "write");
+      out_.clear();
+      for (size_t i = 0; i < n; ++i) {
+        append_record(out_, tok_, encs[i], inputs_[i].pair.has_value(), records[i].id_json);
+        summary.tokens += encs[i].ids.size();
+        summary.pairs += inputs_[i].pair.has_value();
+      }
+      output_.write(out_);
+    }
+    summary.records += n;
+    summary.truncated += stats.truncated;
+    summary.capped += stats.capped;
+    summary.replaced_utf8 += stats.replaced_utf8;
+  }
+
+ private:
+  const Tokenizer& tok_;
+  const EncodeOptions& options_;
+  ThreadPool& pool_;
+  OutputFile& output_;
+  Trace* trace_;
+  std::vector<TextInput> inputs_;  // reused from batch to batch
+  std::string out_;
+};
+
 }  // namespace
 
 TokenizeSummary run_tokenize(const TokenizeOptions& options) {
@@ -56,7 +123,6 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
     TraceSpan span(trace.get(), "load tokenizer");
     return open_model_tokenizer(options.common.model, options.common.max_length);
   }();
-  const Tokenizer& tok = *mt.tokenizer;
   EncodeOptions enc_opts;
   enc_opts.max_length = static_cast<size_t>(mt.max_length);
   enc_opts.truncate = !options.no_truncation;
@@ -71,52 +137,9 @@ TokenizeSummary run_tokenize(const TokenizeOptions& options) {
   summary.max_length = mt.max_length;
   summary.max_length_from = mt.max_length_from;
   std::vector<InputRecord> records(kBatchRecords);
-  std::vector<TextInput> inputs;
-  std::string out;
-  for (;;) {
-    size_t n = 0;
-    {
-      TraceSpan span(trace.get(), "read");
-      while (n < kBatchRecords && reader.next(records[n])) {
-        if (records[n].error.empty()) {
-          ++n;
-        } else if (skip_bad) {
-          skipped.add(records[n]);  // no output line; records[n] is read again
-        } else {
-          throw Error(Errc::format, describe_bad_record(reader, records[n]) +
-                                        " (--on-error skip skips bad records into an errors file and goes on)");
-        }
-      }
-      span.set_arg(static_cast<int64_t>(n));
-    }
-    if (n == 0) break;
-    inputs.clear();
-    for (size_t i = 0; i < n; ++i) {
-      inputs.push_back({records[i].text, records[i].pair ? std::optional<std::string_view>(*records[i].pair)
-                                                         : std::nullopt});
-      summary.replaced_utf8 += records[i].replaced_utf8;
-    }
-    EncodeStats stats;
-    std::vector<Encoding> encs;
-    {
-      TraceSpan span(trace.get(), "tokenize");
-      encs = tok.encode_batch(inputs, enc_opts, &pool, &stats);
-      span.set_arg(static_cast<int64_t>(n));
-    }
-    {
-      TraceSpan span(trace.get(), "write");
-      out.clear();
-      for (size_t i = 0; i < n; ++i) {
-        append_record(out, tok, encs[i], inputs[i].pair.has_value(), records[i].id_json);
-        summary.tokens += encs[i].ids.size();
-        summary.pairs += inputs[i].pair.has_value();
-      }
-      output.write(out);
-    }
-    summary.records += n;
-    summary.truncated += stats.truncated;
-    summary.capped += stats.capped;
-    summary.replaced_utf8 += stats.replaced_utf8;
+  BatchTokenizer batch(*mt.tokenizer, enc_opts, pool, output, trace.get());
+  while (const size_t n = read_batch(reader, records, skip_bad, skipped, trace.get())) {
+    batch.run(records, n, summary);
     progress.update(summary.records, reader.bytes_read());
   }
   output.commit();

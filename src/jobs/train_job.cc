@@ -19,6 +19,7 @@
 #include "jobs/gpu_usage.h"
 #include "jobs/job_threads.h"
 #include "jobs/model_session.h"
+#include "jobs/model_source_record.h"
 #include "jobs/model_tokenizer.h"
 #include "jobs/train_output.h"
 #include "jobs/version.h"
@@ -113,9 +114,8 @@ std::string thread_count() {
   return std::to_string(ThreadPool::default_threads());
 }
 
-}  // namespace
-
-TrainSummary run_train(const TrainOptions& o) {
+// ---- the flags: every check that needs no file
+DType check_train_options(const TrainOptions& o) {
   validate_common_options(o.common);
   if (o.train.empty()) throw Error(Errc::invalid_argument, "--train FILE is required");
   if (o.output.empty()) throw Error(Errc::invalid_argument, "--output DIR is required");
@@ -133,152 +133,169 @@ TrainSummary run_train(const TrainOptions& o) {
   if (dtype == DType::f16)
     throw Error(Errc::unsupported, "--precision f16: f16 training needs the dynamic loss scaler, which comes with the "
                                    "CUDA backend; train in bf16 (same speed on the CPU, no scaler needed) or f32");
-  TrainSummary sum;
-  sum.output = o.output;
-  sum.precision = o.common.precision;
-  const fs::path out(o.output);
+  return dtype;
+}
 
-  // ---- output folder: locked, then fresh, overwrite, or resume
-  TrainOutputStart output = prepare_train_output(o);
-  const fs::path resume_dir = output.resume_dir;
-  sum.notes = output.notes;
+// ---- data: the files read, the labels they make, their tokenized examples
+struct TrainingData {
+  train::RawDataset raw_train;
+  std::optional<train::RawDataset> raw_eval;
+  train::LabelSpace labels;
+  HfConfig config;  // the base model's, with the labels trained
+  std::vector<train::Example> train_examples, eval_examples;
+  train::TokenizeStats stats;
+};
 
-  // ---- model, tokenizer, data
-  ModelTokenizer mt = open_model_tokenizer(o.common.model, o.common.max_length);
-  const HfConfig& base_config = mt.folder.config;
-  head_activation(*base_config.arch);  // a head no op computes is refused before the data is read
-  const json config_raw = read_json_file(mt.folder.model_dir / "config.json");
-  auto backend = open_backend(parse_device(o.common.device), BackendUse::training);
-  sum.device = backend->name();
-  std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
-  Trace* trace = o.trace ? o.trace : own_trace.get();
-  sum.native_bf16 = device_has_native_bf16(sum.device);
-  JobThreads threads(*backend, own_trace.get(), trace, o.on_thread_start);
-  const JobThreads::Hook& on_thread_start = threads.on_thread_start();
-  if (on_thread_start) on_thread_start("trainer");
-  if (trace) trace->name_thread("trainer");
-  JobGpuUsage gpu(sum.device, trace);  // off (silently) unless cuda:N with NVML
-
+// --train and --eval, read whole (bad records stop the job or are collected).
+void read_datasets(const TrainOptions& o, TrainingData& d) {
   RecordReaderOptions reader = record_reader_options(CommonOptions{o.common});
   reader.path = o.train;
   reader.label_field = o.label_field;
   reader.id_field.clear();
   if (reader.format == InputFormat::text) throw Error(Errc::invalid_argument, "--train: training data needs labels: use JSONL or CSV");
   const bool skip_bad = o.on_error == "skip";
-  const train::RawDataset raw_train = train::read_raw_dataset(reader, skip_bad);
-  std::optional<train::RawDataset> raw_eval;
+  d.raw_train = train::read_raw_dataset(reader, skip_bad);
   if (!o.eval.empty()) {
     RecordReaderOptions er = reader;
     er.path = o.eval;
     er.format = input_format_for_path(o.eval);
     if (!o.common.input_format.empty()) er.format = input_format_from_name(o.common.input_format);
-    raw_eval = train::read_raw_dataset(er, skip_bad);
+    d.raw_eval = train::read_raw_dataset(er, skip_bad);
   }
-  const train::LabelSpace labels = train::resolve_labels(base_config, raw_train, o.num_labels, o.new_labels);
+}
+
+TrainingData read_training_data(const TrainOptions& o, const ModelTokenizer& mt, bool resuming, TrainSummary& sum) {
+  TrainingData d;
+  read_datasets(o, d);
+  d.labels = train::resolve_labels(mt.folder.config, d.raw_train, o.num_labels, o.new_labels);
   // Said once, by the run that made the change; a --resume continues it.
-  if (!labels.notice.empty() && resume_dir.empty()) sum.notes.push_back(labels.notice);
-  HfConfig config = base_config;
-  config.id2label = labels.id2label;
-  config.label2id.clear();
-  for (size_t i = 0; i < labels.id2label.size(); ++i) config.label2id[labels.id2label[i]] = static_cast<int64_t>(i);
+  if (!d.labels.notice.empty() && !resuming) sum.notes.push_back(d.labels.notice);
+  d.config = mt.folder.config;
+  d.config.id2label = d.labels.id2label;
+  d.config.label2id.clear();
+  for (size_t i = 0; i < d.labels.id2label.size(); ++i) d.config.label2id[d.labels.id2label[i]] = static_cast<int64_t>(i);
 
   ThreadPool pool(o.common.workers > 0 ? static_cast<size_t>(o.common.workers) : 0);
   EncodeOptions encode;
   encode.max_length = static_cast<size_t>(mt.max_length);
-  train::TokenizeStats tstats;
-  const std::vector<train::Example> train_examples =
-      train::make_examples(raw_train, labels, *mt.tokenizer, encode, &pool, &tstats);
-  std::vector<train::Example> eval_examples;
-  if (raw_eval) eval_examples = train::make_examples(*raw_eval, labels, *mt.tokenizer, encode, &pool, nullptr);
-  sum.examples = train_examples.size();
-  sum.eval_examples = eval_examples.size();
-  sum.truncated = tstats.truncated;
-  if (tstats.truncated > 0)
-    sum.notes.push_back(std::to_string(tstats.truncated) + " of " + std::to_string(train_examples.size()) +
+  d.train_examples = train::make_examples(d.raw_train, d.labels, *mt.tokenizer, encode, &pool, &d.stats);
+  if (d.raw_eval) d.eval_examples = train::make_examples(*d.raw_eval, d.labels, *mt.tokenizer, encode, &pool, nullptr);
+  sum.examples = d.train_examples.size();
+  sum.eval_examples = d.eval_examples.size();
+  sum.truncated = d.stats.truncated;
+  if (d.stats.truncated > 0)
+    sum.notes.push_back(std::to_string(d.stats.truncated) + " of " + std::to_string(d.train_examples.size()) +
                         " training texts are longer than " + std::to_string(mt.max_length) +
                         " tokens and were truncated (--max-length)");
+  return d;
+}
 
-  // ---- batch size and learning rate
-  int64_t batch = 0;
-  const int64_t longest = mt.max_length;
+// ---- batch size and learning rate
+// --batch-size auto: the largest power of two up to --max-batch-size whose
+// workspace for `longest`-token examples fits the memory budget.
+int64_t auto_batch_size(const TrainOptions& o, const HfConfig& config, DType dtype, int64_t longest,
+                        std::vector<std::string>& notes) {
   const int64_t per_token = EncoderTrainingRunner::bytes_per_token(config, dtype);
   const int64_t per_seq = EncoderTrainingRunner::bytes_per_sequence(config);
-  {
-    const ParamLayout layout(config);
-    // parameters, gradients, two moments, the compute copies, and the eval runner's share
-    const int64_t fixed = layout.numel() * 4 * 5;
-    if (o.batch_size == "auto") {
-      const int64_t budget = o.memory_budget.empty() ? available_memory() * 8 / 10 : parse_bytes(o.memory_budget);
-      auto need = [&](int64_t b) { return fixed + b * longest * per_token + b * per_seq; };
-      if (need(1) > budget)
-        throw Error(Errc::invalid_argument, "--batch-size auto: not even one example of " + std::to_string(longest) +
-                                                " tokens fits the memory budget of " + std::to_string(budget >> 20) + " MiB");
-      // Double while the next size fits, up to --max-batch-size: one step
-      // down from the first size that does not fit.
-      batch = 1;
-      while (batch * 2 <= o.max_batch_size && need(batch * 2) <= budget) batch *= 2;
-      char line[200];
-      std::snprintf(line, sizeof line,
-                    "--batch-size auto: %lld (the largest power of two up to %lld whose workspace for %lld-token "
-                    "examples, %.0f MiB, fits the budget of %.0f MiB)",
-                    static_cast<long long>(batch), static_cast<long long>(o.max_batch_size),
-                    static_cast<long long>(longest), static_cast<double>(need(batch)) / (1 << 20),
-                    static_cast<double>(budget) / (1 << 20));
-      sum.notes.push_back(line);
-    } else {
-      try {
-        size_t pos = 0;
-        batch = std::stoll(o.batch_size, &pos);
-        if (pos != o.batch_size.size()) batch = 0;
-      } catch (...) {
-        batch = 0;
-      }
-      if (batch <= 0)
-        throw Error(Errc::invalid_argument, "--batch-size \"" + o.batch_size + "\": expected a positive number or auto");
-    }
-  }
-  double lr = o.lr;
-  if (o.lr_scale_from > 0) {
-    const train::LrScaling rule = train::lr_scaling_from_name(o.lr_scale);
-    lr = train::scaled_lr(o.lr, batch * o.grad_accum, o.lr_scale_from, rule);
-    char line[200];
-    std::snprintf(line, sizeof line, "learning rate %g = %g x %s(effective batch %lld / %lld) (--lr-scale-from, %s rule)",
-                  lr, o.lr, o.lr_scale == "sqrt" ? "sqrt" : "", static_cast<long long>(batch * o.grad_accum),
-                  static_cast<long long>(o.lr_scale_from), o.lr_scale.c_str());
-    sum.notes.push_back(line);
-  }
-  sum.batch_size = batch;
-  sum.grad_accum = o.grad_accum;
-  sum.base_lr = o.lr;
-  sum.lr = lr;
+  const ParamLayout layout(config);
+  // parameters, gradients, two moments, the compute copies, and the eval runner's share
+  const int64_t fixed = layout.numel() * 4 * 5;
+  const int64_t budget = o.memory_budget.empty() ? available_memory() * 8 / 10 : parse_bytes(o.memory_budget);
+  auto need = [&](int64_t b) { return fixed + b * longest * per_token + b * per_seq; };
+  if (need(1) > budget)
+    throw Error(Errc::invalid_argument, "--batch-size auto: not even one example of " + std::to_string(longest) +
+                                            " tokens fits the memory budget of " + std::to_string(budget >> 20) + " MiB");
+  // Double while the next size fits, up to --max-batch-size: one step
+  // down from the first size that does not fit.
+  int64_t batch = 1;
+  while (batch * 2 <= o.max_batch_size && need(batch * 2) <= budget) batch *= 2;
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "--batch-size auto: %lld (the largest power of two up to %lld whose workspace for %lld-token "
+                "examples, %.0f MiB, fits the budget of %.0f MiB)",
+                static_cast<long long>(batch), static_cast<long long>(o.max_batch_size),
+                static_cast<long long>(longest), static_cast<double>(need(batch)) / (1 << 20),
+                static_cast<double>(budget) / (1 << 20));
+  notes.push_back(line);
+  return batch;
+}
 
-  // ---- the model: from the checkpoint when resuming
+int64_t batch_size_for(const TrainOptions& o, const HfConfig& config, DType dtype, int64_t longest,
+                       std::vector<std::string>& notes) {
+  if (o.batch_size == "auto") return auto_batch_size(o, config, dtype, longest, notes);
+  int64_t batch = 0;
+  try {
+    size_t pos = 0;
+    batch = std::stoll(o.batch_size, &pos);
+    if (pos != o.batch_size.size()) batch = 0;
+  } catch (...) {
+    batch = 0;
+  }
+  if (batch <= 0)
+    throw Error(Errc::invalid_argument, "--batch-size \"" + o.batch_size + "\": expected a positive number or auto");
+  return batch;
+}
+
+// --lr, scaled by the linear (or sqrt) rule when --lr-scale-from is given.
+double learning_rate_for(const TrainOptions& o, int64_t batch, std::vector<std::string>& notes) {
+  if (o.lr_scale_from <= 0) return o.lr;
+  const train::LrScaling rule = train::lr_scaling_from_name(o.lr_scale);
+  const double lr = train::scaled_lr(o.lr, batch * o.grad_accum, o.lr_scale_from, rule);
+  char line[200];
+  std::snprintf(line, sizeof line, "learning rate %g = %g x %s(effective batch %lld / %lld) (--lr-scale-from, %s rule)",
+                lr, o.lr, o.lr_scale == "sqrt" ? "sqrt" : "", static_cast<long long>(batch * o.grad_accum),
+                static_cast<long long>(o.lr_scale_from), o.lr_scale.c_str());
+  notes.push_back(line);
+  return lr;
+}
+
+// ---- the model: from the checkpoint when resuming, else the base (new heads seeded)
+std::unique_ptr<TrainableEncoder> load_model(const TrainOptions& o, const fs::path& resume_dir, const HfConfig& config,
+                                             const ModelFolder& base, const json& config_raw, Backend& backend,
+                                             DType dtype, std::vector<std::string>& notes) {
   TrainableInit init;
   init.seed = o.seed;
   init.initializer_range = config_number(config_raw, "initializer_range", 0.02);
   TrainableLoadReport load_report;
-  std::unique_ptr<TrainableEncoder> enc;
   if (!resume_dir.empty()) {
     const ModelFolder ck = open_model_folder(resume_dir);
     if (ck.config.id2label != config.id2label)
       throw Error(Errc::refused, "cannot resume from " + resume_dir.string() +
                                      ": its labels differ from what the training data gives now");
-    enc = load_trainable_encoder(config, ck.config, open_model_folder_weights(ck), *backend, dtype, init, &load_report);
+    auto enc = load_trainable_encoder(config, ck.config, open_model_folder_weights(ck), backend, dtype, init, &load_report);
     if (!load_report.initialised.empty())
       throw Error(Errc::format, resume_dir.string() + ": model.safetensors lacks " + load_report.initialised.front());
-  } else {
-    enc = load_trainable_encoder(config, base_config, open_model_folder_weights(mt.folder), *backend, dtype, init,
-                                 &load_report);
-    if (!load_report.initialised.empty()) {
-      std::string names;
-      for (const auto& n : load_report.initialised) names += (names.empty() ? "" : ", ") + n;
-      sum.notes.push_back("initialised afresh (seed " + std::to_string(o.seed) + "): " + names);
-    }
+    return enc;
   }
+  auto enc = load_trainable_encoder(config, base.config, open_model_folder_weights(base), backend, dtype, init,
+                                    &load_report);
+  if (!load_report.initialised.empty()) {
+    std::string names;
+    for (const auto& n : load_report.initialised) names += (names.empty() ? "" : ", ") + n;
+    notes.push_back("initialised afresh (seed " + std::to_string(o.seed) + "): " + names);
+  }
+  return enc;
+}
 
-  // ---- the loop
+// ---- the loop's settings
+// Every dropout probability: --dropout, else the config's, read under its
+// architecture's field names (classifier_dropout null -> hidden).
+struct DropoutProbabilities {
+  double hidden, attention, classifier;
+};
+DropoutProbabilities dropout_rates(const TrainOptions& o, const HfConfig& config) {
+  if (o.dropout) return {*o.dropout, *o.dropout, *o.dropout};
+  return {config.hidden_dropout, config.attention_dropout, config.classifier_dropout};
+}
+
+std::string eval_strategy_name(const TrainOptions& o) {
+  return !o.eval_strategy.empty() ? o.eval_strategy : (o.eval.empty() ? "no" : "steps");
+}
+
+train::TrainerOptions trainer_options(const TrainOptions& o, int64_t batch, double lr, const DropoutProbabilities& dropout,
+                                      Trace* trace) {
   train::TrainerOptions t;
-  t.output = out;
+  t.output = o.output;
   t.epochs = o.epochs;
   t.max_steps = o.max_steps;
   t.batch_size = batch;
@@ -291,19 +308,15 @@ TrainSummary run_train(const TrainOptions& o) {
   t.shuffle = !o.no_shuffle;
   t.group_by_length = !o.no_group_by_length;
   t.log_every = o.log_every;
-  const std::string strategy = !o.eval_strategy.empty() ? o.eval_strategy : (o.eval.empty() ? "no" : "steps");
-  t.eval_strategy = train::eval_strategy_from_name(strategy);
+  t.eval_strategy = train::eval_strategy_from_name(eval_strategy_name(o));
   t.eval_every = o.eval_every > 0 ? o.eval_every : o.log_every;
   t.save_every = o.save_every;
   t.save_total_limit = o.save_total_limit;
   t.load_best = o.load_best;
   t.metric = o.metric;
-  // The config's own rates, under its architecture's field names.
-  const double hidden = config.hidden_dropout, attention = config.attention_dropout;
-  const double classifier = config.classifier_dropout;
-  t.dropout.hidden = static_cast<float>(o.dropout ? *o.dropout : hidden);
-  t.dropout.attention = static_cast<float>(o.dropout ? *o.dropout : attention);
-  t.dropout.classifier = static_cast<float>(o.dropout ? *o.dropout : classifier);
+  t.dropout.hidden = static_cast<float>(dropout.hidden);
+  t.dropout.attention = static_cast<float>(dropout.attention);
+  t.dropout.classifier = static_cast<float>(dropout.classifier);
   t.label_smoothing = static_cast<float>(o.label_smoothing);
   t.optim.weight_decay = o.weight_decay;
   t.optim.decay_all = o.decay_all;
@@ -311,73 +324,79 @@ TrainSummary run_train(const TrainOptions& o) {
   t.quiet = o.common.quiet;
   t.debug_sync_each_step = o.debug_sync_each_step;
   t.trace = trace;
-  t.identity = {{"model", fs::absolute(o.common.model).lexically_normal().string()},
-                {"train_sha256", raw_train.sha256},
-                {"eval_sha256", raw_eval ? raw_eval->sha256 : ""},
-                {"labels", config.id2label},
-                {"max_length", mt.max_length},
-                {"precision", o.common.precision},
-                {"batch_size", batch},
-                {"grad_accum", o.grad_accum},
-                {"lr", lr},
-                {"schedule", o.schedule},
-                {"warmup_steps", o.warmup_steps},
-                {"warmup_ratio", o.warmup_ratio},
-                {"epochs", o.epochs},
-                {"max_steps", o.max_steps},
-                {"seed", o.seed},
-                {"shuffle", t.shuffle},
-                {"group_by_length", t.shuffle && t.group_by_length},
-                {"dropout", {o.dropout ? *o.dropout : hidden, o.dropout ? *o.dropout : attention,
-                             o.dropout ? *o.dropout : classifier}},
-                {"label_smoothing", o.label_smoothing},
-                {"weight_decay", o.weight_decay},
-                {"decay_all", o.decay_all},
-                {"max_grad_norm", o.max_grad_norm}};
+  return t;
+}
+
+// What a --resume must find unchanged (the trainer checks it against the checkpoint).
+json run_identity(const TrainOptions& o, const TrainingData& d, int64_t max_length, const train::TrainerOptions& t,
+                  const DropoutProbabilities& dropout) {
+  return {{"model", fs::absolute(o.common.model).lexically_normal().string()},
+          {"train_sha256", d.raw_train.sha256},
+          {"eval_sha256", d.raw_eval ? d.raw_eval->sha256 : ""},
+          {"labels", d.config.id2label},
+          {"max_length", max_length},
+          {"precision", o.common.precision},
+          {"batch_size", t.batch_size},
+          {"grad_accum", o.grad_accum},
+          {"lr", t.lr},
+          {"schedule", o.schedule},
+          {"warmup_steps", o.warmup_steps},
+          {"warmup_ratio", o.warmup_ratio},
+          {"epochs", o.epochs},
+          {"max_steps", o.max_steps},
+          {"seed", o.seed},
+          {"shuffle", t.shuffle},
+          {"group_by_length", t.shuffle && t.group_by_length},
+          {"dropout", {dropout.hidden, dropout.attention, dropout.classifier}},
+          {"label_smoothing", o.label_smoothing},
+          {"weight_decay", o.weight_decay},
+          {"decay_all", o.decay_all},
+          {"max_grad_norm", o.max_grad_norm}};
+}
+
+// What every checkpoint and the final model carry beside the weights.
+train::SaveContext save_context(const ModelTokenizer& mt, const json& config_raw, const HfConfig& config) {
   train::SaveContext save;
   save.config_json = trained_config_json(config_raw, config);
   save.tokenizer_files = tokenizer_files(mt.folder.model_dir);
   // The base's sentence-transformers files, so `stoke embed` on the trained
   // folder pools and normalizes as the base did (not unnormalized mean pooling).
   save.extra_files = sentence_transformers_files(mt.folder.model_dir);
-  train::Trainer trainer(*enc, *backend, t, train_examples, raw_eval ? &eval_examples : nullptr, labels.regression,
-                         save);
-  if (!resume_dir.empty()) {
-    trainer.resume_from(resume_dir);
-    sum.resumed_from = resume_dir.string();
-  }
-  const train::TrainReport r = trainer.run();
+  return save;
+}
 
-  // ---- the final model, in the output folder itself
-  const uint64_t syncs_before_save = backend->host_syncs();
-  {
-    const int64_t n = enc->layout.numel();
-    std::vector<float> params(static_cast<size_t>(n));
-    backend->copy_to_host(params.data(), enc->master_data(), static_cast<size_t>(n) * 4);
-    backend->wait(*backend->record_event());
-    train::CheckpointContents c;
-    c.layout = &enc->layout;
-    c.params = params.data();
-    c.config_json = save.config_json;
-    c.tokenizer_files = save.tokenizer_files;
-    c.extra_files = save.extra_files;
-    if (o.load_best && r.best_metric && r.best_step != r.steps) {
-      // The best evaluation's weights, from its checkpoint.
-      const fs::path best = train::checkpoint_path(out, r.best_step);
-      train::verify_checkpoint(best);
-      auto file = SafetensorsFile::open(best / "model.safetensors");
-      for (const ParamSlot& s : enc->layout.slots()) {
-        const StoredTensor* st = file->find(s.name);
-        if (!st) throw Error(Errc::format, (best / "model.safetensors").string() + ": missing " + s.name);
-        copy_stored_as_f32(*st, params.data() + s.offset);
-      }
-      sum.notes.push_back("--load-best: the model in " + o.output + " is step " + std::to_string(r.best_step) +
-                          "'s (" + o.metric + " " + std::to_string(*r.best_metric) + ")");
+// ---- the final model, in the output folder itself: the last weights, or with
+// --load-best the best evaluation's, from its checkpoint.
+void save_final_model(const TrainOptions& o, const train::TrainReport& r, const TrainableEncoder& enc,
+                      Backend& backend, const train::SaveContext& save, std::vector<std::string>& notes) {
+  const fs::path out(o.output);
+  const int64_t n = enc.layout.numel();
+  std::vector<float> params(static_cast<size_t>(n));
+  backend.copy_to_host(params.data(), enc.master_data(), static_cast<size_t>(n) * 4);
+  backend.wait(*backend.record_event());
+  train::CheckpointContents c;
+  c.layout = &enc.layout;
+  c.params = params.data();
+  c.config_json = save.config_json;
+  c.tokenizer_files = save.tokenizer_files;
+  c.extra_files = save.extra_files;
+  if (o.load_best && r.best_metric && r.best_step != r.steps) {
+    const fs::path best = train::checkpoint_path(out, r.best_step);
+    train::verify_checkpoint(best);
+    auto file = SafetensorsFile::open(best / "model.safetensors");
+    for (const ParamSlot& s : enc.layout.slots()) {
+      const StoredTensor* st = file->find(s.name);
+      if (!st) throw Error(Errc::format, (best / "model.safetensors").string() + ": missing " + s.name);
+      copy_stored_as_f32(*st, params.data() + s.offset);
     }
-    train::write_model_files(out, c);
+    notes.push_back("--load-best: the model in " + o.output + " is step " + std::to_string(r.best_step) + "'s (" +
+                    o.metric + " " + std::to_string(*r.best_metric) + ")");
   }
-  const uint64_t total_syncs = r.host_syncs + (backend->host_syncs() - syncs_before_save);
+  train::write_model_files(out, c);
+}
 
+// ---- what the run did: the summary the CLI prints
+void summarize(const TrainOptions& o, const train::TrainReport& r, uint64_t total_syncs, TrainSummary& sum) {
   sum.steps = r.steps;
   sum.total_steps = r.total_steps;
   sum.epochs = r.epochs_done;
@@ -403,38 +422,39 @@ TrainSummary run_train(const TrainOptions& o) {
     sum.eval_accuracy = r.last_eval->accuracy;
     sum.eval_macro_f1 = r.last_eval->macro_f1;
   }
+}
 
-  // ---- run.json: every setting that affects speed or result, and the throughput
+// ---- run.json: every setting that affects speed or result, and the throughput
+json run_record(const TrainOptions& o, const json& identity, const TrainingData& d, const train::TrainReport& r,
+                const TrainSummary& sum) {
   json run;
   run["stoke_version"] = stoke_version();
-  run["settings"] = t.identity;
+  run["model"] = json(model_source_json(o.common));
+  run["settings"] = identity;
   run["settings"]["base_lr"] = o.lr;
   run["settings"]["lr_scale_from"] = o.lr_scale_from;
   run["settings"]["lr_scale"] = o.lr_scale;
-  run["settings"]["effective_batch"] = batch * o.grad_accum;
+  run["settings"]["effective_batch"] = sum.batch_size * o.grad_accum;
   run["settings"]["batch_size_from"] = o.batch_size == "auto" ? "auto" : "flag";
   run["settings"]["warmup_steps_used"] = train::warmup_steps_for(r.total_steps, o.warmup_steps, o.warmup_ratio);
   run["settings"]["workers"] = o.common.workers;
   run["settings"]["threads"] = thread_count();
   run["settings"]["device"] = sum.device;
   run["settings"]["log_every"] = o.log_every;
-  run["settings"]["eval_strategy"] = strategy;
+  run["settings"]["eval_strategy"] = eval_strategy_name(o);
   run["settings"]["save_every"] = o.save_every;
-  run["data"] = {{"train", o.train}, {"train_examples", train_examples.size()}, {"eval", o.eval},
-                 {"eval_examples", eval_examples.size()}, {"truncated", tstats.truncated},
-                 {"skipped", raw_train.bad.size() + (raw_eval ? raw_eval->bad.size() : 0)}};
+  run["data"] = {{"train", o.train}, {"train_examples", d.train_examples.size()}, {"eval", o.eval},
+                 {"eval_examples", d.eval_examples.size()}, {"truncated", d.stats.truncated},
+                 {"skipped", d.raw_train.bad.size() + (d.raw_eval ? d.raw_eval->bad.size() : 0)}};
   run["steps"] = r.steps;
   run["total_steps"] = r.total_steps;
   run["steps_per_epoch"] = r.steps_per_epoch;
   run["epochs"] = r.epochs_done;
   run["resumed_from_step"] = r.resumed_from_step;
-  run["throughput"] = {{"samples_per_s", sum.samples_per_s},
-                       {"tokens_per_s", sum.tokens_per_s},
-                       {"train_seconds", r.train_seconds},
-                       {"samples", r.samples},
-                       {"tokens", r.tokens},
-                       {"device_busy_seconds", r.device_busy}};
-  run["host_syncs"] = total_syncs;
+  run["throughput"] = {{"samples_per_s", sum.samples_per_s}, {"tokens_per_s", sum.tokens_per_s},
+                       {"train_seconds", r.train_seconds},   {"samples", r.samples},
+                       {"tokens", r.tokens},                 {"device_busy_seconds", r.device_busy}};
+  run["host_syncs"] = sum.host_syncs;
   run["host_sync_reads"] = {{"log", r.log_reads}, {"eval", r.evals}, {"save", r.saves}, {"final_model", 1}};
   run["throttle_waits"] = r.throttle_waits;
   run["final"] = {{"loss", r.last_loss}, {"accuracy", r.last_accuracy}};
@@ -443,11 +463,67 @@ TrainSummary run_train(const TrainOptions& o) {
     run["final"]["eval_accuracy"] = r.last_eval->accuracy;
     run["final"]["eval_macro_f1"] = r.last_eval->macro_f1;
   }
+  return run;
+}
+
+}  // namespace
+
+TrainSummary run_train(const TrainOptions& o) {
+  const DType dtype = check_train_options(o);
+  TrainSummary sum;
+  sum.output = o.output;
+  sum.precision = o.common.precision;
+
+  // ---- output folder: locked, then fresh, overwrite, or resume
+  TrainOutputStart output = prepare_train_output(o);
+  const fs::path resume_dir = output.resume_dir;
+  sum.notes = output.notes;
+
+  // ---- model, tokenizer, device, threads, data
+  ModelTokenizer mt = open_model_tokenizer(o.common.model, o.common.max_length);
+  head_activation(*mt.folder.config.arch);  // a head no op computes is refused before the data is read
+  const json config_raw = read_json_file(mt.folder.model_dir / "config.json");
+  auto backend = open_backend(parse_device(o.common.device), BackendUse::training);
+  sum.device = backend->name();
+  std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
+  Trace* trace = o.trace ? o.trace : own_trace.get();
+  sum.native_bf16 = device_has_native_bf16(sum.device);
+  JobThreads threads(*backend, own_trace.get(), trace, o.on_thread_start);
+  const JobThreads::Hook& on_thread_start = threads.on_thread_start();
+  if (on_thread_start) on_thread_start("trainer");
+  if (trace) trace->name_thread("trainer");
+  JobGpuUsage gpu(sum.device, trace);  // off (silently) unless cuda:N with NVML
+  const TrainingData data = read_training_data(o, mt, !resume_dir.empty(), sum);
+
+  sum.batch_size = batch_size_for(o, data.config, dtype, mt.max_length, sum.notes);
+  sum.grad_accum = o.grad_accum;
+  sum.base_lr = o.lr;
+  sum.lr = learning_rate_for(o, sum.batch_size, sum.notes);
+  std::unique_ptr<TrainableEncoder> enc =
+      load_model(o, resume_dir, data.config, mt.folder, config_raw, *backend, dtype, sum.notes);
+
+  // ---- the loop
+  const DropoutProbabilities dropout = dropout_rates(o, data.config);
+  train::TrainerOptions t = trainer_options(o, sum.batch_size, sum.lr, dropout, trace);
+  t.identity = run_identity(o, data, mt.max_length, t, dropout);
+  const train::SaveContext save = save_context(mt, config_raw, data.config);
+  train::Trainer trainer(*enc, *backend, t, data.train_examples, data.raw_eval ? &data.eval_examples : nullptr,
+                         data.labels.regression, save);
+  if (!resume_dir.empty()) {
+    trainer.resume_from(resume_dir);
+    sum.resumed_from = resume_dir.string();
+  }
+  const train::TrainReport r = trainer.run();
+
+  const uint64_t syncs_before_save = backend->host_syncs();
+  save_final_model(o, r, *enc, *backend, save, sum.notes);
+  summarize(o, r, r.host_syncs + (backend->host_syncs() - syncs_before_save), sum);
+  json run = run_record(o, t.identity, data, r, sum);
   if (const auto g = gpu.finish()) {
     sum.gpu_report = gpu_summary_line(*g);
     run["gpu"] = gpu_summary_json(*g);
   }
-  write_file_atomic(out / "run.json", run.dump(2) + "\n");
+  write_file_atomic(fs::path(o.output) / "run.json", run.dump(2) + "\n");
   threads.stop();  // every device span is in the trace from here on
   if (trace && !o.common.trace.empty()) {
     trace->set_metadata(json{{"job", "train"}, {"facts", doctor::to_json(train_facts(sum))}}.dump());

@@ -114,6 +114,7 @@ class Pipeline {
       run_pipelined(reader);
     if (host_load_ != 0) backend_.set_host_load(0);
     stats_.records = reader.records();
+    stats_.stopped_early = stopped_early_.load(std::memory_order_relaxed);  // every stage has joined
     stats_.input_sha256 = reader.sha256_so_far();
     stats_.input_bytes = reader.bytes_read();
     stats_.seconds = since(t0);
@@ -144,7 +145,7 @@ class Pipeline {
         continue;
       }
       if (opt_.stop_after_seconds > 0 && since(start_) > opt_.stop_after_seconds) {
-        stats_.stopped_early = true;
+        stopped_early_.store(true, std::memory_order_relaxed);
         break;
       }
       if (!reader.next(rec)) break;
@@ -316,15 +317,14 @@ class Pipeline {
     stats_.other_tasks = other_tasks_;
   }
 
-  void run_pipelined(RecordReader& reader) {
-    BoundedQueue<WindowPtr> read_q(2), token_q(2);
-    BoundedQueue<BatchJob> result_q(kSlots + 2);
-    BoundedQueue<size_t> free_slots(kSlots);
-    for (size_t s = 0; s < kSlots; ++s) free_slots.push(s);
-
-    std::mutex error_mu;
-    std::exception_ptr error;
-    auto fail = [&](std::exception_ptr e) {
+  // The queues between the stages of a pipelined run, and the first error a
+  // stage hit. fail() records it and aborts every queue, so each stage
+  // returns from its next push or pop and the run unwinds.
+  struct Stages {
+    Stages() : read_q(2), token_q(2), result_q(kSlots + 2), free_slots(kSlots) {
+      for (size_t s = 0; s < kSlots; ++s) free_slots.push(s);
+    }
+    void fail(std::exception_ptr e) {
       {
         std::lock_guard lock(error_mu);
         if (!error) error = e;
@@ -333,166 +333,196 @@ class Pipeline {
       token_q.abort();
       result_q.abort();
       free_slots.abort();
-    };
+    }
+    BoundedQueue<WindowPtr> read_q, token_q;
+    BoundedQueue<BatchJob> result_q;
+    BoundedQueue<size_t> free_slots;  // output slots the device may write into
+    std::mutex error_mu;
+    std::exception_ptr error;  // under error_mu until the stages have joined
+  };
 
-    std::thread reader_thread([&] {
-      if (opt_.trace) opt_.trace->name_thread("reader");
-      if (opt_.on_thread_start) opt_.on_thread_start("reader");
-      try {
-        for (;;) {
-          auto w = std::make_shared<Window>();
-          const auto t = Clock::now();
-          bool more;
-          {
-            TraceSpan span(opt_.trace, "read");
-            more = read_window(reader, *w);
-          }
-          stats_.read.busy += since(t);
-          if (!more || !read_q.push(std::move(w))) break;
+  void run_pipelined(RecordReader& reader) {
+    Stages st;
+    std::thread reader_thread([&] { reader_stage(reader, st); });
+    std::thread tokenizer_thread([&] { tokenizer_stage(st); });
+    std::thread writer_thread([&] { writer_stage(st); });
+    executor_stage(st);  // this thread
+    reader_thread.join();
+    tokenizer_thread.join();
+    writer_thread.join();
+    stats_.other_tasks = other_tasks_;
+    stats_.read.wait_output = st.read_q.push_wait_seconds();
+    stats_.tokenize.wait_input = st.read_q.pop_wait_seconds();
+    stats_.tokenize.wait_output = st.token_q.push_wait_seconds();
+    stats_.batch.wait_input = st.token_q.pop_wait_seconds();
+    stats_.write.wait_input = st.result_q.pop_wait_seconds();
+    if (st.error) {
+      // Work already enqueued may still write into the slots: let it finish
+      // before they go (drain never throws and is not a counted sync).
+      backend_.drain();
+      std::rethrow_exception(st.error);
+    }
+  }
+
+  // Reads windows until the input ends (or the deadline passes).
+  void reader_stage(RecordReader& reader, Stages& st) {
+    if (opt_.trace) opt_.trace->name_thread("reader");
+    if (opt_.on_thread_start) opt_.on_thread_start("reader");
+    try {
+      for (;;) {
+        auto w = std::make_shared<Window>();
+        const auto t = Clock::now();
+        bool more;
+        {
+          TraceSpan span(opt_.trace, "read");
+          more = read_window(reader, *w);
         }
-        read_q.close();
-      } catch (...) {
-        fail(std::current_exception());
+        stats_.read.busy += since(t);
+        if (!more || !st.read_q.push(std::move(w))) break;
       }
-    });
+      st.read_q.close();
+    } catch (...) {
+      st.fail(std::current_exception());
+    }
+  }
 
-    std::thread tokenizer_thread([&] {
-      if (opt_.trace) opt_.trace->name_thread("tokenizer-0");
-      try {
-        // The coordinator tokenizes too: a pool of `workers` is it plus
-        // workers - 1 helper threads.
-        if (opt_.on_thread_start) opt_.on_thread_start("tokenizer-0");
-        std::unique_ptr<ThreadPool> pool;
-        if (opt_.workers > 1)
-          pool = std::make_unique<ThreadPool>(static_cast<size_t>(opt_.workers), [this](size_t i) {
-            if (opt_.trace) opt_.trace->name_thread("tokenizer-" + std::to_string(i));
-            if (opt_.on_thread_start) opt_.on_thread_start("tokenizer-" + std::to_string(i));
-          });
-        while (auto w = read_q.pop()) {
-          const auto t = Clock::now();
-          {
-            TraceSpan span(opt_.trace, "tokenize");
-            tokenizing_.store(true, std::memory_order_relaxed);
-            tokenize_window(**w, pool.get());
-            tokenizing_.store(false, std::memory_order_relaxed);
-          }
-          stats_.tokenize.busy += since(t);
-          if (!token_q.push(std::move(*w))) break;
+  // Tokenizes each window on a pool of `workers` threads: this one and
+  // workers - 1 helpers.
+  void tokenizer_stage(Stages& st) {
+    if (opt_.trace) opt_.trace->name_thread("tokenizer-0");
+    try {
+      if (opt_.on_thread_start) opt_.on_thread_start("tokenizer-0");
+      std::unique_ptr<ThreadPool> pool;
+      if (opt_.workers > 1)
+        pool = std::make_unique<ThreadPool>(static_cast<size_t>(opt_.workers), [this](size_t i) {
+          if (opt_.trace) opt_.trace->name_thread("tokenizer-" + std::to_string(i));
+          if (opt_.on_thread_start) opt_.on_thread_start("tokenizer-" + std::to_string(i));
+        });
+      while (auto w = st.read_q.pop()) {
+        const auto t = Clock::now();
+        {
+          TraceSpan span(opt_.trace, "tokenize");
+          tokenizing_.store(true, std::memory_order_relaxed);
+          tokenize_window(**w, pool.get());
+          tokenizing_.store(false, std::memory_order_relaxed);
         }
-        token_q.close();
-      } catch (...) {
-        fail(std::current_exception());
+        stats_.tokenize.busy += since(t);
+        if (!st.token_q.push(std::move(*w))) break;
       }
-    });
+      st.token_q.close();
+    } catch (...) {
+      st.fail(std::current_exception());
+    }
+  }
 
-    std::thread writer_thread([&] {
-      if (opt_.trace) opt_.trace->name_thread("writer");
-      if (opt_.on_thread_start) opt_.on_thread_start("writer");
-      try {
-        while (auto job = result_q.pop()) {
-          if (job->window_end) {
-            emit(*job->window);
-            continue;
-          }
-          collect(*job);
-          job->window.reset();
-          free_slots.push(job->slot);
-          report_progress();
+  // Collects each batch's results (waiting on their events) and emits each
+  // window's rows once its end marker comes, freeing output slots as it goes.
+  void writer_stage(Stages& st) {
+    if (opt_.trace) opt_.trace->name_thread("writer");
+    if (opt_.on_thread_start) opt_.on_thread_start("writer");
+    try {
+      while (auto job = st.result_q.pop()) {
+        if (job->window_end) {
+          emit(*job->window);
+          continue;
         }
-      } catch (...) {
-        fail(std::current_exception());
+        collect(*job);
+        job->window.reset();
+        st.free_slots.push(job->slot);
+        report_progress();
       }
-    });
+    } catch (...) {
+      st.fail(std::current_exception());
+    }
+  }
 
-    // The executor: this thread.
+  // The executor: cuts each tokenized window into batches and enqueues them
+  // on the device, each into a free output slot, then the window's end marker.
+  void executor_stage(Stages& st) {
     if (opt_.trace) opt_.trace->name_thread("batcher");
     if (opt_.on_thread_start) opt_.on_thread_start("batcher");
     try {
       PackedBatch batch;
-      // A profile's deadline (stop_after_seconds) also stops the device work:
-      // past it no batch is enqueued, and the window in hand is dropped
-      // unwritten (its rows would be incomplete).
-      bool cancelled = false;
-      auto past_deadline = [&] { return opt_.stop_after_seconds > 0 && since(start_) > opt_.stop_after_seconds; };
       // Did the batcher have to wait for this window? Then tokenization is
       // the bottleneck, and the device leaves the tokenizer its cores while
       // it works; a window that was ready means the device is the bottleneck
       // and keeps every core. (The first window is always waited for: that
       // is the pipeline filling, not a slow tokenizer.)
-      bool starved = false;
       for (uint64_t window = 0;; ++window) {
-        const double waited_before = token_q.pop_wait_seconds();
-        auto w = token_q.pop();
+        const double waited_before = st.token_q.pop_wait_seconds();
+        auto w = st.token_q.pop();
         if (!w) break;
-        starved = window > 0 && token_q.pop_wait_seconds() - waited_before > 1e-3;
-        for_each_batch(**w, [&](std::vector<uint32_t> members) {
-          if (cancelled || (cancelled = past_deadline())) return;
-          auto t = Clock::now();
-          {
-            TraceSpan span(opt_.trace, "pack");
-            pack(**w, members, batch);  // packed before a slot frees: ready the moment one does
-          }
-          stats_.batch.busy += since(t);
-          const auto tw = Clock::now();
-          auto slot = free_slots.pop();
-          stats_.batch.wait_output += since(tw);
-          if (!slot) throw Aborted{};
-          t = Clock::now();
-          // While a tokenizer that holds the device back works, the device
-          // computes on the cores it leaves.
-          const int load = starved && tokenizing_.load(std::memory_order_relaxed) ? opt_.workers : 0;
-          if (load != host_load_) {
-            backend_.set_host_load(load);
-            host_load_ = load;
-          }
-          BatchJob job;
-          {
-            TraceSpan span(opt_.trace, "enqueue");
-            job = submit(*w, std::move(members), batch, *slot);
-          }
-          stats_.batch.busy += since(t);
-          if (opt_.debug_sync_each_batch) {
-            TraceSpan span(opt_.trace, "debug sync", "sync");
-            backend_.synchronize();
-          }
-          if (!result_q.push(std::move(job))) throw Aborted{};
-        });
-        if (cancelled) {
-          stats_.stopped_early = true;
-          read_q.abort();  // the reader and the tokenizer stop where they are
-          token_q.abort();
+        const bool starved = window > 0 && st.token_q.pop_wait_seconds() - waited_before > 1e-3;
+        if (!enqueue_window(*w, starved, batch, st)) {
+          stopped_early_.store(true, std::memory_order_relaxed);
+          st.read_q.abort();  // the reader and the tokenizer stop where they are
+          st.token_q.abort();
           break;
         }
         BatchJob end;
         end.window = std::move(*w);
         end.window_end = true;
-        if (!result_q.push(std::move(end))) throw Aborted{};
+        if (!st.result_q.push(std::move(end))) throw Aborted{};
       }
-      result_q.close();
+      st.result_q.close();
     } catch (const Aborted&) {
     } catch (...) {
-      fail(std::current_exception());
+      st.fail(std::current_exception());
     }
-    reader_thread.join();
-    tokenizer_thread.join();
-    writer_thread.join();
-    stats_.other_tasks = other_tasks_;
-    stats_.read.wait_output = read_q.push_wait_seconds();
-    stats_.tokenize.wait_input = read_q.pop_wait_seconds();
-    stats_.tokenize.wait_output = token_q.push_wait_seconds();
-    stats_.batch.wait_input = token_q.pop_wait_seconds();
-    stats_.write.wait_input = result_q.pop_wait_seconds();
-    if (error) {
-      // Work already enqueued may still write into the slots: let it finish
-      // before they go (drain never throws and is not a counted sync).
-      backend_.drain();
-      std::rethrow_exception(error);
-    }
+  }
+
+  // Enqueues every batch of window `w`; false when a profile's deadline
+  // (stop_after_seconds) passed first: then no more batches are enqueued and
+  // the window in hand is dropped unwritten (its rows would be incomplete).
+  bool enqueue_window(const WindowPtr& w, bool starved, PackedBatch& batch, Stages& st) {
+    bool cancelled = false;
+    auto past_deadline = [&] { return opt_.stop_after_seconds > 0 && since(start_) > opt_.stop_after_seconds; };
+    for_each_batch(*w, [&](std::vector<uint32_t> members) {
+      if (cancelled || (cancelled = past_deadline())) return;
+      auto t = Clock::now();
+      {
+        TraceSpan span(opt_.trace, "pack");
+        pack(*w, members, batch);  // packed before a slot frees: ready the moment one does
+      }
+      stats_.batch.busy += since(t);
+      const auto tw = Clock::now();
+      auto slot = st.free_slots.pop();
+      stats_.batch.wait_output += since(tw);
+      if (!slot) throw Aborted{};
+      t = Clock::now();
+      // While a tokenizer that holds the device back works, the device
+      // computes on the cores it leaves.
+      const int load = starved && tokenizing_.load(std::memory_order_relaxed) ? opt_.workers : 0;
+      if (load != host_load_) {
+        backend_.set_host_load(load);
+        host_load_ = load;
+      }
+      BatchJob job;
+      {
+        TraceSpan span(opt_.trace, "enqueue");
+        job = submit(w, std::move(members), batch, *slot);
+      }
+      stats_.batch.busy += since(t);
+      if (opt_.debug_sync_each_batch) {
+        TraceSpan span(opt_.trace, "debug sync", "sync");
+        backend_.synchronize();
+      }
+      if (!st.result_q.push(std::move(job))) throw Aborted{};
+    });
+    return !cancelled;
   }
 
   const LoadedEncoder& enc_;
   Clock::time_point start_ = Clock::now();  // the deadline of stop_after_seconds counts from here
   std::atomic<bool> tokenizing_{false};     // the tokenizer thread is inside a window
+  // The deadline cut the input short. Atomic because two threads set it at
+  // once in a pipelined run: the reader (read_window, no more records) and the
+  // executor (a batch past the deadline) check the same clock, and both may
+  // see it pass; two plain writes of one bool are a data race even when both
+  // write true (TSan reports it, and the compiler may assume it cannot
+  // happen). Relaxed is enough: it orders nothing, and run() reads it into
+  // stats_ only after every stage thread has joined.
+  std::atomic<bool> stopped_early_{false};
   int host_load_ = 0;                       // what the backend was last told (executor thread only)
   Backend& backend_;
   const Tokenizer& tok_;

@@ -1,7 +1,6 @@
 #include "text/added_tokens.h"
 
 #include <algorithm>
-#include <cctype>
 
 #include "core/utf8.h"
 #include "text/unicode_props.h"
@@ -10,7 +9,7 @@ namespace stoke {
 
 namespace {
 
-// Python's str.rstrip()/lstrip() with no argument: Unicode whitespace.
+// Rust's trim of char::is_whitespace, as tokenizers' lstrip/rstrip use.
 std::string_view strip_right(std::string_view s) {
   while (!s.empty()) {
     // Step back to the start of the last code point.
@@ -18,7 +17,7 @@ std::string_view strip_right(std::string_view s) {
     while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
     size_t i = start;
     char32_t cp = utf8_decode(s, i);
-    if (!unicode::is_python_space(cp)) break;
+    if (!unicode::is_white_space(cp)) break;
     s.remove_suffix(s.size() - start);
   }
   return s;
@@ -29,29 +28,26 @@ std::string_view strip_left(std::string_view s) {
   while (i < s.size()) {
     size_t next = i;
     char32_t cp = utf8_decode(s, next);
-    if (!unicode::is_python_space(cp)) break;
+    if (!unicode::is_white_space(cp)) break;
     i = next;
   }
   return s.substr(i);
 }
 
-// A word character for single_word matching: letters, digits and '_'.
+// A word character for single_word matching: regex \w (tokenizers tests
+// the text before the token with \w$ and after it with ^\w).
 bool is_word_char_before(std::string_view text, size_t pos) {
   if (pos == 0) return false;
   size_t start = pos - 1;
   while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
   size_t i = start;
-  char32_t cp = utf8_decode(text, i);
-  return cp == '_' || (cp < 0x80 ? std::isalnum(static_cast<int>(cp)) != 0
-                                 : !unicode::is_python_space(cp) && !unicode::is_bert_punctuation(cp));
+  return unicode::is_regex_word(utf8_decode(text, i));
 }
 
 bool is_word_char_at(std::string_view text, size_t pos) {
   if (pos >= text.size()) return false;
   size_t i = pos;
-  char32_t cp = utf8_decode(text, i);
-  return cp == '_' || (cp < 0x80 ? std::isalnum(static_cast<int>(cp)) != 0
-                                 : !unicode::is_python_space(cp) && !unicode::is_bert_punctuation(cp));
+  return unicode::is_regex_word(utf8_decode(text, i));
 }
 
 }  // namespace

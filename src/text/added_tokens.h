@@ -1,8 +1,13 @@
-// Special-token strings inside a text ("[CLS]", "<mask>", ...) become their
-// ids, as Hugging Face's added-token matching does: the text is split at the
-// leftmost-longest occurrence of any added token, the spans between them go
-// through the subword model, and tokens with lstrip/rstrip eat the whitespace
-// on that side. Matching is exact (case-sensitive) and linear in the text.
+// Added tokens inside a text ("[CLS]", "<mask>", tokens added after
+// training) become their ids, as Hugging Face tokenizers' added vocabulary
+// does: the text is split at the leftmost-longest occurrence of any added
+// token, the spans between them go through the subword model, and tokens with
+// lstrip/rstrip eat the whitespace (Unicode White_Space) on that side;
+// single_word tokens match only between non-word characters (regex \w).
+// Matching is exact (case-sensitive) and linear in the text. A matcher holds
+// one kind: tokens with normalized: false are matched on the raw text, those
+// with normalized: true (by another matcher, on their normalized content) on
+// the normalized spans between them — the Tokenizer runs both.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +24,7 @@ struct AddedToken {
   bool rstrip = false;       // strip whitespace on its right
   bool single_word = false;  // match only when not inside a word
   bool special = true;
+  bool normalized = false;   // matched on normalized text (tokenizer.json's "normalized")
 };
 
 // One piece of a split text: plain text (token_id < 0) or an added token.

@@ -26,6 +26,24 @@ class SubwordModel {
   virtual int32_t token_to_id(std::string_view token) const = 0;
   // "WordPiece" or "SentencePiece (unigram)"...
   virtual std::string describe() const = 0;
+
+  // Added tokens with normalized: true are matched on normalized text, so
+  // the Tokenizer needs the normalizer apart from the rest:
+  // encode_segment(t) == encode_normalized(normalize(t)). `at_input_start`:
+  // the span begins the whole input (Metaspace's prepend_scheme "first").
+  // Models whose normalizer is idempotent (WordPiece's BertNormalizer) keep
+  // the defaults; SentencePiece normalizes inside libsentencepiece.
+  virtual bool has_normalizer() const { return false; }
+  virtual std::string normalize(std::string_view text) const { return std::string(text); }
+  virtual void encode_segment(std::string_view text, bool at_input_start, std::vector<int32_t>& out,
+                              EncodeStats& stats) const {
+    (void)at_input_start;
+    encode(text, out, stats);
+  }
+  virtual void encode_normalized(std::string_view normalized, bool at_input_start, std::vector<int32_t>& out,
+                                 EncodeStats& stats) const {
+    encode_segment(normalized, at_input_start, out, stats);
+  }
 };
 
 }  // namespace stoke

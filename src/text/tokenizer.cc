@@ -21,10 +21,24 @@ size_t PostProcessor::added_tokens(bool is_pair) const {
 
 Tokenizer::Tokenizer(TokenizerKind kind, std::unique_ptr<SubwordModel> model, AddedTokenMatcher added,
                      PostProcessor post, int32_t pad_id, int32_t unk_id)
-    : kind_(kind), model_(std::move(model)), added_(std::move(added)), post_(std::move(post)),
+    : kind_(kind), model_(std::move(model)), all_added_(std::move(added)), post_(std::move(post)),
       pad_id_(pad_id), unk_id_(unk_id) {
+  // tokenizers matches a normalized token by its normalized content ("Quixotic"
+  // in an uncased model is "quixotic", which "QUIXOTIC" also becomes).
+  std::vector<AddedToken> raw, normalized;
+  for (const AddedToken& t : all_added_.tokens()) {
+    if (t.normalized && model_->has_normalizer()) {
+      AddedToken n = t;
+      n.content = model_->normalize(t.content);
+      normalized.push_back(std::move(n));
+    } else {
+      raw.push_back(t);
+    }
+  }
+  added_ = AddedTokenMatcher(std::move(raw));
+  normalized_added_ = AddedTokenMatcher(std::move(normalized));
   vocab_size_ = model_->vocab_size();
-  for (const auto& t : added_.tokens()) {
+  for (const auto& t : all_added_.tokens()) {
     vocab_size_ = std::max<int64_t>(vocab_size_, int64_t{t.id} + 1);
     added_by_id_.emplace(t.id, t.content);  // the first token registered for an id names it
   }
@@ -39,7 +53,7 @@ std::string Tokenizer::id_to_token(int32_t id) const {
 }
 
 int32_t Tokenizer::token_to_id(std::string_view token) const {
-  for (const auto& t : added_.tokens())
+  for (const auto& t : all_added_.tokens())
     if (t.content == token) return t.id;
   return model_->token_to_id(token);
 }
@@ -51,11 +65,22 @@ void Tokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& out, 
     text = lowered;
   }
   for (const TextSpan& span : added_.split(text)) {
-    if (span.token_id >= 0)
+    if (span.token_id >= 0) {
       out.push_back(span.token_id);
-    else {
-      stats.encoded_bytes += span.text.size();
-      model_->encode(span.text, out, stats);
+      continue;
+    }
+    stats.encoded_bytes += span.text.size();
+    const bool at_start = span.text.data() == text.data();
+    if (normalized_added_.empty()) {
+      model_->encode_segment(span.text, at_start, out, stats);
+      continue;
+    }
+    const std::string normalized = model_->normalize(span.text);
+    for (const TextSpan& piece : normalized_added_.split(normalized)) {
+      if (piece.token_id >= 0)
+        out.push_back(piece.token_id);
+      else
+        model_->encode_normalized(piece.text, at_start && piece.text.data() == normalized.data(), out, stats);
     }
   }
 }
@@ -77,9 +102,11 @@ std::vector<int32_t> Tokenizer::tokenize_bounded(std::string_view text, const En
                                                  bool* cut) const {
   *cut = false;
   // WordPiece needs a few bytes per byte of text (a word over
-  // max_input_chars_per_word is one [UNK] however long): only SentencePiece
-  // is bounded by a prefix.
-  if (kind_ != TokenizerKind::sentencepiece) return tokenize(text, &stats);
+  // max_input_chars_per_word is one [UNK] however long): it is not bounded.
+  // SentencePiece and Unigram build a lattice per byte, and BPE holds its
+  // words, their byte-level forms and a heap (a few dozen bytes per byte):
+  // those are encoded from a prefix.
+  if (kind_ == TokenizerKind::wordpiece) return tokenize(text, &stats);
   if (!o.truncate || o.max_length == 0) {
     if (text.size() <= kUntruncatedTextBytes) return tokenize(text, &stats);
     *cut = true;

@@ -44,7 +44,8 @@ struct Encoding {
 // Memory stays bounded on long unbroken texts (RELIABILITY 3, 16): the
 // SentencePiece lattice takes ~260 bytes per byte of text (one 10 MB line
 // without spaces: 2.6 GB), yet a truncated text keeps only max_length tokens.
-// So on SentencePiece (WordPiece needs a few bytes per byte) a text longer than kTextBytesPerToken bytes per kept token is encoded
+// So on SentencePiece, Unigram and BPE (WordPiece needs a few bytes per byte)
+// a text longer than kTextBytesPerToken bytes per kept token is encoded
 // from a prefix of that many bytes; the prefix is doubled until it yields
 // max_length + kPrefixMarginTokens tokens (a text of mostly spaces or unknown
 // runs needs more bytes per token), so the ids kept equal those of the whole
@@ -53,7 +54,7 @@ struct Encoding {
 inline constexpr size_t kTextBytesPerToken = 64;
 inline constexpr size_t kMinPrefixBytes = size_t{64} << 10;
 inline constexpr size_t kPrefixMarginTokens = 64;
-// Without truncation nothing bounds the ids but the text: on SentencePiece a
+// Without truncation nothing bounds the ids but the text: on those models a
 // text over this is encoded from its first kUntruncatedTextBytes bytes
 // (~300 MB of lattice), counted as capped (and as truncated), and the CLI
 // says so.
@@ -70,7 +71,7 @@ struct TextInput {
   std::optional<std::string_view> pair;
 };
 
-enum class TokenizerKind { wordpiece, sentencepiece };
+enum class TokenizerKind { wordpiece, sentencepiece, unigram, bpe };
 
 class Tokenizer {
  public:
@@ -96,7 +97,8 @@ class Tokenizer {
   int32_t unk_id() const { return unk_id_; }
   TokenizerKind kind() const { return kind_; }
   const SubwordModel& model() const { return *model_; }
-  const AddedTokenMatcher& added_tokens() const { return added_; }
+  // Every added token, as given (normalized ones with their original content).
+  const AddedTokenMatcher& added_tokens() const { return all_added_; }
   const PostProcessor& post_processor() const { return post_; }
   size_t special_tokens_added(bool is_pair) const { return post_.added_tokens(is_pair); }
 
@@ -116,7 +118,9 @@ class Tokenizer {
 
   TokenizerKind kind_;
   std::unique_ptr<SubwordModel> model_;
-  AddedTokenMatcher added_;
+  AddedTokenMatcher all_added_;
+  AddedTokenMatcher added_;             // normalized: false, matched on the raw text
+  AddedTokenMatcher normalized_added_;  // normalized: true, content normalized, matched on normalized text
   PostProcessor post_;
   int32_t pad_id_;
   int32_t unk_id_;

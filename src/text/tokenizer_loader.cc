@@ -1,11 +1,17 @@
 #include "text/tokenizer_loader.h"
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/file_util.h"
 #include "io/model_folder_error.h"
+#include "text/pipeline_model.h"
 #include "text/sentencepiece_model.h"
+#include "text/tokenizer_config_conflicts.h"
+#include "text/tokenizer_json_pipeline.h"
+#include "text/unigram.h"
 #include "text/wordpiece.h"
 
 namespace stoke {
@@ -213,6 +219,8 @@ std::vector<AddedToken> parse_added_tokens(const json& root, const std::string& 
     a.rstrip = get_bool(t, "rstrip", false, label);
     a.single_word = get_bool(t, "single_word", false, label);
     a.special = get_bool(t, "special", false, label);
+    // tokenizers' default: special tokens are matched on the raw text.
+    a.normalized = get_bool(t, "normalized", !a.special, label);
     if (a.content.empty()) bad_field(label, "added_tokens[].content", "a non-empty string", t);
     tokens.push_back(std::move(a));
   }
@@ -230,7 +238,8 @@ PostProcessor parse_post_processor(const json& root, const SubwordModel& model, 
   const std::string type = it->is_object() ? get_string(*it, "type", "", label) : "";
   auto token_id_pair = [&](const char* key) -> int32_t {
     auto f = it->find(key);
-    if (f == it->end() || !f->is_array() || f->size() != 2 || !(*f)[1].is_number_unsigned())
+    if (f == it->end() || !f->is_array() || f->size() != 2 || !(*f)[1].is_number_unsigned() ||
+        (*f)[1].get<uint64_t>() > INT32_MAX)
       bad_field(label, std::string("post_processor.") + key, "[token, id]", f == it->end() ? json() : *f);
     return (*f)[1].get<int32_t>();
   };
@@ -251,15 +260,25 @@ PostProcessor parse_post_processor(const json& root, const SubwordModel& model, 
         const json& s = item["Sequence"];
         const std::string which = get_string(s, "id", "A", label);
         if (which != "A" && which != "B") bad_field(label, "post_processor.Sequence.id", "\"A\" or \"B\"", s);
-        pieces.push_back(sequence_piece(which == "A" ? 0 : 1, s.value("type_id", 0)));
+        const json* type_id = s.contains("type_id") ? &s["type_id"] : nullptr;
+        if (type_id && !(type_id->is_number_unsigned() && type_id->get<uint64_t>() < 16))
+          bad_field(label, "post_processor.Sequence.type_id", "a small non-negative integer", *type_id);
+        pieces.push_back(sequence_piece(which == "A" ? 0 : 1, type_id ? type_id->get<int32_t>() : 0));
       } else if (item.contains("SpecialToken")) {
         const json& s = item["SpecialToken"];
         const std::string name = get_string(s, "id", "", label);
         TemplatePiece p;
-        p.type_id = s.value("type_id", 0);
+        const json* type_id = s.contains("type_id") ? &s["type_id"] : nullptr;
+        if (type_id && !(type_id->is_number_unsigned() && type_id->get<uint64_t>() < 16))
+          bad_field(label, "post_processor.SpecialToken.type_id", "a small non-negative integer", *type_id);
+        p.type_id = type_id ? type_id->get<int32_t>() : 0;
         auto sp = specials.find(name);
         if (sp != specials.end() && sp->contains("ids") && (*sp)["ids"].is_array()) {
-          for (const json& v : (*sp)["ids"]) p.ids.push_back(v.get<int32_t>());
+          for (const json& v : (*sp)["ids"]) {
+            if (!v.is_number_unsigned() || v.get<uint64_t>() > INT32_MAX)
+              bad_field(label, "post_processor.special_tokens." + name + ".ids", "non-negative ids", *sp);
+            p.ids.push_back(v.get<int32_t>());
+          }
         } else {
           const int32_t id = model.token_to_id(name);
           if (id < 0) bad_field(label, "post_processor.special_tokens", "an entry for \"" + name + "\"", specials);
@@ -283,6 +302,58 @@ int32_t id_of(const SubwordModel& model, const std::vector<AddedToken>& added, c
   return model.token_to_id(token);
 }
 
+// tokenizer_config.json's added_tokens_decoder ({"id": AddedToken}) and
+// added_tokens.json ({"token": id}): tokens added after training in folders
+// without tokenizer.json.
+void add_config_added_tokens(const json& cfg, const std::string& cfg_label, const fs::path& dir,
+                             std::vector<AddedToken>& added) {
+  if (auto it = cfg.find("added_tokens_decoder"); it != cfg.end() && !it->is_null()) {
+    if (!it->is_object()) bad_field(cfg_label, "added_tokens_decoder", "an object of id -> AddedToken", *it);
+    for (auto& [key, t] : it->items()) {
+      AddedToken a;
+      char* end = nullptr;
+      const long long id = std::strtoll(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX)
+        bad_field(cfg_label, "added_tokens_decoder", "decimal ids as keys", json(key));
+      if (!t.is_object()) bad_field(cfg_label, "added_tokens_decoder." + key, "an AddedToken object", t);
+      a.id = static_cast<int32_t>(id);
+      a.content = get_string(t, "content", "", cfg_label);
+      if (a.content.empty()) bad_field(cfg_label, "added_tokens_decoder." + key + ".content", "a token", t);
+      a.lstrip = get_bool(t, "lstrip", false, cfg_label);
+      a.rstrip = get_bool(t, "rstrip", false, cfg_label);
+      a.single_word = get_bool(t, "single_word", false, cfg_label);
+      a.special = get_bool(t, "special", false, cfg_label);
+      a.normalized = get_bool(t, "normalized", !a.special, cfg_label);
+      add_unique(added, std::move(a));
+    }
+  }
+  const fs::path added_path = dir / "added_tokens.json";
+  if (!dir.empty() && fs::exists(added_path)) {
+    const json extra = parse_json(read_file(added_path), added_path.string());
+    if (!extra.is_object()) throw Error(Errc::format, added_path.string() + ": expected an object of token -> id");
+    for (auto& [token, id] : extra.items()) {
+      if (!id.is_number_unsigned() || id.get<uint64_t>() > INT32_MAX)
+        bad_field(added_path.string(), token, "a non-negative integer id", id);
+      AddedToken t;
+      t.content = token;
+      t.id = id.get<int32_t>();
+      t.special = false;
+      add_unique(added, std::move(t));
+    }
+  }
+}
+
+// The pad token's id: tokenizer_config.json's pad_token, else a usual name.
+int32_t pad_id_of(const SubwordModel& model, const std::vector<AddedToken>& added, const json& cfg,
+                  const std::string& cfg_label) {
+  if (cfg.is_object())
+    if (auto p = special_spec(cfg, "pad_token", cfg_label))
+      if (const int32_t id = id_of(model, added, p->content); id >= 0) return id;
+  for (const char* name : {"[PAD]", "<pad>"})
+    if (const int32_t id = id_of(model, added, name); id >= 0) return id;
+  return 0;
+}
+
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& json_text, const std::string& label,
@@ -292,36 +363,106 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const std::string& json_text, con
   auto mit = root.find("model");
   if (mit == root.end() || !mit->is_object()) throw Error(Errc::format, label + ": field \"model\" is missing");
   const std::string model_type = get_string(*mit, "type", "", label);
-  if (model_type != "WordPiece") {
-    throw Error(Errc::unsupported, label + ": model \"" + (model_type.empty() ? std::string("?") : model_type) +
-                                       "\" is not supported in tokenizer.json (supported: WordPiece; XLM-R "
-                                       "models load from sentencepiece.bpe.model)");
-  }
-  const BertNormalizerOptions norm = parse_normalizer(root, label);
-  check_pre_tokenizer(root, label);
-  auto model = parse_wordpiece(*mit, norm, label);
-  std::vector<AddedToken> added = parse_added_tokens(root, label);
-  PostProcessor post = parse_post_processor(root, *model, label);
-  const int32_t unk = model->unk_id();
-  int32_t pad = id_of(*model, added, "[PAD]");
-  if (pad < 0) pad = 0;
-  // tokenizer_config.json beside it still carries model_max_length.
-  std::optional<int64_t> max_len;
+
+  // tokenizer_config.json beside it: model_max_length, the pad token, and
+  // settings that must agree with this file.
+  json cfg = json::object();
+  std::string cfg_label;
   if (!model_dir.empty() && fs::exists(model_dir / "tokenizer_config.json")) {
     const fs::path cfg_path = model_dir / "tokenizer_config.json";
-    const json cfg = parse_json(read_file(cfg_path), cfg_path.string());
-    if (cfg.is_object()) {
-      max_len = model_max_length(cfg);
-      if (auto p = special_spec(cfg, "pad_token", cfg_path.string())) {
-        const int32_t id = id_of(*model, added, p->content);
-        if (id >= 0) pad = id;
-      }
+    cfg_label = cfg_path.string();
+    cfg = parse_json(read_file(cfg_path), cfg_label);
+    if (!cfg.is_object()) throw Error(Errc::format, cfg_label + ": expected a JSON object");
+    check_tokenizer_config_agrees(root, label, cfg, cfg_label);
+    if (const std::string diff = transformers_pipeline_difference(root, cfg); !diff.empty()) {
+      throw Error(Errc::refused, label + ": " + diff +
+                                     ", which gives other ids on some texts; stoke will not pick one: re-save the "
+                                     "tokenizer with transformers 5 (save_pretrained writes the pipeline it runs)" +
+                                     (fs::exists(model_dir / "sentencepiece.bpe.model")
+                                          ? ", or delete tokenizer.json to run sentencepiece.bpe.model"
+                                          : ""));
     }
   }
-  auto tok = std::make_unique<Tokenizer>(TokenizerKind::wordpiece, std::move(model), AddedTokenMatcher(added),
-                                         std::move(post), pad, unk);
+
+  std::unique_ptr<SubwordModel> model;
+  TokenizerKind kind = TokenizerKind::wordpiece;
+  int32_t unk = -1;
+  if (model_type == "WordPiece") {
+    const BertNormalizerOptions norm = parse_normalizer(root, label);
+    check_pre_tokenizer(root, label);
+    auto wp = parse_wordpiece(*mit, norm, label);
+    unk = wp->unk_id();
+    model = std::move(wp);
+  } else if (model_type == "Unigram" || model_type == "BPE") {
+    TextNormalizer normalizer = parse_pipeline_normalizer(root, label);
+    PreTokenizer pre = parse_pipeline_pre_tokenizer(root, label);
+    auto word_model = parse_word_model(*mit, label);
+    kind = model_type == "Unigram" ? TokenizerKind::unigram : TokenizerKind::bpe;
+    if (kind == TokenizerKind::unigram) unk = static_cast<const UnigramModel&>(*word_model).unk_id();
+    model = std::make_unique<PipelineModel>(std::move(normalizer), std::move(pre), std::move(word_model));
+  } else {
+    throw Error(Errc::unsupported, label + ": field \"model.type\": \"" +
+                                       (model_type.empty() ? std::string("?") : model_type) +
+                                       "\" is not supported (supported: WordPiece, Unigram, BPE)");
+  }
+  std::vector<AddedToken> added = parse_added_tokens(root, label);
+  PostProcessor post = parse_post_processor(root, *model, label);
+  const int32_t pad = pad_id_of(*model, added, cfg, cfg_label);
+  if (unk < 0) {
+    for (const char* name : {"<unk>", "[UNK]"})
+      if (unk < 0) unk = id_of(*model, added, name);
+    if (unk < 0) unk = 0;
+  }
+  auto tok = std::make_unique<Tokenizer>(kind, std::move(model), AddedTokenMatcher(added), std::move(post), pad, unk);
   tok->source = "tokenizer.json";
-  tok->model_max_length = max_len;
+  tok->model_max_length = model_max_length(cfg);
+  return tok;
+}
+
+std::unique_ptr<Tokenizer> load_roberta_bpe_tokenizer(const fs::path& vocab_json, const fs::path& merges_txt,
+                                                      const std::string& config_text) {
+  const std::string cfg_label = (vocab_json.parent_path() / "tokenizer_config.json").string();
+  const json cfg = config_text.empty() ? json::object() : parse_json(config_text, cfg_label);
+  if (!cfg.is_object()) throw Error(Errc::format, cfg_label + ": expected a JSON object");
+  auto word_model = load_bpe_files(read_file(vocab_json), vocab_json.string(), read_file(merges_txt),
+                                   merges_txt.string());
+  // RobertaTokenizer: ByteLevel with the config's add_prefix_space (default false), no normalizer.
+  PreTokenizerStep step;
+  step.kind = PreTokenizerStep::Kind::byte_level;
+  step.add_prefix_space = get_bool(cfg, "add_prefix_space", false, cfg_label);
+  auto model = std::make_unique<PipelineModel>(TextNormalizer(), PreTokenizer({step}), std::move(word_model));
+
+  std::vector<AddedToken> added;
+  auto special = [&](const char* key, const char* fallback, bool lstrip) -> int32_t {
+    auto spec = special_spec(cfg, key, cfg_label);
+    SpecialSpec s = spec ? *spec : SpecialSpec{fallback};
+    const int32_t id = model->token_to_id(s.content);
+    if (id < 0) {
+      throw Error(Errc::format, vocab_json.string() + ": special token \"" + s.content + "\" (" + key +
+                                    ") is not in the vocabulary");
+    }
+    AddedToken t;
+    t.content = s.content;
+    t.id = id;
+    t.lstrip = s.is_object ? s.lstrip : lstrip;
+    t.rstrip = s.is_object && s.rstrip;
+    add_unique(added, std::move(t));
+    return id;
+  };
+  const int32_t bos = special("bos_token", "<s>", false);
+  const int32_t eos = special("eos_token", "</s>", false);
+  special("sep_token", "</s>", false);
+  special("cls_token", "<s>", false);
+  const int32_t unk = special("unk_token", "<unk>", false);
+  const int32_t pad = special("pad_token", "<pad>", false);
+  // transformers 5 builds these from plain strings: no lstrip, even on
+  // <mask> (its tokenizer.json files say lstrip for <mask>; they are read as written).
+  special("mask_token", "<mask>", false);
+  add_config_added_tokens(cfg, cfg_label, vocab_json.parent_path(), added);
+  auto tok = std::make_unique<Tokenizer>(TokenizerKind::bpe, std::move(model), AddedTokenMatcher(added),
+                                         roberta_template(bos, eos), pad, unk);
+  tok->source = "vocab.json";
+  tok->model_max_length = model_max_length(cfg);
   return tok;
 }
 
@@ -374,21 +515,8 @@ std::unique_ptr<Tokenizer> load_bert_vocab_tokenizer(const fs::path& vocab_txt, 
       add_unique(added, added_from_spec(s, id));
     }
   }
-  // added_tokens.json: extra tokens added after training ({"token": id}).
-  const fs::path added_path = vocab_txt.parent_path() / "added_tokens.json";
-  if (fs::exists(added_path)) {
-    const json extra = parse_json(read_file(added_path), added_path.string());
-    if (!extra.is_object()) throw Error(Errc::format, added_path.string() + ": expected an object of token -> id");
-    for (auto& [token, id] : extra.items()) {
-      if (!id.is_number_unsigned()) bad_field(added_path.string(), token, "a non-negative integer id", id);
-      AddedToken t;
-      t.content = token;
-      t.id = id.get<int32_t>();
-      t.special = false;
-      t.lstrip = t.rstrip = true;
-      add_unique(added, std::move(t));
-    }
-  }
+  // Tokens added after training: added_tokens_decoder, added_tokens.json.
+  add_config_added_tokens(cfg, label, vocab_txt.parent_path(), added);
   auto tok = std::make_unique<Tokenizer>(TokenizerKind::wordpiece, std::move(model), AddedTokenMatcher(added),
                                          bert_template(cls, sep), pad, unk);
   tok->source = "vocab.txt + tokenizer_config.json";
@@ -422,6 +550,10 @@ std::unique_ptr<Tokenizer> load_xlmr_sentencepiece_tokenizer(const fs::path& spm
   add("pad_token", "<pad>", SentencePieceModel::kPad, false);
   add("cls_token", "<s>", SentencePieceModel::kBos, false);
   add("mask_token", "<mask>", mask, true);
+  // Tokens added after training. libsentencepiece normalizes inside, so every
+  // added token is matched on the raw text here.
+  add_config_added_tokens(cfg, label, spm_model.parent_path(), added);
+  for (AddedToken& t : added) t.normalized = false;
   auto tok = std::make_unique<Tokenizer>(TokenizerKind::sentencepiece, std::move(model), AddedTokenMatcher(added),
                                          roberta_template(SentencePieceModel::kBos, SentencePieceModel::kEos),
                                          SentencePieceModel::kPad, SentencePieceModel::kUnk);
@@ -429,6 +561,32 @@ std::unique_ptr<Tokenizer> load_xlmr_sentencepiece_tokenizer(const fs::path& spm
   tok->model_max_length = model_max_length(cfg);
   return tok;
 }
+
+namespace {
+
+// A Unigram tokenizer.json whose pipeline transformers 5 would replace, with
+// no added token beyond the fairseq specials (<s> <pad> </s> <unk> = 0..3,
+// <mask> = the last id), beside sentencepiece.bpe.model.
+bool hub_style_unigram_beside_spm(const std::string& tj_text, const std::string& cfg_text, const fs::path& spm) {
+  json tj, cfg;
+  try {
+    tj = json::parse(tj_text);
+    cfg = cfg_text.empty() ? json::object() : json::parse(cfg_text);
+  } catch (const json::exception&) {
+    return false;  // load_tokenizer_json reports it
+  }
+  if (transformers_pipeline_difference(tj, cfg).empty()) return false;
+  const int64_t specials_end = SentencePieceModel(spm.string()).vocab_size();  // pieces + 4 - 1 + <mask>
+  if (auto it = tj.find("added_tokens"); it != tj.end() && it->is_array())
+    for (const json& t : *it) {
+      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer()) return false;
+      const int64_t id = t["id"].get<int64_t>();
+      if (id > 3 && id != specials_end - 1) return false;
+    }
+  return true;
+}
+
+}  // namespace
 
 std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir, const TokenizerLoadOptions& options) {
   auto config_text = [&]() -> std::string {
@@ -439,30 +597,27 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir, const TokenizerLo
   const fs::path tj = dir / "tokenizer.json";
   const fs::path spm = dir / "sentencepiece.bpe.model";
   const fs::path vocab = dir / "vocab.txt";
-  if (fs::exists(tj)) {
-    const std::string text = read_file(tj);
-    // XLM-R folders often carry a Unigram tokenizer.json converted from the
-    // same SentencePiece model: run the original model, which gives the same ids.
-    bool unigram_with_spm = false;
-    if (fs::exists(spm)) {
-      try {
-        const json root = json::parse(text);
-        unigram_with_spm = root.is_object() && root.contains("model") && root["model"].is_object() &&
-                           root["model"].value("type", "") == "Unigram";
-      } catch (const json::exception&) {
-      }
-    }
-    if (unigram_with_spm)
-      tok = load_xlmr_sentencepiece_tokenizer(spm, config_text());
-    else
-      tok = load_tokenizer_json(text, tj.string(), dir);
+  const fs::path vocab_json = dir / "vocab.json";
+  const fs::path merges = dir / "merges.txt";
+  // tokenizer.json first (DESIGN's precedence): it is the only file that
+  // holds tokens added after training, and transformers 5 writes only it.
+  if (fs::exists(tj) && fs::exists(spm) && hub_style_unigram_beside_spm(read_file(tj), config_text(), spm)) {
+    // An XLM-R folder from before transformers 5 (hub bge-m3, multilingual-e5):
+    // its tokenizer.json pipeline is not the one transformers 5 runs (see
+    // transformers_pipeline_difference) and holds no token the SentencePiece
+    // model lacks, so the SentencePiece model runs, as it always did here.
+    tok = load_xlmr_sentencepiece_tokenizer(spm, config_text());
+  } else if (fs::exists(tj)) {
+    tok = load_tokenizer_json(read_file(tj), tj.string(), dir);
   } else if (fs::exists(vocab)) {
     tok = load_bert_vocab_tokenizer(vocab, config_text());
   } else if (fs::exists(spm)) {
     tok = load_xlmr_sentencepiece_tokenizer(spm, config_text());
+  } else if (fs::exists(vocab_json) && fs::exists(merges)) {
+    tok = load_roberta_bpe_tokenizer(vocab_json, merges, config_text());
   } else {
-    throw Error(Errc::not_found, dir.string() + ": no tokenizer found (expected tokenizer.json, vocab.txt or "
-                                                "sentencepiece.bpe.model)");
+    throw Error(Errc::not_found, dir.string() + ": no tokenizer found (expected tokenizer.json, vocab.txt, "
+                                                "sentencepiece.bpe.model, or vocab.json with merges.txt)");
   }
   tok->set_lowercase_input(options.lowercase_input);
   return tok;

@@ -21,6 +21,15 @@ bool is_python_space(char32_t c);
 // Non-spacing mark (category Mn): removed by accent stripping.
 bool is_nonspacing_mark(char32_t c);
 
+// Unicode's White_Space property (Rust's char::is_whitespace, regex \s).
+bool is_white_space(char32_t c);
+// General category L* (regex \p{L}) and N* (regex \p{N}).
+bool is_letter(char32_t c);
+bool is_number(char32_t c);
+// Regex \w as Rust's regex crate defines it (letters, marks, digits,
+// connector punctuation, join controls): used by added tokens' single_word.
+bool is_regex_word(char32_t c);
+
 // Appends the lowercase of c (Unicode full mapping: U+0130 gives two code points).
 // Returns the number of code points written to out (1 or 2).
 int to_lower_full(char32_t c, char32_t out[3]);

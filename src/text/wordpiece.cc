@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/utf8.h"
+#include "text/normalizers.h"
 #include "text/unicode_props.h"
 
 namespace stoke {
@@ -61,6 +62,8 @@ std::string WordPieceModel::describe() const {
   return "WordPiece (" + std::to_string(vocab_.size()) + " tokens, " +
          (norm_.lowercase ? "lowercase" : "cased") + (norm_.strips_accents() ? ", strip accents" : "") + ")";
 }
+
+std::string WordPieceModel::normalize(std::string_view text) const { return bert_normalize(text, norm_); }
 
 std::string WordPieceModel::id_to_token(int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= vocab_.size()) return wp_.unk_token;

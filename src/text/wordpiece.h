@@ -43,6 +43,10 @@ class WordPieceModel final : public SubwordModel {
   int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.size()); }
   int32_t token_to_id(std::string_view token) const override;
   std::string describe() const override;
+  // BertNormalizer alone (for added tokens with normalized: true); encode()
+  // normalizes again, which changes nothing: the normalizer is idempotent.
+  bool has_normalizer() const override { return true; }
+  std::string normalize(std::string_view text) const override;
 
   const BertNormalizerOptions& normalizer() const { return norm_; }
   const WordPieceOptions& options() const { return wp_; }

@@ -1,9 +1,8 @@
 // `stoke embed` and `stoke classify` end to end on the added architectures
-// whose tokenizer stoke reads today (WordPiece in tokenizer.json): ELECTRA,
-// DistilBERT, MPNet and the sentence-transformers Dense module, against the goldens
-// of tests/golden (all 66 texts, each folder's own max length, pooling and
-// modules). RoBERTa and CamemBERT (ByteLevel BPE, Unigram tokenizer.json) are
-// checked below the CLI in test_model_golden until their tokenizers land.
+// (ELECTRA, DistilBERT, MPNet, RoBERTa with its byte-level BPE, CamemBERT and
+// XLM-R with Unigram tokenizer.json) and the sentence-transformers Dense
+// module, against the goldens of tests/golden (all 66 texts, each folder's
+// own tokenizer, max length, pooling and modules).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -46,6 +45,9 @@ TEST(CliArchitectures, EmbedReproducesSentenceTransformers) {
   for (const auto& [name, golden_name, width] : {std::tuple{"tiny-electra", "st_embeddings", 48},
                                                  std::tuple{"tiny-distilbert", "st_embeddings", 40},
                                                  std::tuple{"tiny-mpnet", "st_embeddings", 32},
+                                                 std::tuple{"tiny-roberta", "st_embeddings", 48},
+                                                 std::tuple{"tiny-camembert", "st_embeddings", 40},
+                                                 std::tuple{"tiny-xlmr5", "st_embeddings", 24},
                                                  std::tuple{"tiny-bert-dense", "st_embeddings.f64", 24}}) {
     const Fixture fx = open_fixture(name);
     const fs::path out = test::scratch_dir(std::string("arch-embed-") + name);
@@ -66,7 +68,8 @@ TEST(CliArchitectures, EmbedReproducesSentenceTransformers) {
 
 TEST(CliArchitectures, ClassifyReproducesTransformers) {
   // ELECTRA: dense -> GELU -> out_proj; DistilBERT: pre_classifier -> ReLU -> classifier.
-  for (const std::string name : {"tiny-electra", "tiny-distilbert", "tiny-mpnet"}) {
+  for (const std::string name :
+       {"tiny-electra", "tiny-distilbert", "tiny-mpnet", "tiny-roberta", "tiny-camembert", "tiny-xlmr5"}) {
     const Fixture fx = open_fixture(name);
     const auto r = test::run_stoke("classify --quiet --model " + folder(name) + " --input " + texts() +
                                    " --output - --device cpu");

@@ -129,6 +129,29 @@ TEST_F(EncodePipeline, SerialEqualsPipelinedBitwise) {
   EXPECT_EQ(a.batches, b.batches);
 }
 
+// A deadline (stop_after_seconds, what doctor and tune run under) stops the
+// reader and the executor, which may both see it pass at once: the run says
+// it stopped early, and what it wrote is the input's first rows, in order.
+// (Both threads set the flag; under TSan this is the case that checks it.)
+TEST_F(EncodePipeline, DeadlineStopsEarlyWithAnInOrderPrefix) {
+  const fs::path big = test::scratch_dir("encode-pipeline-deadline") / "texts.jsonl";
+  {
+    std::ifstream in(test::fixture("corpus/fortunes-multilingual.jsonl"));
+    std::ofstream out(big);
+    for (std::string line; std::getline(in, line);) out << line << '\n';
+  }
+  EncodePipelineOptions po = options();
+  po.input.path = big.string();
+  po.sort_window = 256;
+  po.batch_tokens = 1024;
+  po.workers = 2;
+  po.stop_after_seconds = 0.2;
+  const auto [rows, st] = run(po);
+  EXPECT_TRUE(st.stopped_early);
+  EXPECT_LT(rows.size(), 24400u) << "the whole corpus in 0.2 s: the deadline was not reached";
+  for (size_t i = 0; i < rows.size(); ++i) ASSERT_EQ(rows[i].record, i);
+}
+
 TEST_F(EncodePipeline, ResumeDropsCommittedRowsAndKeepsTheBatches) {
   EncodePipelineOptions po = options();
   po.sort_window = 64;

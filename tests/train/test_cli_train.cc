@@ -141,13 +141,10 @@ TEST_P(TrainGoldenCli, TwoAdamWStepsMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(Models, TrainGoldenCli, ::testing::Values("tiny-bert", "tiny-xlmr"),
                          [](const auto& info) { return std::string(info.param) == "tiny-bert" ? "bert" : "xlmr"; });
 
-// The added architectures whose tokenizer stoke reads today (WordPiece in
-// tokenizer.json): ELECTRA, DistilBERT and MPNet. Two AdamW steps through the CLI
-// against tests/golden, and the checkpoint's tensor names are exactly
-// transformers' state_dict keys for the architecture's
-// *ForSequenceClassification (no missing key). (RoBERTa and CamemBERT need
-// the ByteLevel BPE / Unigram tokenizer.json readers; their training is
-// checked below the CLI in test_train_golden.)
+// The added architectures (tests/golden), each with its own tokenizer: two
+// AdamW steps through the CLI against the goldens, and the checkpoint's
+// tensor names are exactly transformers' state_dict keys for the
+// architecture's *ForSequenceClassification (no missing key).
 class TrainGoldenCliArch : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TrainGoldenCliArch, TwoAdamWStepsAndTransformersNames) {
@@ -214,7 +211,9 @@ TEST_P(TrainGoldenCliArch, TwoAdamWStepsAndTransformersNames) {
   EXPECT_EQ(c.status, 0) << c.err;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TrainGoldenCliArch, ::testing::Values("tiny-electra", "tiny-distilbert", "tiny-mpnet"),
+INSTANTIATE_TEST_SUITE_P(Models, TrainGoldenCliArch,
+                         ::testing::Values("tiny-electra", "tiny-distilbert", "tiny-mpnet", "tiny-roberta", "tiny-camembert",
+                                           "tiny-xlmr5"),
                          [](const auto& info) { return std::string(info.param).substr(5); });
 
 TEST(TrainCli, HostSyncsOverAnEpochStayWithinTheBound) {

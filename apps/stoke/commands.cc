@@ -1,0 +1,252 @@
+#include "apps/stoke/commands.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "apps/stoke/job_flags.h"
+#include "apps/stoke/job_reports.h"
+#include "apps/stoke/number_flags.h"
+#include "io/hf_hub_cache.h"
+#include "jobs/classify_job.h"
+#include "jobs/doctor_job.h"
+#include "jobs/embed_job.h"
+#include "jobs/inspect_job.h"
+#include "jobs/tokenize_job.h"
+#include "jobs/train_job.h"
+#include "jobs/tune_job.h"
+#include "jobs/verify_job.h"
+
+namespace stoke::cli {
+
+namespace {
+
+class TokenizeCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand("tokenize", "Token ids for every input record, as Hugging Face gives them");
+    add_common_flags(cmd_, o_.common, kTokenizeFlags);
+    cmd_->add_option("--output", o_.output, "Output JSONL ({\"ids\", \"tokens\"[, \"type_ids\"]} per record); - is stdout");
+    cmd_->add_flag("--no-truncation", o_.no_truncation, "Keep every token even past the max length");
+    add_on_error_flags(cmd_, o_.on_error, o_.errors);
+  }
+  bool parsed() const override { return cmd_->parsed(); }
+  std::vector<TextCommand> text_commands() override { return {{cmd_, &o_.common, true}}; }
+  int run() override {
+    report_tokenize(run_tokenize(o_), o_);
+    return 0;
+  }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  TokenizeOptions o_;
+};
+
+class EmbedCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand("embed", "Sentence embeddings for every input record, as .npy files + a manifest");
+    add_embed_flags(cmd_, cli_, "Output folder (manifest.json, embeddings-NNNNN.npy, ids-NNNNN.jsonl); required");
+  }
+  bool parsed() const override { return cmd_->parsed(); }
+  std::vector<TextCommand> text_commands() override { return {{cmd_, &cli_.o.common, true}}; }
+  int run() override {
+    cli_.finish();
+    report_embed(run_embed(cli_.o), cli_.o);
+    return 0;
+  }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  EmbedCli cli_;
+};
+
+class ClassifyCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand("classify",
+                              "Classifier logits, label and score for every input record (pairs: cross-encoder)");
+    add_common_flags(cmd_, o_.common, kClassifyFlags);
+    cmd_->add_option("--output", o_.output, "Output JSONL, one line per input record; - is stdout");
+    add_int(cmd_, "--max-batch-size", o_.max_batch_size, {1, 1 << 20}, "Sequences per batch at most");
+    add_on_error_flags(cmd_, o_.on_error, o_.errors);
+  }
+  bool parsed() const override { return cmd_->parsed(); }
+  std::vector<TextCommand> text_commands() override { return {{cmd_, &o_.common, true}}; }
+  int run() override {
+    report_classify(run_classify(o_), o_);
+    return 0;
+  }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  ClassifyOptions o_;
+};
+
+class TrainCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand("train", "Fine-tune a sequence classifier; checkpoints load in transformers");
+    add_train_flags(cmd_, cli_, "Output folder: checkpoint-STEP/, the final model, log.jsonl, run.json; required");
+  }
+  bool parsed() const override { return cmd_->parsed(); }
+  std::vector<TextCommand> text_commands() override { return {{cmd_, &cli_.o.common, false}}; }
+  int run() override {
+    cli_.finish(cmd_);
+    report_train(run_train(cli_.o), cli_.o);
+    return 0;
+  }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  TrainCli cli_;
+};
+
+// `stoke doctor --trace FILE`, or `doctor embed|train` with the job's flags.
+class DoctorCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand("doctor", "Say why the device is idle: profile a short run (or read a trace) and "
+                                        "name what bounds it, with evidence and advice");
+    cmd_->add_option("--trace", o_.trace_in, "Diagnose a trace a run wrote (stoke embed/train --trace FILE)");
+    cmd_->add_option("--html", o_.html, "Also write a self-contained HTML report (timeline, per-stage bars)");
+    embed_ = cmd_->add_subcommand("embed", "Profile `stoke embed` with these flags");
+    add_embed_flags(embed_, embed_cli_,
+                    "Output folder for the profiled run (default: a temporary folder, removed after --seconds)");
+    add_real(embed_, "--seconds", o_.seconds, {0, 86400, true},
+             "Read records for this long (into a temporary output; with --output the whole run is profiled)");
+    embed_->add_option("--html", o_.html, "Also write a self-contained HTML report");
+    train_ = cmd_->add_subcommand("train", "Profile `stoke train` with these flags");
+    add_train_flags(train_, train_cli_, "Output folder of the profiled run (default: a temporary folder)");
+    add_int(train_, "--steps", o_.steps, {1, 1'000'000}, "Optimizer steps to profile when --max-steps is not given");
+    train_->add_option("--html", o_.html, "Also write a self-contained HTML report");
+    cmd_->require_subcommand(0, 1);
+  }
+  bool parsed() const override { return cmd_->parsed(); }
+  std::vector<TextCommand> text_commands() override {
+    return {{embed_, &embed_cli_.o.common, true}, {train_, &train_cli_.o.common, false}};
+  }
+  int run() override {
+    if (embed_->parsed()) {
+      embed_cli_.finish();
+      o_.job = "embed";
+      o_.embed = embed_cli_.o;
+    } else if (train_->parsed()) {
+      train_cli_.finish(train_);
+      o_.job = "train";
+      o_.train = train_cli_.o;
+    }
+    const DoctorResult r = run_doctor(o_);
+    std::printf("%s", r.text.c_str());
+    if (!o_.html.empty()) std::printf("\nreport: %s\n", o_.html.c_str());
+    return 0;
+  }
+
+ private:
+  CLI::App *cmd_ = nullptr, *embed_ = nullptr, *train_ = nullptr;
+  DoctorOptions o_;
+  EmbedCli embed_cli_;
+  TrainCli train_cli_;
+};
+
+// `stoke tune embed|train`, starting from the job's flags.
+class TuneCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand("tune", "Find faster settings: short trials, one knob at a time, written as a --config file");
+    embed_ = cmd_->add_subcommand("embed", "Tune `stoke embed` starting from these flags");
+    add_embed_flags(embed_, embed_cli_, nullptr);
+    add_real(embed_, "--seconds-per-trial", embed_o_.seconds_per_trial, {0, 3600, true},
+             "How long each trial reads records");
+    embed_->add_option("--write-config", embed_o_.write_config,
+                       "Write the winning settings to FILE (a --config file); without it they are only printed");
+    add_real(embed_, "--min-cosine", embed_o_.min_cosine, {-1, 1},
+             "A lower precision is taken only if every embedding keeps this cosine to f32's");
+    add_int(embed_, "--max-workers", embed_o_.max_workers, {0, max_workers(), max_workers_reason()},
+            "Most tokenizer workers to try (0: the cores)");
+    train_ = cmd_->add_subcommand("train", "Tune `stoke train` starting from these flags");
+    add_train_flags(train_, train_cli_, nullptr);
+    add_int(train_, "--steps-per-trial", train_o_.steps_per_trial, {1, 1'000'000}, "Optimizer steps each trial runs");
+    train_->add_option("--write-config", train_o_.write_config,
+                       "Write the winning settings to FILE (a --config file); without it they are only printed");
+    add_real(train_, "--max-loss-change", train_o_.max_loss_change, {0, 1000},
+             "bf16 is taken only if its loss after the trial stays this close to f32's (relative)");
+    cmd_->require_subcommand(1);
+  }
+  bool parsed() const override { return cmd_->parsed(); }
+  std::vector<TextCommand> text_commands() override {
+    return {{embed_, &embed_cli_.o.common, true}, {train_, &train_cli_.o.common, false}};
+  }
+  int run() override {
+    TuneResult r;
+    if (train_->parsed()) {
+      train_cli_.finish(train_);
+      train_o_.train = train_cli_.o;
+      r = run_tune_train(train_o_);
+    } else {
+      embed_cli_.finish();
+      embed_o_.embed = embed_cli_.o;
+      r = run_tune(embed_o_);
+    }
+    std::printf("%s", r.table.c_str());
+    return 0;
+  }
+
+ private:
+  CLI::App *cmd_ = nullptr, *embed_ = nullptr, *train_ = nullptr;
+  TuneOptions embed_o_;
+  EmbedCli embed_cli_;
+  TuneTrainOptions train_o_;
+  TrainCli train_cli_;
+};
+
+class InspectCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand("inspect", "What a model folder or safetensors file holds, validated");
+    cmd_->add_option("path", path_, "A model folder, a hub id in the local Hugging Face cache, or a .safetensors file")
+        ->required();
+  }
+  bool parsed() const override { return cmd_->parsed(); }
+  int run() override {
+    run_inspect(locate_model(path_).dir.string(), std::cout);  // a hub id as --model takes it
+    return 0;
+  }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  std::string path_;
+};
+
+class VerifyCommand : public Command {
+ public:
+  void add_to(CLI::App& app) override {
+    cmd_ = app.add_subcommand("verify",
+                              "Check that embed output folders (one per task) are complete, consistent and intact");
+    cmd_->add_option("folders", folders_,
+                     "Output folders: every task's folder of one job (e.g. out/task-*), or one unsplit folder")
+        ->required();
+  }
+  bool parsed() const override { return cmd_->parsed(); }
+  int run() override { return report_verify(run_verify(folders_)); }
+
+ private:
+  CLI::App* cmd_ = nullptr;
+  std::vector<std::string> folders_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Command>> make_commands() {
+  std::vector<std::unique_ptr<Command>> c;
+  c.push_back(std::make_unique<TokenizeCommand>());
+  c.push_back(std::make_unique<EmbedCommand>());
+  c.push_back(std::make_unique<ClassifyCommand>());
+  c.push_back(std::make_unique<TrainCommand>());
+  c.push_back(std::make_unique<DoctorCommand>());
+  c.push_back(std::make_unique<TuneCommand>());
+  c.push_back(std::make_unique<InspectCommand>());
+  c.push_back(std::make_unique<VerifyCommand>());
+  return c;
+}
+
+}  // namespace stoke::cli

@@ -1,0 +1,141 @@
+#include "apps/stoke/job_reports.h"
+
+#include <cstdio>
+#include <string>
+
+#include "text/tokenizer.h"
+
+namespace stoke::cli {
+
+namespace {
+
+std::string count_of(uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// An input without a single record is almost always a mistake (a wrong file,
+// an empty pipe): said even with --quiet, though the run itself succeeds.
+void warn_if_empty(uint64_t records, const std::string& input) {
+  if (records == 0)
+    std::fprintf(stderr, "stoke: warning: %s holds no records: nothing was done\n",
+                 input == "-" ? "stdin" : input.c_str());
+}
+
+std::string per_second(double n, double secs) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f", secs > 0 ? n / secs : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+void report_tokenize(const TokenizeSummary& s, const TokenizeOptions& tok) {
+  warn_if_empty(s.records + s.skipped, tok.common.input);
+  if (s.skipped > 0)
+    std::fprintf(stderr, "stoke: skipped %s (no output line each): see %s\n",
+                 count_of(s.skipped, "bad record", "bad records").c_str(), s.errors_file.c_str());
+  if (!tok.common.quiet) {
+    std::fprintf(stderr,
+                 "tokenized %llu records (%llu pairs), %llu tokens in %.2f s: %s records/s, %s tokens/s; "
+                 "truncated %llu at max length %lld (from %s); invalid UTF-8 replaced %llu\n",
+                 static_cast<unsigned long long>(s.records), static_cast<unsigned long long>(s.pairs),
+                 static_cast<unsigned long long>(s.tokens), s.seconds,
+                 per_second(static_cast<double>(s.records), s.seconds).c_str(),
+                 per_second(static_cast<double>(s.tokens), s.seconds).c_str(),
+                 static_cast<unsigned long long>(tok.no_truncation ? 0 : s.truncated),
+                 static_cast<long long>(s.max_length), s.max_length_from.c_str(),
+                 static_cast<unsigned long long>(s.replaced_utf8));
+  }
+  if (s.capped > 0)  // said even with --quiet: these rows hold fewer ids than their texts
+    std::fprintf(stderr,
+                 "stoke: warning: texts over %zu MiB were tokenized from their first %zu MiB only (%llu of "
+                 "them): even with --no-truncation a text's bytes are capped, so memory stays bounded\n",
+                 kUntruncatedTextBytes >> 20, kUntruncatedTextBytes >> 20,
+                 static_cast<unsigned long long>(s.capped));
+}
+
+void report_embed(const EmbedSummary& s, const EmbedOptions& o) {
+  for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
+  if (!s.already_complete) warn_if_empty(s.records, o.common.input);
+  if (s.already_complete) {
+    std::fprintf(stderr, "stoke: %s is already complete (%llu rows in %llu shards); nothing to do\n",
+                 o.output.c_str(), static_cast<unsigned long long>(s.texts),
+                 static_cast<unsigned long long>(s.shards));
+  } else if (!o.common.quiet) {
+    std::fprintf(stderr,
+                 "embedded %llu texts (%llu tokens, %llu batches) in %.2f s on %s: %s texts/s, %s tokens/s; "
+                 "%lld dims, pooling %s%s, %s; truncated %llu at max length %lld; invalid UTF-8 replaced %llu; "
+                 "host syncs %llu -> %s\n",
+                 static_cast<unsigned long long>(s.texts), static_cast<unsigned long long>(s.tokens),
+                 static_cast<unsigned long long>(s.batches), s.seconds, s.device.c_str(),
+                 per_second(static_cast<double>(s.texts), s.seconds).c_str(),
+                 per_second(static_cast<double>(s.tokens), s.seconds).c_str(), static_cast<long long>(s.dims),
+                 s.pooling.c_str(), s.normalize ? " + normalize" : "", s.precision.c_str(),
+                 static_cast<unsigned long long>(s.truncated), static_cast<long long>(s.max_length),
+                 static_cast<unsigned long long>(s.replaced_utf8), static_cast<unsigned long long>(s.host_syncs),
+                 o.output.c_str());
+    std::fprintf(stderr,
+                 "  records %llu (skipped %llu bad, %llu other tasks', %llu done by an earlier run); %llu shards; "
+                 "padding efficiency %.2f; bounded by %s\n%s",
+                 static_cast<unsigned long long>(s.records), static_cast<unsigned long long>(s.skipped),
+                 static_cast<unsigned long long>(s.other_tasks), static_cast<unsigned long long>(s.resumed),
+                 static_cast<unsigned long long>(s.shards), s.padding_efficiency, s.bound_by.c_str(),
+                 s.stage_report.c_str());
+    if (!s.gpu_report.empty()) std::fprintf(stderr, "  %s\n", s.gpu_report.c_str());
+  }
+}
+
+void report_classify(const ClassifySummary& s, const ClassifyOptions& cls) {
+  for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
+  warn_if_empty(s.read, cls.common.input);
+  if (s.skipped > 0)
+    std::fprintf(stderr, "stoke: skipped %s (no output line each): see %s\n",
+                 count_of(s.skipped, "bad record", "bad records").c_str(), s.errors_file.c_str());
+  if (!cls.common.quiet) {
+    std::fprintf(stderr,
+                 "classified %llu records (%llu pairs, %llu tokens, %llu batches) in %.2f s on %s: %s records/s; "
+                 "%s; truncated %llu; host syncs %llu\n",
+                 static_cast<unsigned long long>(s.records), static_cast<unsigned long long>(s.pairs),
+                 static_cast<unsigned long long>(s.tokens), static_cast<unsigned long long>(s.batches), s.seconds,
+                 s.device.c_str(), per_second(static_cast<double>(s.records), s.seconds).c_str(), s.mode.c_str(),
+                 static_cast<unsigned long long>(s.truncated), static_cast<unsigned long long>(s.host_syncs));
+    if (!s.gpu_report.empty()) std::fprintf(stderr, "  %s\n", s.gpu_report.c_str());
+  }
+}
+
+void report_train(const TrainSummary& s, const TrainOptions& o) {
+  for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
+  if (!o.common.quiet) {
+    std::fprintf(stderr,
+                 "trained %lld steps (%.2f epochs, batch %lld x %lld, lr %g) on %s, %s: %llu samples in %.2f s: "
+                 "%.1f samples/s, %.0f tokens/s; host syncs %llu (bound %llu)\n  last loss %.4f",
+                 static_cast<long long>(s.steps), s.epochs, static_cast<long long>(s.batch_size),
+                 static_cast<long long>(s.grad_accum), s.lr, s.device.c_str(), s.precision.c_str(),
+                 static_cast<unsigned long long>(s.samples), s.seconds, s.samples_per_s, s.tokens_per_s,
+                 static_cast<unsigned long long>(s.host_syncs), static_cast<unsigned long long>(s.host_sync_bound),
+                 s.last_loss);
+    if (s.has_eval)
+      std::fprintf(stderr, "; eval loss %.4f, accuracy %.4f, macro-F1 %.4f", s.eval_loss, s.eval_accuracy,
+                   s.eval_macro_f1);
+    std::fprintf(stderr, "%s%s -> %s\n", s.resumed_from.empty() ? "" : "; resumed from ",
+                 s.resumed_from.c_str(), s.output.c_str());
+    if (!s.gpu_report.empty()) std::fprintf(stderr, "  %s\n", s.gpu_report.c_str());
+  }
+}
+
+int report_verify(const VerifyReport& r) {
+  for (const auto& n : r.notes) std::fprintf(stderr, "stoke: note: %s\n", n.c_str());
+  for (const auto& p : r.problems) std::fprintf(stderr, "stoke: verify: %s\n", p.c_str());
+  if (!r.problems.empty()) {
+    std::fprintf(stderr, "stoke: verify found %s in %s\n", count_of(r.problems.size(), "problem", "problems").c_str(),
+                 count_of(r.folders, "folder", "folders").c_str());
+    return 1;
+  }
+  std::printf("verified %s (%s): %s, %s, %llu skipped — complete, consistent, intact\n",
+              count_of(r.folders, "folder", "folders").c_str(), count_of(r.tasks, "task", "tasks").c_str(),
+              count_of(r.records, "record", "records").c_str(), count_of(r.rows, "row", "rows").c_str(),
+              static_cast<unsigned long long>(r.skipped));
+  return 0;
+}
+
+}  // namespace stoke::cli

@@ -1,0 +1,28 @@
+// What `stoke tune` reads back from its trials' output folders: the
+// embeddings, whatever --output-dtype wrote them as, and how closely a lower
+// precision's vectors agree with f32's.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+namespace stoke {
+
+// Every row of the folder's embeddings-NNNNN.npy shards, in order, as f32:
+// f32 shards as they are, f16 shards (--output-dtype f16) widened exactly.
+// *dims is the row width. Throws Error(format) naming the shard for any other
+// element type, a shape that is not 2-D, or a file shorter than its header says.
+std::vector<float> read_output_embeddings(const std::filesystem::path& dir, int64_t* dims);
+
+// Cosine between row r of `reference` and row r of `candidate`, over the rows
+// both hold: the mean and the worst of (1 - cosine).
+struct CosineAgreement {
+  size_t rows = 0;
+  double mean_gap = 0;   // mean of 1 - cosine
+  double worst = 1;      // the smallest cosine
+};
+CosineAgreement cosine_agreement(const std::vector<float>& reference, const std::vector<float>& candidate,
+                                 int64_t dims);
+
+}  // namespace stoke
