@@ -1,9 +1,10 @@
 // An encoder architecture as a description: everything that differs between
-// BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, ... is a field here,
+// BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, MPNet is a field here,
 // and the loader (io/hf_config, io/encoder_layout), the inference encoder,
 // the trainable layout and the trainer read these fields instead of asking
 // "which model is this?". The layer sequence itself is the same for all of
-// them (post-LN, bidirectional); what varies is names, embeddings and heads.
+// them (post-LN, bidirectional; model/layer_sequence); what varies is names,
+// embeddings, heads and MPNet's relative-position bias.
 //
 // One table (io/architectures.cc) holds one entry per config.json model_type.
 // It lives in io/ rather than model/ because the loader needs the tensor names
