@@ -99,7 +99,7 @@ STOKE_OP(convert, (const TensorView& out, const TensorView& in), (out, in))
 // da[M,K] = dy·w (da may be empty: the first layer's input needs none),
 // dw[N,K] += dy^T·a, db[N] += column sums of dy. The forward's activation
 // is not undone here: pass dy already multiplied by its derivative
-// (bias_gelu_backward, tanh_backward).
+// (bias_gelu_backward, tanh_backward, relu_backward).
 STOKE_OP(linear_backward,
          (const TensorView& da, const TensorView& dw, const TensorView& db, const TensorView& dy, const TensorView& a,
           const TensorView& w),
@@ -155,6 +155,11 @@ STOKE_OP(bias_gelu_backward,
 // the classification head's activation). dx may alias dy.
 STOKE_OP(tanh_backward, (const TensorView& dx, const TensorView& dy, const TensorView& y), (dx, dy, y))
 
+// dx = dy where y > 0, else 0, for y = max(u, 0), given the output y
+// (DistilBERT's classification head; torch's ReLU backward, which passes no
+// gradient at u = 0). dx may alias dy.
+STOKE_OP(relu_backward, (const TensorView& dx, const TensorView& dy, const TensorView& y), (dx, dy, y))
+
 // attention that also writes lse[T, heads] (f32): per token and head, the
 // log of the softmax denominator, log sum_j exp(q·k_j / sqrt(d)) (before
 // dropout, which does not change the denominator). Dropout on the attention
@@ -175,6 +180,29 @@ STOKE_OP(attention_backward,
           const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen,
           const Ops::AttentionDropout& dropout),
          (dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout))
+
+// --- attention with a relative-position bias (MPNet)
+// As attention / attention_train / attention_backward, with a per-head bias
+// added to every score by the key's position relative to the query within
+// its sequence: s_ij = q_i·k_j / sqrt(d) + rel[(j - i) + max_seqlen - 1, h].
+// rel[2*max_seqlen - 1, heads] is f32 (the model gathers it from its bucket
+// table: gather_rows). The backward WRITES drel (=, f32, same shape): the sum
+// of the score gradients dS_ij over every (sequence, i, j) at each relative
+// distance, per head; the caller scatters it into the bucket table
+// (gather_rows_backward).
+STOKE_OP(attention_relpos,
+         (const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen,
+          const TensorView& rel),
+         (out, qkv, cu_seqlens, heads, max_seqlen, rel))
+STOKE_OP(attention_relpos_train,
+         (const TensorView& out, const TensorView& lse, const TensorView& qkv, const TensorView& cu_seqlens,
+          int heads, int max_seqlen, const TensorView& rel, const Ops::AttentionDropout& dropout),
+         (out, lse, qkv, cu_seqlens, heads, max_seqlen, rel, dropout))
+STOKE_OP(attention_relpos_backward,
+         (const TensorView& dqkv, const TensorView& drel, const TensorView& dout, const TensorView& qkv,
+          const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen,
+          const TensorView& rel, const Ops::AttentionDropout& dropout),
+         (dqkv, drel, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, rel, dropout))
 
 // Backward of gather_rows: dh[rows[b]] += dout[b]. ADDS: the caller zeroes
 // dh (or passes the gradient the rest of the graph already wrote there).

@@ -11,7 +11,7 @@
 
 namespace stoke {
 
-enum class Activation { none, gelu_erf, tanh };
+enum class Activation { none, gelu_erf, tanh, relu };  // relu: DistilBERT's classification head
 enum class PoolingMode { cls, mean, max, mean_sqrt_len, lasttoken };
 
 class Ops {

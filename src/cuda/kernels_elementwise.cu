@@ -14,6 +14,7 @@ __device__ __forceinline__ float activate(float u, Activation act) {
   switch (act) {
     case Activation::gelu_erf: return 0.5f * u * (1.0f + erff(u * 0.70710678118654752f));  // BERT's exact GELU
     case Activation::tanh: return tanhf(u);
+    case Activation::relu: return fmaxf(u, 0.0f);
     default: return u;
   }
 }

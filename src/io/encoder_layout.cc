@@ -4,66 +4,76 @@ namespace stoke {
 
 namespace {
 
-void add(std::vector<ExpectedTensor>& out, std::string name, ExpectedTensor::Part part,
-         std::vector<std::pair<int64_t, std::string>> dims) {
-  ExpectedTensor t;
-  t.name = std::move(name);
-  t.part = part;
-  for (auto& [size, field] : dims) {
-    t.shape.push_back(size);
-    t.dims.push_back(std::move(field));
-  }
-  out.push_back(std::move(t));
-}
+using R = TensorRole;
+using Dim = std::pair<int64_t, std::string>;
 
-// weight [out, in] + bias [out] of a torch Linear.
-void add_linear(std::vector<ExpectedTensor>& out, const std::string& name, ExpectedTensor::Part part,
-                std::pair<int64_t, std::string> out_dim, std::pair<int64_t, std::string> in_dim) {
-  add(out, name + ".weight", part, {out_dim, in_dim});
-  add(out, name + ".bias", part, {out_dim});
-}
-
-void add_layer_norm(std::vector<ExpectedTensor>& out, const std::string& name, std::pair<int64_t, std::string> dim) {
-  add(out, name + ".weight", ExpectedTensor::encoder, {dim});
-  add(out, name + ".bias", ExpectedTensor::encoder, {dim});
+ExpectedTensor::Part part_of(R r) {
+  if (r == R::pooler_weight || r == R::pooler_bias) return ExpectedTensor::pooler;
+  if (r >= R::head_dense_weight) return ExpectedTensor::classifier;
+  return ExpectedTensor::encoder;
 }
 
 }  // namespace
 
 std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
-  using P = ExpectedTensor::Part;
-  const std::pair<int64_t, std::string> H{c.hidden_size, "hidden_size"};
-  const std::pair<int64_t, std::string> I{c.intermediate_size, "intermediate_size"};
-  const std::pair<int64_t, std::string> V{c.vocab_size, "vocab_size"};
-  const std::pair<int64_t, std::string> Pos{c.max_position_embeddings, "max_position_embeddings"};
-  const std::pair<int64_t, std::string> T{c.type_vocab_size, "type_vocab_size"};
-  const std::pair<int64_t, std::string> N{c.num_labels(), "num_labels (id2label)"};
-
+  const Architecture& a = *c.arch;
+  const ConfigFields& f = a.fields;
+  const Dim H{c.hidden_size, std::string(f.hidden_size)};
+  const Dim E = a.embedding_projection ? Dim{c.embedding_size, std::string(f.embedding_size)} : H;
+  const Dim I{c.intermediate_size, std::string(f.intermediate_size)};
+  const Dim V{c.vocab_size, "vocab_size"};
+  const Dim Pos{c.max_position_embeddings, "max_position_embeddings"};
+  const Dim T{c.type_vocab_size, std::string(f.type_vocab_size)};
+  const Dim N{c.num_labels(), "num_labels (id2label)"};
+  // The shape of each role, in dimensions named by their config field.
+  auto dims_of = [&](R r) -> std::vector<Dim> {
+    switch (r) {
+      case R::word_embeddings: return {V, E};
+      case R::position_embeddings: return {Pos, E};
+      case R::token_type_embeddings: return {T, E};
+      case R::embeddings_ln_weight: case R::embeddings_ln_bias: return {E};
+      case R::embeddings_project_weight: return {H, E};
+      case R::relative_attention_bias:
+        return {{c.relative_attention_num_buckets, std::string(f.relative_attention_num_buckets)},
+                {c.num_attention_heads, std::string(f.num_attention_heads)}};
+      case R::ffn_in_weight: return {I, H};
+      case R::ffn_in_bias: return {I};
+      case R::ffn_out_weight: return {H, I};
+      case R::head_out_weight: return {N, H};
+      case R::head_out_bias: return {N};
+      case R::query_weight: case R::key_weight: case R::value_weight: case R::attn_out_weight:
+      case R::pooler_weight: case R::head_dense_weight:
+        return {H, H};
+      default: return {H};
+    }
+  };
   std::vector<ExpectedTensor> out;
-  add(out, "embeddings.word_embeddings.weight", P::encoder, {V, H});          // (V, H)
-  add(out, "embeddings.position_embeddings.weight", P::encoder, {Pos, H});    // (P, H)
-  add(out, "embeddings.token_type_embeddings.weight", P::encoder, {T, H});    // (T, H)
-  add_layer_norm(out, "embeddings.LayerNorm", H);
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string p = "encoder.layer." + std::to_string(l) + ".";
-    add_linear(out, p + "attention.self.query", P::encoder, H, H);
-    add_linear(out, p + "attention.self.key", P::encoder, H, H);
-    add_linear(out, p + "attention.self.value", P::encoder, H, H);
-    add_linear(out, p + "attention.output.dense", P::encoder, H, H);
-    add_layer_norm(out, p + "attention.output.LayerNorm", H);
-    add_linear(out, p + "intermediate.dense", P::encoder, I, H);
-    add_linear(out, p + "output.dense", P::encoder, H, I);
-    add_layer_norm(out, p + "output.LayerNorm", H);
-  }
-  // BertModel and RobertaModel both have a pooler when built with
-  // add_pooling_layer=True (bare models, sentence-transformers checkpoints);
-  // *ForSequenceClassification of RoBERTa / XLM-R drops it.
-  add_linear(out, "pooler.dense", P::pooler, H, H);
-  if (c.model_type == ModelType::bert) {
-    add_linear(out, "classifier", P::classifier, N, H);
-  } else {
-    add_linear(out, "classifier.dense", P::classifier, H, H);
-    add_linear(out, "classifier.out_proj", P::classifier, N, H);
+  auto add = [&](R r, int64_t layer) {
+    if (!a.has(r)) return;
+    // ELECTRA projects only when the sizes differ (ElectraModel has no
+    // embeddings_project otherwise).
+    if ((r == R::embeddings_project_weight || r == R::embeddings_project_bias) && c.embedding_size == c.hidden_size)
+      return;
+    ExpectedTensor t;
+    t.name = a.tensor_name(r, layer);
+    t.role = r;
+    t.layer = layer;
+    t.part = part_of(r);
+    for (auto& [size, field] : dims_of(r)) {
+      t.shape.push_back(size);
+      t.dims.push_back(field);
+    }
+    out.push_back(std::move(t));
+  };
+  for (size_t r = 0; r < kTensorRoles; ++r) {
+    const R role = static_cast<R>(r);
+    if (role_is_per_layer(role)) continue;
+    if (role == R::pooler_weight) {  // the layers come before the pooler and heads
+      for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+        for (size_t q = 0; q < kTensorRoles; ++q)
+          if (role_is_per_layer(static_cast<R>(q))) add(static_cast<R>(q), l);
+    }
+    add(role, -1);
   }
   return out;
 }
@@ -73,7 +83,7 @@ std::vector<ResolvedTensor> resolve_encoder_tensors(const HfConfig& c, const Mod
   const std::string where = w.folder().string();
   const std::string prefix(c.checkpoint_prefix());
   // One naming scheme per folder, decided by the word embeddings.
-  const std::string probe = "embeddings.word_embeddings.weight";
+  const std::string probe(c.arch->name_of(TensorRole::word_embeddings));
   bool prefixed = w.find(prefix + probe) != nullptr;
   if (!prefixed && w.find(probe) == nullptr) {
     throw ModelFolderError(ModelFolderErrc::missing_tensor,

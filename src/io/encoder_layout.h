@@ -1,11 +1,13 @@
-// The parameters a BERT / RoBERTa / XLM-R encoder and its heads must have,
-// derived from config.json, and their lookup in a folder's weights.
+// The parameters an encoder and its heads must have, derived from config.json
+// and the architecture's description (io/architecture.h), and their lookup in
+// a folder's weights.
 //
-// Names are canonical, as in a bare BertModel / RobertaModel state_dict
+// Names are canonical, as in the bare base model's state_dict
 // ("embeddings.word_embeddings.weight"). In *ForSequenceClassification
-// checkpoints the encoder and pooler carry a "bert." / "roberta." prefix and the
-// classifier has none; bare-model and sentence-transformers checkpoints carry no
-// prefix. Both are accepted; one folder uses one scheme throughout.
+// checkpoints the encoder and pooler carry the architecture's prefix ("bert.",
+// "roberta.", ...) and the classifier has none; bare-model and
+// sentence-transformers checkpoints carry no prefix. Both are accepted; one
+// folder uses one scheme throughout.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,8 @@ namespace stoke {
 struct ExpectedTensor {
   enum Part { encoder, pooler, classifier };
   std::string name;                 // canonical: no "bert."/"roberta." prefix
+  TensorRole role = TensorRole::word_embeddings;
+  int64_t layer = -1;               // for per-layer roles
   std::vector<int64_t> shape;       // from config.json
   Part part = encoder;
   std::vector<std::string> dims;    // the config field behind each dimension, e.g. {"vocab_size", "hidden_size"}
@@ -28,7 +32,8 @@ struct ExpectedTensor {
 // Every parameter, in model order: embeddings, layers 0..L-1, pooler, classifier.
 // BERT's classifier: classifier.weight [num_labels, hidden] and .bias.
 // RoBERTa / XLM-R: classifier.dense.{weight,bias} [hidden, hidden] and
-// classifier.out_proj.{weight,bias} [num_labels, hidden].
+// classifier.out_proj.{weight,bias} [num_labels, hidden]. The architecture's
+// description says which roles exist and what they are called.
 std::vector<ExpectedTensor> expected_tensors(const HfConfig& config);
 
 struct ResolvedTensor {

@@ -14,14 +14,7 @@ namespace stoke {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string_view model_type_name(ModelType t) {
-  switch (t) {
-    case ModelType::bert: return "bert";
-    case ModelType::roberta: return "roberta";
-    case ModelType::xlm_roberta: return "xlm-roberta";
-  }
-  return "?";
-}
+std::string_view model_type_name(ModelType t) { return architecture_of(t).model_type; }
 
 std::string_view problem_type_name(ProblemType p) {
   switch (p) {
@@ -34,17 +27,17 @@ std::string_view problem_type_name(ProblemType p) {
 }
 
 int64_t HfConfig::usable_positions() const {
-  if (model_type == ModelType::bert) return max_position_embeddings;
-  return max_position_embeddings - pad_token_id - 1;
+  switch (arch->positions) {
+    case PositionScheme::from_zero: return max_position_embeddings;
+    case PositionScheme::after_padding: return max_position_embeddings - pad_token_id - 1;
+  }
+  return max_position_embeddings;
 }
 
-std::string_view HfConfig::checkpoint_prefix() const {
-  return model_type == ModelType::bert ? "bert." : "roberta.";
-}
+std::string_view HfConfig::checkpoint_prefix() const { return arch->checkpoint_prefix; }
 
 namespace {
 
-constexpr const char* kSupportedTypes = "bert, roberta, xlm-roberta";
 // Sizes are capped so that the product of any two fits in 64 bits.
 constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();
 
@@ -94,6 +87,13 @@ class Fields {
         v->get<int64_t>() < 0 || v->get<int64_t>() > kMaxSize)
       expected(field, "a non-negative integer", *v);
     return v->get<int64_t>();
+  }
+
+  // Dropout rates: read as transformers does, a number or the default
+  // (training alone uses them; --dropout overrides them).
+  double number_or(std::string_view field, double fallback) const {
+    const json* v = get(field);
+    return v && v->is_number() ? v->get<double>() : fallback;
   }
 
   double positive_number(std::string_view field, double fallback) const {
@@ -201,38 +201,46 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
   const json* type = f.get("model_type");
   if (!type) {
     throw Error(Errc::not_found, label + ": field \"model_type\" is missing; stoke needs it to know the "
-                                         "architecture (supported: " + kSupportedTypes + ")");
+                                         "architecture (supported: " + supported_model_types() + ")");
   }
   if (!type->is_string()) f.expected("model_type", "a string", *type);
   c.model_type_name = type->get<std::string>();
-  if (c.model_type_name == "bert") {
-    c.model_type = ModelType::bert;
-  } else if (c.model_type_name == "roberta") {
-    c.model_type = ModelType::roberta;
-  } else if (c.model_type_name == "xlm-roberta") {
-    c.model_type = ModelType::xlm_roberta;
-  } else {
+  c.arch = find_architecture(c.model_type_name);
+  if (!c.arch) {
     f.fail(Errc::unsupported, "model_type",
-           "\"" + c.model_type_name + "\" is not supported; stoke runs " + kSupportedTypes);
+           "\"" + c.model_type_name + "\" is not supported; stoke runs " + supported_model_types());
   }
-  const bool bert = c.model_type == ModelType::bert;
+  c.model_type = c.arch->type;
+  const Architecture& a = *c.arch;
+  const ConfigFields& n = a.fields;
+  const ConfigDefaults& d = a.defaults;
 
-  // Defaults: BertConfig / RobertaConfig / XLMRobertaConfig of transformers 4.29.
-  c.vocab_size = f.positive_int("vocab_size", c.model_type == ModelType::roberta ? 50265 : 30522);
-  c.hidden_size = f.positive_int("hidden_size", 768);
-  c.num_hidden_layers = f.positive_int("num_hidden_layers", 12);
-  c.num_attention_heads = f.positive_int("num_attention_heads", 12);
-  c.intermediate_size = f.positive_int("intermediate_size", 3072);
-  c.max_position_embeddings = f.positive_int("max_position_embeddings", 512);
-  c.type_vocab_size = f.positive_int("type_vocab_size", 2);
-  c.layer_norm_eps = f.positive_number("layer_norm_eps", 1e-12);
-  c.pad_token_id = f.non_negative_int("pad_token_id", bert ? 0 : 1);
-  c.hidden_act = f.string("hidden_act", "gelu");
+  // Field names and defaults come from the architecture (transformers' config class).
+  c.vocab_size = f.positive_int("vocab_size", d.vocab_size);
+  c.hidden_size = f.positive_int(n.hidden_size, d.hidden_size);
+  c.num_hidden_layers = f.positive_int(n.num_hidden_layers, d.num_hidden_layers);
+  c.num_attention_heads = f.positive_int(n.num_attention_heads, d.num_attention_heads);
+  c.intermediate_size = f.positive_int(n.intermediate_size, d.intermediate_size);
+  c.max_position_embeddings = f.positive_int("max_position_embeddings", d.max_position_embeddings);
+  c.type_vocab_size = a.token_types ? f.positive_int(n.type_vocab_size, d.type_vocab_size) : 0;
+  c.embedding_size = c.hidden_size;
+  if (a.embedding_projection)
+    c.embedding_size = f.positive_int(n.embedding_size, d.embedding_size > 0 ? d.embedding_size : c.hidden_size);
+  if (a.has(TensorRole::relative_attention_bias))
+    c.relative_attention_num_buckets =
+        f.positive_int(n.relative_attention_num_buckets, d.relative_attention_num_buckets);
+  c.layer_norm_eps = n.layer_norm_eps.empty() ? d.layer_norm_eps : f.positive_number(n.layer_norm_eps, d.layer_norm_eps);
+  c.pad_token_id = f.non_negative_int("pad_token_id", d.pad_token_id);
+  c.hidden_act = f.string(n.hidden_act, "gelu");
   c.position_embedding_type = f.string("position_embedding_type", "absolute");
+  c.hidden_dropout = f.number_or(n.hidden_dropout, d.hidden_dropout);
+  c.attention_dropout = f.number_or(n.attention_dropout, d.attention_dropout);
+  c.classifier_dropout = f.number_or(n.classifier_dropout, d.classifier_dropout < 0 ? c.hidden_dropout
+                                                                                        : d.classifier_dropout);
 
   if (c.hidden_size % c.num_attention_heads != 0) {
-    f.fail(Errc::format, "hidden_size",
-           std::to_string(c.hidden_size) + " is not a multiple of num_attention_heads = " +
+    f.fail(Errc::format, n.hidden_size,
+           std::to_string(c.hidden_size) + " is not a multiple of " + std::string(n.num_attention_heads) + " = " +
                std::to_string(c.num_attention_heads));
   }
   if (c.pad_token_id >= c.vocab_size) {
@@ -245,19 +253,24 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
                " numbers positions from pad_token_id + 1 = " + std::to_string(c.pad_token_id + 1));
   }
   if (c.hidden_act != "gelu" && c.hidden_act != "gelu_python") {
-    f.fail(Errc::unsupported, "hidden_act",
-           "\"" + c.hidden_act + "\" is not supported: stoke implements the exact (erf) GELU only, "
-           "\"gelu\"");
+    f.fail(Errc::unsupported, n.hidden_act,
+           "\"" + c.hidden_act + "\" is not supported; runs: \"gelu\", \"gelu_python\" (the exact erf GELU)");
   }
   if (c.position_embedding_type != "absolute") {
     f.fail(Errc::unsupported, "position_embedding_type",
-           "\"" + c.position_embedding_type + "\" is not supported: stoke implements \"absolute\" only");
+           "\"" + c.position_embedding_type + "\" is not supported; runs: \"absolute\"");
+  }
+  // DistilBERT: sinusoidal positions are a frozen table training must not
+  // update; stoke trains every table, so it refuses rather than drift.
+  if (a.type == ModelType::distilbert && f.boolean("sinusoidal_pos_embds", false)) {
+    f.fail(Errc::unsupported, "sinusoidal_pos_embds",
+           "true is not supported; runs: false (learned position embeddings)");
   }
   if (f.boolean("is_decoder", false)) {
-    f.fail(Errc::unsupported, "is_decoder", "true is not supported: stoke runs bidirectional encoders only");
+    f.fail(Errc::unsupported, "is_decoder", "true is not supported; runs: false (bidirectional encoders)");
   }
   if (f.boolean("add_cross_attention", false)) {
-    f.fail(Errc::unsupported, "add_cross_attention", "true is not supported: stoke runs encoders only");
+    f.fail(Errc::unsupported, "add_cross_attention", "true is not supported; runs: false (encoders only)");
   }
 
   const std::string problem = f.string("problem_type", "");

@@ -1,9 +1,12 @@
-// config.json of a Hugging Face BERT / RoBERTa / XLM-RoBERTa model.
+// config.json of a Hugging Face encoder of one of the architectures in
+// io/architectures.cc (BERT, RoBERTa, XLM-R, ...).
 //
-// Absent fields take the defaults of transformers' BertConfig / RobertaConfig /
-// XLMRobertaConfig (v4.29). Everything stoke's encoder does not run is refused
-// by name (other model types, activations other than erf GELU, relative
-// position embeddings, decoders). Every error names the file and the field:
+// Fields are read under the names the architecture's description gives
+// (DistilBERT says "dim" where BERT says "hidden_size"); absent fields take
+// the defaults of the matching transformers config class. Everything stoke's
+// encoder does not run is refused by name (other model types, activations
+// other than erf GELU, relative position embeddings, decoders). Every error
+// names the file and the field:
 //   config.json: field "hidden_size": expected a positive integer, found -3
 #pragma once
 
@@ -15,29 +18,36 @@
 #include <string_view>
 #include <vector>
 
+#include "io/architecture.h"
+
 namespace stoke {
 
-enum class ModelType { bert, roberta, xlm_roberta };
 enum class ProblemType { unspecified, single_label_classification, multi_label_classification, regression };
 
-// "bert", "roberta", "xlm-roberta" (the config.json spelling).
+// "bert", "roberta", "xlm-roberta", ... (the config.json spelling).
 std::string_view model_type_name(ModelType t);
 // "single_label_classification", ...; "" for unspecified.
 std::string_view problem_type_name(ProblemType p);
 
 struct HfConfig {
   ModelType model_type = ModelType::bert;
+  const Architecture* arch = &architecture_of(ModelType::bert);  // never null
   std::string model_type_name;      // as written in config.json
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
+  int64_t embedding_size = 0;       // = hidden_size unless the architecture projects (ELECTRA)
+  int64_t relative_attention_num_buckets = 0;  // MPNet's relative-position buckets; 0: none
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t intermediate_size = 0;
   int64_t max_position_embeddings = 0;
-  int64_t type_vocab_size = 0;
+  int64_t type_vocab_size = 0;     // 0: the architecture has no token types
   double layer_norm_eps = 0;
   int64_t pad_token_id = 0;
   std::string hidden_act;           // "gelu" or "gelu_python": both are the erf form
+  double hidden_dropout = 0;        // training: embeddings, attention output, FFN output
+  double attention_dropout = 0;     // training: attention probabilities
+  double classifier_dropout = 0;    // training: the classification head
   ProblemType problem_type = ProblemType::unspecified;
   std::vector<std::string> id2label;          // index = id; size = num_labels
   std::map<std::string, int64_t> label2id;    // every value in [0, num_labels)
@@ -47,10 +57,11 @@ struct HfConfig {
   int64_t num_labels() const { return static_cast<int64_t>(id2label.size()); }
   // Positions a sequence (special tokens included) may use. BERT:
   // max_position_embeddings. RoBERTa / XLM-R number positions from
-  // pad_token_id + 1, so: max_position_embeddings - pad_token_id - 1.
+  // pad_token_id + 1, so: max_position_embeddings - pad_token_id - 1
+  // (the architecture's PositionScheme decides).
   int64_t usable_positions() const;
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
-  // The prefix of encoder/pooler names in *For...Classification checkpoints: "bert." / "roberta.".
+  // The prefix of encoder/pooler names in *For...Classification checkpoints: "bert." / "roberta." / ...
   std::string_view checkpoint_prefix() const;
 };
 

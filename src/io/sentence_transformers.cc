@@ -140,6 +140,46 @@ void read_pooling(const fs::path& path, SentenceTransformersConfig& st) {
   }
 }
 
+// <module>/config.json of a Dense module. Activations are named by their
+// torch class; anything but Tanh and Identity is refused by name.
+DenseModule read_dense(const fs::path& folder, const std::string& path) {
+  const fs::path file = folder / path / "config.json";
+  const json cfg = read_object(file);
+  const std::string label = file.string();
+  DenseModule d;
+  d.path = path;
+  const auto in = positive_int(cfg, "in_features", label), out = positive_int(cfg, "out_features", label);
+  if (!in) throw Error(Errc::format, label + ": field \"in_features\" is missing");
+  if (!out) throw Error(Errc::format, label + ": field \"out_features\" is missing");
+  d.in_features = *in;
+  d.out_features = *out;
+  d.bias = boolean(cfg, "bias", label).value_or(true);
+  std::string act = "torch.nn.modules.activation.Tanh";  // Dense's default
+  if (const json* a = get(cfg, "activation_function")) {
+    if (!a->is_string()) field_error(label, "activation_function", "a torch class name", *a);
+    act = a->get<std::string>();
+  }
+  if (act == "torch.nn.modules.activation.Tanh" || act == "torch.nn.Tanh") {
+    d.activation = DenseModule::Activation::tanh;
+  } else if (act == "torch.nn.modules.linear.Identity" || act == "torch.nn.Identity") {
+    d.activation = DenseModule::Activation::identity;
+  } else {
+    throw Error(Errc::unsupported, label + ": field \"activation_function\": \"" + act +
+                                       "\" is not supported; runs: torch.nn.modules.activation.Tanh, "
+                                       "torch.nn.modules.linear.Identity");
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(folder / path / "model.safetensors", ec)) {
+    const bool pickle = fs::exists(folder / path / "pytorch_model.bin", ec);
+    throw Error(pickle ? Errc::refused : Errc::not_found,
+                (folder / path).string() + ": no model.safetensors for the Dense module" +
+                    (pickle ? " (pytorch_model.bin is pickle: stoke does not load pickle weights; convert to "
+                              "safetensors)"
+                            : ""));
+  }
+  return d;
+}
+
 }  // namespace
 
 SentenceTransformersConfig load_sentence_transformers(const fs::path& folder) {
@@ -178,9 +218,9 @@ SentenceTransformersConfig load_sentence_transformers(const fs::path& folder) {
 
     const std::string kind = type.substr(type.rfind('.') == std::string::npos ? 0 : type.rfind('.') + 1);
     const bool ours = type.rfind("sentence_transformers.", 0) == 0;
-    if (!ours || (kind != "Transformer" && kind != "Pooling" && kind != "Normalize")) {
+    if (!ours || (kind != "Transformer" && kind != "Pooling" && kind != "Dense" && kind != "Normalize")) {
       throw Error(Errc::unsupported,
-                  label + ": " + what + " is not supported: stoke runs Transformer -> Pooling -> Normalize " +
+                  label + ": " + what + " is not supported: stoke runs Transformer -> Pooling -> Dense -> Normalize " +
                       "only" + (ours ? "" : " (and no modules outside sentence_transformers)"));
     }
     st.module_types.push_back(kind);
@@ -201,6 +241,12 @@ SentenceTransformersConfig load_sentence_transformers(const fs::path& folder) {
       seen_pooling = true;
       if (path.empty()) throw Error(Errc::format, label + ": " + what + ": a Pooling module needs its own folder");
       read_pooling(folder / path / "config.json", st);
+    } else if (kind == "Dense") {
+      if (!seen_pooling || seen_normalize) {
+        throw Error(Errc::unsupported, label + ": " + what + ": stoke runs Dense after Pooling, before Normalize");
+      }
+      if (path.empty()) throw Error(Errc::format, label + ": " + what + ": a Dense module needs its own folder");
+      st.dense.push_back(read_dense(folder, path));
     } else {  // Normalize: saves no files, so its folder need not exist.
       if (!seen_pooling || seen_normalize) {
         throw Error(Errc::unsupported, label + ": " + what + ": stoke runs Normalize once, after Pooling");

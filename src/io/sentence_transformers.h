@@ -3,8 +3,9 @@
 //
 // Modules are read by TYPE (the last component of "type"), not by folder: a
 // Normalize entry means normalize although no 2_Normalize folder exists.
-// stoke runs Transformer -> Pooling (one mode) -> optional Normalize; any other
-// module (Dense, LayerNorm, WordEmbeddings, CNN, LSTM, ...) is refused by name.
+// stoke runs Transformer -> Pooling (one mode) -> Dense (any number, Tanh or
+// Identity) -> optional Normalize; any other module (LayerNorm,
+// WordEmbeddings, CNN, LSTM, ...) is refused by name.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,18 @@ std::string_view pooling_name(Pooling p);
 // "cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens".
 std::optional<Pooling> pooling_from_name(std::string_view name);
 
+// A sentence_transformers Dense module: y = act(x W^T + b), applied to the
+// pooled vector. Its weights are <path>/model.safetensors ("linear.weight"
+// [out, in], "linear.bias" [out]).
+struct DenseModule {
+  enum class Activation { identity, tanh };
+  std::string path;            // the module folder, relative to the model folder
+  int64_t in_features = 0;
+  int64_t out_features = 0;
+  bool bias = true;
+  Activation activation = Activation::tanh;
+};
+
 struct SentenceTransformersConfig {
   bool present = false;                          // modules.json exists
   std::optional<Pooling> pooling;                // absent when there is no Pooling module
@@ -36,6 +49,7 @@ struct SentenceTransformersConfig {
   std::map<std::string, std::string> prompts;    // config_sentence_transformers.json
   std::optional<std::string> default_prompt_name;
   std::vector<std::string> module_types;         // e.g. {"Transformer", "Pooling", "Normalize"}
+  std::vector<DenseModule> dense;                // after pooling, before Normalize, in order
   // The Transformer module's folder relative to the model folder: "" for the
   // root (today's layout), "0_Transformer" / "0_BERT" in older saves. config.json,
   // the weights and the tokenizer files live there.

@@ -53,8 +53,9 @@ ModelSession open_model_session(const CommonOptions& options, bool need_classifi
   EncoderLoadOptions load;
   load.dtype = s.precision;
   load.need_classifier = need_classifier;
-  load.need_pooler = need_classifier && s.text.folder.config.model_type == ModelType::bert;
   s.encoder = load_encoder(s.text.folder.config, open_model_folder_weights(s.text.folder), *s.backend, load);
+  // sentence-transformers Dense modules shape the sentence vectors (embed); classify reads logits.
+  if (!need_classifier) load_dense_modules(s.encoder, s.text.folder.dir, s.text.folder.st.dense, *s.backend);
   return s;
 }
 

@@ -71,10 +71,7 @@ std::string trained_config_json(json config, const HfConfig& c) {
   config["id2label"] = id2label;
   config["label2id"] = label2id;
   config.erase("num_labels");  // derived from id2label by transformers
-  const bool bert = c.model_type == ModelType::bert;
-  config["architectures"] = json::array({bert ? "BertForSequenceClassification"
-                                              : (c.model_type == ModelType::roberta ? "RobertaForSequenceClassification"
-                                                                                    : "XLMRobertaForSequenceClassification")});
+  config["architectures"] = json::array({std::string(c.arch->sequence_classifier)});
   return config.dump(2) + "\n";
 }
 
@@ -281,16 +278,14 @@ std::unique_ptr<TrainableEncoder> load_model(const TrainOptions& o, const fs::pa
 }
 
 // ---- the loop's settings
-// Every dropout probability: --dropout, else the config's (classifier_dropout null -> hidden).
+// Every dropout probability: --dropout, else the config's, read under its
+// architecture's field names (classifier_dropout null -> hidden).
 struct DropoutProbabilities {
   double hidden, attention, classifier;
 };
-DropoutProbabilities dropout_rates(const TrainOptions& o, const json& config_raw) {
-  const double hidden = config_number(config_raw, "hidden_dropout_prob", 0.1);
-  const double attention = config_number(config_raw, "attention_probs_dropout_prob", 0.1);
-  const double classifier = config_number(config_raw, "classifier_dropout", hidden);  // null -> hidden
+DropoutProbabilities dropout_rates(const TrainOptions& o, const HfConfig& config) {
   if (o.dropout) return {*o.dropout, *o.dropout, *o.dropout};
-  return {hidden, attention, classifier};
+  return {config.hidden_dropout, config.attention_dropout, config.classifier_dropout};
 }
 
 std::string eval_strategy_name(const TrainOptions& o) {
@@ -486,6 +481,7 @@ TrainSummary run_train(const TrainOptions& o) {
 
   // ---- model, tokenizer, device, threads, data
   ModelTokenizer mt = open_model_tokenizer(o.common.model, o.common.max_length);
+  head_activation(*mt.folder.config.arch);  // a head no op computes is refused before the data is read
   const json config_raw = read_json_file(mt.folder.model_dir / "config.json");
   auto backend = open_backend(parse_device(o.common.device), BackendUse::training);
   sum.device = backend->name();
@@ -507,7 +503,7 @@ TrainSummary run_train(const TrainOptions& o) {
       load_model(o, resume_dir, data.config, mt.folder, config_raw, *backend, dtype, sum.notes);
 
   // ---- the loop
-  const DropoutProbabilities dropout = dropout_rates(o, config_raw);
+  const DropoutProbabilities dropout = dropout_rates(o, data.config);
   train::TrainerOptions t = trainer_options(o, sum.batch_size, sum.lr, dropout, trace);
   t.identity = run_identity(o, data, mt.max_length, t, dropout);
   const train::SaveContext save = save_context(mt, config_raw, data.config);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/layer_sequence.h"
 
 namespace stoke {
 
@@ -26,6 +27,8 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
   cu_ = backend_.allocate((B + 1) * 4);
   cls_rows_ = backend_.allocate(B * 4);
   h_ = backend_.allocate(T * H * 4);          // (T, H) f32 residual stream, updated in place
+  if (!enc_.params.emb_proj_w.empty())
+    emb_ = backend_.allocate(T * static_cast<size_t>(c.embedding_size) * 4);  // (T, E) f32 before the projection
   if (enc_.dtype != DType::f32)
     h_low_ = backend_.allocate(T * H * act);  // (T, H) the same in the compute dtype: GEMM input
   qkv_ = backend_.allocate(T * 3 * H * act);  // (T, 3H)
@@ -35,8 +38,26 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
   head_a_ = backend_.allocate(B * H * 4);     // (B, H) first-token rows (f32)
   head_b_ = backend_.allocate(B * H * 4);     // (B, H) pooler / head dense output (f32)
   pooled_ = backend_.allocate(B * H * 4);     // (B, H) f32
-  pooled_dims_ = backend_.allocate(B * H * 4);
+  // sentence-transformers Dense modules: (B, out) each, ping-pong.
+  size_t widest = H;
+  for (const DenseLayerParams& d : enc_.dense) widest = std::max(widest, static_cast<size_t>(d.w.dim(0)));
+  if (!enc_.dense.empty()) {
+    dense_a_ = backend_.allocate(B * widest * 4);
+    dense_b_ = backend_.allocate(B * widest * 4);
+  }
+  pooled_dims_ = backend_.allocate(B * widest * 4);  // (B, dims) the first dims columns
   logits_ = backend_.allocate(B * C * 4);     // (B, C) f32
+  // MPNet: the relative-position buckets of every distance up to P - 1 (a
+  // batch's max_seqlen M uses the middle 2M - 1 of them), copied once, and
+  // the per-head bias gathered from them per batch.
+  if (!enc_.params.rel_bias.empty()) {
+    rel_bucket_host_ = relative_position_buckets(static_cast<int>(c.max_position_embeddings),
+                                                 c.relative_attention_num_buckets);
+    const size_t R = rel_bucket_host_.size();
+    rel_buckets_ = backend_.allocate(R * 4);                                              // (2P - 1) i32
+    rel_ = backend_.allocate(R * static_cast<size_t>(c.num_attention_heads) * 4);          // (2P - 1, heads) f32
+    backend_.copy_to_device(rel_buckets_->data(), rel_bucket_host_.data(), R * 4);  // reads the member later
+  }
   for (auto& s : staging_) s.host = backend_.allocate_host((3 * T + 2 * B + 1) * 4);
   graphs_on_ = backend_.can_capture();
 }
@@ -49,7 +70,6 @@ TensorView EncoderRunner::device(Buffer& b, DType t, std::initializer_list<int64
 
 std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const EncoderOutputs& out) {
   const HfConfig& c = enc_.config;
-  const EncoderParams& p = enc_.params;
   const int64_t T = batch.tokens(), B = batch.sequences();
   const int64_t H = c.hidden_size, C = c.num_labels();
   if (T > max_tokens_ || B > max_sequences_) {
@@ -59,18 +79,21 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   }
   if (B == 0) return backend_.record_event();
   check_packed_batch(batch, c);
-  if (out.logits && (!enc_.has_classifier() || (c.model_type == ModelType::bert && !enc_.has_pooler())))
+  if (out.logits && !enc_.has_classifier())
     throw Error(Errc::invalid_argument, "logits asked for, but the model has no classification head");
-  if (out.head_hidden && c.model_type == ModelType::bert && !enc_.has_pooler())
-    throw Error(Errc::invalid_argument, "pooler output asked for, but the model has no pooler");
-  if (out.head_hidden && c.model_type != ModelType::bert && p.head_dense_w.empty())
-    throw Error(Errc::invalid_argument, "classification-head hidden state asked for, but the model has no head");
+  if (out.head_hidden && !enc_.has_head_dense())
+    throw Error(Errc::invalid_argument, std::string(c.arch->head_on_pooler ? "pooler output" : "classification-head hidden state") +
+                                            " asked for, but the model has no " +
+                                            (c.arch->head_on_pooler ? "pooler" : "head"));
+  if (out.head_hidden || out.logits) head_activation(*c.arch);  // one the ops compute
 
   Shape s;
   s.pooled = out.pooled != nullptr;
   s.pooling = out.pooling;
   s.normalize = out.normalize;
-  s.dims = out.dims > 0 ? out.dims : H;
+  const int64_t W = enc_.sentence_width();
+  s.dims = out.dims > 0 ? out.dims : W;
+  if (s.dims > W) throw Error(Errc::invalid_argument, "asked for " + std::to_string(s.dims) + " dimensions of " + std::to_string(W));
   s.head = out.head_hidden != nullptr || out.logits != nullptr;
   s.logits = out.logits != nullptr;
   // A graph runs at its bucket's shape: tokens rounded up, every sequence
@@ -120,6 +143,7 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   backend_.copy_to_device(positions_->data(), h_pos, static_cast<size_t>(Tr) * 4);
   backend_.copy_to_device(cu_->data(), h_cu, static_cast<size_t>(Br + 1) * 4);
   backend_.copy_to_device(cls_rows_->data(), h_rows, static_cast<size_t>(Br) * 4);
+
   slot.done = backend_.record_event();
 
   if (!(graph && replay_graph(s))) {
@@ -134,12 +158,17 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   // Results: the batch's rows only.
   if (out.hidden) backend_.copy_to_host(out.hidden, h_->data(), static_cast<size_t>(T * H) * 4);
   if (out.pooled) {
-    Buffer& src = s.dims < H ? *pooled_dims_ : *pooled_;
+    Buffer& src = s.dims < W ? *pooled_dims_ : pooled_result();
     backend_.copy_to_host(out.pooled, src.data(), static_cast<size_t>(B * s.dims) * 4);
   }
   if (out.head_hidden) backend_.copy_to_host(out.head_hidden, head_b_->data(), static_cast<size_t>(B * H) * 4);
   if (out.logits) backend_.copy_to_host(out.logits, logits_->data(), static_cast<size_t>(B * C) * 4);
   return backend_.record_event();
+}
+
+Buffer& EncoderRunner::pooled_result() const {
+  if (enc_.dense.empty()) return *pooled_;
+  return (enc_.dense.size() - 1) % 2 == 0 ? *dense_a_ : *dense_b_;
 }
 
 bool EncoderRunner::replay_graph(const Shape& s) {
@@ -183,40 +212,60 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   const TensorView ctx = device(*ctx_, dt, {T, H});
   const TensorView tmp = device(*tmp_, DType::f32, {T, H});
   const TensorView ffn = device(*ffn_, dt, {T, I});
-  const float eps = static_cast<float>(c.layer_norm_eps);
-  const int heads = static_cast<int>(c.num_attention_heads);
   // The GEMMs read the compute dtype; the residual stream and LayerNorm stay
   // f32. Each LayerNorm also writes the compute-dtype copy the next GEMM
-  // reads (h_low), in the same pass.
+  // reads (h_low), in the same pass. The residual stream h is updated in
+  // place; tmp holds each block's f32 projection before its LayerNorm.
   const TensorView low = h_low_ ? h_low : TensorView{};
-  ops.embed_layernorm(h, ids, positions, types, p.word_embeddings, p.position_embeddings, p.token_type_embeddings,
-                      p.emb_ln_gamma, p.emb_ln_beta, eps, low);
-  for (const EncoderLayerParams& layer : p.layers) {
-    ops.linear(qkv, h_low, layer.qkv_w, layer.qkv_b, Activation::none);
-    ops.attention(ctx, qkv, cu, heads, s.max_seqlen);
-    ops.linear(tmp, ctx, layer.attn_out_w, layer.attn_out_b, Activation::none);
-    ops.residual_layernorm(h, tmp, h, layer.attn_ln_gamma, layer.attn_ln_beta, eps, low);
-    ops.linear(ffn, h_low, layer.ffn_in_w, layer.ffn_in_b, Activation::gelu_erf);
-    ops.linear(tmp, ffn, layer.ffn_out_w, layer.ffn_out_b, Activation::none);
-    ops.residual_layernorm(h, tmp, h, layer.ffn_ln_gamma, layer.ffn_ln_beta, eps, low);
+  SequenceInputs in;
+  in.ids = ids;
+  in.positions = positions;
+  in.types = p.token_type_embeddings.empty() ? TensorView{} : types;  // no token types (DistilBERT)
+  in.cu = cu;
+  in.max_seqlen = s.max_seqlen;
+  in.heads = static_cast<int>(c.num_attention_heads);
+  in.eps = static_cast<float>(c.layer_norm_eps);
+  if (!p.rel_bias.empty()) {
+    const int64_t R = 2 * static_cast<int64_t>(s.max_seqlen) - 1;
+    in.rel = device(*rel_, DType::f32, {R, c.num_attention_heads});
+    const TensorView buckets(static_cast<int32_t*>(rel_buckets_->data()) + (c.max_position_embeddings - s.max_seqlen),
+                             DType::i32, {R});
+    relative_bias_forward(ops, in.rel, p.rel_bias, buckets);
   }
+  const TensorView e = p.emb_proj_w.empty() ? h : device(*emb_, DType::f32, {T, c.embedding_size});
+  embeddings_forward(ops, p, in, e, h, low, TensorView{}, TensorView{}, nullptr);
+  LayerViews v;
+  v.x = v.hm = v.out = h;
+  v.x_in = h_low;
+  v.hm_low = v.out_low = low;
+  v.qkv = qkv;
+  v.ctx = ctx;
+  v.ao = v.fo = tmp;
+  v.ffa = ffn;
+  for (size_t l = 0; l < p.layers.size(); ++l) layer_forward(ops, p.layers[l], in, v, static_cast<int64_t>(l), nullptr);
 
   if (s.pooled) {
-    const TensorView pooled = device(*pooled_, DType::f32, {B, H});
+    // Pooling, the Dense modules, Normalize, then the first dims columns
+    // (sentence-transformers' order).
+    TensorView pooled = device(*pooled_, DType::f32, {B, H});
     ops.pool(pooled, h, cu, s.pooling);
+    for (size_t i = 0; i < enc_.dense.size(); ++i) {
+      const DenseLayerParams& d = enc_.dense[i];
+      const TensorView next = device(i % 2 == 0 ? *dense_a_ : *dense_b_, DType::f32, {B, d.w.dim(0)});
+      ops.linear(next, pooled, d.w, d.b, d.act);
+      pooled = next;
+    }
     if (s.normalize) ops.l2_normalize(pooled);
-    if (s.dims < H) ops.slice_columns(device(*pooled_dims_, DType::f32, {B, s.dims}), pooled);
+    if (s.dims < pooled.dim(1)) ops.slice_columns(device(*pooled_dims_, DType::f32, {B, s.dims}), pooled);
   }
   if (s.head) {
-    // BERT: pooler = tanh(dense(h[CLS])), classifier on it. XLM-R: the head's
-    // own dense + tanh on h[CLS], then out_proj. All in f32.
+    // act(dense(h[first token])), then the output layer: BERT's pooler +
+    // classifier, RoBERTa's dense + tanh + out_proj, ELECTRA's with GELU.
+    // All in f32.
     const TensorView first = device(*head_a_, DType::f32, {B, H});
     const TensorView hidden = device(*head_b_, DType::f32, {B, H});
     ops.gather_rows(first, h, rows);
-    if (c.model_type == ModelType::bert)
-      ops.linear(hidden, first, p.pooler_w, p.pooler_b, Activation::tanh);
-    else
-      ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, Activation::tanh);
+    ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, head_activation(*c.arch));
     if (s.logits) ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none);
   }
 }

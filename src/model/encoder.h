@@ -20,11 +20,11 @@ namespace stoke {
 
 // Host destinations (f32) for one batch; nullptr = not wanted. B = sequences, T = tokens.
 struct EncoderOutputs {
-  float* pooled = nullptr;  // (B, dims): pooling, then L2 normalize if asked, then the first `dims` columns
+  float* pooled = nullptr;  // (B, dims): pooling, the Dense modules, L2 normalize if asked, the first `dims` columns
   PoolingMode pooling = PoolingMode::mean;
   bool normalize = false;
-  int64_t dims = 0;         // 0: hidden size
-  float* head_hidden = nullptr;  // (B, H): BERT pooler output / XLM-R classification-head dense output
+  int64_t dims = 0;         // 0: the sentence width (hidden size, or the last Dense module's out_features)
+  float* head_hidden = nullptr;  // (B, H): the head's hidden layer (BERT's pooler output, RoBERTa's dense + tanh, ...)
   float* logits = nullptr;       // (B, C)
   float* hidden = nullptr;       // (T, H): last hidden state
 };
@@ -86,13 +86,18 @@ class EncoderRunner {
   // Runs `s` as a graph replay (capturing it first when new); false when it
   // cannot be captured (graphs are then off for this runner).
   bool replay_graph(const Shape& s);
+  // The buffer holding the full-width sentence vectors after the Dense modules.
+  Buffer& pooled_result() const;
 
   const LoadedEncoder& enc_;
   Backend& backend_;
   int64_t max_tokens_, max_sequences_;
   // Device workspace.
   std::unique_ptr<Buffer> ids_, types_, positions_, cu_, cls_rows_;
-  std::unique_ptr<Buffer> h_, h_low_, qkv_, ctx_, tmp_, ffn_, head_a_, head_b_, pooled_, pooled_dims_, logits_;
+  std::unique_ptr<Buffer> rel_buckets_, rel_;  // MPNet: (2P - 1) buckets, (2P - 1, heads) bias
+  std::vector<int32_t> rel_bucket_host_;        // the buckets' host copy (read by the copy, on the stream)
+  std::unique_ptr<Buffer> dense_a_, dense_b_;  // (B, out) the Dense modules' outputs
+  std::unique_ptr<Buffer> emb_, h_, h_low_, qkv_, ctx_, tmp_, ffn_, head_a_, head_b_, pooled_, pooled_dims_, logits_;
   std::vector<Staging> staging_;
   size_t next_slot_ = 0;
   bool graphs_on_ = false;

@@ -6,6 +6,8 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "io/encoder_layout.h"
+#include "io/model_folder_error.h"
+#include "io/safetensors.h"
 
 namespace stoke {
 
@@ -127,82 +129,130 @@ void copy_stored_as_f32(const StoredTensor& src, float* dst) {
   for (size_t i = 0; i < n; ++i) dst[i] = stored_at(src, i);
 }
 
+Activation head_activation(const Architecture& a) {
+  switch (a.head_activation) {
+    case HeadActivation::tanh: return Activation::tanh;
+    case HeadActivation::gelu: return Activation::gelu_erf;
+    case HeadActivation::relu: return Activation::relu;
+  }
+  throw Error(Errc::unsupported, std::string(a.display_name) + "'s classification head uses " +
+                                     std::string(head_activation_name(a.head_activation)) +
+                                     ", which stoke does not compute");
+}
+
 LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend& backend,
                            const EncoderLoadOptions& options) {
   if (options.dtype != DType::f32 && options.dtype != DType::bf16 && options.dtype != DType::f16)
     throw Error(Errc::invalid_argument, "encoder dtype must be f32, bf16 or f16");
+  const Architecture& arch = *config.arch;
+  if (options.need_classifier) head_activation(arch);  // refuse before reading any weight
   LoadedEncoder enc;
   enc.config = config;
   enc.dtype = options.dtype;
-  const auto resolved = resolve_encoder_tensors(config, weights, options.need_pooler, options.need_classifier);
-  std::map<std::string, const ResolvedTensor*> by_name;
-  for (const auto& r : resolved) by_name[r.expected.name] = &r;
-  auto view = [&](const std::string& name) -> const StoredTensor* {
-    auto it = by_name.find(name);
-    return it == by_name.end() ? nullptr : it->second->view;
+  const bool need_pooler = options.need_pooler || (options.need_classifier && arch.head_on_pooler);
+  const auto resolved = resolve_encoder_tensors(config, weights, need_pooler, options.need_classifier);
+  std::map<std::pair<TensorRole, int64_t>, const ResolvedTensor*> by_role;
+  for (const auto& r : resolved) by_role[{r.expected.role, r.expected.layer}] = &r;
+  auto view = [&](TensorRole role, int64_t layer = -1) -> const StoredTensor* {
+    auto it = by_role.find({role, layer});
+    return it == by_role.end() ? nullptr : it->second->view;
   };
-  auto shape_of = [&](const std::string& name) { return by_name.at(name)->expected.shape; };
+  auto shape_of = [&](TensorRole role, int64_t layer) { return by_role.at({role, layer})->expected.shape; };
 
   Placer placer(backend, options.dtype, enc);
-  auto place = [&](const std::string& name) -> TensorView {
-    const StoredTensor* v = view(name);
-    return v ? placer.place({v}, shape_of(name)) : TensorView{};
+  auto place = [&](TensorRole role, int64_t layer) -> TensorView {
+    const StoredTensor* v = view(role, layer);
+    return v ? placer.place({v}, shape_of(role, layer)) : TensorView{};
   };
 
   // Mixed precision: only the layers' GEMM weight matrices take the compute
   // dtype. Embedding tables, LayerNorm parameters, biases and the heads stay
   // f32 (the residual stream is f32; the heads are a few B x H x H products).
-  auto place_f32 = [&](const std::string& name) -> TensorView {
-    const StoredTensor* v = view(name);
-    return v ? placer.place_as(DType::f32, {v}, shape_of(name)) : TensorView{};
+  auto place_f32 = [&](TensorRole role, int64_t layer = -1) -> TensorView {
+    const StoredTensor* v = view(role, layer);
+    return v ? placer.place_as(DType::f32, {v}, shape_of(role, layer)) : TensorView{};
   };
+  using R = TensorRole;
   EncoderParams& p = enc.params;
-  p.word_embeddings = place_f32("embeddings.word_embeddings.weight");
-  p.position_embeddings = place_f32("embeddings.position_embeddings.weight");
-  p.token_type_embeddings = place_f32("embeddings.token_type_embeddings.weight");
-  p.emb_ln_gamma = place_f32("embeddings.LayerNorm.weight");
-  p.emb_ln_beta = place_f32("embeddings.LayerNorm.bias");
+  p.word_embeddings = place_f32(R::word_embeddings);
+  p.position_embeddings = place_f32(R::position_embeddings);
+  p.token_type_embeddings = place_f32(R::token_type_embeddings);
+  p.emb_ln_gamma = place_f32(R::embeddings_ln_weight);
+  p.emb_ln_beta = place_f32(R::embeddings_ln_bias);
+  p.emb_proj_w = place_f32(R::embeddings_project_weight);
+  p.emb_proj_b = place_f32(R::embeddings_project_bias);
+  p.rel_bias = place_f32(R::relative_attention_bias);
   const int64_t H = config.hidden_size;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    const std::string pre = "encoder.layer." + std::to_string(l) + ".";
     EncoderLayerParams layer;
-    layer.qkv_w = placer.place({view(pre + "attention.self.query.weight"), view(pre + "attention.self.key.weight"),
-                                view(pre + "attention.self.value.weight")},
-                               {3 * H, H});
+    layer.qkv_w = placer.place({view(R::query_weight, l), view(R::key_weight, l), view(R::value_weight, l)}, {3 * H, H});
     // The q/k/v GEMM writes the compute dtype. On a GPU its bias goes in that
     // dtype too, so cuBLASLt adds it in the GEMM's epilogue (documented for a
     // bias of the output's dtype) instead of a pass of ours over T x 3H; the
     // CPU keeps it f32 (its kernels add either in the same pass).
     const DType qkv_bias_dtype = backend.device_is_host() ? DType::f32 : options.dtype;
-    layer.qkv_b = placer.place_as(qkv_bias_dtype, {view(pre + "attention.self.query.bias"), view(pre + "attention.self.key.bias"),
-                                view(pre + "attention.self.value.bias")},
-                               {3 * H});
-    layer.attn_out_w = place(pre + "attention.output.dense.weight");
-    layer.attn_out_b = place_f32(pre + "attention.output.dense.bias");
-    layer.attn_ln_gamma = place_f32(pre + "attention.output.LayerNorm.weight");
-    layer.attn_ln_beta = place_f32(pre + "attention.output.LayerNorm.bias");
-    layer.ffn_in_w = place(pre + "intermediate.dense.weight");
-    layer.ffn_in_b = place_f32(pre + "intermediate.dense.bias");
-    layer.ffn_out_w = place(pre + "output.dense.weight");
-    layer.ffn_out_b = place_f32(pre + "output.dense.bias");
-    layer.ffn_ln_gamma = place_f32(pre + "output.LayerNorm.weight");
-    layer.ffn_ln_beta = place_f32(pre + "output.LayerNorm.bias");
+    layer.qkv_b = placer.place_as(qkv_bias_dtype, {view(R::query_bias, l), view(R::key_bias, l), view(R::value_bias, l)},
+                                  {3 * H});
+    layer.attn_out_w = place(R::attn_out_weight, l);
+    layer.attn_out_b = place_f32(R::attn_out_bias, l);
+    layer.attn_ln_gamma = place_f32(R::attn_ln_weight, l);
+    layer.attn_ln_beta = place_f32(R::attn_ln_bias, l);
+    layer.ffn_in_w = place(R::ffn_in_weight, l);
+    layer.ffn_in_b = place_f32(R::ffn_in_bias, l);
+    layer.ffn_out_w = place(R::ffn_out_weight, l);
+    layer.ffn_out_b = place_f32(R::ffn_out_bias, l);
+    layer.ffn_ln_gamma = place_f32(R::ffn_ln_weight, l);
+    layer.ffn_ln_beta = place_f32(R::ffn_ln_bias, l);
     p.layers.push_back(layer);
   }
-  p.pooler_w = place_f32("pooler.dense.weight");
-  p.pooler_b = place_f32("pooler.dense.bias");
-  if (config.model_type == ModelType::bert) {
-    p.head_out_w = place_f32("classifier.weight");
-    p.head_out_b = place_f32("classifier.bias");
-  } else {
-    p.head_dense_w = place_f32("classifier.dense.weight");
-    p.head_dense_b = place_f32("classifier.dense.bias");
-    p.head_out_w = place_f32("classifier.out_proj.weight");
-    p.head_out_b = place_f32("classifier.out_proj.bias");
-  }
+  // The head's hidden layer is the pooler (BERT) or the head's own dense.
+  p.head_dense_w = place_f32(arch.head_on_pooler ? R::pooler_weight : R::head_dense_weight);
+  p.head_dense_b = place_f32(arch.head_on_pooler ? R::pooler_bias : R::head_dense_bias);
+  p.head_out_w = place_f32(R::head_out_weight);
+  p.head_out_b = place_f32(R::head_out_bias);
   placer.finish();
   enc.weights = std::move(weights);
   return enc;
+}
+
+void load_dense_modules(LoadedEncoder& enc, const std::filesystem::path& folder, const std::vector<DenseModule>& modules,
+                        Backend& backend) {
+  int64_t width = enc.config.hidden_size;
+  std::vector<std::vector<float>> pending;
+  for (const DenseModule& m : modules) {
+    const std::filesystem::path file = folder / m.path / "model.safetensors";
+    const std::string label = file.string();
+    if (m.in_features != width)
+      throw Error(Errc::format, (folder / m.path / "config.json").string() + ": field \"in_features\": " +
+                                    std::to_string(m.in_features) + " does not match the " + std::to_string(width) +
+                                    " values it receives");
+    const auto weights = SafetensorsFile::open(file);
+    DenseLayerParams layer;
+    layer.act = m.activation == DenseModule::Activation::tanh ? Activation::tanh : Activation::none;
+    auto place = [&](const char* name, std::vector<int64_t> shape) -> TensorView {
+      const StoredTensor* t = weights->find(name);
+      if (!t) throw Error(Errc::format, label + ": tensor \"" + std::string(name) + "\" is missing");
+      if (!dtype_is_float(t->dtype))
+        throw Error(Errc::format, label + ": tensor \"" + std::string(name) + "\" has dtype " +
+                                      std::string(dtype_name(t->dtype)) + "; weights must be F32, F16, BF16 or F64");
+      if (t->shape != shape)
+        throw Error(Errc::format, label + ": tensor \"" + std::string(name) + "\" has shape " + shape_string(t->shape) +
+                                      ", expected " + shape_string(shape) + " from config.json (out_features, in_features)");
+      std::vector<float> host(static_cast<size_t>(t->numel()));
+      copy_stored_as_f32(*t, host.data());
+      auto buffer = backend.allocate(host.size() * 4);
+      backend.copy_to_device(buffer->data(), host.data(), host.size() * 4);
+      TensorView v = shaped(buffer->data(), DType::f32, shape);
+      enc.buffers.push_back(std::move(buffer));
+      pending.push_back(std::move(host));  // the copy reads it later, on the stream
+      return v;
+    };
+    layer.w = place("linear.weight", {m.out_features, m.in_features});
+    if (m.bias) layer.b = place("linear.bias", {m.out_features});
+    enc.dense.push_back(layer);
+    width = m.out_features;
+  }
+  backend.synchronize();  // one wait for the copies, at load time
 }
 
 }  // namespace stoke

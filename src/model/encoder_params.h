@@ -1,5 +1,7 @@
-// The parameters of a BERT / XLM-R encoder and its heads, as views into device
-// memory, with their shapes. H = hidden, I = intermediate, V = vocab,
+// The parameters of an encoder and its heads, as views into device memory,
+// with their shapes — the same struct for every architecture (the
+// description in io/architecture.h says which are present). H = hidden,
+// E = embedding size (= H unless projected), I = intermediate, V = vocab,
 // P = max positions, TV = type vocab, C = labels, L = layers.
 #pragma once
 
@@ -10,6 +12,7 @@
 #include "core/tensor.h"
 #include "io/hf_config.h"
 #include "io/model_weights.h"
+#include "io/sentence_transformers.h"
 
 namespace stoke {
 
@@ -32,21 +35,34 @@ struct EncoderLayerParams {
 };
 
 struct EncoderParams {
-  TensorView word_embeddings;        // (V, H)
-  TensorView position_embeddings;    // (P, H)
-  TensorView token_type_embeddings;  // (TV, H)
-  TensorView emb_ln_gamma;           // (H)
-  TensorView emb_ln_beta;            // (H)
+  TensorView word_embeddings;        // (V, E)
+  TensorView position_embeddings;    // (P, E)
+  TensorView token_type_embeddings;  // (TV, E)  empty: no token types (DistilBERT)
+  TensorView emb_ln_gamma;           // (E)
+  TensorView emb_ln_beta;            // (E)
+  TensorView emb_proj_w;             // (H, E)  empty unless E != H (ELECTRA's embeddings_project)
+  TensorView emb_proj_b;             // (H)
+  TensorView rel_bias;               // (NB, heads)  MPNet's relative-position bucket table; empty elsewhere
   std::vector<EncoderLayerParams> layers;  // L of them
-  // BERT pooler: tanh(dense(h[CLS])); empty when the checkpoint has none.
-  TensorView pooler_w;               // (H, H)
-  TensorView pooler_b;               // (H)
-  // Classification head. BERT: classifier (C, H) on the pooler output.
-  // XLM-R: dense (H, H) + tanh on h[CLS], then out_proj (C, H). Empty when absent.
-  TensorView head_dense_w;           // (H, H)  XLM-R only
+  // Classification head: hidden = act(head_dense(h[first token])), logits =
+  // head_out(hidden). The dense is BERT's pooler, RoBERTa's classifier.dense,
+  // DistilBERT's pre_classifier (the architecture says which); act its
+  // head_activation. Empty when the checkpoint has none.
+  TensorView head_dense_w;           // (H, H)
   TensorView head_dense_b;           // (H)
   TensorView head_out_w;             // (C, H)
   TensorView head_out_b;             // (C)
+};
+
+// The backend activation of the architecture's classification head (tanh,
+// GELU, ReLU); throws Error(unsupported) for one no op computes.
+Activation head_activation(const Architecture& a);
+
+// A sentence-transformers Dense module on the device: pooled = act(pooled W^T + b).
+struct DenseLayerParams {
+  TensorView w;  // (out, in) f32
+  TensorView b;  // (out) f32; empty without bias
+  Activation act = Activation::tanh;
 };
 
 // Where the parameters live: device buffers the loader filled, plus the
@@ -57,14 +73,17 @@ struct LoadedEncoder {
   DType dtype = DType::f32;  // weights and activations
   std::vector<std::unique_ptr<Buffer>> buffers;
   ModelWeights weights;      // keeps the mmap alive for zero-copy views
-  bool has_pooler() const { return !params.pooler_w.empty(); }
-  bool has_classifier() const { return !params.head_out_w.empty(); }
+  std::vector<DenseLayerParams> dense;  // sentence-transformers Dense modules, after pooling
+  // Width of a sentence vector: the last Dense module's out_features, else hidden_size.
+  int64_t sentence_width() const { return dense.empty() ? config.hidden_size : dense.back().w.dim(0); }
+  bool has_head_dense() const { return !params.head_dense_w.empty(); }
+  bool has_classifier() const { return !params.head_out_w.empty() && has_head_dense(); }
 };
 
 struct EncoderLoadOptions {
   DType dtype = DType::f32;   // f32, bf16 or f16
-  bool need_pooler = false;
-  bool need_classifier = false;
+  bool need_pooler = false;       // the base model's pooler must be there (BERT's head needs it anyway)
+  bool need_classifier = false;   // the whole classification head must be there
 };
 
 // Checks every tensor against the config (io/encoder_layout), then places the
@@ -77,5 +96,14 @@ void copy_stored_as_f32(const StoredTensor& src, float* dst);
 
 LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend& backend,
                            const EncoderLoadOptions& options);
+
+// Places the Dense modules of a sentence-transformers folder (their weights:
+// <folder>/<path>/model.safetensors, "linear.weight" [out, in] and
+// "linear.bias" [out]) on the backend, f32, after the encoder's pooling.
+// Throws ModelFolderError / Error naming the file and tensor: a missing
+// tensor, a shape that contradicts the module's config.json, a first
+// in_features that is not the hidden size, a chain whose sizes do not meet.
+void load_dense_modules(LoadedEncoder& encoder, const std::filesystem::path& folder,
+                        const std::vector<DenseModule>& modules, Backend& backend);
 
 }  // namespace stoke

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/layer_sequence.h"
 
 namespace stoke {
 
@@ -28,7 +29,12 @@ struct EncoderTrainingRunner::Saved {
   std::vector<Slab> h;             // L + 1 residual streams (f32): h[l] = input of layer l
   std::vector<LayerSlabs> layers;
   Slab em, er;                     // embedding LayerNorm statistics
+  Slab emb, d_emb;                 // (T, E) f32: LayerNorm output before the projection, its gradient (E != H only)
   Slab first, pooled, pooled_drop, first_drop, logits, dlogits;  // head (B rows)
+  Slab head_pre;                   // (B, H) the head's pre-activation (GELU heads)
+  Slab rel, d_rel, d_rel_l;        // (2P - 1, heads) f32 MPNet's relative bias, its gradient, one layer's
+  std::unique_ptr<Buffer> rel_buckets;  // (2P - 1) i32 the bucket of every distance, copied once
+  std::vector<int32_t> rel_buckets_host;
   Slab g_a, g_b;                   // head gradient rows (B, H)
   Slab d_h, d_x, d_s, d_t;         // (T, H) f32 gradients
   Slab d_i;                        // (T, I) f32
@@ -78,7 +84,19 @@ EncoderTrainingRunner::EncoderTrainingRunner(const TrainableEncoder& encoder, Ba
   }
   s.em = slab(DType::f32, T, 1);
   s.er = slab(DType::f32, T, 1);
-  for (Saved::Slab* b : {&s.first, &s.pooled, &s.pooled_drop, &s.first_drop, &s.g_a, &s.g_b})
+  if (!enc_.master.rel_bias.empty()) {  // MPNet (see EncoderRunner: a batch uses the middle 2M - 1 rows)
+    s.rel_buckets_host = relative_position_buckets(static_cast<int>(c.max_position_embeddings),
+                                                   c.relative_attention_num_buckets);
+    const int64_t R = static_cast<int64_t>(s.rel_buckets_host.size());
+    for (Saved::Slab* b : {&s.rel, &s.d_rel, &s.d_rel_l}) *b = slab(DType::f32, R, heads);
+    s.rel_buckets = backend_.allocate(static_cast<size_t>(R) * 4);
+    backend_.copy_to_device(s.rel_buckets->data(), s.rel_buckets_host.data(), static_cast<size_t>(R) * 4);
+  }
+  if (!enc_.master.emb_proj_w.empty()) {
+    s.emb = slab(DType::f32, T, c.embedding_size);
+    s.d_emb = slab(DType::f32, T, c.embedding_size);
+  }
+  for (Saved::Slab* b : {&s.first, &s.pooled, &s.pooled_drop, &s.first_drop, &s.g_a, &s.g_b, &s.head_pre})
     *b = slab(DType::f32, B, H);
   s.logits = slab(DType::f32, B, C);
   s.dlogits = slab(DType::f32, B, C);
@@ -106,11 +124,12 @@ int64_t EncoderTrainingRunner::bytes_per_token(const HfConfig& c, DType dt) {
   const int64_t a = static_cast<int64_t>(dtype_size(dt)), low = dt == DType::f32 ? 0 : 1;
   const int64_t per_layer = low * 2 * H * a + 3 * H * a + H * a + c.num_attention_heads * 4 + 3 * H * 4 + 4 * 4 +
                             I * a + I * 4;
-  return (L + 1) * H * 4 + L * per_layer + 2 * 4 + 4 * H * 4 + I * 4 + 3 * H * 4 + 3 * 4;
+  const int64_t projection = c.embedding_size != H ? 2 * c.embedding_size * 4 : 0;
+  return (L + 1) * H * 4 + L * per_layer + 2 * 4 + 4 * H * 4 + I * 4 + 3 * H * 4 + 3 * 4 + projection;
 }
 
 int64_t EncoderTrainingRunner::bytes_per_sequence(const HfConfig& c) {
-  return 6 * c.hidden_size * 4 + 2 * std::max<int64_t>(c.num_labels(), 1) * 4 + 3 * 4;
+  return 7 * c.hidden_size * 4 + 2 * std::max<int64_t>(c.num_labels(), 1) * 4 + 3 * 4;
 }
 
 void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const int32_t> labels,
@@ -133,9 +152,20 @@ void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const in
     for (int32_t y : labels)
       if (y < 0 || y >= C)
         throw Error(Errc::invalid_argument, "label " + std::to_string(y) + " is outside [0, " + std::to_string(C) + ")");
+  head_activation(*c.arch);  // refuse a head no op computes, before enqueueing anything
 
-  // Stage the inputs (the host buffer of a slot is refilled only after its
-  // previous copy ran: flow control, not a sync).
+  stage(batch, labels, targets, regression);
+  const Step st = step_views(batch, k);
+  forward(st);
+  loss(st, metrics);
+  backward(st);
+}
+
+void EncoderTrainingRunner::stage(const PackedBatch& batch, std::span<const int32_t> labels,
+                                  std::span<const float> targets, bool regression) {
+  const int64_t T = batch.tokens(), B = batch.sequences();
+  // The host buffer of a slot is refilled only after its previous copy ran:
+  // flow control, not a sync.
   Staging& slot = staging_[next_slot_];
   next_slot_ = (next_slot_ + 1) % staging_.size();
   if (slot.done && !backend_.event_done(*slot.done)) backend_.throttle(*slot.done);
@@ -162,97 +192,167 @@ void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const in
   backend_.copy_to_device(rows_, h_rows, static_cast<size_t>(B) * 4);
   backend_.copy_to_device(labels_, h_labels, static_cast<size_t>(B) * 4);
   slot.done = backend_.record_event();
+}
 
+EncoderTrainingRunner::Step EncoderTrainingRunner::step_views(const PackedBatch& batch, const MicroBatchKnobs& k) const {
+  const HfConfig& c = enc_.config;
+  Step st{k};
+  st.T = batch.tokens();
+  st.B = batch.sequences();
+  st.maxlen = batch.max_seqlen;
+  st.ids = shaped(ids_, DType::i32, {st.T});
+  // No token types (DistilBERT): the embedding ops take no type ids.
+  if (!enc_.compute.token_type_embeddings.empty()) st.types = shaped(types_, DType::i32, {st.T});
+  st.positions = shaped(positions_, DType::i32, {st.T});
+  st.cu = shaped(cu_, DType::i32, {st.B + 1});
+  st.rows = shaped(rows_, DType::i32, {st.B});
+  st.labels = shaped(labels_, DType::i32, {st.B});
+  st.targets = shaped(labels_, DType::f32, {st.B});
+  st.eps = static_cast<float>(c.layer_norm_eps);
+  st.heads = static_cast<int>(c.num_attention_heads);
+  st.low = enc_.dtype != DType::f32;
+  st.act = head_activation(*c.arch);
+  // The head's dropout sites: before its dense (RoBERTa, ELECTRA) and after
+  // its activation (all: BERT's pooled output, RoBERTa's dense + tanh).
+  st.drop_before_dense = c.arch->head_dropout_before_dense && k.dropout.classifier > 0;
+  st.out_site = c.arch->head_dropout_before_dense ? kHeadSite + 1 : kHeadSite;
+  return st;
+}
+
+TensorView EncoderTrainingRunner::rel_buckets_view(const Step& st) const {
+  const int64_t P = enc_.config.max_position_embeddings;
+  return TensorView(static_cast<int32_t*>(saved_->rel_buckets->data()) + (P - st.maxlen), DType::i32,
+                    {2 * static_cast<int64_t>(st.maxlen) - 1});
+}
+
+Ops::AttentionDropout EncoderTrainingRunner::Step::attn_drop(int64_t l) const {
+  return Ops::AttentionDropout{knobs.dropout.attention, knobs.seed, knobs.step, SequenceTraining::site(l, 0)};
+}
+
+// ---- forward, keeping what the backward reads
+void EncoderTrainingRunner::forward(const Step& st) const {
+  const Ops& ops = backend_.ops();
+  const EncoderParams& p = enc_.compute;
+  Saved& s = *saved_;
+  const int64_t T = st.T;
+  const MicroBatchKnobs& k = st.knobs;
+  const float ph = k.dropout.hidden;
+  const bool project = !p.emb_proj_w.empty();
+  SequenceInputs in;
+  in.ids = st.ids;
+  in.positions = st.positions;
+  in.types = st.types;
+  in.cu = st.cu;
+  in.max_seqlen = st.maxlen;
+  in.heads = st.heads;
+  in.eps = st.eps;
+  if (!p.rel_bias.empty()) {
+    in.rel = s.rel.rows(2 * static_cast<int64_t>(st.maxlen) - 1);
+    relative_bias_forward(ops, in.rel, p.rel_bias, rel_buckets_view(st));
+  }
+  SequenceTraining train;
+  train.hidden = ph;
+  train.attention = k.dropout.attention;
+  train.seed = k.seed;
+  train.step = k.step;
+  train.low = st.low;
+  // Embeddings; ELECTRA's are of size E, dropped out, then projected to H.
+  embeddings_forward(ops, p, in, project ? s.emb.rows(T) : s.h[0].rows(T), s.h[0].rows(T), TensorView{},
+                     s.em.vec(T), s.er.vec(T), &train);
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    Saved::LayerSlabs& a = s.layers[l];
+    LayerViews v;
+    v.x = s.h[l].rows(T);
+    v.x_in = st.low ? a.x_low.rows(T) : v.x;  // GEMM input in the compute dtype
+    v.qkv = a.qkv.rows(T);
+    v.ctx = a.ctx.rows(T);
+    v.lse = a.lse.rows(T);
+    v.ao = a.ao.rows(T);
+    v.hm = a.hm.rows(T);
+    if (st.low) v.hm_low = a.hm_low.rows(T);
+    v.m1 = a.m1.vec(T);
+    v.r1 = a.r1.vec(T);
+    v.ffa = a.ffa.rows(T);
+    v.ffpre = a.ffpre.rows(T);
+    v.fo = a.fo.rows(T);
+    v.out = s.h[l + 1].rows(T);
+    v.m2 = a.m2.vec(T);
+    v.r2 = a.r2.vec(T);
+    layer_forward(ops, p.layers[l], in, v, static_cast<int64_t>(l), &train);
+  }
+}
+
+// ---- head and loss: first token, [dropout], dense + activation, dropout,
+// output layer (BERT: the pooler is the dense; RoBERTa / ELECTRA: the head's own).
+void EncoderTrainingRunner::loss(const Step& st, const TensorView& metrics) const {
+  const Ops& ops = backend_.ops();
+  const EncoderParams& p = enc_.compute;
+  Saved& s = *saved_;
+  const int64_t T = st.T, B = st.B;
+  const MicroBatchKnobs& k = st.knobs;
+  const float pc = k.dropout.classifier;
+  const TensorView first = s.first.rows(B), hid = s.pooled.rows(B), hid_drop = s.pooled_drop.rows(B);
+  const TensorView head_in = st.drop_before_dense ? s.first_drop.rows(B) : first;
+  const TensorView logits = s.logits.rows(B), dlogits = s.dlogits.rows(B);
+  ops.gather_rows(first, s.h[p.layers.size()].rows(T), st.rows);
+  if (st.drop_before_dense) ops.dropout(head_in, first, pc, k.seed, k.step, kHeadSite);
+  if (st.act == Activation::gelu_erf) {  // GELU's backward reads the pre-activation
+    ops.linear(hid, head_in, p.head_dense_w, TensorView{}, Activation::none);
+    ops.bias_gelu_train(hid, s.head_pre.rows(B), p.head_dense_b);
+  } else {
+    ops.linear(hid, head_in, p.head_dense_w, p.head_dense_b, st.act);
+  }
+  const TensorView out_in = pc > 0 ? hid_drop : hid;
+  if (pc > 0) ops.dropout(hid_drop, hid, pc, k.seed, k.step, st.out_site);
+  ops.linear(logits, out_in, p.head_out_w, p.head_out_b, Activation::none);
+  if (k.regression)
+    ops.mse_loss(dlogits, metrics, logits, st.targets, k.loss_scale);
+  else
+    ops.cross_entropy(dlogits, metrics, logits, st.labels, k.label_smoothing, k.loss_scale);
+}
+
+// ---- backward: the forward's mirror, line by line
+void EncoderTrainingRunner::backward(const Step& st) const {
   const Ops& ops = backend_.ops();
   const EncoderParams& p = enc_.compute;
   const EncoderParams& g = enc_.grad;
   Saved& s = *saved_;
-  const TensorView ids = shaped(ids_, DType::i32, {T});
-  const TensorView types = shaped(types_, DType::i32, {T});
-  const TensorView positions = shaped(positions_, DType::i32, {T});
-  const TensorView cu = shaped(cu_, DType::i32, {B + 1});
-  const TensorView rows = shaped(rows_, DType::i32, {B});
-  const float eps = static_cast<float>(c.layer_norm_eps);
-  const int heads = static_cast<int>(c.num_attention_heads);
-  const int maxlen = batch.max_seqlen;
+  const int64_t T = st.T, B = st.B;
+  const MicroBatchKnobs& k = st.knobs;
   const float ph = k.dropout.hidden, pc = k.dropout.classifier;
-  auto site = [](int64_t l, int which) { return static_cast<uint32_t>(1 + 3 * l + which); };
-  auto attn_drop = [&](int64_t l) {
-    return Ops::AttentionDropout{k.dropout.attention, k.seed, k.step, site(l, 0)};
-  };
-  const size_t L = p.layers.size();
-  const bool low = enc_.dtype != DType::f32;
-
-  // ---- forward, keeping what the backward reads
-  ops.embed_layernorm_train(s.h[0].rows(T), s.em.vec(T), s.er.vec(T), ids, positions, types, p.word_embeddings,
-                            p.position_embeddings, p.token_type_embeddings, p.emb_ln_gamma, p.emb_ln_beta, eps);
-  if (ph > 0) ops.dropout(s.h[0].rows(T), s.h[0].rows(T), ph, k.seed, k.step, 0);
-  for (size_t l = 0; l < L; ++l) {
-    const EncoderLayerParams& w = p.layers[l];
-    Saved::LayerSlabs& a = s.layers[l];
-    const TensorView x = s.h[l].rows(T);
-    const TensorView x_in = low ? a.x_low.rows(T) : x;  // GEMM input in the compute dtype
-    if (low) ops.convert(x_in, x);
-    ops.linear(a.qkv.rows(T), x_in, w.qkv_w, w.qkv_b, Activation::none);
-    ops.attention_train(a.ctx.rows(T), a.lse.rows(T), a.qkv.rows(T), cu, heads, maxlen, attn_drop(static_cast<int64_t>(l)));
-    ops.linear(a.ao.rows(T), a.ctx.rows(T), w.attn_out_w, w.attn_out_b, Activation::none);
-    if (ph > 0) ops.dropout(a.ao.rows(T), a.ao.rows(T), ph, k.seed, k.step, site(static_cast<int64_t>(l), 1));
-    ops.residual_layernorm_train(a.hm.rows(T), a.m1.vec(T), a.r1.vec(T), a.ao.rows(T), x, w.attn_ln_gamma,
-                                 w.attn_ln_beta, eps);
-    const TensorView hm_in = low ? a.hm_low.rows(T) : a.hm.rows(T);
-    if (low) ops.convert(hm_in, a.hm.rows(T));
-    ops.linear(a.ffa.rows(T), hm_in, w.ffn_in_w, TensorView{}, Activation::none);
-    ops.bias_gelu_train(a.ffa.rows(T), a.ffpre.rows(T), w.ffn_in_b);
-    ops.linear(a.fo.rows(T), a.ffa.rows(T), w.ffn_out_w, w.ffn_out_b, Activation::none);
-    if (ph > 0) ops.dropout(a.fo.rows(T), a.fo.rows(T), ph, k.seed, k.step, site(static_cast<int64_t>(l), 2));
-    ops.residual_layernorm_train(s.h[l + 1].rows(T), a.m2.vec(T), a.r2.vec(T), a.fo.rows(T), a.hm.rows(T),
-                                 w.ffn_ln_gamma, w.ffn_ln_beta, eps);
-  }
-
-  // ---- head and loss. BERT: pooler tanh(dense(h[CLS])), dropout, classifier.
-  // XLM-R: dropout, dense + tanh, dropout, out_proj (RobertaClassificationHead).
-  const bool bert = c.model_type == ModelType::bert;
   const TensorView first = s.first.rows(B), hid = s.pooled.rows(B), hid_drop = s.pooled_drop.rows(B);
-  const TensorView first_drop = s.first_drop.rows(B);
-  const TensorView logits = s.logits.rows(B), dlogits = s.dlogits.rows(B);
-  ops.gather_rows(first, s.h[L].rows(T), rows);
-  const TensorView head_in = (!bert && pc > 0) ? first_drop : first;
-  if (!bert && pc > 0) ops.dropout(first_drop, first, pc, k.seed, k.step, kHeadSite);
-  ops.linear(hid, head_in, bert ? p.pooler_w : p.head_dense_w, bert ? p.pooler_b : p.head_dense_b,
-             Activation::tanh);
-  const uint32_t out_site = bert ? kHeadSite : kHeadSite + 1;
+  const TensorView head_in = st.drop_before_dense ? s.first_drop.rows(B) : first;
   const TensorView out_in = pc > 0 ? hid_drop : hid;
-  if (pc > 0) ops.dropout(hid_drop, hid, pc, k.seed, k.step, out_site);
-  ops.linear(logits, out_in, p.head_out_w, p.head_out_b, Activation::none);
-  if (regression)
-    ops.mse_loss(dlogits, metrics, logits, shaped(labels_, DType::f32, {B}), k.loss_scale);
-  else
-    ops.cross_entropy(dlogits, metrics, logits, shaped(labels_, DType::i32, {B}), k.label_smoothing, k.loss_scale);
-
-  // ---- backward
   const TensorView g_a = s.g_a.rows(B), g_b = s.g_b.rows(B);
-  ops.linear_backward(g_a, g.head_out_w, g.head_out_b, dlogits, out_in, p.head_out_w);  // g_a = d out_in
-  if (pc > 0) ops.dropout_backward(g_a, g_a, pc, k.seed, k.step, out_site);             // d hid
-  ops.tanh_backward(g_a, g_a, hid);
-  ops.linear_backward(g_b, bert ? g.pooler_w : g.head_dense_w, bert ? g.pooler_b : g.head_dense_b, g_a, head_in,
-                      bert ? p.pooler_w : p.head_dense_w);  // g_b = d head_in
-  if (!bert && pc > 0) ops.dropout_backward(g_b, g_b, pc, k.seed, k.step, kHeadSite);
+  ops.linear_backward(g_a, g.head_out_w, g.head_out_b, s.dlogits.rows(B), out_in, p.head_out_w);  // g_a = d out_in
+  if (pc > 0) ops.dropout_backward(g_a, g_a, pc, k.seed, k.step, st.out_site);                  // d hid
+  if (st.act == Activation::gelu_erf) {
+    ops.bias_gelu_backward(g_a, g.head_dense_b, g_a, s.head_pre.rows(B));
+    ops.linear_backward(g_b, g.head_dense_w, TensorView{}, g_a, head_in, p.head_dense_w);     // g_b = d head_in
+  } else {  // tanh and ReLU: their derivative from the output
+    if (st.act == Activation::relu)
+      ops.relu_backward(g_a, g_a, hid);
+    else
+      ops.tanh_backward(g_a, g_a, hid);
+    ops.linear_backward(g_b, g.head_dense_w, g.head_dense_b, g_a, head_in, p.head_dense_w);   // g_b = d head_in
+  }
+  if (st.drop_before_dense) ops.dropout_backward(g_b, g_b, pc, k.seed, k.step, kHeadSite);
   // d h[L]: the first token of each sequence gets g_b, every other token 0.
   TensorView dh = s.d_h.rows(T), dx = s.d_x.rows(T);
-  ops.pool_backward(dh, g_b, TensorView{}, cu, PoolingMode::cls);
+  ops.pool_backward(dh, g_b, TensorView{}, st.cu, PoolingMode::cls);
   const TensorView ds = s.d_s.rows(T), dt = s.d_t.rows(T), di = s.d_i.rows(T), dqkv = s.d_qkv.rows(T);
-  for (size_t li = L; li-- > 0;) {
+  for (size_t li = p.layers.size(); li-- > 0;) {
     const int64_t l = static_cast<int64_t>(li);
     const EncoderLayerParams& w = p.layers[li];
     const EncoderLayerParams& gw = g.layers[li];
     Saved::LayerSlabs& a = s.layers[li];
-    const TensorView x_in = low ? a.x_low.rows(T) : s.h[li].rows(T);
-    const TensorView hm_in = low ? a.hm_low.rows(T) : a.hm.rows(T);
+    const TensorView x_in = st.low ? a.x_low.rows(T) : s.h[li].rows(T);
+    const TensorView hm_in = st.low ? a.hm_low.rows(T) : a.hm.rows(T);
     // FFN block: h[l+1] = LN(dropout(fo) + hm)
     ops.layernorm_backward(ds, gw.ffn_ln_gamma, gw.ffn_ln_beta, dh, a.fo.rows(T), a.hm.rows(T), a.m2.vec(T),
                            a.r2.vec(T), w.ffn_ln_gamma);                       // ds = d fo' = d hm (residual)
     const TensorView dfo = ph > 0 ? dt : ds;
-    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, site(l, 2));
+    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 2));
     ops.linear_backward(di, gw.ffn_out_w, gw.ffn_out_b, dfo, a.ffa.rows(T), w.ffn_out_w);
     ops.bias_gelu_backward(di, gw.ffn_in_b, di, a.ffpre.rows(T));
     ops.linear_backward(dx, gw.ffn_in_w, TensorView{}, di, hm_in, w.ffn_in_w);
@@ -261,17 +361,36 @@ void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const in
     ops.layernorm_backward(ds, gw.attn_ln_gamma, gw.attn_ln_beta, dx, a.ao.rows(T), s.h[li].rows(T), a.m1.vec(T),
                            a.r1.vec(T), w.attn_ln_gamma);                      // ds = d ao' = d x (residual)
     const TensorView dao = ph > 0 ? dt : ds;
-    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, site(l, 1));
+    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 1));
     ops.linear_backward(dx, gw.attn_out_w, gw.attn_out_b, dao, a.ctx.rows(T), w.attn_out_w);  // dx = d ctx
-    ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), cu, heads, maxlen,
-                           attn_drop(l));
+    if (p.rel_bias.empty()) {
+      ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen,
+                             st.attn_drop(l));
+    } else {  // MPNet: the shared bias's gradient, summed over the layers
+      const int64_t R = 2 * static_cast<int64_t>(st.maxlen) - 1;
+      const bool last = li + 1 == p.layers.size();
+      ops.attention_relpos_backward(dqkv, last ? s.d_rel.rows(R) : s.d_rel_l.rows(R), dx, a.qkv.rows(T),
+                                    a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen, s.rel.rows(R),
+                                    st.attn_drop(l));
+      if (!last) ops.add(s.d_rel.rows(R), s.d_rel_l.rows(R));
+    }
     ops.linear_backward(dh, gw.qkv_w, gw.qkv_b, dqkv, x_in, w.qkv_w);          // dh = d x via the branch
     ops.add(dh, ds);                                                             // + the residual path
   }
-  if (ph > 0) ops.dropout_backward(dh, dh, ph, k.seed, k.step, 0);
+  // The relative bias: its rows' gradient into the bucket table.
+  if (!p.rel_bias.empty())
+    ops.gather_rows_backward(g.rel_bias, s.d_rel.rows(2 * static_cast<int64_t>(st.maxlen) - 1), rel_buckets_view(st));
+  // Embeddings: [projection], dropout, LayerNorm, the tables.
+  TensorView de = dh;
+  if (!p.emb_proj_w.empty()) {
+    de = s.d_emb.rows(T);
+    ops.linear_backward(de, g.emb_proj_w, g.emb_proj_b, dh, s.emb.rows(T), p.emb_proj_w);  // de = d e
+  }
+  if (ph > 0) ops.dropout_backward(de, de, ph, k.seed, k.step, 0);
   ops.embed_layernorm_backward(g.word_embeddings, g.position_embeddings, g.token_type_embeddings, g.emb_ln_gamma,
-                               g.emb_ln_beta, dh, ids, positions, types, p.word_embeddings, p.position_embeddings,
-                               p.token_type_embeddings, s.em.vec(T), s.er.vec(T), p.emb_ln_gamma);
+                               g.emb_ln_beta, de, st.ids, st.positions, st.types, p.word_embeddings,
+                               p.position_embeddings, p.token_type_embeddings, s.em.vec(T), s.er.vec(T),
+                               p.emb_ln_gamma);
 }
 
 }  // namespace stoke

@@ -34,8 +34,9 @@ struct MicroBatchKnobs {
 
 // Dropout sites (Philox tensor ids): 0 the embeddings, 1 + 3l / 2 + 3l / 3 + 3l
 // layer l's attention probabilities / attention output / FFN output, then the
-// classification head's: kHeadSite (BERT: the pooled output; XLM-R: the first
-// token) and kHeadSite + 1 (XLM-R: after the head's dense + tanh).
+// classification head's: kHeadSite (BERT: the pooled output; RoBERTa-style
+// heads: the first token) and kHeadSite + 1 (RoBERTa-style heads: after the
+// head's dense + activation).
 inline constexpr uint32_t kHeadSite = 1u << 20;
 
 class EncoderTrainingRunner {
@@ -67,6 +68,30 @@ class EncoderTrainingRunner {
     std::unique_ptr<Buffer> host;
     std::shared_ptr<Event> done;
   };
+  // One micro-batch's device views and settings, shared by its phases.
+  struct Step {
+    const MicroBatchKnobs& knobs;
+    int64_t T = 0, B = 0;
+    int maxlen = 0;
+    TensorView ids{}, types{}, positions{}, cu{}, rows{}, labels{}, targets{};  // types empty: no token types
+    float eps = 0;
+    int heads = 0;
+    bool low = false;                 // GEMMs in bf16 / f16
+    Activation act = Activation::tanh;  // the classification head's
+    bool drop_before_dense = false;   // the head drops its input out (RoBERTa-style, when p > 0)
+    uint32_t out_site = kHeadSite;    // the head's dropout site before the output layer
+    Ops::AttentionDropout attn_drop(int64_t l) const;
+  };
+  // The phases of enqueue, in order: copy the inputs into a staging slot and
+  // on to the device; the forward keeping activations; head + loss; backward.
+  void stage(const PackedBatch& batch, std::span<const int32_t> labels, std::span<const float> targets,
+             bool regression);
+  Step step_views(const PackedBatch& batch, const MicroBatchKnobs& k) const;
+  void forward(const Step& st) const;
+  void loss(const Step& st, const TensorView& metrics) const;
+  void backward(const Step& st) const;
+  // MPNet: the buckets of the distances of this batch's max_seqlen.
+  TensorView rel_buckets_view(const Step& st) const;
   TensorView take(DType t, std::initializer_list<int64_t> shape, int64_t rows_used);
 
   const TrainableEncoder& enc_;

@@ -16,7 +16,7 @@ void PackedBatch::clear() {
 
 void PackedBatch::add(std::span<const int32_t> seq_ids, std::span<const int32_t> seq_types, const HfConfig& config) {
   if (cu_seqlens.empty()) cu_seqlens.push_back(0);
-  const bool roberta_positions = config.model_type != ModelType::bert;
+  const bool roberta_positions = config.arch->positions == PositionScheme::after_padding;
   const int32_t pad = static_cast<int32_t>(config.pad_token_id);
   int32_t counted = 0;
   for (size_t i = 0; i < seq_ids.size(); ++i) {

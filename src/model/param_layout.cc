@@ -24,41 +24,45 @@ TensorView view_at(float* base, const ParamSlot& s) {
 }  // namespace
 
 ParamLayout::ParamLayout(const HfConfig& config) : config_(config) {
+  using R = TensorRole;
   std::vector<ExpectedTensor> expected = expected_tensors(config);
-  const bool bert = config.model_type == ModelType::bert;
   // Query, key and value next to each other: weights first, then biases.
-  auto rank = [](const std::string& name) -> int {
-    static const char* order[] = {"query.weight", "key.weight", "value.weight", "query.bias", "key.bias", "value.bias"};
+  auto rank = [](R r) -> int {
+    static const R order[] = {R::query_weight, R::key_weight, R::value_weight, R::query_bias, R::key_bias, R::value_bias};
     for (int i = 0; i < 6; ++i)
-      if (ends_with(name, std::string("attention.self.") + order[i])) return i;
+      if (order[i] == r) return i;
     return -1;
   };
   std::vector<ExpectedTensor> ordered;
   for (size_t i = 0; i < expected.size(); ++i) {
     const ExpectedTensor& t = expected[i];
-    if (t.part == ExpectedTensor::pooler && !bert) continue;
-    if (rank(t.name) < 0) {
+    if (t.part == ExpectedTensor::pooler && !config.arch->head_on_pooler) continue;
+    if (rank(t.role) < 0) {
       ordered.push_back(t);
       continue;
     }
-    if (rank(t.name) != 0) continue;  // placed with its query weight
+    if (rank(t.role) != 0) continue;  // placed with its query weight
     // The six q/k/v tensors of this layer are expected[i .. i+5] in the order
     // q.w q.b k.w k.b v.w v.b; emit them as q.w k.w v.w q.b k.b v.b.
     for (int want = 0; want < 6; ++want)
       for (size_t j = i; j < i + 6 && j < expected.size(); ++j)
-        if (rank(expected[j].name) == want) ordered.push_back(expected[j]);
+        if (rank(expected[j].role) == want) ordered.push_back(expected[j]);
   }
   const std::string prefix(config.checkpoint_prefix());
   for (const ExpectedTensor& t : ordered) {
     ParamSlot s;
     s.canonical = t.name;
     s.name = t.part == ExpectedTensor::classifier ? t.name : prefix + t.name;
+    s.role = t.role;
+    s.layer = t.layer;
     s.shape = t.shape;
     s.numel = 1;
     for (int64_t d : t.shape) s.numel *= d;
     s.offset = numel_;
     s.part = t.part;
-    s.decay = !(ends_with(t.name, ".bias") || ends_with(t.name, "LayerNorm.weight"));
+    // Biases and LayerNorm weights (by role: DistilBERT calls them sa_layer_norm, ...).
+    const bool layer_norm = t.role == R::embeddings_ln_weight || t.role == R::attn_ln_weight || t.role == R::ffn_ln_weight;
+    s.decay = !(t.shape.size() == 1 && (layer_norm || ends_with(t.name, ".bias")));
     numel_ += s.numel;
     slots_.push_back(std::move(s));
   }
@@ -70,45 +74,51 @@ const ParamSlot& ParamLayout::slot(const std::string& canonical) const {
   throw Error(Errc::internal, "parameter layout has no tensor " + canonical);
 }
 
+const ParamSlot* ParamLayout::find(TensorRole role, int64_t layer) const {
+  for (const ParamSlot& s : slots_)
+    if (s.role == role && s.layer == layer) return &s;
+  return nullptr;
+}
+
 EncoderParams ParamLayout::views(float* base) const {
-  auto v = [&](const std::string& name) { return view_at(base, slot(name)); };
+  using R = TensorRole;
+  auto v = [&](R role, int64_t layer = -1) {
+    const ParamSlot* s = find(role, layer);
+    return s ? view_at(base, *s) : TensorView{};
+  };
   EncoderParams p;
-  p.word_embeddings = v("embeddings.word_embeddings.weight");
-  p.position_embeddings = v("embeddings.position_embeddings.weight");
-  p.token_type_embeddings = v("embeddings.token_type_embeddings.weight");
-  p.emb_ln_gamma = v("embeddings.LayerNorm.weight");
-  p.emb_ln_beta = v("embeddings.LayerNorm.bias");
+  p.word_embeddings = v(R::word_embeddings);
+  p.position_embeddings = v(R::position_embeddings);
+  p.token_type_embeddings = v(R::token_type_embeddings);
+  p.emb_ln_gamma = v(R::embeddings_ln_weight);
+  p.emb_ln_beta = v(R::embeddings_ln_bias);
+  p.emb_proj_w = v(R::embeddings_project_weight);
+  p.emb_proj_b = v(R::embeddings_project_bias);
+  p.rel_bias = v(R::relative_attention_bias);
   const int64_t H = config_.hidden_size;
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-    const std::string pre = "encoder.layer." + std::to_string(l) + ".";
     EncoderLayerParams layer;
-    layer.qkv_w = v(pre + "attention.self.query.weight");
+    layer.qkv_w = v(R::query_weight, l);
     layer.qkv_w.dims[0] = 3 * H;  // query, key, value stacked (see the layout)
-    layer.qkv_b = v(pre + "attention.self.query.bias");
+    layer.qkv_b = v(R::query_bias, l);
     layer.qkv_b.dims[0] = 3 * H;
-    layer.attn_out_w = v(pre + "attention.output.dense.weight");
-    layer.attn_out_b = v(pre + "attention.output.dense.bias");
-    layer.attn_ln_gamma = v(pre + "attention.output.LayerNorm.weight");
-    layer.attn_ln_beta = v(pre + "attention.output.LayerNorm.bias");
-    layer.ffn_in_w = v(pre + "intermediate.dense.weight");
-    layer.ffn_in_b = v(pre + "intermediate.dense.bias");
-    layer.ffn_out_w = v(pre + "output.dense.weight");
-    layer.ffn_out_b = v(pre + "output.dense.bias");
-    layer.ffn_ln_gamma = v(pre + "output.LayerNorm.weight");
-    layer.ffn_ln_beta = v(pre + "output.LayerNorm.bias");
+    layer.attn_out_w = v(R::attn_out_weight, l);
+    layer.attn_out_b = v(R::attn_out_bias, l);
+    layer.attn_ln_gamma = v(R::attn_ln_weight, l);
+    layer.attn_ln_beta = v(R::attn_ln_bias, l);
+    layer.ffn_in_w = v(R::ffn_in_weight, l);
+    layer.ffn_in_b = v(R::ffn_in_bias, l);
+    layer.ffn_out_w = v(R::ffn_out_weight, l);
+    layer.ffn_out_b = v(R::ffn_out_bias, l);
+    layer.ffn_ln_gamma = v(R::ffn_ln_weight, l);
+    layer.ffn_ln_beta = v(R::ffn_ln_bias, l);
     p.layers.push_back(layer);
   }
-  if (config_.model_type == ModelType::bert) {
-    p.pooler_w = v("pooler.dense.weight");
-    p.pooler_b = v("pooler.dense.bias");
-    p.head_out_w = v("classifier.weight");
-    p.head_out_b = v("classifier.bias");
-  } else {
-    p.head_dense_w = v("classifier.dense.weight");
-    p.head_dense_b = v("classifier.dense.bias");
-    p.head_out_w = v("classifier.out_proj.weight");
-    p.head_out_b = v("classifier.out_proj.bias");
-  }
+  const bool pooler = config_.arch->head_on_pooler;
+  p.head_dense_w = v(pooler ? R::pooler_weight : R::head_dense_weight);
+  p.head_dense_b = v(pooler ? R::pooler_bias : R::head_dense_bias);
+  p.head_out_w = v(R::head_out_weight);
+  p.head_out_b = v(R::head_out_bias);
   return p;
 }
 

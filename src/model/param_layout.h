@@ -22,6 +22,8 @@ namespace stoke {
 struct ParamSlot {
   std::string canonical;        // "encoder.layer.0.attention.self.query.weight" (no model prefix)
   std::string name;             // as *ForSequenceClassification saves it: "bert.encoder..." / "classifier.weight"
+  TensorRole role = TensorRole::word_embeddings;
+  int64_t layer = -1;           // per-layer roles
   std::vector<int64_t> shape;
   int64_t offset = 0;           // in elements, into the flat buffer
   int64_t numel = 0;
@@ -33,14 +35,15 @@ struct ParamSlot {
 
 class ParamLayout {
  public:
-  // BERT: the encoder, the pooler and the classifier (C = config.num_labels()).
-  // RoBERTa / XLM-R: the encoder and the classification head (no pooler: the
-  // sequence classifier does not use one).
+  // The encoder and the classification head (C = config.num_labels()); the
+  // base model's pooler only where the head is built on it (BERT): the other
+  // sequence classifiers have none.
   explicit ParamLayout(const HfConfig& config);
 
   const std::vector<ParamSlot>& slots() const { return slots_; }
   int64_t numel() const { return numel_; }
   const ParamSlot& slot(const std::string& canonical) const;  // throws Error(internal) when absent
+  const ParamSlot* find(TensorRole role, int64_t layer = -1) const;  // nullptr when absent
 
   // Views of every parameter (f32) in a buffer with this layout.
   EncoderParams views(float* base) const;

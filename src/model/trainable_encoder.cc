@@ -27,15 +27,10 @@ void draw_normal(float* dst, int64_t n, double std, uint64_t seed, uint32_t tens
   }
 }
 
-bool is_gemm_weight(const std::string& canonical) {
-  for (const char* tail : {"attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
-                           "attention.output.dense.weight", "intermediate.dense.weight", "output.dense.weight"}) {
-    const std::string t(tail);
-    if (canonical.rfind("encoder.layer.", 0) == 0 && canonical.size() >= t.size() &&
-        canonical.compare(canonical.size() - t.size(), t.size(), t) == 0)
-      return true;
-  }
-  return false;
+// The layers' weight matrices: the GEMMs that run in the compute dtype.
+bool is_gemm_weight(TensorRole r) {
+  return r == TensorRole::query_weight || r == TensorRole::key_weight || r == TensorRole::value_weight ||
+         r == TensorRole::attn_out_weight || r == TensorRole::ffn_in_weight || r == TensorRole::ffn_out_weight;
 }
 
 TensorView flat(void* data, int64_t n) {
@@ -77,6 +72,7 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
                                                          const TrainableInit& init, TrainableLoadReport* report) {
   if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
     throw Error(Errc::invalid_argument, "training dtype must be f32, bf16 or f16");
+  head_activation(*config.arch);  // a head no op computes is refused before anything is read
   auto enc = std::make_unique<TrainableEncoder>(config);
   enc->dtype = dtype;
   const ParamLayout& layout = enc->layout;
@@ -85,15 +81,15 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
   // Every stored tensor is checked against the checkpoint's own config; heads
   // may be absent (a bare encoder) and are then drawn fresh.
   const auto resolved = resolve_encoder_tensors(stored_config, weights, false, false);
-  std::map<std::string, const ResolvedTensor*> by_name;
-  for (const auto& r : resolved) by_name[r.expected.name] = &r;
+  std::map<std::pair<TensorRole, int64_t>, const ResolvedTensor*> by_role;
+  for (const auto& r : resolved) by_role[{r.expected.role, r.expected.layer}] = &r;
 
   std::vector<float> host(static_cast<size_t>(layout.numel()));
   uint32_t index = 0;
   for (const ParamSlot& s : layout.slots()) {
     float* dst = host.data() + s.offset;
-    auto it = by_name.find(s.canonical);
-    const StoredTensor* stored = it == by_name.end() ? nullptr : it->second->view;
+    auto it = by_role.find({s.role, s.layer});
+    const StoredTensor* stored = it == by_role.end() ? nullptr : it->second->view;
     const bool same_shape = stored && stored->shape == s.shape;
     if (stored && same_shape) {
       copy_stored_as_f32(*stored, dst);
@@ -119,7 +115,7 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
     // The layers' GEMM weights in the compute dtype, one buffer.
     int64_t low = 0;
     for (const ParamSlot& s : layout.slots())
-      if (is_gemm_weight(s.canonical)) low += s.numel;
+      if (is_gemm_weight(s.role)) low += s.numel;
     enc->low_buffer = backend.allocate(static_cast<size_t>(low) * dtype_size(dtype));
     char* at = static_cast<char*>(enc->low_buffer->data());
     auto place = [&](TensorView& v) {

@@ -540,7 +540,7 @@ class Pipeline {
 }  // namespace
 
 int64_t pipeline_row_width(const LoadedEncoder& encoder, const EncodePipelineOptions& options) {
-  const int64_t H = encoder.config.hidden_size;
+  const int64_t H = encoder.sentence_width();  // the hidden size, or the Dense modules' out_features
   if (options.product == RowProduct::logits) return encoder.config.num_labels();
   if (options.dims < 0) throw Error(Errc::invalid_argument, "--dimensions: expected a positive number");
   if (options.dims > H)

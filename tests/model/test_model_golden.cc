@@ -1,12 +1,16 @@
 // The encoder forward against the Hugging Face goldens of both fixture models
-// (../shared/fixtures/golden): last hidden state where the mask is 1, pooler /
-// classification-head hidden, logits, cls and mean pooling (normalized and
-// not), BERT sentence pairs — with the reference kernels and the fast ones, in
+// (../shared/fixtures/golden) and of every added architecture (tests/golden:
+// DistilBERT, ELECTRA, RoBERTa, CamemBERT, XLM-R as transformers 5 saves it):
+// last hidden state where the mask is 1, pooler / classification-head hidden,
+// logits, cls and mean pooling (normalized and not), sentence pairs — with
+// the reference kernels and the fast ones, in
 // f32 (relative error <= 1e-5) and bf16 (<= 2e-2). And batch invariance: a text
 // alone equals the same text inside a mixed-length batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <utility>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -45,7 +49,25 @@ INSTANTIATE_TEST_SUITE_P(All, ModelGolden,
                                            Case{"tiny-bert", "fast", DType::bf16},
                                            Case{"tiny-xlmr", "reference", DType::f32},
                                            Case{"tiny-xlmr", "fast", DType::f32},
-                                           Case{"tiny-xlmr", "fast", DType::bf16}),
+                                           Case{"tiny-xlmr", "fast", DType::bf16},
+                                           Case{"tiny-distilbert", "reference", DType::f32},
+                                           Case{"tiny-distilbert", "fast", DType::f32},
+                                           Case{"tiny-distilbert", "fast", DType::bf16},
+                                           Case{"tiny-electra", "reference", DType::f32},
+                                           Case{"tiny-electra", "fast", DType::f32},
+                                           Case{"tiny-electra", "fast", DType::bf16},
+                                           Case{"tiny-roberta", "reference", DType::f32},
+                                           Case{"tiny-roberta", "fast", DType::f32},
+                                           Case{"tiny-roberta", "fast", DType::bf16},
+                                           Case{"tiny-camembert", "reference", DType::f32},
+                                           Case{"tiny-camembert", "fast", DType::f32},
+                                           Case{"tiny-camembert", "fast", DType::bf16},
+                                           Case{"tiny-xlmr5", "reference", DType::f32},
+                                           Case{"tiny-xlmr5", "fast", DType::f32},
+                                           Case{"tiny-xlmr5", "fast", DType::bf16},
+                                           Case{"tiny-mpnet", "reference", DType::f32},
+                                           Case{"tiny-mpnet", "fast", DType::f32},
+                                           Case{"tiny-mpnet", "fast", DType::bf16}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.model) + "_" + info.param.kernels + "_" +
                                            std::string(dtype_name(info.param.dtype));
@@ -54,10 +76,51 @@ INSTANTIATE_TEST_SUITE_P(All, ModelGolden,
                            return n;
                          });
 
+// sentence-transformers Dense after pooling (tests/golden/tiny-bert-dense:
+// Pooling(cls) -> Dense(64 -> 24, tanh) -> Normalize): with and without
+// Normalize, and truncated after it, on both kernel sets.
+TEST(ModelGoldenDense, PoolingDenseNormalizeMatchSentenceTransformers) {
+  for (const char* kernels : {"reference", "fast"}) {
+    cpu::CpuBackend backend(std::string(kernels) == "fast" ? cpu::fast_kernels() : cpu::reference_kernels());
+    const Fixture fx = open_fixture("tiny-bert-dense");
+    LoadedEncoder enc = load_encoder(fx.folder.config, open_model_folder_weights(fx.folder), backend, {});
+    load_dense_modules(enc, fx.folder.dir, fx.folder.st.dense, backend);
+    ASSERT_EQ(enc.sentence_width(), 24);
+    const PackedBatch batch = pack_golden(fx, "");
+    const size_t B = static_cast<size_t>(batch.sequences());
+    EncoderRunner runner(enc, backend, batch.tokens(), batch.sequences());
+    for (const auto& [name, normalize] : {std::pair{"st_embeddings_unnormalized", false}, std::pair{"st_embeddings", true}}) {
+      std::vector<float> got(B * 24);
+      EncoderOutputs out;
+      out.pooled = got.data();
+      out.pooling = PoolingMode::cls;
+      out.normalize = normalize;
+      backend.wait(*runner.run(batch, out));
+      const double e = relative_error(got, best_golden(*fx.golden, name));
+      EXPECT_LE(e, 1e-5) << kernels << " " << name;
+      std::printf("tiny-bert-dense %s %s: relative error %.3g\n", kernels, name, e);
+    }
+    // --dimensions 10: the first 10 columns of the normalized vectors.
+    std::vector<float> cut(B * 10);
+    EncoderOutputs out;
+    out.pooled = cut.data();
+    out.pooling = PoolingMode::cls;
+    out.normalize = true;
+    out.dims = 10;
+    backend.wait(*runner.run(batch, out));
+    const auto full = best_golden(*fx.golden, "st_embeddings");
+    std::vector<double> want;
+    for (size_t b = 0; b < B; ++b) want.insert(want.end(), full.begin() + b * 24, full.begin() + b * 24 + 10);
+    EXPECT_LE(relative_error(cut, want), 1e-5) << kernels;
+  }
+}
+
 // A text embedded alone gives the same vector as inside a mixed-length batch.
 TEST(ModelBatching, TextAloneEqualsTextInABatch) {
   cpu::CpuBackend backend(cpu::fast_kernels());
-  for (const char* model : {"tiny-bert", "tiny-xlmr"}) expect_text_alone_equals_batch(backend, model, 1e-6);
+  for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-distilbert", "tiny-electra", "tiny-roberta",
+                            "tiny-camembert", "tiny-xlmr5", "tiny-mpnet"})
+    expect_text_alone_equals_batch(backend, model, 1e-6);
 }
 
 // Token ids, positions and type ids are checked on the host before any kernel.

@@ -137,7 +137,7 @@ std::vector<OpCase> make_cases() {
 
   // --- inference
   for (DType at : acts)
-    for (Activation act : {Activation::none, Activation::gelu_erf, Activation::tanh}) {
+    for (Activation act : {Activation::none, Activation::gelu_erf, Activation::tanh, Activation::relu}) {
       const int64_t M = 7, N = 65, K = 129;
       add("linear", std::string(dname(at)) + "_act" + std::to_string(static_cast<int>(act)), at, K,
           [=](Run& r, Rng& rng) {
@@ -281,6 +281,10 @@ std::vector<OpCase> make_cases() {
       const TensorView dy = r.in(random_tensor(rng, at, {5, 65})), y = r.in(random_tensor(rng, at, {5, 65}, -0.9, 0.9));
       r.ops.tanh_backward(r.out("dx", at, {5, 65}), dy, y);
     });
+    train("relu_backward", dt, at, 0, [=](Run& r, Rng& rng) {
+      const TensorView dy = r.in(random_tensor(rng, at, {5, 65})), y = r.in(random_tensor(rng, at, {5, 65}, -0.9, 0.9));
+      r.ops.relu_backward(r.out("dx", at, {5, 65}), dy, y);
+    });
     for (float p : {0.0f, 0.1f}) {
       const Ops::AttentionDropout dropout{p, 1234, 5, 6};
       const std::string what = dt + "_p" + std::to_string(static_cast<int>(p * 10));
@@ -296,6 +300,33 @@ std::vector<OpCase> make_cases() {
         const TensorView dout = r.in(random_tensor(rng, at, {T, 32}));
         r.ops.attention_backward(r.out("dqkv", at, {T, 96}), dout, r.in(qkv), r.in(out), r.in(lse), r.in(cu), 2, 16,
                                  dropout);
+      });
+    }
+    // MPNet's relative-position bias: rel [2 * 16 - 1, 2] (CPU only: the CUDA
+    // backend does not have these ops yet).
+    for (float p : {0.0f, 0.1f}) {
+      const Ops::AttentionDropout dropout{p, 1234, 5, 6};
+      const std::string what = dt + "_p" + std::to_string(static_cast<int>(p * 10));
+      if (p == 0.0f)
+        train("attention_relpos", dt, at, 16, [=](Run& r, Rng& rng) {
+          const TensorView qkv = r.in(random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5));
+          r.ops.attention_relpos(r.out("out", at, {T, 32}), qkv, r.in(cu_seqlens(lens)), 2, 16,
+                                 r.in(random_tensor(rng, DType::f32, {31, 2}, -2, 2)));
+        });
+      train("attention_relpos_train", what, at, 16, [=](Run& r, Rng& rng) {
+        const TensorView qkv = r.in(random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5));
+        r.ops.attention_relpos_train(r.out("out", at, {T, 32}), r.out("lse", DType::f32, {T, 2}), qkv,
+                                     r.in(cu_seqlens(lens)), 2, 16, r.in(random_tensor(rng, DType::f32, {31, 2}, -2, 2)),
+                                     dropout);
+      });
+      train("attention_relpos_backward", what, at, 16, [=](Run& r, Rng& rng) {
+        const HostTensor qkv = random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5), cu = cu_seqlens(lens);
+        const HostTensor rel = random_tensor(rng, DType::f32, {31, 2}, -2, 2);
+        HostTensor out = host_tensor(at, {T, 32}), lse = host_tensor(DType::f32, {T, 2});
+        ref().attention_relpos_train(out.view, lse.view, qkv.view, cu.view, 2, 16, rel.view, dropout);
+        const TensorView dout = r.in(random_tensor(rng, at, {T, 32}));
+        r.ops.attention_relpos_backward(r.out("dqkv", at, {T, 96}), r.out("drel", DType::f32, {31, 2}), dout, r.in(qkv),
+                                        r.in(out), r.in(lse), r.in(cu), 2, 16, r.in(rel), dropout);
       });
     }
     train("gather_rows_backward", dt, at, 2, [=](Run& r, Rng& rng) {

@@ -1,4 +1,5 @@
-// The Hugging Face goldens of ../shared/fixtures/golden as tests read them:
+// The Hugging Face goldens of ../shared/fixtures/golden (tiny-bert, tiny-xlmr)
+// and of tests/golden (the added architectures, same format) as tests read them:
 // tensors as doubles, relative errors, and golden token rows packed without
 // padding (the mask's zeros dropped), for the model and training tests.
 #pragma once
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -62,9 +64,24 @@ struct Fixture {
   std::shared_ptr<SafetensorsFile> golden;
 };
 
+// The repository's own goldens (tests/golden/<model>.safetensors and
+// tests/golden/models/<model>/) where they exist, else the shared fixtures'.
+inline std::filesystem::path repo_golden_dir() { return std::filesystem::path(STOKE_SOURCE_DIR) / "tests" / "golden"; }
+
 inline Fixture open_fixture(const std::string& model) {
+  const std::filesystem::path own = repo_golden_dir() / (model + ".safetensors");
+  if (std::filesystem::exists(own))
+    return Fixture{open_model_folder(repo_golden_dir() / "models" / model), SafetensorsFile::open(own)};
   return Fixture{open_model_folder(test::fixture("models/" + model)),
                  SafetensorsFile::open(test::fixture("golden/" + model + ".safetensors"))};
+}
+
+// The golden name of the classification head's hidden layer: BERT's
+// pooler_output, DistilBERT's pre_classifier_hidden, the others' cls_head_hidden.
+inline std::string head_golden_name(const Fixture& fx) {
+  for (const char* n : {"pooler_output", "pre_classifier_hidden", "cls_head_hidden"})
+    if (fx.golden->find(n)) return n;
+  throw std::runtime_error("golden file has no head hidden state");
 }
 
 // The golden rows (ids, mask, type ids) packed without padding.

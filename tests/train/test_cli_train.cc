@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -138,6 +140,81 @@ TEST_P(TrainGoldenCli, TwoAdamWStepsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainGoldenCli, ::testing::Values("tiny-bert", "tiny-xlmr"),
                          [](const auto& info) { return std::string(info.param) == "tiny-bert" ? "bert" : "xlmr"; });
+
+// The added architectures (tests/golden), each with its own tokenizer: two
+// AdamW steps through the CLI against the goldens, and the checkpoint's
+// tensor names are exactly transformers' state_dict keys for the
+// architecture's *ForSequenceClassification (no missing key).
+class TrainGoldenCliArch : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TrainGoldenCliArch, TwoAdamWStepsAndTransformersNames) {
+  const std::string name = GetParam();
+  const Fixture fx = open_fixture(name);
+  const json info = json::parse(read_file(repo_golden_dir() / (name + ".json")));
+  const fs::path out = test::scratch_dir("cli-train-golden-" + name) / "run";
+  // Texts 0..15 with this golden's labels (taken modulo its label count).
+  const fs::path data = test::scratch_dir("cli-train-golden-data-" + name) / "train.jsonl";
+  {
+    std::ifstream in(test::fixture("golden/texts.jsonl"));
+    std::ofstream o(data);
+    std::vector<double> labels = golden(*fx.golden, "train.labels");
+    for (double l : golden(*fx.golden, "train2.labels")) labels.push_back(l);
+    std::string line;
+    for (size_t i = 0; i < labels.size() && std::getline(in, line); ++i)
+      o << json{{"text", json::parse(line)["text"]}, {"label", static_cast<int>(labels[i])}}.dump() << "\n";
+  }
+  const std::string flags = std::regex_replace(std::string(kGoldenFlags), std::regex("--max-length 128"),
+                                               "--max-length " + std::to_string(info["tokenization"]["max_length"].get<int>()));
+  const auto r = test::run_stoke("train --model " + (repo_golden_dir() / "models" / name).string() + " --train " +
+                                 data.string() + " --output " + out.string() + flags + " --num-labels " +
+                                 std::to_string(fx.folder.config.num_labels()));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto lines = log_lines(out);
+  ASSERT_EQ(lines.size(), 2u);
+  const double want[2] = {golden(*fx.golden, "loss")[0], golden(*fx.golden, "loss_step2")[0]};
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(lines[i]["loss"].get<double>(), want[i], 1e-5 * want[i]) << i;
+
+  auto file = SafetensorsFile::open(out / "model.safetensors");
+  std::set<std::string> names, keys;
+  for (const auto& k : info["state_dict_keys"]) keys.insert(k.get<std::string>());
+  const auto rows = golden(*fx.golden, "train.word_embedding_rows");
+  for (const StoredTensor& t : file->tensors()) {
+    names.insert(t.name);
+    std::vector<float> got(static_cast<size_t>(t.numel()));
+    std::memcpy(got.data(), t.data.data(), got.size() * 4);
+    std::vector<double> expect;
+    if (fx.golden->find("after_step2_rows." + t.name)) {  // the word embeddings: the trained rows
+      expect = golden(*fx.golden, "after_step2_rows." + t.name);
+      std::vector<float> cut;
+      const size_t width = static_cast<size_t>(t.shape[1]);
+      for (double row : rows)
+        cut.insert(cut.end(), got.begin() + static_cast<int64_t>(static_cast<size_t>(row) * width),
+                   got.begin() + static_cast<int64_t>((static_cast<size_t>(row) + 1) * width));
+      got = cut;
+    } else {
+      expect = golden(*fx.golden, "after_step2." + t.name);
+    }
+    const bool key_bias = t.name.find("attention.self.key.bias") != std::string::npos ||
+                          t.name.find("attention.k_lin.bias") != std::string::npos ||
+                          t.name.find("attention.attn.k.bias") != std::string::npos;
+    if (key_bias) {
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expect[i], 1e-3) << t.name;
+    } else {
+      EXPECT_LE(relative_error(got, expect), 1e-5) << t.name;
+    }
+  }
+  EXPECT_EQ(names, keys);
+  const json config = json::parse(read_file(out / "config.json"));
+  EXPECT_EQ(config["architectures"][0], info["architecture"]);
+  EXPECT_EQ(config["model_type"], fx.folder.config.model_type_name);
+  const auto c = test::run_stoke("classify --model " + out.string() + " --input " + data.string() + " --output - --quiet");
+  EXPECT_EQ(c.status, 0) << c.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, TrainGoldenCliArch,
+                         ::testing::Values("tiny-electra", "tiny-distilbert", "tiny-mpnet", "tiny-roberta", "tiny-camembert",
+                                           "tiny-xlmr5"),
+                         [](const auto& info) { return std::string(info.param).substr(5); });
 
 TEST(TrainCli, HostSyncsOverAnEpochStayWithinTheBound) {
   const fs::path data = corpus_file("syncs", 0, 96), eval = corpus_file("syncs-eval", 50, 24);

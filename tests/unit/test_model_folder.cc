@@ -237,7 +237,7 @@ TEST(ModelFolder, TinyXlmrLoads) {
 // ---- config.json ------------------------------------------------------------
 
 TEST(HfConfigParse, UnsupportedModelTypesAreRefusedByName) {
-  for (const char* type : {"distilbert", "mpnet", "modernbert", "deberta-v2", "xlm_roberta"}) {
+  for (const char* type : {"modernbert", "deberta-v2", "xlm_roberta", "nomic_bert"}) {
     json j = fixture_config("tiny-bert");
     j["model_type"] = type;
     const std::string msg = expect_error(Errc::unsupported, [&] { parse(j); });
@@ -315,7 +315,9 @@ TEST(HfConfigParse, ActivationAndPositionEmbeddingsStokeDoesNotRun) {
 
   j = fixture_config("tiny-bert");
   j["position_embedding_type"] = "relative_key_query";
-  EXPECT_CONTAINS(expect_error(Errc::unsupported, [&] { parse(j); }), "relative_key_query");
+  EXPECT_CONTAINS(expect_error(Errc::unsupported, [&] { parse(j); }),
+                  "config.json: field \"position_embedding_type\": \"relative_key_query\" is not supported; runs: "
+                  "\"absolute\"");
 
   j = fixture_config("tiny-bert");
   j["is_decoder"] = true;
@@ -351,6 +353,75 @@ TEST(HfConfigParse, DefaultsFollowTransformers) {
   EXPECT_EQ(x.pad_token_id, 1);
   EXPECT_EQ(x.num_labels(), 5);
   EXPECT_EQ(x.id2label[4], "LABEL_4");
+}
+
+// The added architectures read their own field names and transformers'
+// defaults (DistilBertConfig, ElectraConfig, CamembertConfig).
+TEST(HfConfigParse, ArchitecturesReadTheirOwnFieldsAndDefaults) {
+  const HfConfig d = parse_hf_config(
+      R"({"model_type": "distilbert", "dim": 40, "n_layers": 3, "n_heads": 5, "hidden_dim": 88,
+          "activation": "gelu", "dropout": 0.2, "attention_dropout": 0.3})",
+      "config.json");
+  EXPECT_EQ(d.model_type, ModelType::distilbert);
+  EXPECT_EQ(d.hidden_size, 40);
+  EXPECT_EQ(d.num_hidden_layers, 3);
+  EXPECT_EQ(d.num_attention_heads, 5);
+  EXPECT_EQ(d.intermediate_size, 88);
+  EXPECT_EQ(d.type_vocab_size, 0);          // no token types
+  EXPECT_DOUBLE_EQ(d.layer_norm_eps, 1e-12);  // fixed in modeling_distilbert
+  EXPECT_DOUBLE_EQ(d.hidden_dropout, 0.2);
+  EXPECT_DOUBLE_EQ(d.attention_dropout, 0.3);
+  EXPECT_DOUBLE_EQ(d.classifier_dropout, 0.2);  // seq_classif_dropout's default
+  EXPECT_EQ(d.checkpoint_prefix(), "distilbert.");
+  EXPECT_EQ(d.usable_positions(), 512);
+  const HfConfig dd = parse_hf_config(R"({"model_type": "distilbert"})", "config.json");
+  EXPECT_EQ(dd.hidden_size, 768);
+  EXPECT_EQ(dd.num_hidden_layers, 6);
+
+  const HfConfig e = parse_hf_config(R"({"model_type": "electra"})", "config.json");
+  EXPECT_EQ(e.hidden_size, 256);
+  EXPECT_EQ(e.embedding_size, 128);
+  EXPECT_EQ(e.num_attention_heads, 4);
+  EXPECT_EQ(e.intermediate_size, 1024);
+  EXPECT_EQ(e.checkpoint_prefix(), "electra.");
+  const auto et = expected_tensors(e);
+  bool project = false;
+  for (const auto& t : et)
+    if (t.name == "embeddings_project.weight") {
+      project = true;
+      EXPECT_EQ(t.shape, (std::vector<int64_t>{256, 128}));
+    }
+  EXPECT_TRUE(project);
+  // Equal sizes: ElectraModel has no embeddings_project.
+  for (const auto& t : expected_tensors(parse_hf_config(R"({"model_type": "electra", "embedding_size": 256})", "c.json")))
+    EXPECT_EQ(t.name.find("embeddings_project"), std::string::npos);
+
+  const HfConfig c = parse_hf_config(R"({"model_type": "camembert"})", "config.json");
+  EXPECT_EQ(c.pad_token_id, 1);
+  EXPECT_EQ(c.usable_positions(), 510);
+  EXPECT_EQ(c.checkpoint_prefix(), "roberta.");
+}
+
+TEST(HfConfigParse, WhatStokeCannotComputeIsRefusedInOneLine) {
+  EXPECT_EQ(expect_error(Errc::unsupported,
+                         [&] {
+                           parse_hf_config(R"({"model_type": "distilbert", "sinusoidal_pos_embds": true})",
+                                           "m/config.json");
+                         }),
+            "m/config.json: field \"sinusoidal_pos_embds\": true is not supported; runs: false (learned position "
+            "embeddings)");
+  EXPECT_CONTAINS(expect_error(Errc::unsupported,
+                               [&] {
+                                 parse_hf_config(R"({"model_type": "distilbert", "activation": "relu"})",
+                                                 "m/config.json");
+                               }),
+                  "field \"activation\": \"relu\" is not supported");
+  EXPECT_CONTAINS(expect_error(Errc::unsupported,
+                               [&] {
+                                 parse_hf_config(R"({"model_type": "electra", "position_embedding_type": "relative_key"})",
+                                                 "m/config.json");
+                               }),
+                  "field \"position_embedding_type\": \"relative_key\" is not supported");
 }
 
 TEST(HfConfigParse, LabelsAndProblemType) {
@@ -846,7 +917,8 @@ TEST(SentenceTransformers, NoModulesJsonIsAPlainFolder) {
   EXPECT_FALSE(mf.st.normalize);
 }
 
-TEST(SentenceTransformers, DenseModuleRefusedByName) {
+// Dense runs between Pooling and Normalize; after Normalize it is refused.
+TEST(SentenceTransformers, DenseAfterNormalizeAndOtherModulesRefusedByName) {
   const fs::path dir = copy_fixture("tiny-bert", "dense");
   edit_json(dir / "modules.json", [](json& j) {
     j.push_back({{"idx", 3}, {"name", "3"}, {"path", "3_Dense"}, {"type", "sentence_transformers.models.Dense"}});
@@ -860,6 +932,37 @@ TEST(SentenceTransformers, DenseModuleRefusedByName) {
     edit_json(dir / "modules.json", [&](json& j) { j.back()["type"] = type; });
     EXPECT_CONTAINS(expect_error(Errc::unsupported, [&] { load_sentence_transformers(dir); }), type);
   }
+}
+
+// tests/golden/models/tiny-bert-dense: written by sentence-transformers 6.2
+// (its new module type names, 2_Dense/config.json + model.safetensors).
+TEST(SentenceTransformers, DenseModuleLoads) {
+  const fs::path golden = fs::path(STOKE_SOURCE_DIR) / "tests/golden/models/tiny-bert-dense";
+  const SentenceTransformersConfig st = load_sentence_transformers(golden);
+  EXPECT_EQ(st.module_types, (std::vector<std::string>{"Transformer", "Pooling", "Dense", "Normalize"}));
+  ASSERT_EQ(st.dense.size(), 1u);
+  EXPECT_EQ(st.dense[0].path, "2_Dense");
+  EXPECT_EQ(st.dense[0].in_features, 64);
+  EXPECT_EQ(st.dense[0].out_features, 24);
+  EXPECT_TRUE(st.dense[0].bias);
+  EXPECT_EQ(st.dense[0].activation, DenseModule::Activation::tanh);
+  EXPECT_TRUE(st.normalize);
+
+  const fs::path dir = test::scratch_dir("dense_act") / "tiny-bert-dense";
+  copy_tree(golden, dir);
+  edit_json(dir / "2_Dense" / "config.json",
+            [](json& j) { j["activation_function"] = "torch.nn.modules.linear.Identity"; });
+  EXPECT_EQ(load_sentence_transformers(dir).dense[0].activation, DenseModule::Activation::identity);
+  edit_json(dir / "2_Dense" / "config.json",
+            [](json& j) { j["activation_function"] = "torch.nn.modules.activation.ReLU"; });
+  EXPECT_CONTAINS(expect_error(Errc::unsupported, [&] { load_sentence_transformers(dir); }),
+                  "2_Dense/config.json: field \"activation_function\": \"torch.nn.modules.activation.ReLU\" is not "
+                  "supported; runs: torch.nn.modules.activation.Tanh, torch.nn.modules.linear.Identity");
+  edit_json(dir / "2_Dense" / "config.json",
+            [](json& j) { j["activation_function"] = "torch.nn.modules.activation.Tanh"; });
+  fs::remove(dir / "2_Dense" / "model.safetensors");
+  EXPECT_CONTAINS(expect_error(Errc::not_found, [&] { load_sentence_transformers(dir); }),
+                  "no model.safetensors for the Dense module");
 }
 
 TEST(SentenceTransformers, ModulePathsStayInside) {

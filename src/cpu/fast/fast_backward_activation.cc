@@ -1,4 +1,4 @@
-// bias_gelu_train, bias_gelu_backward and tanh_backward: element-wise, threads
+// bias_gelu_train, bias_gelu_backward, tanh_backward and relu_backward: element-wise, threads
 // over rows, the GELU and its derivative through the vectorisable
 // approximations of fast_math.h.
 #include <vector>
@@ -44,6 +44,10 @@ STOKE_CPU_CLONES void gelu_grad_row(const float* dy, const float* u, float* dx, 
 
 STOKE_CPU_CLONES void tanh_grad_row(const float* dy, const float* y, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+
+STOKE_CPU_CLONES void relu_grad_row(const float* dy, const float* y, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 }  // namespace
@@ -92,6 +96,19 @@ void tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView&
   float* out = f32_output(dx, dx_buf);
 #pragma omp parallel for schedule(static) if (R * C >= kParallelMinElements)
   for (int64_t r = 0; r < R; ++r) tanh_grad_row(g + r * C, yp + r * C, out + r * C, C);
+  finish_output(dx, out);
+}
+
+void relu_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) {
+  const RowsShape shape = check_relu_backward(dx, dy, y);
+  const int64_t R = shape.T, C = shape.H;
+  if (R == 0 || C == 0) return;
+  thread_local std::vector<float> dy_buf, y_buf, dx_buf;
+  const float* g = f32_input(dy, dy_buf);
+  const float* yp = f32_input(y, y_buf);
+  float* out = f32_output(dx, dx_buf);
+#pragma omp parallel for schedule(static) if (R * C >= kParallelMinElements)
+  for (int64_t r = 0; r < R; ++r) relu_grad_row(g + r * C, yp + r * C, out + r * C, C);
   finish_output(dx, out);
 }
 

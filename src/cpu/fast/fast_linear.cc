@@ -85,9 +85,10 @@ class PrimitiveCache {
     dnnl::primitive_attr attr;
     if (k.act != Activation::none) {
       dnnl::post_ops ops;
-      ops.append_eltwise(
-          1.0f, k.act == Activation::gelu_erf ? dnnl::algorithm::eltwise_gelu_erf : dnnl::algorithm::eltwise_tanh, 0.0f,
-          0.0f);
+      const dnnl::algorithm alg = k.act == Activation::gelu_erf ? dnnl::algorithm::eltwise_gelu_erf
+                                  : k.act == Activation::tanh   ? dnnl::algorithm::eltwise_tanh
+                                                                : dnnl::algorithm::eltwise_relu;  // alpha 0: max(x, 0)
+      ops.append_eltwise(1.0f, alg, 0.0f, 0.0f);
       attr.set_post_ops(ops);
     }
     if (k.bias) {
@@ -143,6 +144,7 @@ void linear_no_k(const TensorView& out, const std::vector<float>& bias, int64_t 
     const float v = bias.empty() ? 0.0f : bias[static_cast<size_t>(n)];
     row[static_cast<size_t>(n)] = act == Activation::gelu_erf ? gelu_erf_approx(v)
                                   : act == Activation::tanh   ? std::tanh(v)
+                                  : act == Activation::relu   ? std::max(v, 0.0f)
                                                               : v;
   }
   for (int64_t m = 0; m < M; ++m)

@@ -223,6 +223,18 @@ RowsShape check_bias_gelu_backward(const TensorView& dx, const TensorView& dbias
   return {T, N};
 }
 
+RowsShape check_relu_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) {
+  const char* op = "relu_backward";
+  need(op, "dy", dy, 2);
+  need_act(op, "dy", dy);
+  const int64_t R = dy.dim(0), C = dy.dim(1);
+  need_rows(op, "y", y, R, C);
+  need_rows(op, "dx", dx, R, C);
+  need_same_view_or_apart(op, "dx", dx, "dy", dy);
+  need_same_view_or_apart(op, "dx", dx, "y", y);
+  return {R, C};
+}
+
 RowsShape check_tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) {
   const char* op = "tanh_backward";
   need(op, "dy", dy, 2);

@@ -31,6 +31,7 @@ RowsShape check_bias_gelu_train(const TensorView& x, const TensorView& pre, cons
 RowsShape check_bias_gelu_backward(const TensorView& dx, const TensorView& dbias, const TensorView& dy,
                                    const TensorView& pre);
 RowsShape check_tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y);
+RowsShape check_relu_backward(const TensorView& dx, const TensorView& dy, const TensorView& y);
 // The attention checks also refuse a dropout probability outside [0, 1].
 AttentionShape check_attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
                                      const TensorView& cu_seqlens, int heads, int max_seqlen,

@@ -81,4 +81,9 @@ void tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView&
   }
 }
 
+void relu_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) {
+  const auto [R, C] = check_relu_backward(dx, dy, y);
+  for (int64_t i = 0; i < R * C; ++i) store(dx, i, load(y, i) > 0 ? load(dy, i) : 0.0);
+}
+
 }  // namespace stoke::cpu::ref

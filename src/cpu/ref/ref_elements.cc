@@ -31,6 +31,7 @@ double activate(double x, Activation act) {
     case Activation::none: return x;
     case Activation::gelu_erf: return gelu_erf(x);
     case Activation::tanh: return std::tanh(x);
+    case Activation::relu: return x > 0 ? x : 0.0;
   }
   throw Error(Errc::invalid_argument, "unknown activation");
 }

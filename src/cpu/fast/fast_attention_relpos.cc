@@ -1,0 +1,157 @@
+// Attention with a relative-position bias (MPNet): forward, training forward
+// and backward in f32, threads over heads (the forward over sequence x head).
+// Plain loops rather than the tiled kernels of fast_attention.cc: MPNet is the
+// one architecture with this bias, and these loops are what its models need
+// today; the tiled kernels can take the bias when its speed matters. The
+// arithmetic is ref_attention_relpos.cc's in f32.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/philox.h"
+#include "cpu/fast/fast_backward_common.h"
+#include "cpu/fast/fast_common.h"
+#include "cpu/fast/fast_ops.h"
+#include "cpu/ref/relpos_checks.h"
+
+namespace stoke::cpu::fast {
+
+namespace {
+
+float mask_at(const Ops::AttentionDropout& dropout, int64_t t, int64_t h, int64_t heads, int64_t max_seqlen,
+              int64_t j) {
+  if (dropout.p == 0.0f) return 1.0f;
+  const float scale = dropout.p < 1.0f ? 1.0f / (1.0f - dropout.p) : 0.0f;
+  const uint64_t index = static_cast<uint64_t>((t * heads + h) * max_seqlen + j);
+  return philox::element_uniform(dropout.seed, dropout.step, dropout.tensor_id, index) >= dropout.p ? scale : 0.0f;
+}
+
+void forward(const TensorView& out, const TensorView& lse, const TensorView& qkv, const TensorView& cu, int64_t T,
+             int64_t B, int64_t nh, int64_t d, int max_seqlen, const TensorView& rel,
+             const Ops::AttentionDropout& dropout) {
+  (void)T;
+  thread_local std::vector<float> x_buf, o_buf;
+  const float* x = f32_input(qkv, x_buf);
+  float* o = f32_output(out, o_buf);
+  const float* r = rel.as<const float>();
+  const int32_t* cs = cu.as<const int32_t>();
+  const int64_t C = 3 * nh * d, M = max_seqlen;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  float* l = lse.empty() ? nullptr : lse.as<float>();
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < nh; ++h) {
+      const int64_t first = cs[b], len = cs[b + 1] - first;
+      const int64_t qc = h * d, kc = nh * d + h * d, vc = 2 * nh * d + h * d;
+      std::vector<float> p(static_cast<size_t>(len)), acc(static_cast<size_t>(d));
+      for (int64_t i = 0; i < len; ++i) {
+        const float* q = x + (first + i) * C + qc;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < len; ++j) {
+          const float* k = x + (first + j) * C + kc;
+          float s = 0.0f;
+          for (int64_t c = 0; c < d; ++c) s += q[c] * k[c];
+          p[static_cast<size_t>(j)] = s * scale + r[(j - i + M - 1) * nh + h];
+          mx = std::max(mx, p[static_cast<size_t>(j)]);
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < len; ++j) {
+          p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx);
+          sum += p[static_cast<size_t>(j)];
+        }
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t j = 0; j < len; ++j) {
+          const float w = p[static_cast<size_t>(j)] * mask_at(dropout, first + i, h, nh, M, j);
+          const float* v = x + (first + j) * C + vc;
+          for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += w * v[c];
+        }
+        for (int64_t c = 0; c < d; ++c) o[(first + i) * nh * d + h * d + c] = acc[static_cast<size_t>(c)] / sum;
+        if (l) l[(first + i) * nh + h] = mx + std::log(sum);
+      }
+    }
+  finish_output(out, o);
+}
+
+}  // namespace
+
+void attention_relpos(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
+                      int max_seqlen, const TensorView& rel) {
+  const auto [T, B, nh, d] = check_attention(out, qkv, cu_seqlens, heads, max_seqlen);
+  check_relpos_table("attention_relpos", rel, heads, max_seqlen);
+  forward(out, TensorView{}, qkv, cu_seqlens, T, B, nh, d, max_seqlen, rel, Ops::AttentionDropout{});
+}
+
+void attention_relpos_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                            const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel,
+                            const Ops::AttentionDropout& dropout) {
+  const auto [T, B, nh, d] = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout);
+  check_relpos_table("attention_relpos_train", rel, heads, max_seqlen);
+  forward(out, lse, qkv, cu_seqlens, T, B, nh, d, max_seqlen, rel, dropout);
+}
+
+void attention_relpos_backward(const TensorView& dqkv, const TensorView& drel, const TensorView& dout,
+                               const TensorView& qkv, const TensorView& out, const TensorView& lse,
+                               const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel,
+                               const Ops::AttentionDropout& dropout) {
+  const auto [T, B, nh, d] =
+      check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
+  check_relpos_table("attention_relpos_backward", rel, heads, max_seqlen);
+  check_relpos_table("attention_relpos_backward", drel, heads, max_seqlen);
+  thread_local std::vector<float> x_buf, do_buf, o_buf, g_buf;
+  const float* x = f32_input(qkv, x_buf);
+  const float* go = f32_input(dout, do_buf);
+  const float* ov = f32_input(out, o_buf);
+  float* g = f32_output(dqkv, g_buf);
+  const float* r = rel.as<const float>();
+  const float* l = lse.as<const float>();
+  float* gr = drel.as<float>();
+  const int32_t* cs = cu_seqlens.as<const int32_t>();
+  const int64_t C = 3 * nh * d, D = nh * d, M = max_seqlen;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  std::fill(g, g + T * C, 0.0f);
+  std::fill(gr, gr + (2 * M - 1) * nh, 0.0f);
+  // Each head owns its columns of dqkv and drel: threads over heads, every
+  // sum in a fixed order (bitwise reproducible at any thread count).
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t h = 0; h < nh; ++h) {
+    const int64_t qc = h * d, kc = nh * d + h * d, vc = 2 * nh * d + h * d;
+    std::vector<float> p, dp;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t first = cs[b], len = cs[b + 1] - first;
+      p.assign(static_cast<size_t>(len), 0.0f);
+      dp.assign(static_cast<size_t>(len), 0.0f);
+      for (int64_t i = 0; i < len; ++i) {
+        const int64_t ti = first + i;
+        const float* q = x + ti * C + qc;
+        const float* gi = go + ti * D + h * d;
+        float Di = 0.0f;
+        for (int64_t c = 0; c < d; ++c) Di += gi[c] * ov[ti * D + h * d + c];
+        for (int64_t j = 0; j < len; ++j) {
+          const float* k = x + (first + j) * C + kc;
+          const float* v = x + (first + j) * C + vc;
+          float s = 0.0f, dpj = 0.0f;
+          for (int64_t c = 0; c < d; ++c) {
+            s += q[c] * k[c];
+            dpj += gi[c] * v[c];
+          }
+          p[static_cast<size_t>(j)] = std::exp(s * scale + r[(j - i + M - 1) * nh + h] - l[ti * nh + h]);
+          dp[static_cast<size_t>(j)] = dpj * mask_at(dropout, ti, h, nh, M, j);
+        }
+        for (int64_t j = 0; j < len; ++j) {
+          const float pj = p[static_cast<size_t>(j)], pdj = pj * mask_at(dropout, ti, h, nh, M, j);
+          const float ds = pj * (dp[static_cast<size_t>(j)] - Di);
+          gr[(j - i + M - 1) * nh + h] += ds;
+          const float* k = x + (first + j) * C + kc;
+          for (int64_t c = 0; c < d; ++c) {
+            g[ti * C + qc + c] += ds * k[c] * scale;
+            g[(first + j) * C + kc + c] += ds * q[c] * scale;
+            g[(first + j) * C + vc + c] += pdj * gi[c];
+          }
+        }
+      }
+    }
+  }
+  finish_output(dqkv, g);
+}
+
+}  // namespace stoke::cpu::fast

@@ -1,0 +1,272 @@
+// The table of architectures stoke runs: one entry per config.json
+// model_type. Adding an encoder that fits the shared layer sequence is one
+// entry here (plus, when it needs one, a new op).
+#include <vector>
+
+#include "io/architecture.h"
+
+namespace stoke {
+
+namespace {
+
+using R = TensorRole;
+
+void set(Architecture& a, R r, std::string_view name) { a.names[static_cast<size_t>(r)] = name; }
+
+// BERT's names (also RoBERTa's, XLM-R's, CamemBERT's and ELECTRA's encoder).
+void bert_encoder_names(Architecture& a) {
+  set(a, R::word_embeddings, "embeddings.word_embeddings.weight");
+  set(a, R::position_embeddings, "embeddings.position_embeddings.weight");
+  set(a, R::token_type_embeddings, "embeddings.token_type_embeddings.weight");
+  set(a, R::embeddings_ln_weight, "embeddings.LayerNorm.weight");
+  set(a, R::embeddings_ln_bias, "embeddings.LayerNorm.bias");
+  set(a, R::query_weight, "encoder.layer.{}.attention.self.query.weight");
+  set(a, R::query_bias, "encoder.layer.{}.attention.self.query.bias");
+  set(a, R::key_weight, "encoder.layer.{}.attention.self.key.weight");
+  set(a, R::key_bias, "encoder.layer.{}.attention.self.key.bias");
+  set(a, R::value_weight, "encoder.layer.{}.attention.self.value.weight");
+  set(a, R::value_bias, "encoder.layer.{}.attention.self.value.bias");
+  set(a, R::attn_out_weight, "encoder.layer.{}.attention.output.dense.weight");
+  set(a, R::attn_out_bias, "encoder.layer.{}.attention.output.dense.bias");
+  set(a, R::attn_ln_weight, "encoder.layer.{}.attention.output.LayerNorm.weight");
+  set(a, R::attn_ln_bias, "encoder.layer.{}.attention.output.LayerNorm.bias");
+  set(a, R::ffn_in_weight, "encoder.layer.{}.intermediate.dense.weight");
+  set(a, R::ffn_in_bias, "encoder.layer.{}.intermediate.dense.bias");
+  set(a, R::ffn_out_weight, "encoder.layer.{}.output.dense.weight");
+  set(a, R::ffn_out_bias, "encoder.layer.{}.output.dense.bias");
+  set(a, R::ffn_ln_weight, "encoder.layer.{}.output.LayerNorm.weight");
+  set(a, R::ffn_ln_bias, "encoder.layer.{}.output.LayerNorm.bias");
+}
+
+// RobertaClassificationHead and its copies: dropout, dense, act, dropout, out_proj.
+void dense_out_proj_head(Architecture& a, HeadActivation act) {
+  set(a, R::head_dense_weight, "classifier.dense.weight");
+  set(a, R::head_dense_bias, "classifier.dense.bias");
+  set(a, R::head_out_weight, "classifier.out_proj.weight");
+  set(a, R::head_out_bias, "classifier.out_proj.bias");
+  a.head_on_pooler = false;
+  a.head_activation = act;
+  a.head_dropout_before_dense = true;
+}
+
+Architecture bert() {
+  Architecture a;
+  a.type = ModelType::bert;
+  a.model_type = "bert";
+  a.display_name = "BERT";
+  a.checkpoint_prefix = "bert.";
+  a.sequence_classifier = "BertForSequenceClassification";
+  bert_encoder_names(a);
+  set(a, R::pooler_weight, "pooler.dense.weight");
+  set(a, R::pooler_bias, "pooler.dense.bias");
+  set(a, R::head_out_weight, "classifier.weight");
+  set(a, R::head_out_bias, "classifier.bias");
+  a.head_on_pooler = true;  // BertPooler: tanh(dense(h[CLS])), dropout, classifier
+  a.head_activation = HeadActivation::tanh;
+  return a;
+}
+
+// RoBERTa and the models built on it: BERT's encoder, positions numbered
+// after the padding id, no pooler in the sequence classifier (bare models
+// and sentence-transformers exports still carry one).
+Architecture roberta_like(ModelType type, std::string_view model_type, std::string_view display,
+                          std::string_view classifier, TokenizerFamily tok, int64_t vocab) {
+  Architecture a;
+  a.type = type;
+  a.model_type = model_type;
+  a.display_name = display;
+  a.checkpoint_prefix = "roberta.";
+  a.sequence_classifier = classifier;
+  a.positions = PositionScheme::after_padding;
+  a.tokenizer = tok;
+  a.defaults.vocab_size = vocab;
+  a.defaults.pad_token_id = 1;
+  bert_encoder_names(a);
+  set(a, R::pooler_weight, "pooler.dense.weight");
+  set(a, R::pooler_bias, "pooler.dense.bias");
+  dense_out_proj_head(a, HeadActivation::tanh);
+  return a;
+}
+
+Architecture electra() {
+  Architecture a;
+  a.type = ModelType::electra;
+  a.model_type = "electra";
+  a.display_name = "ELECTRA";
+  a.checkpoint_prefix = "electra.";
+  a.sequence_classifier = "ElectraForSequenceClassification";
+  a.embedding_projection = true;
+  a.fields.embedding_size = "embedding_size";
+  a.defaults.hidden_size = 256;
+  a.defaults.num_attention_heads = 4;
+  a.defaults.intermediate_size = 1024;
+  a.defaults.embedding_size = 128;
+  bert_encoder_names(a);
+  set(a, R::embeddings_project_weight, "embeddings_project.weight");
+  set(a, R::embeddings_project_bias, "embeddings_project.bias");
+  // ElectraModel has no pooler; its head uses GELU where BERT's uses tanh.
+  dense_out_proj_head(a, HeadActivation::gelu);
+  return a;
+}
+
+Architecture distilbert() {
+  Architecture a;
+  a.type = ModelType::distilbert;
+  a.model_type = "distilbert";
+  a.display_name = "DistilBERT";
+  a.checkpoint_prefix = "distilbert.";
+  a.sequence_classifier = "DistilBertForSequenceClassification";
+  a.token_types = false;
+  a.fields.hidden_size = "dim";
+  a.fields.num_hidden_layers = "n_layers";
+  a.fields.num_attention_heads = "n_heads";
+  a.fields.intermediate_size = "hidden_dim";
+  a.fields.hidden_act = "activation";
+  a.fields.layer_norm_eps = "";   // fixed 1e-12 in modeling_distilbert
+  a.fields.type_vocab_size = "";
+  a.fields.hidden_dropout = "dropout";
+  a.fields.attention_dropout = "attention_dropout";
+  a.fields.classifier_dropout = "seq_classif_dropout";
+  a.defaults.num_hidden_layers = 6;
+  a.defaults.type_vocab_size = 0;
+  a.defaults.classifier_dropout = 0.2;
+  set(a, R::word_embeddings, "embeddings.word_embeddings.weight");
+  set(a, R::position_embeddings, "embeddings.position_embeddings.weight");
+  set(a, R::embeddings_ln_weight, "embeddings.LayerNorm.weight");
+  set(a, R::embeddings_ln_bias, "embeddings.LayerNorm.bias");
+  set(a, R::query_weight, "transformer.layer.{}.attention.q_lin.weight");
+  set(a, R::query_bias, "transformer.layer.{}.attention.q_lin.bias");
+  set(a, R::key_weight, "transformer.layer.{}.attention.k_lin.weight");
+  set(a, R::key_bias, "transformer.layer.{}.attention.k_lin.bias");
+  set(a, R::value_weight, "transformer.layer.{}.attention.v_lin.weight");
+  set(a, R::value_bias, "transformer.layer.{}.attention.v_lin.bias");
+  set(a, R::attn_out_weight, "transformer.layer.{}.attention.out_lin.weight");
+  set(a, R::attn_out_bias, "transformer.layer.{}.attention.out_lin.bias");
+  set(a, R::attn_ln_weight, "transformer.layer.{}.sa_layer_norm.weight");
+  set(a, R::attn_ln_bias, "transformer.layer.{}.sa_layer_norm.bias");
+  set(a, R::ffn_in_weight, "transformer.layer.{}.ffn.lin1.weight");
+  set(a, R::ffn_in_bias, "transformer.layer.{}.ffn.lin1.bias");
+  set(a, R::ffn_out_weight, "transformer.layer.{}.ffn.lin2.weight");
+  set(a, R::ffn_out_bias, "transformer.layer.{}.ffn.lin2.bias");
+  set(a, R::ffn_ln_weight, "transformer.layer.{}.output_layer_norm.weight");
+  set(a, R::ffn_ln_bias, "transformer.layer.{}.output_layer_norm.bias");
+  // DistilBertForSequenceClassification: h[CLS], pre_classifier, ReLU, dropout, classifier.
+  set(a, R::head_dense_weight, "pre_classifier.weight");
+  set(a, R::head_dense_bias, "pre_classifier.bias");
+  set(a, R::head_out_weight, "classifier.weight");
+  set(a, R::head_out_bias, "classifier.bias");
+  a.head_activation = HeadActivation::relu;
+  return a;
+}
+
+// MPNet: RoBERTa-style positions, no token types, its own attention names, and
+// a relative-position bias (T5's bucket function, 32 buckets, max distance
+// 128) added to every layer's attention scores from one table.
+Architecture mpnet() {
+  Architecture a;
+  a.type = ModelType::mpnet;
+  a.model_type = "mpnet";
+  a.display_name = "MPNet";
+  a.checkpoint_prefix = "mpnet.";
+  a.sequence_classifier = "MPNetForSequenceClassification";
+  a.positions = PositionScheme::after_padding;
+  a.token_types = false;
+  a.fields.type_vocab_size = "";
+  a.fields.classifier_dropout = "";  // MPNetClassificationHead uses hidden_dropout_prob
+  a.fields.relative_attention_num_buckets = "relative_attention_num_buckets";
+  a.defaults.vocab_size = 30527;
+  a.defaults.max_position_embeddings = 514;
+  a.defaults.pad_token_id = 1;
+  a.defaults.type_vocab_size = 0;
+  a.defaults.relative_attention_num_buckets = 32;
+  set(a, R::word_embeddings, "embeddings.word_embeddings.weight");
+  set(a, R::position_embeddings, "embeddings.position_embeddings.weight");
+  set(a, R::embeddings_ln_weight, "embeddings.LayerNorm.weight");
+  set(a, R::embeddings_ln_bias, "embeddings.LayerNorm.bias");
+  set(a, R::relative_attention_bias, "encoder.relative_attention_bias.weight");
+  set(a, R::query_weight, "encoder.layer.{}.attention.attn.q.weight");
+  set(a, R::query_bias, "encoder.layer.{}.attention.attn.q.bias");
+  set(a, R::key_weight, "encoder.layer.{}.attention.attn.k.weight");
+  set(a, R::key_bias, "encoder.layer.{}.attention.attn.k.bias");
+  set(a, R::value_weight, "encoder.layer.{}.attention.attn.v.weight");
+  set(a, R::value_bias, "encoder.layer.{}.attention.attn.v.bias");
+  set(a, R::attn_out_weight, "encoder.layer.{}.attention.attn.o.weight");
+  set(a, R::attn_out_bias, "encoder.layer.{}.attention.attn.o.bias");
+  set(a, R::attn_ln_weight, "encoder.layer.{}.attention.LayerNorm.weight");
+  set(a, R::attn_ln_bias, "encoder.layer.{}.attention.LayerNorm.bias");
+  set(a, R::ffn_in_weight, "encoder.layer.{}.intermediate.dense.weight");
+  set(a, R::ffn_in_bias, "encoder.layer.{}.intermediate.dense.bias");
+  set(a, R::ffn_out_weight, "encoder.layer.{}.output.dense.weight");
+  set(a, R::ffn_out_bias, "encoder.layer.{}.output.dense.bias");
+  set(a, R::ffn_ln_weight, "encoder.layer.{}.output.LayerNorm.weight");
+  set(a, R::ffn_ln_bias, "encoder.layer.{}.output.LayerNorm.bias");
+  set(a, R::pooler_weight, "pooler.dense.weight");
+  set(a, R::pooler_bias, "pooler.dense.bias");
+  dense_out_proj_head(a, HeadActivation::tanh);
+  return a;
+}
+
+const std::vector<Architecture>& table() {
+  static const std::vector<Architecture> t = {
+      bert(),
+      roberta_like(ModelType::roberta, "roberta", "RoBERTa", "RobertaForSequenceClassification",
+                   TokenizerFamily::bytelevel_bpe, 50265),
+      roberta_like(ModelType::xlm_roberta, "xlm-roberta", "XLM-RoBERTa", "XLMRobertaForSequenceClassification",
+                   TokenizerFamily::sentencepiece, 30522),
+      roberta_like(ModelType::camembert, "camembert", "CamemBERT", "CamembertForSequenceClassification",
+                   TokenizerFamily::sentencepiece, 30522),
+      electra(),
+      distilbert(),
+      mpnet(),
+  };
+  return t;
+}
+
+}  // namespace
+
+bool role_is_per_layer(TensorRole r) { return r >= R::query_weight && r <= R::ffn_ln_bias; }
+
+std::string Architecture::tensor_name(TensorRole r, int64_t layer) const {
+  std::string n(name_of(r));
+  const size_t at = n.find("{}");
+  if (at != std::string::npos) n.replace(at, 2, std::to_string(layer));
+  return n;
+}
+
+const Architecture* find_architecture(std::string_view model_type) {
+  for (const Architecture& a : table())
+    if (a.model_type == model_type) return &a;
+  return nullptr;
+}
+
+const Architecture& architecture_of(ModelType t) {
+  for (const Architecture& a : table())
+    if (a.type == t) return a;
+  return table().front();
+}
+
+std::string supported_model_types() {
+  std::string s;
+  for (const Architecture& a : table()) s += (s.empty() ? "" : ", ") + std::string(a.model_type);
+  return s;
+}
+
+std::string_view head_activation_name(HeadActivation a) {
+  switch (a) {
+    case HeadActivation::tanh: return "tanh";
+    case HeadActivation::gelu: return "gelu";
+    case HeadActivation::relu: return "relu";
+  }
+  return "?";
+}
+
+std::string_view tokenizer_family_name(TokenizerFamily f) {
+  switch (f) {
+    case TokenizerFamily::wordpiece: return "WordPiece";
+    case TokenizerFamily::sentencepiece: return "SentencePiece Unigram";
+    case TokenizerFamily::bytelevel_bpe: return "ByteLevel BPE";
+  }
+  return "?";
+}
+
+}  // namespace stoke

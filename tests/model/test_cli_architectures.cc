@@ -1,0 +1,93 @@
+// `stoke embed` and `stoke classify` end to end on the added architectures
+// (ELECTRA, DistilBERT, MPNet, RoBERTa with its byte-level BPE, CamemBERT and
+// XLM-R with Unigram tokenizer.json) and the sentence-transformers Dense
+// module, against the goldens of tests/golden (all 66 texts, each folder's
+// own tokenizer, max length, pooling and modules).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/file_util.h"
+#include "support/fixtures.h"
+#include "support/goldens.h"
+
+namespace stoke {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace test::goldens;
+
+std::string folder(const std::string& name) { return (repo_golden_dir() / "models" / name).string(); }
+std::string texts() { return test::fixture("golden/texts.jsonl").string(); }
+
+// The rows of a float32 .npy file written by stoke embed (header, then data).
+std::vector<float> npy_rows(const fs::path& path, int64_t* cols) {
+  const std::string bytes = read_file(path);
+  uint16_t header_len = 0;
+  std::memcpy(&header_len, bytes.data() + 8, 2);
+  const std::string header = bytes.substr(10, header_len);
+  const size_t comma = header.find(',', header.find("'shape': ("));
+  *cols = std::stoll(header.substr(comma + 1));
+  std::vector<float> out((bytes.size() - 10 - header_len) / 4);
+  std::memcpy(out.data(), bytes.data() + 10 + header_len, out.size() * 4);
+  return out;
+}
+
+TEST(CliArchitectures, EmbedReproducesSentenceTransformers) {
+  // The folder's modules decide: ELECTRA and DistilBERT mean pooling; bert-dense
+  // CLS pooling -> Dense(64 -> 24, tanh) -> Normalize.
+  for (const auto& [name, golden_name, width] : {std::tuple{"tiny-electra", "st_embeddings", 48},
+                                                 std::tuple{"tiny-distilbert", "st_embeddings", 40},
+                                                 std::tuple{"tiny-mpnet", "st_embeddings", 32},
+                                                 std::tuple{"tiny-roberta", "st_embeddings", 48},
+                                                 std::tuple{"tiny-camembert", "st_embeddings", 40},
+                                                 std::tuple{"tiny-xlmr5", "st_embeddings", 24},
+                                                 std::tuple{"tiny-bert-dense", "st_embeddings.f64", 24}}) {
+    const Fixture fx = open_fixture(name);
+    const fs::path out = test::scratch_dir(std::string("arch-embed-") + name);
+    const auto r = test::run_stoke("embed --model " + folder(name) + " --input " + texts() + " --output " +
+                                   out.string() + " --device cpu --overwrite");
+    ASSERT_EQ(r.status, 0) << r.err;
+    int64_t cols = 0;
+    const std::vector<float> got = npy_rows(out / "embeddings-00000.npy", &cols);
+    EXPECT_EQ(cols, width) << name;
+    EXPECT_EQ(got.size(), static_cast<size_t>(66 * width)) << name;
+    const double e = relative_error(got, golden(*fx.golden, golden_name));
+    EXPECT_LE(e, 1e-5) << name;
+    std::printf("%s: embed vs %s relative error %.3g\n", name, golden_name, e);
+    const json m = json::parse(read_file(out / "manifest.json"));
+    EXPECT_EQ(m["dimensions"], width) << name;
+  }
+}
+
+TEST(CliArchitectures, ClassifyReproducesTransformers) {
+  // ELECTRA: dense -> GELU -> out_proj; DistilBERT: pre_classifier -> ReLU -> classifier.
+  for (const std::string name :
+       {"tiny-electra", "tiny-distilbert", "tiny-mpnet", "tiny-roberta", "tiny-camembert", "tiny-xlmr5"}) {
+    const Fixture fx = open_fixture(name);
+    const auto r = test::run_stoke("classify --quiet --model " + folder(name) + " --input " + texts() +
+                                   " --output - --device cpu");
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::istringstream in(r.out);
+    std::vector<float> logits;
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto l = json::parse(line)["logits"].get<std::vector<float>>();
+      ASSERT_EQ(static_cast<int64_t>(l.size()), fx.folder.config.num_labels());
+      logits.insert(logits.end(), l.begin(), l.end());
+    }
+    EXPECT_EQ(logits.size(), 66u * static_cast<size_t>(fx.folder.config.num_labels()));
+    const double e = relative_error(logits, best_golden(*fx.golden, "logits"));
+    EXPECT_LE(e, 1e-5) << name;
+    std::printf("%s: classify logits relative error %.3g\n", name.c_str(), e);
+  }
+}
+
+}  // namespace
+}  // namespace stoke
