@@ -13,6 +13,7 @@
 #include "backend/unsupported_ops.h"
 #include "core/error.h"
 #include "cpu/ref/op_checks.h"
+#include "cpu/ref/relpos_checks.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
@@ -72,6 +73,13 @@ class CudaOps final : public UnsupportedOps {
     cpu::check_attention(out, qkv, cu_seqlens, heads, max_seqlen, IndexData::device);
     Launch op(s_, "attention");
     launch_attention(op.stream, out, qkv, cu_seqlens, heads, max_seqlen);
+  }
+  void attention_relpos(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
+                        int max_seqlen, const TensorView& rel) const override {
+    cpu::check_attention(out, qkv, cu_seqlens, heads, max_seqlen, IndexData::device);
+    cpu::check_relpos_table("attention_relpos", rel, heads, max_seqlen);
+    Launch op(s_, "attention_relpos");
+    launch_attention_relpos(op.stream, out, qkv, cu_seqlens, heads, max_seqlen, rel);
   }
   void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,
             PoolingMode mode) const override {

@@ -41,5 +41,8 @@ void launch_pool(cudaStream_t s, const TensorView& out, const TensorView& h, con
 void attention_setup();  // once per device: kernel attributes (shared memory)
 void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
                       int heads, int max_seqlen);
+// attention with MPNet's relative-position bias rel[2*max_seqlen - 1, heads] (f32).
+void launch_attention_relpos(cudaStream_t s, const TensorView& out, const TensorView& qkv,
+                             const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel);
 
 }  // namespace stoke::cuda

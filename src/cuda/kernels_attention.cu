@@ -10,8 +10,9 @@
 // d = 16 too). Probabilities are rounded to the activation dtype for P V, as
 // flash-attention does; the sum that normalises them is kept in f32.
 //
-// Correct path (f32, or d > 128): one block per (query row, head, sequence);
-// scores in shared memory, exact softmax, f32 throughout.
+// Correct path (f32, d > 128, or MPNet's relative-position bias): one block
+// per (query row, head, sequence); scores in shared memory, exact softmax, f32
+// throughout.
 //
 // Grid: x covers max_seqlen query rows, y the heads, z the sequences; blocks
 // past their sequence's end return at once.
@@ -156,8 +157,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// rel (may be null): MPNet's relative-position bias, rel[(j - q) + max_seqlen - 1][h],
+// added to every scaled score.
 __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const int32_t* cu, int heads, int d,
-                                      float scale) {
+                                      float scale, const float* rel, int max_seqlen) {
   extern __shared__ float sm[];  // q (d floats), then the row's scores (len floats)
   __shared__ float scratch[32];
   const int b = blockIdx.z, h = blockIdx.y, q = blockIdx.x;
@@ -174,6 +177,7 @@ __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const 
     const int64_t row = (first + j) * stride + k_col;
     float s = 0.0f;
     for (int c = 0; c < d; ++c) s += qv[c] * load(qkv, e, row + c);
+    if (rel) s += rel[(int64_t{j} - q + max_seqlen - 1) * heads + h];
     sc[j] = s;
     mx = fmaxf(mx, s);
   }
@@ -237,6 +241,19 @@ void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu,
   check_launch("flash_attention_kernel");
 }
 
+// The exact path: one block per (query row, head, sequence).
+void launch_simt(cudaStream_t s, const TensorView& out, const TensorView& qkv, const int32_t* cu, int heads, int d,
+                 int max_seqlen, int64_t B, const float* rel) {
+  const size_t smem = (static_cast<size_t>(d) + static_cast<size_t>(max_seqlen)) * 4;
+  if (smem + kStaticSmem > 48 * 1024)
+    throw Error(Errc::unsupported, "cuda attention: f32, head dim > 128 or a relative-position bias supports "
+                                   "sequences up to ~12,000 tokens");
+  const dim3 grid(static_cast<unsigned>(max_seqlen), static_cast<unsigned>(heads), static_cast<unsigned>(B));
+  simt_attention_kernel<<<grid, 128, smem, s>>>(out.data, qkv.data, elem_of(qkv.dtype), cu, heads, d,
+                                                1.0f / sqrtf(static_cast<float>(d)), rel, max_seqlen);
+  check_launch("simt_attention_kernel");
+}
+
 }  // namespace
 
 void attention_setup() {
@@ -264,13 +281,18 @@ void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& q
       launch_flash<__half>(s, out.data, qkv.data, cu, heads, d, grid);
     return;
   }
-  const size_t smem = (static_cast<size_t>(d) + static_cast<size_t>(max_seqlen)) * 4;
-  if (smem + kStaticSmem > 48 * 1024)
-    throw Error(Errc::unsupported, "cuda attention: f32 or head dim > 128 supports sequences up to ~12,000 tokens");
-  const dim3 grid(static_cast<unsigned>(max_seqlen), static_cast<unsigned>(heads), static_cast<unsigned>(B));
-  simt_attention_kernel<<<grid, 128, smem, s>>>(out.data, qkv.data, elem_of(qkv.dtype), cu, heads, d,
-                                                1.0f / sqrtf(static_cast<float>(d)));
-  check_launch("simt_attention_kernel");
+  launch_simt(s, out, qkv, cu, heads, d, max_seqlen, B, nullptr);
+}
+
+void launch_attention_relpos(cudaStream_t s, const TensorView& out, const TensorView& qkv,
+                             const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel) {
+  const int64_t B = cu_seqlens.dim(0) - 1;
+  if (B == 0 || max_seqlen == 0 || qkv.dim(0) == 0) return;
+  if (B > 65535 || heads > 65535)
+    throw Error(Errc::unsupported, "cuda attention_relpos: at most 65535 sequences and heads per call");
+  const int d = static_cast<int>(qkv.dim(1) / (3 * int64_t{heads}));
+  // The exact path for every dtype: the flash kernel has no bias term yet.
+  launch_simt(s, out, qkv, cu_seqlens.as<const int32_t>(), heads, d, max_seqlen, B, rel.as<const float>());
 }
 
 }  // namespace stoke::cuda

@@ -302,13 +302,13 @@ std::vector<OpCase> make_cases() {
                                  dropout);
       });
     }
-    // MPNet's relative-position bias: rel [2 * 16 - 1, 2] (CPU only: the CUDA
-    // backend does not have these ops yet).
+    // MPNet's relative-position bias: rel [2 * 16 - 1, 2] (the CUDA backend
+    // has the forward; its training variants are CPU only, as all training ops).
     for (float p : {0.0f, 0.1f}) {
       const Ops::AttentionDropout dropout{p, 1234, 5, 6};
       const std::string what = dt + "_p" + std::to_string(static_cast<int>(p * 10));
       if (p == 0.0f)
-        train("attention_relpos", dt, at, 16, [=](Run& r, Rng& rng) {
+        add("attention_relpos", dt, at, 16, [=](Run& r, Rng& rng) {
           const TensorView qkv = r.in(random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5));
           r.ops.attention_relpos(r.out("out", at, {T, 32}), qkv, r.in(cu_seqlens(lens)), 2, 16,
                                  r.in(random_tensor(rng, DType::f32, {31, 2}, -2, 2)));
