@@ -174,14 +174,7 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   };
   using R = TensorRole;
   EncoderParams& p = enc.params;
-  p.word_embeddings = place_f32(R::word_embeddings);
-  p.position_embeddings = place_f32(R::position_embeddings);
-  p.token_type_embeddings = place_f32(R::token_type_embeddings);
-  p.emb_ln_gamma = place_f32(R::embeddings_ln_weight);
-  p.emb_ln_beta = place_f32(R::embeddings_ln_bias);
-  p.emb_proj_w = place_f32(R::embeddings_project_weight);
-  p.emb_proj_b = place_f32(R::embeddings_project_bias);
-  p.rel_bias = place_f32(R::relative_attention_bias);
+  for (const EncoderParamField& f : kEmbeddingParamFields) p.*f.member = place_f32(f.role);
   const int64_t H = config.hidden_size;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     EncoderLayerParams layer;
@@ -193,16 +186,8 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
     const DType qkv_bias_dtype = backend.device_is_host() ? DType::f32 : options.dtype;
     layer.qkv_b = placer.place_as(qkv_bias_dtype, {view(R::query_bias, l), view(R::key_bias, l), view(R::value_bias, l)},
                                   {3 * H});
-    layer.attn_out_w = place(R::attn_out_weight, l);
-    layer.attn_out_b = place_f32(R::attn_out_bias, l);
-    layer.attn_ln_gamma = place_f32(R::attn_ln_weight, l);
-    layer.attn_ln_beta = place_f32(R::attn_ln_bias, l);
-    layer.ffn_in_w = place(R::ffn_in_weight, l);
-    layer.ffn_in_b = place_f32(R::ffn_in_bias, l);
-    layer.ffn_out_w = place(R::ffn_out_weight, l);
-    layer.ffn_out_b = place_f32(R::ffn_out_bias, l);
-    layer.ffn_ln_gamma = place_f32(R::ffn_ln_weight, l);
-    layer.ffn_ln_beta = place_f32(R::ffn_ln_bias, l);
+    for (const LayerParamField& f : kLayerParamFields)
+      layer.*f.member = f.gemm_weight ? place(f.role, l) : place_f32(f.role, l);
     p.layers.push_back(layer);
   }
   // The head's hidden layer is the pooler (BERT) or the head's own dense.

@@ -54,6 +54,41 @@ struct EncoderParams {
   TensorView head_out_b;             // (C)
 };
 
+// Which member holds each role's tensor, for the loader (load_encoder) and
+// the training layout (ParamLayout::views) alike. The stacked q/k/v and the
+// head (pooler or the head's own dense, by architecture) are placed by hand.
+struct EncoderParamField {
+  TensorRole role;
+  TensorView EncoderParams::*member;
+};
+inline constexpr EncoderParamField kEmbeddingParamFields[] = {
+    {TensorRole::word_embeddings, &EncoderParams::word_embeddings},
+    {TensorRole::position_embeddings, &EncoderParams::position_embeddings},
+    {TensorRole::token_type_embeddings, &EncoderParams::token_type_embeddings},
+    {TensorRole::embeddings_ln_weight, &EncoderParams::emb_ln_gamma},
+    {TensorRole::embeddings_ln_bias, &EncoderParams::emb_ln_beta},
+    {TensorRole::embeddings_project_weight, &EncoderParams::emb_proj_w},
+    {TensorRole::embeddings_project_bias, &EncoderParams::emb_proj_b},
+    {TensorRole::relative_attention_bias, &EncoderParams::rel_bias},
+};
+struct LayerParamField {
+  TensorRole role;
+  TensorView EncoderLayerParams::*member;
+  bool gemm_weight;  // takes the compute dtype in mixed precision (everything else stays f32)
+};
+inline constexpr LayerParamField kLayerParamFields[] = {
+    {TensorRole::attn_out_weight, &EncoderLayerParams::attn_out_w, true},
+    {TensorRole::attn_out_bias, &EncoderLayerParams::attn_out_b, false},
+    {TensorRole::attn_ln_weight, &EncoderLayerParams::attn_ln_gamma, false},
+    {TensorRole::attn_ln_bias, &EncoderLayerParams::attn_ln_beta, false},
+    {TensorRole::ffn_in_weight, &EncoderLayerParams::ffn_in_w, true},
+    {TensorRole::ffn_in_bias, &EncoderLayerParams::ffn_in_b, false},
+    {TensorRole::ffn_out_weight, &EncoderLayerParams::ffn_out_w, true},
+    {TensorRole::ffn_out_bias, &EncoderLayerParams::ffn_out_b, false},
+    {TensorRole::ffn_ln_weight, &EncoderLayerParams::ffn_ln_gamma, false},
+    {TensorRole::ffn_ln_bias, &EncoderLayerParams::ffn_ln_beta, false},
+};
+
 // The backend activation of the architecture's classification head (tanh,
 // GELU, ReLU); throws Error(unsupported) for one no op computes.
 Activation head_activation(const Architecture& a);

@@ -87,14 +87,7 @@ EncoderParams ParamLayout::views(float* base) const {
     return s ? view_at(base, *s) : TensorView{};
   };
   EncoderParams p;
-  p.word_embeddings = v(R::word_embeddings);
-  p.position_embeddings = v(R::position_embeddings);
-  p.token_type_embeddings = v(R::token_type_embeddings);
-  p.emb_ln_gamma = v(R::embeddings_ln_weight);
-  p.emb_ln_beta = v(R::embeddings_ln_bias);
-  p.emb_proj_w = v(R::embeddings_project_weight);
-  p.emb_proj_b = v(R::embeddings_project_bias);
-  p.rel_bias = v(R::relative_attention_bias);
+  for (const EncoderParamField& f : kEmbeddingParamFields) p.*f.member = v(f.role);
   const int64_t H = config_.hidden_size;
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     EncoderLayerParams layer;
@@ -102,16 +95,7 @@ EncoderParams ParamLayout::views(float* base) const {
     layer.qkv_w.dims[0] = 3 * H;  // query, key, value stacked (see the layout)
     layer.qkv_b = v(R::query_bias, l);
     layer.qkv_b.dims[0] = 3 * H;
-    layer.attn_out_w = v(R::attn_out_weight, l);
-    layer.attn_out_b = v(R::attn_out_bias, l);
-    layer.attn_ln_gamma = v(R::attn_ln_weight, l);
-    layer.attn_ln_beta = v(R::attn_ln_bias, l);
-    layer.ffn_in_w = v(R::ffn_in_weight, l);
-    layer.ffn_in_b = v(R::ffn_in_bias, l);
-    layer.ffn_out_w = v(R::ffn_out_weight, l);
-    layer.ffn_out_b = v(R::ffn_out_bias, l);
-    layer.ffn_ln_gamma = v(R::ffn_ln_weight, l);
-    layer.ffn_ln_beta = v(R::ffn_ln_bias, l);
+    for (const LayerParamField& f : kLayerParamFields) layer.*f.member = v(f.role, l);
     p.layers.push_back(layer);
   }
   const bool pooler = config_.arch->head_on_pooler;
