@@ -12,6 +12,7 @@
 
 #include "core/file_util.h"
 #include "support/fixtures.h"
+#include "support/jsonl.h"
 
 namespace stoke {
 namespace {
@@ -24,14 +25,7 @@ using test::run_stoke;
 
 std::string tokenize_args() { return "tokenize --quiet --model " + test::fixture("models/tiny-bert").string(); }
 
-std::vector<json> jsonl(const std::string& text) {
-  std::vector<json> rows;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) rows.push_back(json::parse(line));
-  return rows;
-}
+std::vector<json> jsonl(const std::string& text) { return test::jsonl_rows(text); }
 
 std::vector<json> ids_of(const std::vector<json>& rows) {
   std::vector<json> ids;

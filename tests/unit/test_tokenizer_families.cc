@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "support/fixtures.h"
+#include "support/jsonl.h"
 #include "text/tokenizer_loader.h"
 
 namespace stoke {
@@ -23,14 +24,7 @@ using json = nlohmann::json;
 
 fs::path golden_dir() { return fs::path(STOKE_SOURCE_DIR) / "tests" / "golden" / "tokenizers"; }
 
-std::vector<json> read_jsonl(const fs::path& path) {
-  std::vector<json> rows;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) rows.push_back(json::parse(line));
-  return rows;
-}
+using test::read_jsonl;
 
 struct Golden {
   json meta;

@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "support/fixtures.h"
+#include "support/jsonl.h"
 #include "text/tokenizer_loader.h"
 
 namespace stoke {
@@ -20,14 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::vector<json> read_jsonl(const fs::path& path) {
-  std::vector<json> rows;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) rows.push_back(json::parse(line));
-  return rows;
-}
+using test::read_jsonl;
 
 std::vector<std::string> golden_texts() {
   std::vector<std::string> texts;

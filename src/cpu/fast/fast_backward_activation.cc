@@ -86,8 +86,13 @@ void bias_gelu_backward(const TensorView& dx, const TensorView& dbias, const Ten
   finish_output(dx, out);
 }
 
-void tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) {
-  const RowsShape shape = check_tanh_backward(dx, dy, y);
+namespace {
+
+// dx = dy * f'(y) row by row, for an activation whose derivative is a
+// function of its output y (tanh, ReLU).
+template <class GradRow>
+void backward_from_output(const RowsShape& shape, const TensorView& dx, const TensorView& dy, const TensorView& y,
+                          GradRow grad_row) {
   const int64_t R = shape.T, C = shape.H;
   if (R == 0 || C == 0) return;
   thread_local std::vector<float> dy_buf, y_buf, dx_buf;
@@ -95,21 +100,18 @@ void tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView&
   const float* yp = f32_input(y, y_buf);
   float* out = f32_output(dx, dx_buf);
 #pragma omp parallel for schedule(static) if (R * C >= kParallelMinElements)
-  for (int64_t r = 0; r < R; ++r) tanh_grad_row(g + r * C, yp + r * C, out + r * C, C);
+  for (int64_t r = 0; r < R; ++r) grad_row(g + r * C, yp + r * C, out + r * C, C);
   finish_output(dx, out);
 }
 
+}  // namespace
+
+void tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) {
+  backward_from_output(check_tanh_backward(dx, dy, y), dx, dy, y, tanh_grad_row);
+}
+
 void relu_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) {
-  const RowsShape shape = check_relu_backward(dx, dy, y);
-  const int64_t R = shape.T, C = shape.H;
-  if (R == 0 || C == 0) return;
-  thread_local std::vector<float> dy_buf, y_buf, dx_buf;
-  const float* g = f32_input(dy, dy_buf);
-  const float* yp = f32_input(y, y_buf);
-  float* out = f32_output(dx, dx_buf);
-#pragma omp parallel for schedule(static) if (R * C >= kParallelMinElements)
-  for (int64_t r = 0; r < R; ++r) relu_grad_row(g + r * C, yp + r * C, out + r * C, C);
-  finish_output(dx, out);
+  backward_from_output(check_relu_backward(dx, dy, y), dx, dy, y, relu_grad_row);
 }
 
 }  // namespace stoke::cpu::fast

@@ -223,8 +223,11 @@ RowsShape check_bias_gelu_backward(const TensorView& dx, const TensorView& dbias
   return {T, N};
 }
 
-RowsShape check_relu_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) {
-  const char* op = "relu_backward";
+namespace {
+
+// The backward of an activation computed from its output y (tanh, ReLU).
+RowsShape check_backward_from_output(const char* op, const TensorView& dx, const TensorView& dy,
+                                     const TensorView& y) {
   need(op, "dy", dy, 2);
   need_act(op, "dy", dy);
   const int64_t R = dy.dim(0), C = dy.dim(1);
@@ -235,16 +238,14 @@ RowsShape check_relu_backward(const TensorView& dx, const TensorView& dy, const 
   return {R, C};
 }
 
+}  // namespace
+
+RowsShape check_relu_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) {
+  return check_backward_from_output("relu_backward", dx, dy, y);
+}
+
 RowsShape check_tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) {
-  const char* op = "tanh_backward";
-  need(op, "dy", dy, 2);
-  need_act(op, "dy", dy);
-  const int64_t R = dy.dim(0), C = dy.dim(1);
-  need_rows(op, "y", y, R, C);
-  need_rows(op, "dx", dx, R, C);
-  need_same_view_or_apart(op, "dx", dx, "dy", dy);
-  need_same_view_or_apart(op, "dx", dx, "y", y);
-  return {R, C};
+  return check_backward_from_output("tanh_backward", dx, dy, y);
 }
 
 AttentionShape check_attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
