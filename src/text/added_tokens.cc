@@ -69,9 +69,6 @@ int AddedTokenMatcher::longest_match_at(std::string_view text, size_t pos) const
   for (uint32_t k : by_first_byte_[static_cast<unsigned char>(rest[0])]) {
     const std::string& c = tokens_[k].content;
     if (c.size() > best_len && rest.size() >= c.size() && rest.compare(0, c.size(), c) == 0) {
-      if (tokens_[k].single_word &&
-          (is_word_char_before(text, pos) || is_word_char_at(text, pos + c.size())))
-        continue;
       best = static_cast<int>(k);
       best_len = c.size();
     }
@@ -104,6 +101,13 @@ std::vector<TextSpan> AddedTokenMatcher::split(std::string_view text) const {
       continue;
     }
     const AddedToken& tok = tokens_[static_cast<size_t>(k)];
+    if (tok.single_word && (is_word_char_before(text, pos) || is_word_char_at(text, pos + tok.content.size()))) {
+      // Inside a word: HF tokenizers drops this leftmost-longest match and
+      // goes on after it — a shorter token at the same place is not tried,
+      // nor one that starts inside it. The match stays plain text.
+      pos += tok.content.size();
+      continue;
+    }
     push_plain(text.substr(plain_start, pos - plain_start), tok.lstrip);
     spans.push_back({std::string_view(text.data() + pos, tok.content.size()), tok.id});
     strip_next_left = tok.rstrip;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/utf8.h"
 #include "support/fixtures.h"
+#include "text/added_tokens.h"
 #include "text/tokenizer_loader.h"
 #include "text/wordpiece.h"
 
@@ -171,6 +172,27 @@ TEST(TokenizerRobustness, AddedTokenMatchingIsLinear) {
   const std::string text = repeat("[CL[SE[MAS", 1 << 20);
   const Encoding enc = b->encode(text, EncodeOptions{0, false});
   for (int32_t id : enc.ids) EXPECT_LT(id, b->vocab_size());
+}
+
+// single_word inside a word: HF tokenizers (0.23, checked with its Python
+// package) drops the leftmost-longest match and goes on after it, so "xab"
+// stays one plain span, not "x" + the shorter added token "a" + "b".
+TEST(AddedTokens, SingleWordMatchInsideAWordIsDroppedNotShortened) {
+  AddedToken ab{"ab", 10};
+  ab.single_word = true;
+  const AddedTokenMatcher m({ab, AddedToken{"a", 11}});
+  auto spans = [&](std::string_view text) {
+    std::vector<std::pair<std::string, int32_t>> out;
+    for (const TextSpan& s : m.split(text)) out.emplace_back(std::string(s.text), s.token_id);
+    return out;
+  };
+  using Spans = std::vector<std::pair<std::string, int32_t>>;
+  EXPECT_EQ(spans("xab"), (Spans{{"xab", -1}}));
+  EXPECT_EQ(spans("ab"), (Spans{{"ab", 10}}));
+  EXPECT_EQ(spans("x ab"), (Spans{{"x ", -1}, {"ab", 10}}));
+  EXPECT_EQ(spans("xa"), (Spans{{"x", -1}, {"a", 11}}));
+  EXPECT_EQ(spans("abx"), (Spans{{"abx", -1}}));
+  EXPECT_EQ(spans("xaby a"), (Spans{{"xaby ", -1}, {"a", 11}}));
 }
 
 TEST(TokenizerRobustness, TruncationCountsAndKeepsTheSpecials) {
