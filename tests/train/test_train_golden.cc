@@ -39,12 +39,17 @@ std::vector<float> slice(const TrainableEncoder& enc, const float* base, const P
   return std::vector<float>(base + s.offset, base + s.offset + s.numel);
 }
 
+// "after_step." + name -> "after_step_rows." + name.
+std::string rows_golden_name(const std::string& prefix, const std::string& name) {
+  return prefix.substr(0, prefix.size() - 1) + "_rows." + name;
+}
+
 // The added architectures' goldens hold the word embeddings' gradient and
 // steps only for the rows the training batches use (train.word_embedding_rows),
 // as "<what>_rows.<name>"; `got` is cut to the same rows.
 bool golden_rows_only(const Fixture& fx, const std::string& prefix, const ParamSlot& s, std::vector<float>& got,
                       std::vector<double>& want) {
-  const std::string rows_name = prefix.substr(0, prefix.size() - 1) + "_rows." + s.name;
+  const std::string rows_name = rows_golden_name(prefix, s.name);
   if (!fx.golden->find(rows_name)) return false;
   want = golden(*fx.golden, rows_name);
   const int64_t width = s.shape[1];
@@ -75,7 +80,14 @@ void expect_params_match(const Fixture& fx, const TrainableEncoder& enc, const f
       for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << what << " " << s.name;
       continue;
     }
-    EXPECT_LE(relative_error(got, want), rel_tol) << what << " " << s.name;
+    if (prefix == "grad.") {
+      EXPECT_LE(relative_error(got, want), rel_tol) << what << " " << s.name;
+      continue;
+    }
+    const std::string grad_rows = rows_golden_name("grad.", s.name);
+    const std::vector<double> first_grad =
+        golden(*fx.golden, fx.golden->find(grad_rows) ? grad_rows : "grad." + s.name);
+    expect_stepped_param_matches(got, want, first_grad, rel_tol, what + " " + s.name);
   }
 }
 
