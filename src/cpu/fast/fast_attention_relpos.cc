@@ -93,10 +93,13 @@ void attention_relpos_backward(const TensorView& dqkv, const TensorView& drel, c
                                const TensorView& qkv, const TensorView& out, const TensorView& lse,
                                const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel,
                                const Ops::AttentionDropout& dropout) {
-  const auto [T, B, nh, d] =
+  const AttentionShape shape =
       check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
   check_relpos_table("attention_relpos_backward", rel, heads, max_seqlen);
   check_relpos_table("attention_relpos_backward", drel, heads, max_seqlen);
+  // Plain variables, not a structured binding: the OpenMP region below uses
+  // them, and clang (the fuzz build) cannot capture bindings there.
+  const int64_t T = shape.T, B = shape.B, nh = shape.heads, d = shape.d;
   thread_local std::vector<float> x_buf, do_buf, o_buf, g_buf;
   const float* x = f32_input(qkv, x_buf);
   const float* go = f32_input(dout, do_buf);
