@@ -76,8 +76,7 @@ class CudaOps final : public UnsupportedOps {
   }
   void attention_relpos(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
                         int max_seqlen, const TensorView& rel) const override {
-    cpu::check_attention(out, qkv, cu_seqlens, heads, max_seqlen, IndexData::device);
-    cpu::check_relpos_table("attention_relpos", rel, heads, max_seqlen);
+    cpu::check_attention_relpos(out, qkv, cu_seqlens, heads, max_seqlen, rel, IndexData::device);
     Launch op(s_, "attention_relpos");
     launch_attention_relpos(op.stream, out, qkv, cu_seqlens, heads, max_seqlen, rel);
   }

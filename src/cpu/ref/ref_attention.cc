@@ -178,16 +178,15 @@ void attention_backward(const TensorView& dqkv, const TensorView& dout, const Te
 
 void attention_relpos(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
                       int max_seqlen, const TensorView& rel) {
-  const AttentionShape shape = check_attention(out, qkv, cu_seqlens, heads, max_seqlen);
-  check_relpos_table("attention_relpos", rel, heads, max_seqlen);
+  const AttentionShape shape = check_attention_relpos(out, qkv, cu_seqlens, heads, max_seqlen, rel);
   forward(out, TensorView{}, qkv, cu_seqlens, shape, max_seqlen, rel, Ops::AttentionDropout{});
 }
 
 void attention_relpos_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
                             const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel,
                             const Ops::AttentionDropout& dropout) {
-  const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout);
-  check_relpos_table("attention_relpos_train", rel, heads, max_seqlen);
+  const AttentionShape shape =
+      check_attention_relpos_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, rel, dropout);
   forward(out, lse, qkv, cu_seqlens, shape, max_seqlen, rel, dropout);
 }
 
@@ -195,10 +194,8 @@ void attention_relpos_backward(const TensorView& dqkv, const TensorView& drel, c
                                const TensorView& qkv, const TensorView& out, const TensorView& lse,
                                const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel,
                                const Ops::AttentionDropout& dropout) {
-  const AttentionShape shape =
-      check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
-  check_relpos_table("attention_relpos_backward", rel, heads, max_seqlen);
-  check_relpos_table("attention_relpos_backward", drel, heads, max_seqlen);
+  const AttentionShape shape = check_attention_relpos_backward(dqkv, drel, dout, qkv, out, lse, cu_seqlens, heads,
+                                                               max_seqlen, rel, dropout);
   backward(dqkv, drel, dout, qkv, out, lse, cu_seqlens, shape, max_seqlen, rel, dropout);
 }
 

@@ -1,5 +1,6 @@
 // Shape checks of the relative-position attention ops (op_list.h:
-// attention_relpos*): the attention checks plus rel[2*max_seqlen - 1, heads] f32.
+// attention_relpos*): the plain attention op's checks plus rel (and drel)
+// [2*max_seqlen - 1, heads] f32. Every backend's kernels call these.
 #pragma once
 
 #include "backend/ops.h"
@@ -8,7 +9,15 @@
 
 namespace stoke::cpu {
 
-// rel (and drel when given) must be [2*max_seqlen - 1, heads] f32.
-void check_relpos_table(const char* op, const TensorView& rel, int heads, int max_seqlen);
+AttentionShape check_attention_relpos(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
+                                      int heads, int max_seqlen, const TensorView& rel,
+                                      IndexData where = IndexData::host);
+AttentionShape check_attention_relpos_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                                            const TensorView& cu_seqlens, int heads, int max_seqlen,
+                                            const TensorView& rel, const Ops::AttentionDropout& dropout);
+AttentionShape check_attention_relpos_backward(const TensorView& dqkv, const TensorView& drel, const TensorView& dout,
+                                               const TensorView& qkv, const TensorView& out, const TensorView& lse,
+                                               const TensorView& cu_seqlens, int heads, int max_seqlen,
+                                               const TensorView& rel, const Ops::AttentionDropout& dropout);
 
 }  // namespace stoke::cpu
