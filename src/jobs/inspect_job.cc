@@ -73,6 +73,14 @@ void inspect_folder(const fs::path& dir, std::ostream& out) {
       c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.head_dim(), c.intermediate_size, c.vocab_size,
       c.max_position_embeddings, c.usable_positions(), c.type_vocab_size, c.layer_norm_eps, c.hidden_act,
       c.pad_token_id);
+  // What the description adds beyond BERT's shape: ELECTRA's narrower
+  // embeddings and MPNet's relative-position bias.
+  if (c.embedding_size != c.hidden_size)
+    out << fmt::format("embeddings: {} wide, projected to hidden {} (embeddings_project)\n", c.embedding_size,
+                       c.hidden_size);
+  if (c.relative_attention_num_buckets > 0)
+    out << fmt::format("attention: relative-position bias, {} buckets shared by the layers\n",
+                       c.relative_attention_num_buckets);
   std::string labels;
   for (size_t i = 0; i < c.id2label.size(); ++i) labels += (i ? ", " : "") + c.id2label[i];
   const std::string problem(problem_type_name(c.problem_type));

@@ -89,5 +89,17 @@ TEST(CliArchitectures, ClassifyReproducesTransformers) {
   }
 }
 
+// inspect says what the description adds to BERT's shape, and only where it is.
+TEST(CliArchitectures, InspectShowsProjectionAndRelativeBias) {
+  const auto electra = test::run_stoke("inspect " + folder("tiny-electra"));
+  ASSERT_EQ(electra.status, 0) << electra.err;
+  EXPECT_NE(electra.out.find("embeddings: 24 wide, projected to hidden 48"), std::string::npos) << electra.out;
+  EXPECT_EQ(electra.out.find("relative-position bias"), std::string::npos) << electra.out;
+  const auto mpnet = test::run_stoke("inspect " + folder("tiny-mpnet"));
+  ASSERT_EQ(mpnet.status, 0) << mpnet.err;
+  EXPECT_NE(mpnet.out.find("attention: relative-position bias, 32 buckets"), std::string::npos) << mpnet.out;
+  EXPECT_EQ(mpnet.out.find("projected to hidden"), std::string::npos) << mpnet.out;
+}
+
 }  // namespace
 }  // namespace stoke
