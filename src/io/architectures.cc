@@ -13,13 +13,41 @@ using R = TensorRole;
 
 void set(Architecture& a, R r, std::string_view name) { a.names[static_cast<size_t>(r)] = name; }
 
-// BERT's names (also RoBERTa's, XLM-R's, CamemBERT's and ELECTRA's encoder).
-void bert_encoder_names(Architecture& a) {
+// Who an entry is: its type, config.json spelling, name for people, checkpoint
+// prefix and transformers' sequence-classification class.
+Architecture named(ModelType type, std::string_view model_type, std::string_view display, std::string_view prefix,
+                   std::string_view classifier) {
+  Architecture a;
+  a.type = type;
+  a.model_type = model_type;
+  a.display_name = display;
+  a.checkpoint_prefix = prefix;
+  a.sequence_classifier = classifier;
+  return a;
+}
+
+// The embeddings' names every encoder here shares (BERT's).
+void embedding_names(Architecture& a) {
   set(a, R::word_embeddings, "embeddings.word_embeddings.weight");
   set(a, R::position_embeddings, "embeddings.position_embeddings.weight");
-  set(a, R::token_type_embeddings, "embeddings.token_type_embeddings.weight");
   set(a, R::embeddings_ln_weight, "embeddings.LayerNorm.weight");
   set(a, R::embeddings_ln_bias, "embeddings.LayerNorm.bias");
+}
+
+// BERT's feed-forward names (also MPNet's).
+void bert_ffn_names(Architecture& a) {
+  set(a, R::ffn_in_weight, "encoder.layer.{}.intermediate.dense.weight");
+  set(a, R::ffn_in_bias, "encoder.layer.{}.intermediate.dense.bias");
+  set(a, R::ffn_out_weight, "encoder.layer.{}.output.dense.weight");
+  set(a, R::ffn_out_bias, "encoder.layer.{}.output.dense.bias");
+  set(a, R::ffn_ln_weight, "encoder.layer.{}.output.LayerNorm.weight");
+  set(a, R::ffn_ln_bias, "encoder.layer.{}.output.LayerNorm.bias");
+}
+
+// BERT's names (also RoBERTa's, XLM-R's, CamemBERT's and ELECTRA's encoder).
+void bert_encoder_names(Architecture& a) {
+  embedding_names(a);
+  set(a, R::token_type_embeddings, "embeddings.token_type_embeddings.weight");
   set(a, R::query_weight, "encoder.layer.{}.attention.self.query.weight");
   set(a, R::query_bias, "encoder.layer.{}.attention.self.query.bias");
   set(a, R::key_weight, "encoder.layer.{}.attention.self.key.weight");
@@ -30,12 +58,7 @@ void bert_encoder_names(Architecture& a) {
   set(a, R::attn_out_bias, "encoder.layer.{}.attention.output.dense.bias");
   set(a, R::attn_ln_weight, "encoder.layer.{}.attention.output.LayerNorm.weight");
   set(a, R::attn_ln_bias, "encoder.layer.{}.attention.output.LayerNorm.bias");
-  set(a, R::ffn_in_weight, "encoder.layer.{}.intermediate.dense.weight");
-  set(a, R::ffn_in_bias, "encoder.layer.{}.intermediate.dense.bias");
-  set(a, R::ffn_out_weight, "encoder.layer.{}.output.dense.weight");
-  set(a, R::ffn_out_bias, "encoder.layer.{}.output.dense.bias");
-  set(a, R::ffn_ln_weight, "encoder.layer.{}.output.LayerNorm.weight");
-  set(a, R::ffn_ln_bias, "encoder.layer.{}.output.LayerNorm.bias");
+  bert_ffn_names(a);
 }
 
 // RobertaClassificationHead and its copies: dropout, dense, act, dropout, out_proj.
@@ -50,12 +73,7 @@ void dense_out_proj_head(Architecture& a, HeadActivation act) {
 }
 
 Architecture bert() {
-  Architecture a;
-  a.type = ModelType::bert;
-  a.model_type = "bert";
-  a.display_name = "BERT";
-  a.checkpoint_prefix = "bert.";
-  a.sequence_classifier = "BertForSequenceClassification";
+  Architecture a = named(ModelType::bert, "bert", "BERT", "bert.", "BertForSequenceClassification");
   bert_encoder_names(a);
   set(a, R::pooler_weight, "pooler.dense.weight");
   set(a, R::pooler_bias, "pooler.dense.bias");
@@ -71,12 +89,7 @@ Architecture bert() {
 // and sentence-transformers exports still carry one).
 Architecture roberta_like(ModelType type, std::string_view model_type, std::string_view display,
                           std::string_view classifier, TokenizerFamily tok, int64_t vocab) {
-  Architecture a;
-  a.type = type;
-  a.model_type = model_type;
-  a.display_name = display;
-  a.checkpoint_prefix = "roberta.";
-  a.sequence_classifier = classifier;
+  Architecture a = named(type, model_type, display, "roberta.", classifier);
   a.positions = PositionScheme::after_padding;
   a.tokenizer = tok;
   a.defaults.vocab_size = vocab;
@@ -89,12 +102,8 @@ Architecture roberta_like(ModelType type, std::string_view model_type, std::stri
 }
 
 Architecture electra() {
-  Architecture a;
-  a.type = ModelType::electra;
-  a.model_type = "electra";
-  a.display_name = "ELECTRA";
-  a.checkpoint_prefix = "electra.";
-  a.sequence_classifier = "ElectraForSequenceClassification";
+  Architecture a =
+      named(ModelType::electra, "electra", "ELECTRA", "electra.", "ElectraForSequenceClassification");
   a.embedding_projection = true;
   a.fields.embedding_size = "embedding_size";
   a.defaults.hidden_size = 256;
@@ -110,12 +119,8 @@ Architecture electra() {
 }
 
 Architecture distilbert() {
-  Architecture a;
-  a.type = ModelType::distilbert;
-  a.model_type = "distilbert";
-  a.display_name = "DistilBERT";
-  a.checkpoint_prefix = "distilbert.";
-  a.sequence_classifier = "DistilBertForSequenceClassification";
+  Architecture a = named(ModelType::distilbert, "distilbert", "DistilBERT", "distilbert.",
+                         "DistilBertForSequenceClassification");
   a.token_types = false;
   a.fields.hidden_size = "dim";
   a.fields.num_hidden_layers = "n_layers";
@@ -130,10 +135,7 @@ Architecture distilbert() {
   a.defaults.num_hidden_layers = 6;
   a.defaults.type_vocab_size = 0;
   a.defaults.classifier_dropout = 0.2;
-  set(a, R::word_embeddings, "embeddings.word_embeddings.weight");
-  set(a, R::position_embeddings, "embeddings.position_embeddings.weight");
-  set(a, R::embeddings_ln_weight, "embeddings.LayerNorm.weight");
-  set(a, R::embeddings_ln_bias, "embeddings.LayerNorm.bias");
+  embedding_names(a);
   set(a, R::query_weight, "transformer.layer.{}.attention.q_lin.weight");
   set(a, R::query_bias, "transformer.layer.{}.attention.q_lin.bias");
   set(a, R::key_weight, "transformer.layer.{}.attention.k_lin.weight");
@@ -163,12 +165,7 @@ Architecture distilbert() {
 // a relative-position bias (T5's bucket function, 32 buckets, max distance
 // 128) added to every layer's attention scores from one table.
 Architecture mpnet() {
-  Architecture a;
-  a.type = ModelType::mpnet;
-  a.model_type = "mpnet";
-  a.display_name = "MPNet";
-  a.checkpoint_prefix = "mpnet.";
-  a.sequence_classifier = "MPNetForSequenceClassification";
+  Architecture a = named(ModelType::mpnet, "mpnet", "MPNet", "mpnet.", "MPNetForSequenceClassification");
   a.positions = PositionScheme::after_padding;
   a.token_types = false;
   a.fields.type_vocab_size = "";
@@ -179,10 +176,7 @@ Architecture mpnet() {
   a.defaults.pad_token_id = 1;
   a.defaults.type_vocab_size = 0;
   a.defaults.relative_attention_num_buckets = 32;
-  set(a, R::word_embeddings, "embeddings.word_embeddings.weight");
-  set(a, R::position_embeddings, "embeddings.position_embeddings.weight");
-  set(a, R::embeddings_ln_weight, "embeddings.LayerNorm.weight");
-  set(a, R::embeddings_ln_bias, "embeddings.LayerNorm.bias");
+  embedding_names(a);
   set(a, R::relative_attention_bias, "encoder.relative_attention_bias.weight");
   set(a, R::query_weight, "encoder.layer.{}.attention.attn.q.weight");
   set(a, R::query_bias, "encoder.layer.{}.attention.attn.q.bias");
@@ -194,12 +188,7 @@ Architecture mpnet() {
   set(a, R::attn_out_bias, "encoder.layer.{}.attention.attn.o.bias");
   set(a, R::attn_ln_weight, "encoder.layer.{}.attention.LayerNorm.weight");
   set(a, R::attn_ln_bias, "encoder.layer.{}.attention.LayerNorm.bias");
-  set(a, R::ffn_in_weight, "encoder.layer.{}.intermediate.dense.weight");
-  set(a, R::ffn_in_bias, "encoder.layer.{}.intermediate.dense.bias");
-  set(a, R::ffn_out_weight, "encoder.layer.{}.output.dense.weight");
-  set(a, R::ffn_out_bias, "encoder.layer.{}.output.dense.bias");
-  set(a, R::ffn_ln_weight, "encoder.layer.{}.output.LayerNorm.weight");
-  set(a, R::ffn_ln_bias, "encoder.layer.{}.output.LayerNorm.bias");
+  bert_ffn_names(a);
   set(a, R::pooler_weight, "pooler.dense.weight");
   set(a, R::pooler_bias, "pooler.dense.bias");
   dense_out_proj_head(a, HeadActivation::tanh);
