@@ -1,5 +1,6 @@
 # Warnings, optimisation and sanitizers for every target of the project.
 add_compile_options(-Wall -Wextra -Wno-unused-parameter)
+add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fno-semantic-interposition>)
 if(STOKE_NATIVE)
   add_compile_options(-march=native)
 endif()

@@ -84,4 +84,9 @@ echo "== README command 2: scripts/test.sh ${test_args[*]:-}"
 start=$SECONDS
 run_in_root "scripts/test.sh ${test_args[*]:-}"
 echo "== test.sh passed in $((SECONDS - start)) s"
-echo "check-fresh-machine: both README commands passed on a fresh Debian 12 root"
+echo "== README command 3: the Python package into a venv (pip install ./python)"
+start=$SECONDS
+run_in_root "python3 -m venv /tmp/venv && /tmp/venv/bin/pip install -q ./python && \
+  /tmp/venv/bin/python -c 'import stoke; m = stoke.Model(\"../shared/fixtures/models/tiny-bert\", device=\"cpu\"); print(m.encode([\"fresh\"]).shape)'"
+echo "== pip install ./python passed in $((SECONDS - start)) s"
+echo "check-fresh-machine: the README commands passed on a fresh Debian 12 root"

@@ -43,6 +43,13 @@ if [ ! -x .venv-bench/bin/python ]; then
 fi
 .venv-bench/bin/python tests/peer/compare_corpus.py build/release/apps/stoke/stoke "$STOKE_FIXTURES"
 
+echo "== Python package: pip install ./python into a fresh venv, its tests against the installed package"
+# STOKE_ORACLE_PYTHON (a Python with sentence-transformers) adds the oracle comparisons.
+rm -rf build/python-pip-venv
+python3 -m venv build/python-pip-venv
+build/python-pip-venv/bin/pip install -q -r python/requirements-test.txt ./python
+STOKE_CLI="$PWD/build/release/apps/stoke/stoke" build/python-pip-venv/bin/python -m pytest -q -p no:cacheprovider tests/python
+
 echo "== fuzz targets, ${STOKE_LONG_FUZZ_SECONDS:-60}s each"
 scripts/build.sh fuzz
 scripts/fuzz.sh build/fuzz "${STOKE_LONG_FUZZ_SECONDS:-60}"

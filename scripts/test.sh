@@ -19,6 +19,8 @@ echo "== release build"
 scripts/build.sh release
 echo "== release tests"
 ctest --test-dir build/release --output-on-failure -j "$(nproc)"
+echo "== Python package tests (the extension built in build/release)"
+scripts/python-tests.sh build/release
 [ $quick -eq 1 ] && exit 0
 
 echo "== ASan+UBSan build"

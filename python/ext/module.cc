@@ -1,0 +1,282 @@
+// The extension module stoke._stoke: the Model class, the embed job and the
+// verify check. The pure-Python package (python/src/stoke) gives them
+// sentence-transformers' signatures; here are only the parts that need C++:
+// the GIL released around every computation, signals polled between waits,
+// and results handed to numpy without a copy.
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "errors.h"
+#include "jobs.h"
+#include "model.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace stoke::py {
+
+namespace {
+
+// The rows one call produced: numpy arrays are views of `values`, and this
+// object is their owner (it lives as long as any of them).
+struct RowBuffer {
+  std::vector<float> values;
+};
+
+std::string type_name_of(nb::handle h) { return nb::type_name(h.type()).c_str(); }
+
+// A Python str as UTF-8 bytes; anything else is the caller's mistake, named
+// by its position.
+std::string utf8_of(nb::handle h, const char* what, size_t index) {
+  if (!PyUnicode_Check(h.ptr()))
+    throw nb::type_error((std::string(what) + "[" + std::to_string(index) + "]: expected a str, got " + type_name_of(h))
+                             .c_str());
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(h.ptr(), &size);
+  if (!data) throw nb::python_error();  // lone surrogates: Python's own UnicodeEncodeError
+  return std::string(data, static_cast<size_t>(size));
+}
+
+// texts: a list of str; or, with pairs allowed, of str or (str, str).
+std::vector<BatchItem> items_of(nb::list texts, const char* what, bool pairs_allowed) {
+  std::vector<BatchItem> items(texts.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    nb::handle h = texts[i];
+    if (pairs_allowed && (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()))) {
+      nb::sequence pair = nb::borrow<nb::sequence>(h);
+      if (nb::len(pair) != 2)
+        throw nb::type_error((std::string(what) + "[" + std::to_string(i) +
+                              "]: expected a str or a pair (str, str), got a sequence of " +
+                              std::to_string(nb::len(pair)))
+                                 .c_str());
+      items[i].text = utf8_of(pair[0], what, i);
+      items[i].pair = utf8_of(pair[1], what, i);
+    } else {
+      items[i].text = utf8_of(h, what, i);
+    }
+  }
+  return items;
+}
+
+BatchProduct product_of(const std::string& name) {
+  if (name == "pooled") return BatchProduct::pooled;
+  if (name == "tokens") return BatchProduct::tokens;
+  if (name == "logits") return BatchProduct::logits;
+  throw Error(Errc::invalid_argument, "product \"" + name + "\": expected pooled, tokens or logits");
+}
+
+struct Collected {
+  std::vector<float> values;
+  int64_t width = 0;
+  std::vector<int64_t> row_offsets;  // tokens only
+  uint64_t tokens = 0;
+};
+
+// Submits the items through the model's batcher in order, in chunks of a
+// generation (embed's sort window: the same texts give embed's batches), and
+// waits without the GIL, polling for signals between waits. A signal whose
+// handler raises (Ctrl-C: KeyboardInterrupt) cancels what is not yet on the
+// device, waits for the rest, and raises.
+Collected run_requests(Model& model, std::vector<BatchItem> items, const BatchRequestOptions& ro,
+                       const BatchShape& shape, nb::object on_progress) {
+  using State = BatchRequest::State;
+  const size_t kGeneration = RequestBatcherOptions{}.generation_texts;
+  std::vector<std::shared_ptr<BatchRequest>> reqs;
+  bool interrupted = false;
+  size_t done_texts = 0;
+  {
+    nb::gil_scoped_release nogil;
+    BatcherLease batcher = model.batcher(shape);
+    size_t start = 0;
+    do {  // an empty call still makes one (empty) request: it completes at once
+      const size_t end = std::min(items.size(), start + kGeneration);
+      std::vector<BatchItem> chunk(std::make_move_iterator(items.begin() + static_cast<ptrdiff_t>(start)),
+                                   std::make_move_iterator(items.begin() + static_cast<ptrdiff_t>(end)));
+      reqs.push_back(batcher->submit(std::move(chunk), ro));
+      start = end;
+    } while (start < items.size());
+    for (size_t r = 0; r < reqs.size() && !interrupted; ++r) {
+      while (reqs[r]->wait_for(std::chrono::milliseconds(50)) == State::queued) {
+        nb::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() != 0) {
+          interrupted = true;
+          break;
+        }
+      }
+      if (interrupted) break;
+      if (!on_progress.is_none() && reqs[r]->state() == State::done) {
+        done_texts += reqs[r]->token_counts.size();
+        nb::gil_scoped_acquire gil;
+        on_progress(done_texts);
+      }
+    }
+    if (interrupted) {
+      for (auto& r : reqs) r->cancel();
+      for (auto& r : reqs) r->wait();
+    }
+  }
+  if (interrupted) throw nb::python_error();  // the handler's exception, still set on this thread
+
+  Collected out;
+  for (auto& r : reqs) {
+    if (r->state() == State::failed) std::rethrow_exception(r->error());
+    if (r->state() != State::done) throw Error(Errc::internal, "an encode request ended cancelled");
+  }
+  out.width = reqs.empty() ? 0 : reqs.front()->width;
+  if (reqs.size() == 1) {
+    out.values = std::move(reqs[0]->values);
+    out.row_offsets = std::move(reqs[0]->row_offsets);
+    out.tokens = reqs[0]->total_tokens;
+    return out;
+  }
+  // More than one generation: the one copy that makes a single array.
+  size_t total = 0;
+  for (auto& r : reqs) total += r->values.size();
+  out.values.reserve(total);
+  for (auto& r : reqs) {
+    const int64_t base = out.row_offsets.empty() ? 0 : out.row_offsets.back();
+    if (ro.product == BatchProduct::tokens) {
+      for (size_t i = out.row_offsets.empty() ? 0 : 1; i < r->row_offsets.size(); ++i)
+        out.row_offsets.push_back(base + r->row_offsets[i]);
+    }
+    out.values.insert(out.values.end(), r->values.begin(), r->values.end());
+    out.tokens += r->total_tokens;
+    std::vector<float>().swap(r->values);
+  }
+  return out;
+}
+
+// The rows as numpy arrays viewing one buffer (no copy): (n, width) for
+// pooled and logits, a list of (len_i, H) for tokens. Returns (result, owner).
+nb::tuple to_numpy(Collected c, BatchProduct product, size_t texts) {
+  auto* buf = new RowBuffer{std::move(c.values)};
+  nb::object owner = nb::cast(buf, nb::rv_policy::take_ownership);
+  float* data = buf->values.data();
+  const size_t width = static_cast<size_t>(c.width);
+  using Array = nb::ndarray<nb::numpy, float, nb::ndim<2>, nb::c_contig>;
+  if (product != BatchProduct::tokens) {
+    Array arr(data, {texts, width}, owner);
+    return nb::make_tuple(nb::cast(arr, nb::rv_policy::reference), owner);
+  }
+  nb::list list;
+  for (size_t i = 0; i < texts; ++i) {
+    const int64_t begin = c.row_offsets[i], end = c.row_offsets[i + 1];
+    Array arr(data + begin * c.width, {static_cast<size_t>(end - begin), width}, owner);
+    list.append(nb::cast(arr, nb::rv_policy::reference));
+  }
+  return nb::make_tuple(list, owner);
+}
+
+nb::tuple encode(Model& model, nb::list texts, const std::string& product, const std::string& prompt,
+                 int64_t batch_tokens, int64_t batch_size, nb::object on_progress) {
+  BatchRequestOptions ro;
+  ro.product = product_of(product);
+  ro.prompt = prompt;
+  if (ro.product == BatchProduct::logits && !model.has_classifier())
+    throw Error(Errc::invalid_argument, "predict: " + model.architecture() +
+                                            " has no classification head (config.json architectures names no "
+                                            "*ForSequenceClassification); use encode");
+  const size_t n = texts.size();
+  std::vector<BatchItem> items = items_of(texts, ro.product == BatchProduct::logits ? "texts" : "sentences",
+                                          ro.product == BatchProduct::logits);
+  Collected c = run_requests(model, std::move(items), ro, BatchShape{batch_tokens, batch_size}, on_progress);
+  if (n == 0) {
+    c.width = ro.product == BatchProduct::logits ? static_cast<int64_t>(model.session().encoder.config.num_labels())
+              : ro.product == BatchProduct::tokens ? model.hidden_size()
+                                                   : model.dimension();
+    c.row_offsets = {0};
+  }
+  return to_numpy(std::move(c), ro.product, n);
+}
+
+nb::dict tokenize(const Model& model, nb::list texts) {
+  std::vector<BatchItem> items = items_of(texts, "texts", true);
+  std::vector<Encoding> enc;
+  {
+    nb::gil_scoped_release nogil;
+    enc = model.tokenize(items);
+  }
+  size_t longest = 0;
+  for (const auto& e : enc) longest = std::max(longest, e.ids.size());
+  const size_t n = enc.size();
+  auto* ids = new std::vector<int64_t>(n * longest, model.session().text.tokenizer->pad_id());
+  auto* mask = new std::vector<int64_t>(n * longest, 0);
+  auto* types = new std::vector<int64_t>(n * longest, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t t = 0; t < enc[i].ids.size(); ++t) {
+      (*ids)[i * longest + t] = enc[i].ids[t];
+      (*mask)[i * longest + t] = 1;
+      (*types)[i * longest + t] = t < enc[i].type_ids.size() ? enc[i].type_ids[t] : 0;
+    }
+  }
+  using Array = nb::ndarray<nb::numpy, int64_t, nb::ndim<2>, nb::c_contig>;
+  auto wrap = [&](std::vector<int64_t>* v) {
+    nb::capsule owner(v, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+    return nb::cast(Array(v->data(), {n, longest}, owner), nb::rv_policy::reference);
+  };
+  nb::dict out;
+  out["input_ids"] = wrap(ids);
+  out["attention_mask"] = wrap(mask);
+  out["token_type_ids"] = wrap(types);
+  return out;
+}
+
+}  // namespace
+
+}  // namespace stoke::py
+
+NB_MODULE(_stoke, m) {
+  using namespace stoke::py;
+  m.doc() = "stoke's engine (the C++ library); use the `stoke` package, which wraps it.";
+  register_errors(m);
+
+  nb::class_<RowBuffer>(m, "RowBuffer",
+                        "The buffer stoke filled with one call's rows; the arrays of that call are views of it.")
+      .def_prop_ro("address", [](const RowBuffer& b) { return reinterpret_cast<uintptr_t>(b.values.data()); })
+      .def_prop_ro("nbytes", [](const RowBuffer& b) { return b.values.size() * sizeof(float); });
+
+  nb::class_<Model>(m, "Model")
+      .def(
+          "__init__",
+          [](Model* self, const std::string& path, const std::string& device, const std::string& dtype,
+             std::optional<int64_t> max_length, std::optional<int> workers) {
+            ModelOptions o{path, device, dtype, max_length, workers};
+            nb::gil_scoped_release nogil;
+            new (self) Model(o);
+          },
+          "path"_a, "device"_a = "auto", "dtype"_a = "f32", "max_length"_a = nb::none(), "workers"_a = nb::none())
+      .def_prop_ro("dimension", &Model::dimension)
+      .def_prop_ro("hidden_size", &Model::hidden_size)
+      .def_prop_ro("max_length", &Model::max_length)
+      .def_prop_ro("architecture", &Model::architecture)
+      .def_prop_ro("pooling", &Model::pooling_name)
+      .def_prop_ro("normalize", &Model::normalize)
+      .def_prop_ro("device", &Model::device)
+      .def_prop_ro("dtype", &Model::dtype)
+      .def_prop_ro("workers", &Model::workers)
+      .def_prop_ro("has_classifier", &Model::has_classifier)
+      .def_prop_ro("prompts", [](const Model& m) { return m.st().prompts; })
+      .def_prop_ro("default_prompt_name", [](const Model& m) { return m.st().default_prompt_name; })
+      .def_prop_ro("labels", [](const Model& m) { return m.session().encoder.config.id2label; })
+      .def_prop_ro("problem_type",
+                   [](const Model& m) {
+                     return std::string(stoke::problem_type_name(m.session().encoder.config.problem_type));
+                   })
+      .def("resolve_prompt", &Model::resolve_prompt, "prompt"_a = nb::none(), "prompt_name"_a = nb::none())
+      .def("encode", &encode, "texts"_a, "product"_a = "pooled", "prompt"_a = "", "batch_tokens"_a = 16384,
+           "batch_size"_a = 256, "on_progress"_a = nb::none())
+      .def("tokenize", &tokenize, "texts"_a);
+
+  register_jobs(m);
+}

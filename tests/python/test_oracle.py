@@ -1,0 +1,73 @@
+"""encode equals SentenceTransformer(path).encode within 1e-5 (where sentence-transformers is installed).
+
+sentence-transformers (and torch) are not in the test venv: the oracle runs in
+the Python that STOKE_ORACLE_PYTHON names, in a subprocess, and these tests
+are skipped, saying so, without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+
+import numpy as np
+import pytest
+
+import stoke
+from conftest import MODELS, corpus_texts, golden_texts, model_dir
+
+ORACLE = os.environ.get("STOKE_ORACLE_PYTHON", "")
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+    path, texts_file, out, kwargs = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    texts = json.load(open(texts_file, encoding="utf-8"))
+    m = SentenceTransformer(path, device="cpu")
+    np.save(out, np.asarray(m.encode(texts, batch_size=16, **kwargs), dtype=np.float32))
+    """
+)
+
+
+def oracle_encode(tmp_path, name, texts, **kwargs) -> np.ndarray:
+    if not ORACLE:
+        pytest.skip("STOKE_ORACLE_PYTHON is not set: no Python with sentence-transformers to compare with")
+    probe = subprocess.run([ORACLE, "-c", "import sentence_transformers"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"sentence-transformers is not importable by {ORACLE}: {probe.stderr.strip().splitlines()[-1:]}")
+    (tmp_path / "texts.json").write_text(json.dumps(texts))
+    script = tmp_path / "oracle.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / "oracle.npy"
+    env = dict(os.environ, OMP_NUM_THREADS="2", PYTHONPATH="")
+    r = subprocess.run([ORACLE, str(script), str(model_dir(name)), str(tmp_path / "texts.json"), str(out),
+                        json.dumps(kwargs)], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return np.load(out)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_encode_equals_sentence_transformers(tmp_path, name):
+    texts = golden_texts() + corpus_texts(200)
+    want = oracle_encode(tmp_path, name, texts)
+    got = stoke.Model(model_dir(name), device="cpu").encode(texts)
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-5
+
+
+def test_truncate_normalize_equal_sentence_transformers(tmp_path):
+    texts = corpus_texts(50)
+    want = oracle_encode(tmp_path, "tiny-bert", texts, truncate_dim=16, normalize_embeddings=True)
+    got = stoke.Model(model_dir("tiny-bert"), device="cpu").encode(texts, truncate_dim=16, normalize_embeddings=True)
+    assert np.abs(got - want).max() <= 1e-5
+
+
+def test_prompt_equals_sentence_transformers(tmp_path):
+    texts = corpus_texts(30)
+    want = oracle_encode(tmp_path, "tiny-bert", texts, prompt="query: ")
+    got = stoke.Model(model_dir("tiny-bert"), device="cpu").encode(texts, prompt="query: ")
+    assert np.abs(got - want).max() <= 1e-5
