@@ -188,8 +188,7 @@ nb::tuple encode(Model& model, nb::list texts, const std::string& product, const
                                             " has no classification head (config.json architectures names no "
                                             "*ForSequenceClassification); use encode");
   const size_t n = texts.size();
-  std::vector<BatchItem> items = items_of(texts, ro.product == BatchProduct::logits ? "texts" : "sentences",
-                                          ro.product == BatchProduct::logits);
+  std::vector<BatchItem> items = items_of(texts, "sentences", ro.product == BatchProduct::logits);
   Collected c = run_requests(model, std::move(items), ro, BatchShape{batch_tokens, batch_size}, on_progress);
   if (n == 0) {
     c.width = ro.product == BatchProduct::logits ? static_cast<int64_t>(model.session().encoder.config.num_labels())

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-_DTYPES = {"F32": np.float32, "F16": np.float16}
+_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
+_NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
 
 
 def read(path: Path) -> dict:
@@ -29,8 +30,8 @@ def read(path: Path) -> dict:
 def write(path: Path, tensors: dict) -> None:
     header, chunks, offset = {}, [], 0
     for name, arr in tensors.items():
-        raw = np.ascontiguousarray(arr, dtype=np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
+        raw = np.ascontiguousarray(arr).tobytes()
+        header[name] = {"dtype": _NAMES[arr.dtype], "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
         offset += len(raw)
     text = json.dumps(header).encode()
@@ -48,5 +49,18 @@ def one_label_copy(src: Path, dst: Path) -> Path:
     cfg = json.loads((dst / "config.json").read_text())
     cfg["id2label"] = {"0": "LABEL_0"}
     cfg["label2id"] = {"LABEL_0": 0}
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    return dst
+
+
+def headless_copy(src: Path, dst: Path) -> Path:
+    """The fixture as a plain encoder: no classification head (weights and config)."""
+    shutil.copytree(src, dst)
+    t = read(dst / "model.safetensors")
+    for name in [n for n in t if n.startswith("classifier.")]:
+        del t[name]
+    write(dst / "model.safetensors", t)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg["architectures"] = ["BertModel"]
     (dst / "config.json").write_text(json.dumps(cfg, indent=2))
     return dst

@@ -29,6 +29,9 @@ SCRIPT = textwrap.dedent(
     texts = json.load(open(texts_file, encoding="utf-8"))
     m = SentenceTransformer(path, device="cpu")
     np.save(out, np.asarray(m.encode(texts, batch_size=16, **kwargs), dtype=np.float32))
+    prompt = kwargs.get("prompt", "")
+    ids = m.tokenizer([prompt + t for t in texts], truncation=True, max_length=m.max_seq_length)["input_ids"]
+    json.dump(ids, open(out + ".ids.json", "w"))
     """
 )
 
@@ -47,27 +50,67 @@ def oracle_encode(tmp_path, name, texts, **kwargs) -> np.ndarray:
     r = subprocess.run([ORACLE, str(script), str(model_dir(name)), str(tmp_path / "texts.json"), str(out),
                         json.dumps(kwargs)], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    return np.load(out)
+    return np.load(out), json.loads(open(str(out) + ".ids.json").read())
+
+
+def same_tokens(model, texts, oracle_ids, prompt=""):
+    """Rows whose tokens the oracle's tokenizer agrees on. stoke's tokenizers equal
+    transformers' reference (slow) tokenizers (the golden tests); the
+    sentence-transformers install may carry a newer transformers whose XLM-R
+    tokenizer treats some control characters differently (golden text 50), and a
+    row of other tokens is another input, not a difference of the encoder."""
+    t = model.tokenize([prompt + x for x in texts])
+    rows = [i for i in range(len(texts)) if t["input_ids"][i, : int(t["attention_mask"][i].sum())].tolist() == oracle_ids[i]]
+    assert len(rows) >= 0.95 * len(texts), f"only {len(rows)} of {len(texts)} texts tokenize alike"
+    return rows
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_encode_equals_sentence_transformers(tmp_path, name):
     texts = golden_texts() + corpus_texts(200)
-    want = oracle_encode(tmp_path, name, texts)
-    got = stoke.Model(model_dir(name), device="cpu").encode(texts)
+    want, ids = oracle_encode(tmp_path, name, texts)
+    model = stoke.Model(model_dir(name), device="cpu")
+    got = model.encode(texts)
     assert got.shape == want.shape
-    assert np.abs(got - want).max() <= 1e-5
+    rows = same_tokens(model, texts, ids)
+    assert np.abs(got[rows] - want[rows]).max() <= 1e-5
 
 
 def test_truncate_normalize_equal_sentence_transformers(tmp_path):
     texts = corpus_texts(50)
-    want = oracle_encode(tmp_path, "tiny-bert", texts, truncate_dim=16, normalize_embeddings=True)
+    want, ids = oracle_encode(tmp_path, "tiny-bert", texts, truncate_dim=16, normalize_embeddings=True)
     got = stoke.Model(model_dir("tiny-bert"), device="cpu").encode(texts, truncate_dim=16, normalize_embeddings=True)
     assert np.abs(got - want).max() <= 1e-5
 
 
 def test_prompt_equals_sentence_transformers(tmp_path):
     texts = corpus_texts(30)
-    want = oracle_encode(tmp_path, "tiny-bert", texts, prompt="query: ")
+    want, ids = oracle_encode(tmp_path, "tiny-bert", texts, prompt="query: ")
     got = stoke.Model(model_dir("tiny-bert"), device="cpu").encode(texts, prompt="query: ")
     assert np.abs(got - want).max() <= 1e-5
+
+
+QUANTIZE = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from sentence_transformers.quantization import quantize_embeddings
+    e = np.load(sys.argv[1])
+    for p in ("int8", "uint8", "binary", "ubinary"):
+        np.save(sys.argv[2] + p + ".npy", quantize_embeddings(e, p))
+    """
+)
+
+
+def test_quantize_embeddings_equals_sentence_transformers(tmp_path):
+    oracle_encode(tmp_path, "tiny-bert", ["x"])  # skips without the oracle
+    e = stoke.Model(model_dir("tiny-bert"), device="cpu").encode(corpus_texts(120))
+    np.save(tmp_path / "e.npy", e)
+    (tmp_path / "q.py").write_text(QUANTIZE)
+    r = subprocess.run([ORACLE, str(tmp_path / "q.py"), str(tmp_path / "e.npy"), str(tmp_path / "q-")],
+                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=""), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for p in ("int8", "uint8", "binary", "ubinary"):
+        want = np.load(tmp_path / f"q-{p}.npy")
+        got = stoke.quantize_embeddings(e, p)
+        assert got.dtype == want.dtype and np.array_equal(got, want), p
