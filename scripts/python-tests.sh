@@ -23,7 +23,8 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s "$pins" "$venv/pins.txt"; then
   fi
   cp "$pins" "$venv/pins.txt"
 fi
-cmake -S . -B "$build" -DSTOKE_PYTHON=ON -DPython_EXECUTABLE="$PWD/$venv/bin/python" >/dev/null
+cmake -S . -B "$build" -DSTOKE_PYTHON=ON -DPython_EXECUTABLE="$PWD/$venv/bin/python" \
+  -Dnanobind_DIR="$("$venv/bin/python" -m nanobind --cmake_dir)" >/dev/null
 ninja -C "$build" -j "${STOKE_JOBS:-$(nproc)}" stoke_python stoke
 export STOKE_FIXTURES="${STOKE_FIXTURES:-$(cd .. && pwd)/shared/fixtures}"
 STOKE_CLI="$PWD/$build/apps/stoke/stoke" PYTHONPATH="$PWD/$build/python" \
