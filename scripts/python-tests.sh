@@ -16,7 +16,7 @@ pins=python/requirements-test.txt
 if [ ! -x "$venv/bin/python" ] || ! cmp -s "$pins" "$venv/pins.txt"; then
   rm -rf "$venv"
   python3 -m venv "$venv"
-  if ! "$venv/bin/pip" install -q --disable-pip-version-check -r "$pins"; then
+  if ! "$venv/bin/pip" install -q --disable-pip-version-check --timeout 20 --retries 1 -r "$pins"; then
     rm -rf "$venv"
     echo "python tests: skipped: could not install $pins from PyPI (no network?)"
     exit 0
