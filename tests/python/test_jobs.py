@@ -167,3 +167,14 @@ def test_load_embeddings_with_skipped_records(tmp_path):
     s = stoke.load_embeddings(out)
     assert len(s) == 48 and 3 not in s.records and 17 not in s.records
     assert list(s.records[:4]) == [0, 1, 2, 4]
+
+
+def test_embed_job_takes_a_model_and_the_cli_flags(tmp_path, corpus, bert):
+    out = tmp_path / "flags"
+    s = stoke.embed_job(bert, corpus, out, normalize=False, dimensions=16, output_dtype="f16", progress=True,
+                        shard_size=1000)
+    assert s["device"] == "cpu" and s["dimensions"] == 16 and s["normalize"] is False
+    rows = stoke.load_embeddings(out)
+    assert rows.dtype == np.float16 and rows.shape == (600, 16)
+    norms = np.linalg.norm(rows.to_numpy().astype(np.float32), axis=1)
+    assert not np.allclose(norms, 1.0, atol=1e-3)  # --no-normalize: the model's Normalize is off
