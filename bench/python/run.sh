@@ -31,7 +31,7 @@ if [ -z "$nb_dir" ]; then
 fi
 cmake -S . -B build/release -DSTOKE_PYTHON=ON -DPython_EXECUTABLE="$(command -v "$py" || echo "$py")" -Dnanobind_DIR="$nb_dir" >/dev/null
 ninja -C build/release -j "${STOKE_JOBS:-$(nproc)}" stoke_python stoke >/dev/null
-/usr/bin/python3 bench/embed_cpu/make_models.py "$fixtures" "$work" 2000 >&2
+"$py" bench/embed_cpu/make_models.py "$fixtures" "$work" 2000 >&2
 mkdir -p "$work/results"
 out="$work/results/python-bench.jsonl"
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
