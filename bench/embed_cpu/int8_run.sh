@@ -37,7 +37,7 @@ fi
 mkdir -p "$res"
 rm -f "$res"/runs.jsonl
 cat /proc/loadavg >"$res/loadavg-before"
-/usr/bin/python3 bench/embed_cpu/make_models.py "$fixtures" "$work" 2000 >&2
+"$py" bench/embed_cpu/make_models.py "$fixtures" "$work" 2000 >&2
 OMP_NUM_THREADS=$threads "$peak_bin" --threads $threads --seconds 0.7 >"$res/peak-start.json"
 
 stoke_run() {  # MODEL PREC DIR TEXTS [TRACE]: one `stoke embed` process
@@ -52,7 +52,7 @@ stoke_run() {  # MODEL PREC DIR TEXTS [TRACE]: one `stoke embed` process
     "$1" "$2" "$wall" "$(cat "$outd/manifest.json" | tr -d '\n')" >>"$res/runs.jsonl"
 }
 ort_run() {  # MODEL PREC DIR IDS
-  OMP_NUM_THREADS=$threads "$py" bench/embed_cpu/ort_baseline.py "$3" "$4" "$2" $threads 3 20 \
+  OMP_NUM_THREADS=$threads "$py" bench/embed_cpu/ort_baseline.py "$3" "$4" "$2" $threads 2 10 \
     "$res/ort-$1-$2.npy" "$work/onnx" | sed "s/^{/{\"kind\": \"ort\", \"model\": \"$1\", /" >>"$res/runs.jsonl"
 }
 
@@ -78,4 +78,4 @@ for model in $models; do
 done
 OMP_NUM_THREADS=$threads "$peak_bin" --threads $threads --seconds 0.7 >"$res/peak-end.json"
 cat /proc/loadavg >"$res/loadavg-after"
-/usr/bin/python3 bench/embed_cpu/int8_report.py "$res" "$work"
+"$py" bench/embed_cpu/int8_report.py "$res" "$work"

@@ -61,7 +61,10 @@ def graphs(model_dir, work):
         with open(opt + ".fused.json", "w") as f:
             json.dump(m.get_fused_operator_statistics(), f)
     if not os.path.exists(q8):
-        quantize_dynamic(opt, q8, weight_type=QuantType.QInt8)
+        import onnx
+        # The fused contrib ops defeat ONNX shape inference; their outputs are f32.
+        quantize_dynamic(opt, q8, weight_type=QuantType.QInt8,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     return opt, q8
 
 

@@ -229,16 +229,14 @@ class EmbedTuning {
     TuneTrial skip;
     skip.knob = "precision";
     skip.value = "int8";
+    if (best_.precision != "f32" && best_.precision != "bf16") return;  // given (f16, int8): the precision row says so
     if (device_name_ != "cpu") {
       skip.note = "skipped: int8 runs on the CPU only";
-    } else if (best_.precision != "f32" && best_.precision != "bf16") {
-      skip.value = best_.precision;
-      skip.note = "kept as given";
     } else if (!cpu::cpu_has_int8_dot()) {
       skip.note = "skipped: this CPU has no VNNI or AMX-INT8 (int8 would not be faster)";
     }
     if (!skip.note.empty()) {
-      if (best_.precision != "int8") result_.trials.push_back(skip);
+      result_.trials.push_back(skip);
       return;
     }
     Setting s = best_;

@@ -4,11 +4,13 @@
 //    straight into out's memory (int32 and f32 are the same size);
 // 3. one fused dequantize pass over out in place: the row's zero point times
 //    the weights' row sums, row scale x column scale, bias and the activation.
-// Why not oneDNN's own scales: 2.6 takes output scales per tensor or per
-// column only; the per-row activation scale would need a binary post-op on
-// an [M,1] tensor, and the zero point a per-row multiple of a per-column
-// vector — pass 3 does all
-// of it in one read and one write of out (docs/performance.md, int8).
+// Why not oneDNN's own epilogue: 2.6 takes output scales per tensor or per
+// column only, so the per-row scale and zero point would need binary
+// post-ops on [M,1] and [1,N] tensors; measured (bench/embed_cpu/
+// int8_dequant.cc), oneDNN 2.6 answers that matmul with its reference
+// kernel (ref_int8, seconds a call), while pass 3 costs one read and one
+// write of out (docs/performance.md, int8).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <immintrin.h>
@@ -73,23 +75,43 @@ STOKE_AVX512_QUANT_TARGET RowCode quantize_row_avx512(const float* x, int64_t K,
 #pragma GCC diagnostic pop
 #endif
 
-// out row n: act(s * ws[n] * (acc[n] - z * rs[n]) + b[n]), the int32 acc
-// read from the same memory the float result replaces (memcpy: no type
-// punning). rs: the weights' row sums as int32.
-STOKE_CPU_CLONES void dequantize_row(void* row, float s, int32_t z, const float* ws, const int32_t* rs,
-                                     const float* b, int64_t N, Activation act) {
-  char* p = static_cast<char*>(row);
-  for (int64_t n = 0; n < N; ++n) {
-    int32_t acc;
-    std::memcpy(&acc, p + 4 * n, 4);
-    float v = s * ws[n] * static_cast<float>(acc - z * rs[n]) + (b ? b[n] : 0.0f);
-    if (act == Activation::gelu_erf) v = gelu_erf_approx(v);
-    else if (act == Activation::relu) v = v > 0.0f ? v : 0.0f;
-    std::memcpy(p + 4 * n, &v, 4);
+// out row n: act(s * ws[n] * (acc[n] - z * rs[n]) + b[n]) in place over the
+// int32 acc. In chunks: the chunk's int32 copied out (memcpy: no type
+// punning), then plain loops on distinct arrays the compiler vectorises, the
+// activation chosen outside them (a per-element branch or an aliasing store
+// kept this pass scalar: it was 20% of a MiniLM run). rs: the weights' row
+// sums as int32.
+STOKE_CPU_CLONES void dequantize_chunk(const int32_t* __restrict acc, float* __restrict out, float s, int32_t z,
+                                       const float* __restrict ws, const int32_t* __restrict rs,
+                                       const float* __restrict b, int64_t n) {
+  if (b) {
+    for (int64_t i = 0; i < n; ++i) out[i] = s * ws[i] * static_cast<float>(acc[i] - z * rs[i]) + b[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = s * ws[i] * static_cast<float>(acc[i] - z * rs[i]);
   }
-  if (act == Activation::tanh) {  // the heads' activation: not in the layers' GEMMs, not worth a vector form
-    float* f = static_cast<float*>(row);
-    for (int64_t n = 0; n < N; ++n) f[n] = std::tanh(f[n]);
+}
+STOKE_CPU_CLONES void gelu_chunk(float* __restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = gelu_erf_approx(x[i]);
+}
+STOKE_CPU_CLONES void relu_chunk(float* __restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void dequantize_row(void* row, float s, int32_t z, const float* ws, const int32_t* rs, const float* b, int64_t N,
+                    Activation act) {
+  constexpr int64_t kChunk = 256;
+  alignas(64) int32_t acc[kChunk];
+  alignas(64) float val[kChunk];
+  char* p = static_cast<char*>(row);
+  for (int64_t at = 0; at < N; at += kChunk) {
+    const int64_t n = std::min(kChunk, N - at);
+    std::memcpy(acc, p + 4 * at, static_cast<size_t>(n) * 4);
+    dequantize_chunk(acc, val, s, z, ws + at, rs + at, b ? b + at : nullptr, n);
+    if (act == Activation::gelu_erf) gelu_chunk(val, n);
+    else if (act == Activation::relu) relu_chunk(val, n);
+    else if (act == Activation::tanh)  // the heads' activation: not in the layers' GEMMs
+      for (int64_t i = 0; i < n; ++i) val[i] = std::tanh(val[i]);
+    std::memcpy(p + 4 * at, val, static_cast<size_t>(n) * 4);
   }
 }
 
