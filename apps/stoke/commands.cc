@@ -161,6 +161,8 @@ class TuneCommand : public Command {
                        "Write the winning settings to FILE (a --config file); without it they are only printed");
     add_real(embed_, "--min-cosine", embed_o_.min_cosine, {-1, 1},
              "A lower precision is taken only if every embedding keeps this cosine to f32's");
+    add_real(embed_, "--min-centered-cosine", embed_o_.min_centered_cosine, {-1, 1},
+             "int8 is taken only if its mean cosine to the reference, after removing the mean vector, reaches this");
     add_int(embed_, "--max-workers", embed_o_.max_workers, {0, max_workers(), max_workers_reason()},
             "Most tokenizer workers to try (0: the cores)");
     train_ = cmd_->add_subcommand("train", "Tune `stoke train` starting from these flags");

@@ -34,7 +34,7 @@ void add_common_flags(CLI::App* cmd, CommonOptions& o, unsigned use) {
           "else tokenizer model_max_length, else the model's usable positions)");
   if (use & kDevice) {
     cmd->add_option("--device", o.device, "auto, cpu, cuda or cuda:N");
-    cmd->add_option("--precision", o.precision, "f32, bf16 or f16");
+    cmd->add_option("--precision", o.precision, "f32, bf16, f16 or int8 (embed and classify on the CPU)");
   }
   if (use & kWorkers)
     add_int(cmd, "--workers", o.workers, {0, max_workers(), max_workers_reason()},

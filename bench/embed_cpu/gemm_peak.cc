@@ -4,8 +4,8 @@
 //   bench_gemm_peak [--threads N] [--seconds S] [--m ROWS]
 //
 // Times BERT-base's two FFN shapes, [M x 768] x [768 x 3072] and
-// [M x 3072] x [3072 x 768] (M = 4096 unless --m says otherwise), in f32 and bf16 (bf16 in, bf16 out, f32
-// accumulation), with the weights in the layout oneDNN picks (format "any",
+// [M x 3072] x [3072 x 768] (M = 4096 unless --m says otherwise), in f32, bf16 (bf16 in, bf16 out, f32
+// accumulation) and int8 (u8 x s8 -> s32, VNNI/AMX where present: "int8", GOP/s), with the weights in the layout oneDNN picks (format "any",
 // reordered once outside the timing, as an engine with packed weights runs)
 // and in nn.Linear's stored layout ([N, K] row-major, "ba"). Each case runs
 // for S seconds after a warm-up. GFLOP/s from the median call is what the
@@ -56,7 +56,10 @@ void fill(dnnl::memory& mem, dt type, size_t count) {
     state = state * 1664525u + 1013904223u;
     return static_cast<float>((state >> 8) & 0xffff) / 32768.0f - 1.0f;
   };
-  if (type == dt::f32) {
+  if (type == dt::u8 || type == dt::s8) {  // int8: codes in [-127, 127] (u8: + 128)
+    auto* b = static_cast<uint8_t*>(p);
+    for (size_t i = 0; i < count; ++i) b[i] = static_cast<uint8_t>(static_cast<int>(next() * 127.0f) + (type == dt::u8 ? 128 : 0));
+  } else if (type == dt::f32) {
     auto* f = static_cast<float*>(p);
     for (size_t i = 0; i < count; ++i) f[i] = next();
   } else {  // bf16: the high half of the f32 bit pattern
@@ -71,15 +74,18 @@ void fill(dnnl::memory& mem, dt type, size_t count) {
 }
 
 Result run(const Case& c, dnnl::engine& eng, dnnl::stream& strm, double seconds) {
-  const dnnl::memory::desc a_md({c.m, c.k}, c.type, tag::ab);
+  // int8 (the type s8 names the case): u8 activations x s8 weights -> s32, as linear_int8 runs it.
+  const bool int8 = c.type == dt::s8;
+  const dt a_t = int8 ? dt::u8 : c.type, c_t = int8 ? dt::s32 : c.type;
+  const dnnl::memory::desc a_md({c.m, c.k}, a_t, tag::ab);
   const dnnl::memory::desc b_plain({c.k, c.n}, c.type, tag::ba);  // [N, K] row-major in memory
   const dnnl::memory::desc b_md = c.packed_weights ? dnnl::memory::desc({c.k, c.n}, c.type, tag::any) : b_plain;
-  const dnnl::memory::desc c_md({c.m, c.n}, c.type, tag::ab);
+  const dnnl::memory::desc c_md({c.m, c.n}, c_t, tag::ab);
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), eng);
   const dnnl::matmul mm(pd);
 
   dnnl::memory a(a_md, eng), b_src(b_plain, eng), dst(c_md, eng);
-  fill(a, c.type, size_t(c.m) * c.k);
+  fill(a, a_t, size_t(c.m) * c.k);
   fill(b_src, c.type, size_t(c.k) * c.n);
   dnnl::memory b = b_src;
   if (pd.weights_desc() != b_plain) {  // pack once, as at model load
@@ -196,13 +202,14 @@ int main(int argc, char** argv) {
   const dnnl_version_t* v = dnnl_version();
 
   std::vector<Case> cases;
-  for (dt type : {dt::f32, dt::bf16})
+  for (dt type : {dt::f32, dt::bf16, dt::s8})
     for (bool packed : {true, false}) {
       cases.push_back({m_rows, 768, 3072, type, packed});
       cases.push_back({m_rows, 3072, 768, type, packed});
     }
 
-  double peak[2] = {0, 0}, burst[2] = {0, 0};  // [f32, bf16]
+  double peak[3] = {0, 0, 0}, burst[3] = {0, 0, 0};  // [f32, bf16, int8] (int8: GOP/s)
+  auto name = [](dt t) { return t == dt::f32 ? "f32" : t == dt::bf16 ? "bf16" : "int8"; };
   std::string rows;
   for (const Case& c : cases) {
     Result r;
@@ -210,12 +217,12 @@ int main(int argc, char** argv) {
       r = run(c, eng, strm, seconds);
     } catch (const dnnl::error& e) {
       std::fprintf(stderr, "bench_gemm_peak: %ldx%ldx%ld %s: oneDNN: %s\n", c.m, c.k, c.n,
-                   c.type == dt::f32 ? "f32" : "bf16", e.what());
+                   name(c.type), e.what());
       continue;
     }
     const double flop = 2.0 * c.m * c.k * c.n;
     const double g_median = flop / r.median_s / 1e9, g_best = flop / r.best_s / 1e9;
-    const int d = c.type == dt::f32 ? 0 : 1;
+    const int d = c.type == dt::f32 ? 0 : c.type == dt::bf16 ? 1 : 2;
     peak[d] = std::max(peak[d], g_median);
     burst[d] = std::max(burst[d], g_best);
     char row[512];
@@ -223,15 +230,15 @@ int main(int argc, char** argv) {
                   "%s    {\"dtype\": \"%s\", \"m\": %ld, \"k\": %ld, \"n\": %ld, \"weights\": \"%s\", "
                   "\"calls\": %d, \"median_ms\": %.3f, \"best_ms\": %.3f, \"gflops_median\": %.1f, "
                   "\"gflops_best\": %.1f, \"impl\": \"%s\"}",
-                  rows.empty() ? "" : ",\n", c.type == dt::f32 ? "f32" : "bf16", c.m, c.k, c.n,
+                  rows.empty() ? "" : ",\n", name(c.type), c.m, c.k, c.n,
                   c.packed_weights ? "packed" : "nk-row-major", r.calls, r.median_s * 1e3, r.best_s * 1e3,
                   g_median, g_best, r.impl.c_str());
     rows += row;
   }
   std::printf("{\n  \"onednn\": \"%d.%d.%d\", \"threads\": %d, \"seconds_per_case\": %.2f,\n", v->major, v->minor,
               v->patch, threads, seconds);
-  std::printf("  \"peak_gflops\": {\"f32\": %.1f, \"bf16\": %.1f},\n", peak[0], peak[1]);
-  std::printf("  \"burst_gflops\": {\"f32\": %.1f, \"bf16\": %.1f},\n", burst[0], burst[1]);
+  std::printf("  \"peak_gflops\": {\"f32\": %.1f, \"bf16\": %.1f, \"int8\": %.1f},\n", peak[0], peak[1], peak[2]);
+  std::printf("  \"burst_gflops\": {\"f32\": %.1f, \"bf16\": %.1f, \"int8\": %.1f},\n", burst[0], burst[1], burst[2]);
   const FmaPeak fma = fma_peak(threads, seconds);
   std::printf("  \"fma_gflops\": {\"f32_median\": %.1f, \"f32_best\": %.1f, \"isa\": \"%s\"},\n", fma.median,
               fma.best, fma.isa);

@@ -38,6 +38,26 @@ STOKE_OP(linear,
          (const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias, Activation act),
          (out, a, w, bias, act))
 
+// The int8 linear (--precision int8 on the CPU): out[M,N] (f32) =
+// act(dequant(q(a) · wq^T) + bias[N]). a[M,K] f32; wq[N,K] i8, quantized per
+// output channel n with scale wq_meta[0,n]; wq_meta[2,N] f32 holds those
+// scales (row 0) and the exact row sums of wq (row 1, sum_k wq[n,k]); bias
+// f32 or empty. Each row m of a is quantized dynamically, asymmetrically,
+// in f32 arithmetic (cpu/int8_rows.h): lo = min(0, min_k a), hi = max(0,
+// max_k a), inv = L / (hi - lo), scale s = (hi - lo) / L, zero point z =
+// round(-lo * inv), q = clamp(round(a * inv) + z, 0, L) as u8 (rounding to
+// nearest even; a zero row has s = 0, z = 0, q = 0). The products sum
+// exactly in int32, acc = sum_k q wq, and out = act(s * wq_meta[0,n] *
+// (acc - z * wq_meta[1,n]) + bias[n]). L is the CPU's activation code
+// (cpu::cpu_int8_activation_code): 255 with VNNI or AMX; 127 without —
+// 7-bit activations, so the u8 x s8 pair sums of the non-VNNI instruction
+// (vpmaddubsw) stay below 2^15 and never saturate. K * 255 * 127 must fit in
+// int32 (K < 66000).
+STOKE_OP(linear_int8,
+         (const TensorView& out, const TensorView& a, const TensorView& wq, const TensorView& wq_meta,
+          const TensorView& bias, Activation act),
+         (out, a, wq, wq_meta, bias, act))
+
 // out[T,H] = LayerNorm(word[ids[t]] + pos[positions[t]] + type[type_ids[t]]) * gamma + beta.
 // type_ids may be empty (all zero). out_low (may be empty): a second copy
 // of out in another activation dtype, exactly convert(out_low, out) — the

@@ -1,5 +1,7 @@
 #include "jobs/model_session.h"
 
+#include <cstdio>
+
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/kernels.h"
@@ -20,6 +22,17 @@ DType parse_precision(const std::string& text) {
 bool device_has_native_bf16(const std::string& device_name) {
   if (device_name == "cpu") return cpu::cpu_has_native_bf16();
   return device_name.rfind("cuda", 0) == 0;
+}
+
+std::string precision_speed_warning(const std::string& precision, const std::string& device_name) {
+  if (device_name != "cpu") return "";
+  if (precision == "bf16" && !cpu::cpu_has_native_bf16())
+    return "--precision bf16: this CPU has no native bf16 (no AVX512-BF16, no AMX-BF16), so every GEMM widens bf16 "
+           "to f32 and the run is slower than --precision f32 here";
+  if (precision == "int8" && !cpu::cpu_has_int8_dot())
+    return "--precision int8: this CPU has no VNNI or AMX-INT8, so the int8 GEMMs take oneDNN's 16-bit pair sums "
+           "with 7-bit activations — exact, less accurate, and not faster than --precision f32 here";
+  return "";
 }
 
 std::unique_ptr<Backend> open_backend(const DeviceSpec& device, BackendUse use) {
@@ -46,12 +59,21 @@ std::unique_ptr<Backend> open_backend(const DeviceSpec& device, BackendUse use) 
 ModelSession open_model_session(const CommonOptions& options, bool need_classifier) {
   validate_common_options(options);
   ModelSession s;
-  s.precision = parse_precision(options.precision);
+  s.int8 = options.precision == "int8";
+  s.precision = s.int8 ? DType::f32 : parse_precision(options.precision);
+  DeviceSpec device = parse_device(options.device);
+  if (s.int8 && device.kind == DeviceSpec::Kind::cuda)
+    throw Error(Errc::unsupported, "--precision int8 runs on the CPU only (the CUDA backend has no int8 GEMM); "
+                                   "use --device cpu, or --precision f32|bf16 on the GPU");
+  if (s.int8) device.kind = DeviceSpec::Kind::cpu;  // auto: int8 is a CPU feature
   s.text = open_model_tokenizer(options.model, options.max_length);
-  s.backend = open_backend(parse_device(options.device), BackendUse::inference);
+  s.backend = open_backend(device, BackendUse::inference);
   s.device_name = s.backend->name();
+  if (const std::string w = precision_speed_warning(options.precision, s.device_name); !w.empty())
+    std::fprintf(stderr, "stoke: %s\n", w.c_str());
   EncoderLoadOptions load;
   load.dtype = s.precision;
+  load.int8_linears = s.int8;
   load.need_classifier = need_classifier;
   s.encoder = load_encoder(s.text.folder.config, open_model_folder_weights(s.text.folder), *s.backend, load);
   // sentence-transformers Dense modules shape the sentence vectors (embed); classify reads logits.

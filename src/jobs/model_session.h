@@ -17,7 +17,8 @@ struct ModelSession {
   ModelTokenizer text;
   std::unique_ptr<Backend> backend;  // declared before the encoder: outlives its buffers
   LoadedEncoder encoder;
-  DType precision = DType::f32;
+  DType precision = DType::f32;  // the activation dtype (f32 under --precision int8)
+  bool int8 = false;             // --precision int8: the layers' GEMMs are linear_int8
   std::string device_name;
 };
 
@@ -30,6 +31,11 @@ DType parse_precision(const std::string& text);
 // full speed: the CPU with AVX512-BF16 or AMX; every GPU stoke builds for
 // (sm_80 and later).
 bool device_has_native_bf16(const std::string& device_name);
+// The one line a job prints when its precision will not be fast on this
+// device, else "": bf16 on a CPU without native bf16 (widened to f32, slower
+// than f32), int8 on a CPU without VNNI or AMX-INT8 (7-bit activations, not
+// faster than f32).
+std::string precision_speed_warning(const std::string& precision, const std::string& device_name);
 enum class BackendUse { inference, training };
 // The backend --device names. auto: the first GPU when one is usable and the
 // job runs on the CUDA backend (inference), else the CPU. Throws Error with

@@ -129,6 +129,9 @@ DType check_train_options(const TrainOptions& o) {
     throw Error(Errc::invalid_argument, "--label-smoothing must be in [0, 1)");
   if (o.dropout && (*o.dropout < 0 || *o.dropout >= 1))
     throw Error(Errc::invalid_argument, "--dropout must be in [0, 1)");
+  if (o.common.precision == "int8")
+    throw Error(Errc::unsupported, "--precision int8: quantized linears are for embed and classify (inference); "
+                                   "train in f32 or bf16");
   const DType dtype = parse_precision(o.common.precision);
   if (dtype == DType::f16)
     throw Error(Errc::unsupported, "--precision f16: f16 training needs the dynamic loss scaler, which comes with the "

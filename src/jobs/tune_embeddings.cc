@@ -72,6 +72,25 @@ CosineAgreement cosine_agreement(const std::vector<float>& a, const std::vector<
     sum += 1 - cos;
   }
   r.mean_gap = r.rows ? sum / static_cast<double>(r.rows) : 0;
+  if (r.rows == 0) return r;
+  std::vector<double> mean(d, 0.0);
+  for (size_t row = 0; row < r.rows; ++row)
+    for (size_t k = 0; k < d; ++k) mean[k] += a[row * d + k];
+  for (double& m : mean) m /= static_cast<double>(r.rows);
+  double centered = 0;
+  for (size_t row = 0; row < r.rows; ++row) {
+    double dot = 0, na = 0, nc = 0;
+    for (size_t k = 0; k < d; ++k) {
+      const double x = a[row * d + k] - mean[k], y = c[row * d + k] - mean[k];
+      dot += x * y;
+      na += x * x;
+      nc += y * y;
+    }
+    double cos = na == 0 && nc == 0 ? 1.0 : dot / std::max(std::sqrt(na * nc), 1e-30);  // one text: both at the mean
+    if (std::isnan(cos)) cos = -1;
+    centered += cos;
+  }
+  r.centered_mean = centered / static_cast<double>(r.rows);
   return r;
 }
 

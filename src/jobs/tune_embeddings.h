@@ -21,6 +21,10 @@ struct CosineAgreement {
   size_t rows = 0;
   double mean_gap = 0;   // mean of 1 - cosine
   double worst = 1;      // the smallest cosine
+  // The mean cosine after removing the reference's mean vector from both
+  // sides: raw cosine hides losses on anisotropic embeddings (every vector
+  // shares a large common direction), centered cosine does not.
+  double centered_mean = 1;
 };
 CosineAgreement cosine_agreement(const std::vector<float>& reference, const std::vector<float>& candidate,
                                  int64_t dims);

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "cpu/kernels.h"
 #include "io/atomic_file.h"
 #include "jobs/tune_embeddings.h"
 #include "jobs/tune_significance.h"
@@ -219,6 +220,52 @@ class EmbedTuning {
     result_.trials.push_back(t);
   }
 
+  // 4. int8 (CPU only): the layers' GEMMs quantized, raced against the best
+  // setting so far, whose outputs are the quality reference. Taken only if
+  // faster and its mean centered cosine reaches --min-centered-cosine; the
+  // worst raw cosine is reported, not gated (the raw gate for bf16 would
+  // never admit int8).
+  void tune_int8() {
+    TuneTrial skip;
+    skip.knob = "precision";
+    skip.value = "int8";
+    if (best_.precision != "f32" && best_.precision != "bf16") return;  // given (f16, int8): the precision row says so
+    if (device_name_ != "cpu") {
+      skip.note = "skipped: int8 runs on the CPU only";
+    } else if (!cpu::cpu_has_int8_dot()) {
+      skip.note = "skipped: this CPU has no VNNI or AMX-INT8 (int8 would not be faster)";
+    }
+    if (!skip.note.empty()) {
+      result_.trials.push_back(skip);
+      return;
+    }
+    Setting s = best_;
+    s.precision = "int8";
+    const std::string base_precision = best_.precision;
+    std::string dir, ref_dir;
+    auto [t, cmp] = race([&](bool is_candidate) {
+      auto [run, out] = trial(is_candidate ? s : best_, "precision", is_candidate ? "int8" : base_precision);
+      if (is_candidate && dir.empty()) dir = out;
+      if (!is_candidate && ref_dir.empty()) ref_dir = out;
+      return run;
+    });
+    const CosineAgreement q = bf16_agreement(ref_dir, dir);
+    char note[200];
+    std::snprintf(note, sizeof note, "vs %s over %zu texts: centered cosine mean %.4f, raw cosine worst %.4f",
+                  base_precision.c_str(), q.rows, q.centered_mean, q.worst);
+    t.note += std::string("; ") + note;
+    if (q.rows > 0 && q.centered_mean >= o_.min_centered_cosine && cmp.verdict == Significance::faster) {
+      speedup_ *= cmp.ratio;
+      best_.precision = "int8";
+      t.chosen = true;
+    } else if (q.rows > 0 && q.centered_mean < o_.min_centered_cosine) {
+      char below[96];
+      std::snprintf(below, sizeof below, " (below --min-centered-cosine %g: not taken)", o_.min_centered_cosine);
+      t.note += below;
+    }
+    result_.trials.push_back(t);
+  }
+
   // The config, the table and the settings delivered.
   TuneResult finish() {
     TuneTrial graphs;
@@ -250,6 +297,7 @@ class EmbedTuning {
     e.stop_after_seconds = o_.seconds_per_trial;
     const EmbedSummary r = run_embed(e);
     device_native_bf16_ = r.native_bf16;
+    device_name_ = r.device;
     TuneTrial t;
     t.knob = knob;
     t.value = value;
@@ -300,6 +348,7 @@ class EmbedTuning {
   Setting best_;
   double speedup_ = 1;
   bool device_native_bf16_ = false;  // the device the trials ran on (--device, auto resolved) multiplies bf16 natively
+  std::string device_name_;          // that device ("cpu", "cuda:N")
   TuneResult result_;
 };
 
@@ -315,6 +364,7 @@ TuneResult run_tune(const TuneOptions& o) {
   tuning.tune_workers();
   tuning.tune_batch_tokens();
   tuning.tune_precision();
+  tuning.tune_int8();
   return tuning.finish();
 }
 

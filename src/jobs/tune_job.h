@@ -23,6 +23,7 @@ struct TuneOptions {
   std::string write_config;         // --write-config FILE (empty: the settings are printed, no file written)
   double min_cosine = 0.999;        // --min-cosine: a precision is taken only if every embedding stays this close to f32's
   int64_t max_workers = 0;          // --max-workers (0: the cores)
+  double min_centered_cosine = 0.99;  // --min-centered-cosine: int8 is taken only if its mean centered cosine to the reference reaches this
 };
 
 struct TuneTrial {

@@ -1,4 +1,5 @@
 #include "model/encoder_params.h"
+#include "model/int8_weights.h"
 
 #include <cstring>
 #include <map>
@@ -144,6 +145,10 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
                            const EncoderLoadOptions& options) {
   if (options.dtype != DType::f32 && options.dtype != DType::bf16 && options.dtype != DType::f16)
     throw Error(Errc::invalid_argument, "encoder dtype must be f32, bf16 or f16");
+  if (options.int8_linears && options.dtype != DType::f32)
+    throw Error(Errc::invalid_argument, "int8 linears take f32 activations");
+  if (options.int8_linears && !backend.device_is_host())  // before reading any weight
+    throw Error(Errc::unsupported, "--precision int8 runs on the CPU only; use --device cpu (or --precision f32|bf16)");
   const Architecture& arch = *config.arch;
   if (options.need_classifier) head_activation(arch);  // refuse before reading any weight
   LoadedEncoder enc;
@@ -196,6 +201,7 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   p.head_out_w = place_f32(R::head_out_weight);
   p.head_out_b = place_f32(R::head_out_bias);
   placer.finish();
+  if (options.int8_linears) quantize_layer_weights(enc, backend);
   enc.weights = std::move(weights);
   return enc;
 }

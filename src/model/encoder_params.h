@@ -32,6 +32,10 @@ struct EncoderLayerParams {
   TensorView ffn_out_b;      // (H)
   TensorView ffn_ln_gamma;   // (H)
   TensorView ffn_ln_beta;    // (H)
+  // --precision int8 (model/int8_weights.h): the four GEMM weights above are
+  // then i8 codes, and these hold their per-channel scales and row sums
+  // ((2, N) f32, linear_int8's wq_meta). Empty otherwise.
+  TensorView qkv_meta, attn_out_meta, ffn_in_meta, ffn_out_meta;
 };
 
 struct EncoderParams {
@@ -106,6 +110,7 @@ struct LoadedEncoder {
   HfConfig config;
   EncoderParams params;
   DType dtype = DType::f32;  // weights and activations
+  bool int8_linears = false; // the layers' GEMMs run as linear_int8 (activations stay f32)
   std::vector<std::unique_ptr<Buffer>> buffers;
   ModelWeights weights;      // keeps the mmap alive for zero-copy views
   std::vector<DenseLayerParams> dense;  // sentence-transformers Dense modules, after pooling
@@ -119,6 +124,7 @@ struct EncoderLoadOptions {
   DType dtype = DType::f32;   // f32, bf16 or f16
   bool need_pooler = false;       // the base model's pooler must be there (BERT's head needs it anyway)
   bool need_classifier = false;   // the whole classification head must be there
+  bool int8_linears = false;      // quantize the layers' GEMM weights (dtype must be f32; host backends)
 };
 
 // Checks every tensor against the config (io/encoder_layout), then places the

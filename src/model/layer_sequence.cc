@@ -50,12 +50,25 @@ void embeddings_forward(const Ops& ops, const EncoderParams& p, const SequenceIn
   }
 }
 
+namespace {
+
+// A layer GEMM: int8 when the weights are quantized (meta present), else the f32/bf16 linear.
+void layer_linear(const Ops& ops, const TensorView& out, const TensorView& a, const TensorView& w,
+                  const TensorView& meta, const TensorView& bias, Activation act) {
+  if (meta.empty())
+    ops.linear(out, a, w, bias, act);
+  else
+    ops.linear_int8(out, a, w, meta, bias, act);
+}
+
+}  // namespace
+
 void layer_forward(const Ops& ops, const EncoderLayerParams& w, const SequenceInputs& in, const LayerViews& v,
                    int64_t l, const SequenceTraining* train) {
   const float ph = train ? train->hidden : 0.0f;
   // Attention block: hm = LN(dropout(attention(x) W_o) + x)
   if (train && train->low) ops.convert(v.x_in, v.x);
-  ops.linear(v.qkv, v.x_in, w.qkv_w, w.qkv_b, Activation::none);
+  layer_linear(ops, v.qkv, v.x_in, w.qkv_w, w.qkv_meta, w.qkv_b, Activation::none);
   const Ops::AttentionDropout drop =
       train ? Ops::AttentionDropout{train->attention, train->seed, train->step, SequenceTraining::site(l, 0)}
             : Ops::AttentionDropout{};
@@ -69,7 +82,7 @@ void layer_forward(const Ops& ops, const EncoderLayerParams& w, const SequenceIn
   } else {
     ops.attention(v.ctx, v.qkv, in.cu, in.heads, in.max_seqlen);
   }
-  ops.linear(v.ao, v.ctx, w.attn_out_w, w.attn_out_b, Activation::none);
+  layer_linear(ops, v.ao, v.ctx, w.attn_out_w, w.attn_out_meta, w.attn_out_b, Activation::none);
   if (ph > 0) ops.dropout(v.ao, v.ao, ph, train->seed, train->step, SequenceTraining::site(l, 1));
   if (train) {
     ops.residual_layernorm_train(v.hm, v.m1, v.r1, v.ao, v.x, w.attn_ln_gamma, w.attn_ln_beta, in.eps);
@@ -83,9 +96,9 @@ void layer_forward(const Ops& ops, const EncoderLayerParams& w, const SequenceIn
     ops.linear(v.ffa, hm_in, w.ffn_in_w, TensorView{}, Activation::none);
     ops.bias_gelu_train(v.ffa, v.ffpre, w.ffn_in_b);
   } else {
-    ops.linear(v.ffa, hm_in, w.ffn_in_w, w.ffn_in_b, Activation::gelu_erf);
+    layer_linear(ops, v.ffa, hm_in, w.ffn_in_w, w.ffn_in_meta, w.ffn_in_b, Activation::gelu_erf);
   }
-  ops.linear(v.fo, v.ffa, w.ffn_out_w, w.ffn_out_b, Activation::none);
+  layer_linear(ops, v.fo, v.ffa, w.ffn_out_w, w.ffn_out_meta, w.ffn_out_b, Activation::none);
   if (ph > 0) ops.dropout(v.fo, v.fo, ph, train->seed, train->step, SequenceTraining::site(l, 2));
   if (train)
     ops.residual_layernorm_train(v.out, v.m2, v.r2, v.fo, v.hm, w.ffn_ln_gamma, w.ffn_ln_beta, in.eps);

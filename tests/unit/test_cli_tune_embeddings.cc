@@ -68,5 +68,21 @@ TEST(TuneEmbeddings, NanRowsAgreeWithNothing) {
   EXPECT_EQ(q.worst, -1);
 }
 
+// Centered cosine (the int8 gate): anisotropic vectors that share one large
+// direction agree by raw cosine even when what tells them apart is lost;
+// after removing the reference's mean vector they do not.
+TEST(TuneEmbeddings, CenteredCosineSeesWhatRawCosineHides) {
+  // Reference rows: 10 + small differences; candidate: the same large part,
+  // its differences replaced by noise of the same size.
+  const std::vector<float> a = {10, 1, 0, 10, 0, 1, 10, -1, 0, 10, 0, -1};
+  const std::vector<float> c = {10, 0, 1, 10, -1, 0, 10, 0, -1, 10, 1, 0};
+  const CosineAgreement q = cosine_agreement(a, c, 3);
+  EXPECT_EQ(q.rows, 4u);
+  EXPECT_GT(q.worst, 0.99);                 // raw: looks fine
+  EXPECT_NEAR(q.centered_mean, 0.0, 1e-9);  // centered: the differences are unrelated
+  const CosineAgreement same = cosine_agreement(a, a, 3);
+  EXPECT_NEAR(same.centered_mean, 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace stoke

@@ -154,6 +154,15 @@ void linear_no_k(const TensorView& out, const std::vector<float>& bias, int64_t 
 
 }  // namespace
 
+void gemm_u8s8s32(const uint8_t* a, const int8_t* w, int32_t* out, int64_t M, int64_t N, int64_t K) {
+  try {
+    run_matmul(Key{M, N, K, dt::u8, dt::s8, dt::s32, false, Activation::none}, a, w, nullptr, out);
+  } catch (const dnnl::error& e) {
+    throw Error(Errc::internal, std::string("linear_int8: oneDNN u8 x s8 matmul failed: ") + e.what() + " (M " +
+                                    std::to_string(M) + ", N " + std::to_string(N) + ", K " + std::to_string(K) + ")");
+  }
+}
+
 void set_linear_native_bf16_for_testing(bool allowed) { g_native_bf16_allowed.store(allowed); }
 size_t linear_cached_primitives() { return cache().size(); }
 

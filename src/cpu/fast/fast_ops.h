@@ -4,6 +4,8 @@
 #pragma once
 
 #include "backend/ops.h"
+#include "cpu/int8_rows.h"
+#include "cpu/kernels.h"
 
 namespace stoke::cpu::fast {
 
@@ -22,6 +24,14 @@ void set_linear_native_bf16_for_testing(bool allowed);
 // AVX-512), so the op tables cover both on one machine. Same thread-safety as
 // the switch above.
 void set_attention_vector_floats_for_testing(int floats);
+// The integer GEMM under linear_int8: out[M,N] = a[M,K] (u8) · w[N,K]^T
+// (s8, nn.Linear layout), summed in int32 by oneDNN (cached primitive per
+// shape, as linear's). Exact wherever the activation code keeps the CPU's
+// intermediate sums from saturating (cpu/kernels.h). K > 0.
+void gemm_u8s8s32(const uint8_t* a, const int8_t* w, int32_t* out, int64_t M, int64_t N, int64_t K);
+// linear_int8's per-row quantization, vectorised: the bytes and code of
+// cpu::quantize_row (cpu/int8_rows.h) exactly.
+RowCode quantize_row_fast(const float* x, int64_t K, Int8ActivationCode code, uint8_t* q);
 // Primitives held in linear's cache (for tests of the bound).
 size_t linear_cached_primitives();
 

@@ -60,6 +60,35 @@ LinearShape check_linear(const TensorView& out, const TensorView& a, const Tenso
   return {M, N, K};
 }
 
+LinearShape check_linear_int8(const TensorView& out, const TensorView& a, const TensorView& wq,
+                              const TensorView& wq_meta, const TensorView& bias) {
+  const char* op = "linear_int8";
+  need(op, "a", a, 2);
+  need(op, "wq", wq, 2);
+  need(op, "wq_meta", wq_meta, 2);
+  need(op, "out", out, 2);
+  need_dtype(op, "a", a, DType::f32);
+  need_dtype(op, "wq", wq, DType::i8);
+  need_dtype(op, "wq_meta", wq_meta, DType::f32);
+  need_dtype(op, "out", out, DType::f32);
+  const int64_t M = a.dim(0), K = a.dim(1), N = wq.dim(0);
+  need_dim(op, "wq", wq, 1, K);
+  need_dim(op, "wq_meta", wq_meta, 0, 2);
+  need_dim(op, "wq_meta", wq_meta, 1, N);
+  need_dim(op, "out", out, 0, M);
+  need_dim(op, "out", out, 1, N);
+  if (!bias.empty()) {
+    need(op, "bias", bias, 1);
+    need_dtype(op, "bias", bias, DType::f32);
+    need_dim(op, "bias", bias, 0, N);
+  }
+  // int32 accumulation of K products of at most 255 * 127 stays exact.
+  if (K >= 66000) throw Error(Errc::invalid_argument, "linear_int8: K = " + std::to_string(K) + " exceeds 65999 (int32 accumulation)");
+  need_no_overlap(op, "out", out, "a", a);
+  need_no_overlap(op, "out", out, "wq", wq);
+  return {M, N, K};
+}
+
 RowsShape check_embed_layernorm(const TensorView& out, const TensorView& ids, const TensorView& positions,
                                 const TensorView& type_ids, const TensorView& word, const TensorView& pos,
                                 const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps,

@@ -21,6 +21,8 @@ struct LinearShape {
   int64_t M, N, K;
 };
 LinearShape check_linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias);
+LinearShape check_linear_int8(const TensorView& out, const TensorView& a, const TensorView& wq,
+                              const TensorView& wq_meta, const TensorView& bias);
 
 struct RowsShape {
   int64_t T, H;  // tokens (rows) and hidden size (columns)

@@ -1,0 +1,119 @@
+// `--precision int8` end to end on the fixture models: embed writes vectors
+// close to f32's and records the precision (resume refuses to mix), classify
+// gives f32's labels, and the places int8 does not run (CUDA, train) refuse
+// in one line.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/file_util.h"
+#include "io/safetensors.h"
+#include "support/fixtures.h"
+
+namespace stoke {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+int run(const std::string& args, std::string* err = nullptr) {
+  const test::RunResult r = test::run_stoke(args);
+  if (err) *err = r.err;
+  return r.status;
+}
+std::string model(const std::string& name) { return test::fixture("models/" + name).string(); }
+std::string texts() { return test::fixture("golden/texts.jsonl").string(); }
+
+std::vector<double> golden(const std::string& model, const std::string& name) {
+  auto f = SafetensorsFile::open(test::fixture("golden/" + model + ".safetensors"));
+  const StoredTensor* t = f->find(name);
+  EXPECT_NE(t, nullptr) << name;
+  std::vector<double> out(static_cast<size_t>(t->numel()));
+  for (size_t i = 0; i < out.size(); ++i) std::memcpy(&out[i], t->data.data() + i * 8, 8);  // the .f64 goldens
+  return out;
+}
+
+// Rows of a stoke f32 .npy shard (v1 header, '<f4').
+std::vector<float> read_f32_npy(const fs::path& path) {
+  const std::string bytes = read_file(path);
+  const size_t hlen = static_cast<uint8_t>(bytes[8]) | (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
+  std::vector<float> out((bytes.size() - 10 - hlen) / 4);
+  std::memcpy(out.data(), bytes.data() + 10 + hlen, out.size() * 4);
+  return out;
+}
+
+TEST(CliInt8, EmbedIsCloseToF32AndRecordsThePrecision) {
+  const fs::path out = test::scratch_dir("embed-int8");
+  const std::string base = "embed --quiet --model " + model("tiny-bert") + " --input " + texts() + " --output " +
+                           out.string() + " --no-normalize";
+  std::string err;
+  ASSERT_EQ(run(base + " --precision int8", &err), 0) << err;
+  const std::vector<float> got = read_f32_npy(out / "embeddings-00000.npy");
+  const std::vector<double> want = golden("tiny-bert", "mean_pooled.f64");
+  ASSERT_EQ(got.size(), want.size());
+  const size_t H = 64, rows = want.size() / H;
+  double worst = 1;
+  for (size_t r = 0; r < rows; ++r) {
+    double dot = 0, ng = 0, nw = 0;
+    for (size_t k = 0; k < H; ++k) {
+      dot += got[r * H + k] * want[r * H + k];
+      ng += double(got[r * H + k]) * got[r * H + k];
+      nw += want[r * H + k] * want[r * H + k];
+    }
+    worst = std::min(worst, dot / std::sqrt(ng * nw));
+  }
+  EXPECT_GE(worst, 0.999) << "raw cosine to the f32 goldens";
+  const json m = json::parse(read_file(out / "manifest.json"));
+  EXPECT_EQ(m["precision"], "int8");
+  // The precision is part of the vector space: resuming in f32 is refused.
+  EXPECT_EQ(run(base + " --resume --precision f32", &err), 1);
+  EXPECT_NE(err.find("precision"), std::string::npos) << err;
+}
+
+TEST(CliInt8, ClassifyGivesF32Labels) {
+  for (const std::string name : {"tiny-bert", "tiny-xlmr"}) {
+    const fs::path out = test::scratch_dir("classify-int8-" + name);
+    std::string err;
+    ASSERT_EQ(run("classify --quiet --precision int8 --model " + model(name) + " --input " + texts() + " --output " +
+                      (out / "c.jsonl").string(),
+                  &err),
+              0)
+        << err;
+    const std::vector<double> logits = golden(name, "logits.f64");
+    std::istringstream in(read_file(out / "c.jsonl"));
+    std::string line;
+    size_t row = 0;
+    while (std::getline(in, line)) {
+      const json r = json::parse(line);
+      const auto want = logits.begin() + static_cast<long>(row * 3);
+      EXPECT_EQ(r["label"], "LABEL_" + std::to_string(std::max_element(want, want + 3) - want)) << name << " " << row;
+      ++row;
+    }
+    EXPECT_EQ(row, 66u);
+  }
+}
+
+TEST(CliInt8, RefusedWhereItDoesNotRunInOneLine) {
+  std::string err;
+  const fs::path out = test::scratch_dir("embed-int8-cuda");
+  EXPECT_EQ(run("embed --quiet --precision int8 --device cuda --model " + model("tiny-bert") + " --input " + texts() +
+                    " --output " + out.string(),
+                &err),
+            1);
+  EXPECT_NE(err.find("CPU only"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  const fs::path tout = test::scratch_dir("train-int8");
+  EXPECT_EQ(run("train --quiet --precision int8 --model " + model("tiny-bert") + " --train " +
+                    test::fixture("golden/texts.jsonl").string() + " --output " + tout.string(),
+                &err),
+            1);
+  EXPECT_NE(err.find("int8"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+}  // namespace
+}  // namespace stoke
