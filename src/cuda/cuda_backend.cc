@@ -278,7 +278,13 @@ std::unique_ptr<Graph> CudaBackend::end_capture() {
   if (!s.capturing) throw Error(Errc::internal, "cuda: end_capture without begin_capture");
   s.capturing = false;
   auto g = std::make_unique<CudaGraph>();
+  // Ending the capture always takes the stream out of capture mode, even when
+  // a call inside it failed and invalidated the recording (then this returns
+  // cudaErrorStreamCaptureInvalidated and a null graph). check_cuda clears
+  // the thread's last error on that path, so the eager run that follows does
+  // not trip on it; g's destructor frees whatever was made.
   check_cuda(cudaStreamEndCapture(s.compute, &g->graph), "cudaStreamEndCapture");
+  if (!g->graph) throw Error(Errc::internal, "cuda: cudaStreamEndCapture returned no graph");
   check_cuda(cudaGraphInstantiate(&g->exec, g->graph, 0), "cudaGraphInstantiate");
   return g;
 }
