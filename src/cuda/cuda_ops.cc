@@ -4,11 +4,11 @@
 // cuBLASLt with the bias in its epilogue where offered; everything else is
 // our own kernels (kernels.h).
 //
-// Training: the element-wise, LayerNorm, GEMM-backward, loss, clipping and
-// AdamW ops are here (kernels_train.h, gemm_general.h); the ones not yet on
-// the GPU (the embedding and attention training forms and backwards, the
-// pooling and row-gather backwards, cross-entropy) throw from
-// UnsupportedOps with one clear line.
+// Training: the element-wise, LayerNorm, GEMM-backward, attention (exact
+// path), pooling/row-gather backward, loss, clipping and AdamW ops are here
+// (kernels_train.h, gemm_general.h); the ones not yet on the GPU (the
+// embedding LayerNorm's training form and backward, MPNet's relative-position
+// attention training forms) throw from UnsupportedOps with one clear line.
 #include "cuda/cuda_ops.h"
 
 #include <string>
@@ -178,6 +178,38 @@ class CudaOps final : public UnsupportedOps {
     cpu::check_dropout("dropout_backward", dx, dy, p);
     Launch op(s_, "dropout_backward");
     launch_dropout(op.stream, dx, dy, p, seed, step, tensor_id);
+  }
+  void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                       const TensorView& cu_seqlens, int heads, int max_seqlen,
+                       const Ops::AttentionDropout& dropout) const override {
+    cpu::check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout, IndexData::device);
+    Launch op(s_, "attention_train");
+    launch_attention_train(op.stream, out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout);
+  }
+  void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                          const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
+                          int max_seqlen, const Ops::AttentionDropout& dropout) const override {
+    cpu::check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout,
+                                  IndexData::device);
+    Launch op(s_, "attention_backward");
+    launch_attention_backward(op.stream, dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
+  }
+  void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) const override {
+    cpu::check_gather_rows_backward(dh, dout, rows, IndexData::device);
+    Launch op(s_, "gather_rows_backward");
+    launch_gather_rows_backward(op.stream, dh, dout, rows);
+  }
+  void pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h, const TensorView& cu_seqlens,
+                     PoolingMode mode) const override {
+    cpu::check_pool_backward(dh, dout, h, cu_seqlens, mode, IndexData::device);
+    Launch op(s_, "pool_backward");
+    launch_pool_backward(op.stream, dh, dout, h, cu_seqlens, mode);
+  }
+  void cross_entropy(const TensorView& dlogits, const TensorView& metrics, const TensorView& logits,
+                     const TensorView& labels, float label_smoothing, float scale) const override {
+    cpu::check_cross_entropy(dlogits, metrics, logits, labels, label_smoothing, scale, IndexData::device);
+    Launch op(s_, "cross_entropy");
+    launch_cross_entropy(op.stream, dlogits, metrics, logits, labels, label_smoothing, scale);
   }
   void mse_loss(const TensorView& dpred, const TensorView& metrics, const TensorView& pred, const TensorView& target,
                 float scale) const override {

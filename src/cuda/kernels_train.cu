@@ -263,6 +263,101 @@ __global__ void mse_kernel(float* dpred, double* metrics, const float* pred, con
   }
 }
 
+// dh[rows[b]] += dout[b]: a thread per column walks b in order, so repeated
+// rows add up in b order with no race (no other thread touches the column).
+__global__ void gather_rows_backward_kernel(void* dh, Elem dh_e, const void* dout, Elem dout_e, const int32_t* rows,
+                                            int64_t B, int64_t H) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= H) return;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t i = int64_t{rows[b]} * H + c;
+    store(dh, dh_e, i, load(dh, dh_e, i) + load(dout, dout_e, b * H + c));
+  }
+}
+
+// dh of sequence blockIdx.y, written in full, a thread per column.
+__global__ void pool_backward_kernel(void* dh, Elem dh_e, const float* dout, const void* h, Elem h_e,
+                                     const int32_t* cu, int64_t H, PoolingMode mode) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= H) return;
+  const int64_t b = blockIdx.y, first = cu[b], len = cu[b + 1] - first;
+  if (len == 0) return;
+  const float g = dout[b * H + c];
+  int64_t only = -1;  // the one token that gets g (cls, lasttoken, max); -1: all of them, scaled
+  float each = 0.0f;
+  switch (mode) {
+    case PoolingMode::cls: only = 0; break;
+    case PoolingMode::lasttoken: only = len - 1; break;
+    case PoolingMode::max: {  // the first token holding the column's maximum
+      only = 0;
+      float best = load(h, h_e, first * H + c);
+      for (int64_t t = 1; t < len; ++t) {
+        const float v = load(h, h_e, (first + t) * H + c);
+        if (v > best) {
+          best = v;
+          only = t;
+        }
+      }
+      break;
+    }
+    case PoolingMode::mean: each = static_cast<float>(static_cast<double>(g) / static_cast<double>(len)); break;
+    default: each = static_cast<float>(static_cast<double>(g) / sqrt(static_cast<double>(len))); break;
+  }
+  for (int64_t t = 0; t < len; ++t) store(dh, dh_e, (first + t) * H + c, only < 0 ? each : (t == only ? g : 0.0f));
+}
+
+// Softmax cross-entropy, one block: a thread per row (in double, as the CPU
+// reference: the max's own term kept out of the log-sum), then the metrics
+// summed by a fixed tree.
+__global__ void cross_entropy_kernel(float* dlogits, double* metrics, const float* logits, const int32_t* labels,
+                                     int64_t B, int64_t C, double eps, double scale) {
+  __shared__ double loss_part[kThreads];
+  __shared__ double correct_part[kThreads];
+  double loss_sum = 0.0, correct = 0.0;
+  for (int64_t b = threadIdx.x; b < B; b += blockDim.x) {
+    const float* z = logits + b * C;
+    int64_t best = 0;
+    double sum_z = 0.0;
+    for (int64_t c = 0; c < C; ++c) {
+      if (z[c] > z[best]) best = c;
+      sum_z += z[c];
+    }
+    const double mx = z[best];
+    double rest = 0.0;
+    for (int64_t c = 0; c < C; ++c)
+      if (c != best) rest += exp(static_cast<double>(z[c]) - mx);
+    const double lse_shifted = log1p(rest), lse = mx + lse_shifted;
+    const int32_t y = labels[b];
+    loss_sum += lse_shifted - (1.0 - eps) * (static_cast<double>(z[y]) - mx) -
+                eps * (sum_z / static_cast<double>(C) - mx);
+    if (best == y) correct += 1.0;
+    if (dlogits) {
+      // Every z of the row is read above before any dlogits of it is written (dlogits may be logits);
+      // the writes below read z[c] before writing the same c.
+      for (int64_t c = 0; c < C; ++c) {
+        const double target = (c == y ? 1.0 - eps : 0.0) + eps / static_cast<double>(C);
+        const double diff = c == best ? (1.0 - target) - rest / (1.0 + rest) : exp(static_cast<double>(z[c]) - lse) - target;
+        dlogits[b * C + c] = static_cast<float>(scale * diff);
+      }
+    }
+  }
+  loss_part[threadIdx.x] = loss_sum;
+  correct_part[threadIdx.x] = correct;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) {
+      loss_part[threadIdx.x] += loss_part[threadIdx.x + w];
+      correct_part[threadIdx.x] += correct_part[threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && metrics) {
+    metrics[0] += loss_part[0];
+    metrics[1] += correct_part[0];
+    metrics[2] += static_cast<double>(B);
+  }
+}
+
 const void* or_null(const TensorView& t) { return t.empty() ? nullptr : t.data; }
 
 dim3 rows_grid(int64_t T, int64_t N, int threads) {
@@ -401,6 +496,38 @@ void launch_mse_loss(cudaStream_t s, const TensorView& dpred, const TensorView& 
                                     metrics.empty() ? nullptr : metrics.as<double>(), pred.as<const float>(),
                                     target.as<const float>(), B, scale);
   check_launch("mse_kernel");
+}
+
+void launch_gather_rows_backward(cudaStream_t s, const TensorView& dh, const TensorView& dout, const TensorView& rows) {
+  const int64_t B = dout.dim(0), H = dh.dim(1);
+  if (B == 0 || H == 0) return;
+  gather_rows_backward_kernel<<<static_cast<unsigned>((H + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+      dh.data, elem_of(dh.dtype), dout.data, elem_of(dout.dtype), rows.as<const int32_t>(), B, H);
+  check_launch("gather_rows_backward_kernel");
+}
+
+void launch_pool_backward(cudaStream_t s, const TensorView& dh, const TensorView& dout, const TensorView& h,
+                          const TensorView& cu_seqlens, PoolingMode mode) {
+  const int64_t T = dh.dim(0), H = dh.dim(1), B = cu_seqlens.dim(0) - 1;
+  if (T == 0 || H == 0) return;
+  check_cuda(cudaMemsetAsync(dh.data, 0, dh.bytes(), s), "cudaMemsetAsync");  // tokens of no sequence get 0
+  if (B == 0) return;
+  if (B > 65535) throw Error(Errc::unsupported, "cuda pool_backward: at most 65535 sequences per call");
+  pool_backward_kernel<<<dim3(static_cast<unsigned>((H + kThreads - 1) / kThreads), static_cast<unsigned>(B)),
+                         kThreads, 0, s>>>(dh.data, elem_of(dh.dtype), dout.as<const float>(), or_null(h),
+                                           elem_of(h.dtype), cu_seqlens.as<const int32_t>(), H, mode);
+  check_launch("pool_backward_kernel");
+}
+
+void launch_cross_entropy(cudaStream_t s, const TensorView& dlogits, const TensorView& metrics,
+                          const TensorView& logits, const TensorView& labels, float label_smoothing, float scale) {
+  const int64_t B = logits.dim(0), C = logits.dim(1);
+  if (B == 0) return;
+  cross_entropy_kernel<<<1, kThreads, 0, s>>>(dlogits.empty() ? nullptr : dlogits.as<float>(),
+                                              metrics.empty() ? nullptr : metrics.as<double>(),
+                                              logits.as<const float>(), labels.as<const int32_t>(), B, C,
+                                              static_cast<double>(label_smoothing), static_cast<double>(scale));
+  check_launch("cross_entropy_kernel");
 }
 
 }  // namespace stoke::cuda

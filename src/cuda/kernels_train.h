@@ -34,6 +34,21 @@ void launch_adamw(cudaStream_t s, const TensorView& p, const TensorView& g, cons
 void launch_mse_loss(cudaStream_t s, const TensorView& dpred, const TensorView& metrics, const TensorView& pred,
                      const TensorView& target, float scale);
 
+void launch_gather_rows_backward(cudaStream_t s, const TensorView& dh, const TensorView& dout, const TensorView& rows);
+void launch_pool_backward(cudaStream_t s, const TensorView& dh, const TensorView& dout, const TensorView& h,
+                          const TensorView& cu_seqlens, PoolingMode mode);
+void launch_cross_entropy(cudaStream_t s, const TensorView& dlogits, const TensorView& metrics,
+                          const TensorView& logits, const TensorView& labels, float label_smoothing, float scale);
+
+// kernels_attention_train.cu: the exact (f32-arithmetic) attention forward
+// with lse and dropout, and its backward (dqkv written in full).
+void launch_attention_train(cudaStream_t s, const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                            const TensorView& cu_seqlens, int heads, int max_seqlen,
+                            const Ops::AttentionDropout& dropout);
+void launch_attention_backward(cudaStream_t s, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                               const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
+                               int max_seqlen, const Ops::AttentionDropout& dropout);
+
 // kernels_train_gemm.cu: c[M,N] = op(a) · op(b) (+ c when accumulate), row
 // major, f32 accumulation, a thread per output walking k in order (for the
 // operand dtype mixes cuBLASLt does not take). op(x) = x^T when trans_x.
