@@ -5,9 +5,9 @@
 // our own kernels (kernels.h).
 //
 // Training: the element-wise, LayerNorm, GEMM-backward, attention (exact
-// path), pooling/row-gather backward, loss, clipping and AdamW ops are here
-// (kernels_train.h, gemm_general.h); the ones not yet on the GPU (the
-// embedding LayerNorm's training form and backward, MPNet's relative-position
+// path), embedding LayerNorm (scatter-add in token order), pooling/row-gather
+// backward, loss, clipping and AdamW ops are here (kernels_train.h,
+// gemm_general.h); the ones not yet on the GPU (MPNet's relative-position
 // attention training forms) throw from UnsupportedOps with one clear line.
 #include "cuda/cuda_ops.h"
 
@@ -139,6 +139,28 @@ class CudaOps final : public UnsupportedOps {
     cpu::check_layernorm_backward(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma);
     Launch op(s_, "layernorm_backward");
     launch_layernorm_backward(op.stream, dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma);
+  }
+  void embed_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                             const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+                             const TensorView& word, const TensorView& pos, const TensorView& type,
+                             const TensorView& gamma, const TensorView& beta, float eps) const override {
+    cpu::check_embed_layernorm_train(out, mean, rstd, ids, positions, type_ids, word, pos, type, gamma, beta, eps,
+                                     IndexData::device);
+    Launch op(s_, "embed_layernorm_train");
+    launch_embed_layernorm_train(op.stream, out, mean, rstd, ids, positions, type_ids, word, pos, type, gamma, beta,
+                                 eps);
+  }
+  void embed_layernorm_backward(const TensorView& dword, const TensorView& dpos, const TensorView& dtype,
+                                const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
+                                const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+                                const TensorView& word, const TensorView& pos, const TensorView& type,
+                                const TensorView& mean, const TensorView& rstd,
+                                const TensorView& gamma) const override {
+    cpu::check_embed_layernorm_backward(dword, dpos, dtype, dgamma, dbeta, dy, ids, positions, type_ids, word, pos,
+                                        type, mean, rstd, gamma, IndexData::device);
+    Launch op(s_, "embed_layernorm_backward");
+    launch_embed_layernorm_backward(op.stream, dword, dpos, dtype, dgamma, dbeta, dy, ids, positions, type_ids, word,
+                                    pos, type, mean, rstd, gamma);
   }
   void bias_gelu_train(const TensorView& x, const TensorView& pre, const TensorView& bias) const override {
     cpu::check_bias_gelu_train(x, pre, bias);

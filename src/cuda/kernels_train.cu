@@ -358,6 +358,87 @@ __global__ void cross_entropy_kernel(float* dlogits, double* metrics, const floa
   }
 }
 
+// The embedding row of token t: word[ids[t]] + pos[positions[t]] (+ type[type_ids[t] or 0]).
+__device__ __forceinline__ float embedding_at(const int32_t* ids, const int32_t* positions, const int32_t* type_ids,
+                                              const void* word, const void* pos, const void* type, Elem we, Elem pe,
+                                              Elem te, int64_t t, int64_t H, int64_t c) {
+  float v = load(word, we, int64_t{ids[t]} * H + c) + load(pos, pe, int64_t{positions[t]} * H + c);
+  if (type) v += load(type, te, (type_ids ? int64_t{type_ids[t]} : 0) * H + c);
+  return v;
+}
+
+// embed_layernorm_train: a block per token, the row in shared memory, as residual_layernorm_train.
+__global__ void embed_layernorm_train_kernel(void* out, Elem out_e, float* mean, float* rstd, const int32_t* ids,
+                                             const int32_t* positions, const int32_t* type_ids, const void* word,
+                                             Elem we, const void* pos, Elem pe, const void* type, Elem te,
+                                             const void* gamma, Elem gamma_e, const void* beta, Elem beta_e,
+                                             int64_t H, float eps) {
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    const float s = embedding_at(ids, positions, type_ids, word, pos, type, we, pe, te, t, H, i);
+    row[i] = s;
+    sum += s;
+  }
+  const float mu = block_sum(sum, scratch) / static_cast<float>(H);
+  float var = 0.0f;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) var += (row[i] - mu) * (row[i] - mu);
+  const float r = rsqrtf(block_sum(var, scratch) / static_cast<float>(H) + eps);
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
+    store(out, out_e, t * H + i, (row[i] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i));
+  if (threadIdx.x == 0) {
+    mean[t] = mu;
+    rstd[t] = r;
+  }
+}
+
+// embed_layernorm_backward, deterministic without atomics or scratch: each
+// block owns a slice of kThreads columns (a thread per column) and walks the
+// tokens in order; per token the whole block computes the row's two means
+// (every block the full row, redundantly), then each thread adds its
+// column's ds into the table rows the token read — so tokens sharing a row
+// add up in token order, and no two threads touch one element. dgamma/dbeta
+// are summed per column in registers and added once. Correct first: the walk
+// over tokens is sequential (a scatter by sorted row runs is the speed step).
+__global__ void embed_layernorm_backward_kernel(float* dword, float* dpos, float* dtype, float* dgamma, float* dbeta,
+                                                const void* dy, Elem dy_e, const int32_t* ids,
+                                                const int32_t* positions, const int32_t* type_ids, const void* word,
+                                                Elem we, const void* pos, Elem pe, const void* type, Elem te,
+                                                const float* mean, const float* rstd, const void* gamma,
+                                                Elem gamma_e, int64_t T, int64_t H) {
+  __shared__ float scratch[32];
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const bool mine = c < H;
+  const float gc = mine ? load(gamma, gamma_e, c) : 0.0f;
+  float pg = 0.0f, pb = 0.0f;
+  for (int64_t t = 0; t < T; ++t) {
+    const float mu = mean[t], r = rstd[t];
+    float sg = 0.0f, sgx = 0.0f;
+    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+      const float s = embedding_at(ids, positions, type_ids, word, pos, type, we, pe, te, t, H, i);
+      const float g = load(dy, dy_e, t * H + i) * load(gamma, gamma_e, i);
+      sg += g;
+      sgx += g * ((s - mu) * r);
+    }
+    const float mg = block_sum(sg, scratch) / static_cast<float>(H);
+    const float mgx = block_sum(sgx, scratch) / static_cast<float>(H);
+    if (!mine) continue;
+    const float s = embedding_at(ids, positions, type_ids, word, pos, type, we, pe, te, t, H, c);
+    const float d = load(dy, dy_e, t * H + c), xhat = (s - mu) * r;
+    pg += d * xhat;
+    pb += d;
+    const float ds = r * (d * gc - mg - xhat * mgx);
+    if (dword) dword[int64_t{ids[t]} * H + c] += ds;
+    if (dpos) dpos[int64_t{positions[t]} * H + c] += ds;
+    if (dtype) dtype[(type_ids ? int64_t{type_ids[t]} : 0) * H + c] += ds;
+  }
+  if (!mine) return;
+  if (dgamma) dgamma[c] += pg;
+  if (dbeta) dbeta[c] += pb;
+}
+
 const void* or_null(const TensorView& t) { return t.empty() ? nullptr : t.data; }
 
 dim3 rows_grid(int64_t T, int64_t N, int threads) {
@@ -528,6 +609,40 @@ void launch_cross_entropy(cudaStream_t s, const TensorView& dlogits, const Tenso
                                               logits.as<const float>(), labels.as<const int32_t>(), B, C,
                                               static_cast<double>(label_smoothing), static_cast<double>(scale));
   check_launch("cross_entropy_kernel");
+}
+
+void launch_embed_layernorm_train(cudaStream_t s, const TensorView& out, const TensorView& mean,
+                                  const TensorView& rstd, const TensorView& ids, const TensorView& positions,
+                                  const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                                  const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps) {
+  const int64_t T = out.dim(0), H = out.dim(1);
+  if (T == 0 || H == 0) return;
+  const size_t smem = static_cast<size_t>(H) * 4;
+  if (smem > 40 * 1024) throw Error(Errc::unsupported, "cuda embed_layernorm_train: rows up to 10240 columns");
+  embed_layernorm_train_kernel<<<static_cast<unsigned>(T), kThreads, smem, s>>>(
+      out.data, elem_of(out.dtype), mean.as<float>(), rstd.as<float>(), ids.as<const int32_t>(),
+      positions.as<const int32_t>(), type_ids.empty() ? nullptr : type_ids.as<const int32_t>(), word.data,
+      elem_of(word.dtype), pos.data, elem_of(pos.dtype), or_null(type), elem_of(type.dtype), gamma.data,
+      elem_of(gamma.dtype), beta.data, elem_of(beta.dtype), H, eps);
+  check_launch("embed_layernorm_train_kernel");
+}
+
+void launch_embed_layernorm_backward(cudaStream_t s, const TensorView& dword, const TensorView& dpos,
+                                     const TensorView& dtype, const TensorView& dgamma, const TensorView& dbeta,
+                                     const TensorView& dy, const TensorView& ids, const TensorView& positions,
+                                     const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                                     const TensorView& type, const TensorView& mean, const TensorView& rstd,
+                                     const TensorView& gamma) {
+  const int64_t T = dy.dim(0), H = dy.dim(1);
+  if (T == 0 || H == 0) return;
+  auto f32_or_null = [](const TensorView& t) { return t.empty() ? nullptr : t.as<float>(); };
+  embed_layernorm_backward_kernel<<<static_cast<unsigned>((H + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+      f32_or_null(dword), f32_or_null(dpos), f32_or_null(dtype), f32_or_null(dgamma), f32_or_null(dbeta), dy.data,
+      elem_of(dy.dtype), ids.as<const int32_t>(), positions.as<const int32_t>(),
+      type_ids.empty() ? nullptr : type_ids.as<const int32_t>(), word.data, elem_of(word.dtype), pos.data,
+      elem_of(pos.dtype), or_null(type), elem_of(type.dtype), mean.as<const float>(), rstd.as<const float>(),
+      gamma.data, elem_of(gamma.dtype), T, H);
+  check_launch("embed_layernorm_backward_kernel");
 }
 
 }  // namespace stoke::cuda

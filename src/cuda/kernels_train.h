@@ -27,6 +27,16 @@ void launch_layernorm_backward(cudaStream_t s, const TensorView& dx, const Tenso
                                const TensorView& dbeta, const TensorView& dy, const TensorView& x,
                                const TensorView& residual, const TensorView& mean, const TensorView& rstd,
                                const TensorView& gamma);
+void launch_embed_layernorm_train(cudaStream_t s, const TensorView& out, const TensorView& mean,
+                                  const TensorView& rstd, const TensorView& ids, const TensorView& positions,
+                                  const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                                  const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps);
+void launch_embed_layernorm_backward(cudaStream_t s, const TensorView& dword, const TensorView& dpos,
+                                     const TensorView& dtype, const TensorView& dgamma, const TensorView& dbeta,
+                                     const TensorView& dy, const TensorView& ids, const TensorView& positions,
+                                     const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                                     const TensorView& type, const TensorView& mean, const TensorView& rstd,
+                                     const TensorView& gamma);
 void launch_sum_squares(cudaStream_t s, const TensorView& out, const TensorView& x);
 void launch_clip_scale(cudaStream_t s, const TensorView& scale, const TensorView& sumsq, float max_norm);
 void launch_adamw(cudaStream_t s, const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,

@@ -411,8 +411,7 @@ const char* const kBackends[] = {"cpu_ref", "cpu_fast", "cuda"};
 
 // The training ops the CUDA backend does not have yet (they refuse, saying
 // so); every other op of the list is compared with the reference on CUDA.
-const char* const kCudaMissingTrainingOps[] = {"embed_layernorm_train", "embed_layernorm_backward",
-                                               "attention_relpos_train", "attention_relpos_backward"};
+const char* const kCudaMissingTrainingOps[] = {"attention_relpos_train", "attention_relpos_backward"};
 
 bool backend_has_op(const std::string& backend, const std::string& op) {
   if (backend != "cuda") return true;

@@ -131,9 +131,9 @@ RowsShape check_layernorm_backward(const TensorView& dx, const TensorView& dgamm
 RowsShape check_embed_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                                       const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
                                       const TensorView& word, const TensorView& pos, const TensorView& type,
-                                      const TensorView& gamma, const TensorView& beta, float eps) {
+                                      const TensorView& gamma, const TensorView& beta, float eps, IndexData where) {
   const char* op = "embed_layernorm_train";
-  const RowsShape s = check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps);
+  const RowsShape s = check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps, where);
   need_f32_vector(op, "mean", mean, s.T);
   need_f32_vector(op, "rstd", rstd, s.T);
   need_no_overlap(op, "mean", mean, "out", out);
@@ -147,7 +147,7 @@ RowsShape check_embed_layernorm_backward(const TensorView& dword, const TensorVi
                                          const TensorView& ids, const TensorView& positions,
                                          const TensorView& type_ids, const TensorView& word, const TensorView& pos,
                                          const TensorView& type, const TensorView& mean, const TensorView& rstd,
-                                         const TensorView& gamma) {
+                                         const TensorView& gamma, IndexData where) {
   const char* op = "embed_layernorm_backward";
   need(op, "dy", dy, 2);
   need_act(op, "dy", dy);
@@ -158,8 +158,8 @@ RowsShape check_embed_layernorm_backward(const TensorView& dword, const TensorVi
   need_act(op, "pos", pos);
   need_dim(op, "word", word, 1, H);
   need_dim(op, "pos", pos, 1, H);
-  need_indices(op, "ids", ids, T, word.dim(0));
-  need_indices(op, "positions", positions, T, pos.dim(0));
+  need_indices(op, "ids", ids, T, word.dim(0), where);
+  need_indices(op, "positions", positions, T, pos.dim(0), where);
   if (!type.empty()) {
     need(op, "type", type, 2);
     need_act(op, "type", type);
@@ -168,7 +168,7 @@ RowsShape check_embed_layernorm_backward(const TensorView& dword, const TensorVi
   }
   if (!type_ids.empty()) {
     if (type.empty()) fail(op, "type_ids given without a type embedding table");
-    need_indices(op, "type_ids", type_ids, T, type.dim(0));
+    need_indices(op, "type_ids", type_ids, T, type.dim(0), where);
   }
   need_f32_vector(op, "mean", mean, T);
   need_f32_vector(op, "rstd", rstd, T);

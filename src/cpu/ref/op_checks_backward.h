@@ -20,13 +20,14 @@ RowsShape check_layernorm_backward(const TensorView& dx, const TensorView& dgamm
 RowsShape check_embed_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                                       const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
                                       const TensorView& word, const TensorView& pos, const TensorView& type,
-                                      const TensorView& gamma, const TensorView& beta, float eps);
+                                      const TensorView& gamma, const TensorView& beta, float eps,
+                                      IndexData where = IndexData::host);
 RowsShape check_embed_layernorm_backward(const TensorView& dword, const TensorView& dpos, const TensorView& dtype,
                                          const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
                                          const TensorView& ids, const TensorView& positions,
                                          const TensorView& type_ids, const TensorView& word, const TensorView& pos,
                                          const TensorView& type, const TensorView& mean, const TensorView& rstd,
-                                         const TensorView& gamma);
+                                         const TensorView& gamma, IndexData where = IndexData::host);
 RowsShape check_bias_gelu_train(const TensorView& x, const TensorView& pre, const TensorView& bias);
 RowsShape check_bias_gelu_backward(const TensorView& dx, const TensorView& dbias, const TensorView& dy,
                                    const TensorView& pre);
