@@ -207,17 +207,17 @@ __global__ void clip_scale_kernel(float* scale, const void* sumsq, bool f64, flo
 // torch.optim.AdamW's arithmetic in f32, operation for operation as the fast
 // CPU kernel (src/cpu/fast/fast_train_optim.cc), every multiply and add
 // rounded on its own (the _rn intrinsics: no fused multiply-add). Whether an
-// element decays: a binary search of the sorted ranges (ranges == nullptr:
-// all decay; R == 0: none).
+// element decays: `all`, or a binary search of the R sorted ranges (R == 0:
+// none).
 struct AdamWCoef {
   float decay, w1, beta2, w2, bc2_sqrt, eps, neg_step;
 };
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, const int64_t* ranges,
-                             int64_t R, const float* grad_scale, AdamWCoef k) {
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, bool all,
+                             const int64_t* ranges, int64_t R, const float* grad_scale, AdamWCoef k) {
   const float s = grad_scale ? *grad_scale : 1.0f;
   STOKE_GRID_STRIDE(i, n) {
-    bool decays = ranges == nullptr;
-    if (ranges && R > 0) {
+    bool decays = all;
+    if (!all && R > 0) {
       int64_t lo = 0, hi = R - 1;  // the last range whose begin <= i
       if (ranges[0] <= i) {
         while (lo < hi) {
@@ -563,8 +563,8 @@ void launch_adamw(cudaStream_t s, const TensorView& p, const TensorView& g, cons
   k.neg_step = static_cast<float>(-(hp.lr / (1.0 - std::pow(hp.beta1, t))));
   const bool all = decay_ranges.rank == 0;
   adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(
-      p.as<float>(), g.as<const float>(), m.as<float>(), v.as<float>(), n,
-      all ? nullptr : decay_ranges.as<const int64_t>(), all ? 0 : decay_ranges.dim(0),
+      p.as<float>(), g.as<const float>(), m.as<float>(), v.as<float>(), n, all,
+      all ? nullptr : static_cast<const int64_t*>(decay_ranges.data), all ? 0 : decay_ranges.dim(0),
       grad_scale.empty() ? nullptr : grad_scale.as<const float>(), k);
   check_launch("adamw_kernel");
 }
