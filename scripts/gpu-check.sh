@@ -9,24 +9,35 @@
 #   bash .gpu/gpu-check.sh run                  there, in the repo root (prepare prints the device call)
 #   scripts/gpu-check.sh selftest               here, CPU only: the Python parts at tiny scale
 #
-# run: CUDA op tests and goldens (gtest), a bf16 matmul rate (the MFU
-# denominator), sentence-transformers vs `stoke embed --device cuda` on a
-# random bert-base-size model over 200,000 texts, a cosine check between the
-# two, GPU utilization while stoke runs; then a table (also $OUT/summary.md
-# and summary.json). Each step has its own timeout and a failed step is marked
-# in the table, never the end of the run. bench/embed_gpu/README.md has more.
+# run, in priority order within one call of at most 5 minutes: the op table
+# on CUDA (every op against the CPU reference), compute-sanitizer racecheck
+# and memcheck on the attention cases, the CUDA op tests and goldens (gtest),
+# a bf16 matmul rate (the MFU denominator); the seed's training case
+# (bench/train_gpu: a random bert-base-size classifier on ~32-token
+# multilingual texts — the seed's first PyTorch loop, its fixed loop, and
+# `stoke train --device cuda --precision bf16` on the same data and batch:
+# samples/s, MFU, GPU utilization, host syncs, final loss, loss curves; into
+# $OUT/train.json); then sentence-transformers vs `stoke embed --device cuda`
+# on a random bert-base-size model, a cosine check between the two, GPU
+# utilization while stoke runs; then a table (also $OUT/summary.md and
+# summary.json). Each step has its own timeout and a failed step is marked in
+# the table, never the end of the run; $OUT/steps.tsv is rewritten as each
+# step ends, so a cut run still reports. bench/embed_gpu/README.md and
+# bench/train_gpu/README.md have more.
 #
 # Knobs (environment; defaults in brackets):
 #   prepare: STOKE_FIXTURES [../shared/fixtures], GPU_CHECK_BUILD_DIR [build/gpu],
 #            GPU_CHECK_JOBS [2], GPU_CHECK_MAX_MIB [60]
-#   run:     GPU_CHECK_TEXTS [200000], GPU_CHECK_BATCH_TOKENS [32768], GPU_CHECK_WORKERS [12],
-#            GPU_CHECK_STOKE_FLAGS [--max-batch-size 1024] (more `stoke embed` flags), GPU_CHECK_SANITIZER [0],
-#            GPU_CHECK_DEADLINE_S [380] (steps stop being started after this), GPU_CHECK_MODEL
+#   run:     GPU_CHECK_TEXTS [100000], GPU_CHECK_BATCH_TOKENS [32768], GPU_CHECK_WORKERS [12],
+#            GPU_CHECK_STOKE_FLAGS [--max-batch-size 1024] (more `stoke embed` flags), GPU_CHECK_SANITIZER [1 on a GPU, 0 on the CPU],
+#            GPU_CHECK_DEADLINE_S [290] (steps stop being started after this), GPU_CHECK_MODEL
 #            [12,768,12,3072: layers,hidden,heads,FFN], GPU_CHECK_MAX_LENGTH [512], GPU_CHECK_MATMUL_N
 #            [8192], GPU_CHECK_WARMUP [2000], GPU_CHECK_COMPARE_ROWS [1000], GPU_CHECK_ST_BATCH [128],
 #            GPU_CHECK_PROFILE_TEXTS [20000] (the traced run), GPU_CHECK_DEVICE [cuda], GPU_CHECK_PRECISION [bf16], GPU_CHECK_DIR [.gpu], PY [python3],
 #            GPU_CHECK_KEEP [0] (1 keeps the work folder in $TMPDIR), GPU_CHECK_COMPARE_ARGS [],
-#            STOKE_BIN [.gpu/bin/stoke], OUT [out/gpu-check] (the device tool sets OUT)
+#            STOKE_BIN [.gpu/bin/stoke], OUT [out/gpu-check] (the device tool sets OUT),
+#            GPU_CHECK_TRAIN_MODEL [12,768,12,3072], GPU_CHECK_TRAIN_STEPS [150], GPU_CHECK_TRAIN_RECORDS [16384],
+#            GPU_CHECK_TRAIN_PRECISION [bf16] (stoke's; the fixed loop is bf16 autocast), GPU_CHECK_TRAIN_LOG_EVERY [25]
 #   selftest: PY (a python with torch + sentence-transformers; default: .venv-bench-st of this
 #            checkout or of the main worktree), STOKE_BIN (a CPU stoke; default build/release's)
 set -euo pipefail
@@ -104,7 +115,7 @@ prepare() {
 
   say "filling $gpu"
   if [ -d "$gpu" ]; then chmod -R u+w "$gpu" && rm -rf "$gpu"; fi
-  mkdir -p "$gpu/bin" "$gpu/lib" "$gpu/fixtures" "$gpu/bench/embed_gpu" "$gpu/bench/embed_cpu"
+  mkdir -p "$gpu/bin" "$gpu/lib" "$gpu/fixtures" "$gpu/bench/embed_gpu" "$gpu/bench/embed_cpu" "$gpu/bench/train_gpu"
 
   # bin/: stripped copies (symbols are no use there, and they cost megabytes).
   local b
@@ -131,6 +142,7 @@ prepare() {
   # so it works from any checkout that carries .gpu, even one without this branch.
   cp "$bench"/*.py "$gpu/bench/embed_gpu/"
   cp "$root/bench/embed_cpu/make_models.py" "$gpu/bench/embed_cpu/"
+  cp "$root"/bench/train_gpu/*.py "$gpu/bench/train_gpu/"
   cp "$self" "$gpu/gpu-check.sh"
 
   # What was built, and what the device's loader must offer (shown there if a
@@ -166,7 +178,7 @@ prepare() {
   sed 's/^/  /' "$gpu/PREPARED"
   say "ready. Next, in a session whose task has a GPU, ONE device call:"
   echo
-  echo '    run(command="bash .gpu/gpu-check.sh run", carry=[".gpu"], timeout_s=420)'
+  echo '    run(command="bash .gpu/gpu-check.sh run", carry=[".gpu"], timeout_s=330)'
   echo
   say "the tool sends the checkout its session started in: if that is not $root, copy .gpu/ there first"
   say "(it must be git-ignored there: '/.gpu/' in .gitignore or .git/info/exclude)."
@@ -249,6 +261,7 @@ step() {
     note="$(cut -c1-140 <<<"$note")"
   fi
   printf '%s\t%s\t%s\t%s\n' "$key" "$st" "$s" "$note" >>"$GC_WORK/steps.tsv"
+  cp "$GC_WORK/steps.tsv" "$GC_OUT/steps.tsv" 2>/dev/null || true  # a cut run still says what finished
   say "== $key: $st in ${s}s"
 }
 
@@ -267,10 +280,10 @@ run_steps() {
   local out=$1 t_start
   t_start=$(now)
   # Everything the steps (some are this script again, under `timeout`) need.
-  export GC_OUT="$out" GC_BENCH="$bench"
+  export GC_OUT="$out" GC_BENCH="$bench" GC_TRAIN_BENCH="$(cd "$bench/../train_gpu" 2>/dev/null && pwd || echo "$bench/../train_gpu")"
   export GC_PY="${PY:-python3}"
   export GC_DEVICE="${GPU_CHECK_DEVICE:-cuda}" GC_PRECISION="${GPU_CHECK_PRECISION:-bf16}"
-  export GC_DEADLINE=$(($(date +%s) + ${GPU_CHECK_DEADLINE_S:-380}))
+  export GC_DEADLINE=$(($(date +%s) + ${GPU_CHECK_DEADLINE_S:-290}))
   GC_GPU="${GPU_CHECK_DIR:-$PWD/.gpu}"
   case "$GC_GPU" in /*) ;; *) GC_GPU="$PWD/$GC_GPU" ;; esac
   export GC_GPU
@@ -282,7 +295,7 @@ run_steps() {
   export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 PYTHONIOENCODING=utf-8
   # ... and keep progress bars out of the 12 KB of output that comes back.
   export HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error TQDM_DISABLE=1
-  local n_texts="${GPU_CHECK_TEXTS:-200000}" layers hidden heads inter
+  local n_texts="${GPU_CHECK_TEXTS:-100000}" layers hidden heads inter
   IFS=, read -r layers hidden heads inter <<<"${GPU_CHECK_MODEL:-12,768,12,3072}"
   say "device $GC_DEVICE, $GC_PRECISION, $n_texts texts; work $GC_WORK; out $GC_OUT; $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
@@ -318,18 +331,31 @@ run_steps() {
   "$GC_PY" "$GC_BENCH/collect.py" env "$GC_WORK/env.json" "device=$GC_DEVICE" "precision=$GC_PRECISION" \
     "texts=$n_texts" "prepared_rev=$prepared_rev" "cublas_dir=$cublas" || say "collect env failed"
 
-  # ---- a. correctness: the CUDA op tests and the goldens --------------------
+  # ---- a. correctness, in priority order: the op table, the sanitizer on attention, the op tests
   : >"$GC_OUT/tests.log"
-  step tests_ops 120 bash "$self" _gtest ops test_cuda_ops
-  step tests_table 120 bash "$self" _gtest table test_op_table
-  step tests_encoder 90 bash "$self" _gtest encoder test_cuda_encoder
-  if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ]; then
-    step sanitizer 180 bash "$self" _sanitizer
+  step tests_table 60 bash "$self" _gtest table test_op_table
+  if [ "${GPU_CHECK_SANITIZER:-$([ "$GC_DEVICE" = cpu ] && echo 0 || echo 1)}" = 1 ]; then
+    step sanitizer 60 bash "$self" _sanitizer
   fi
+  step tests_ops 60 bash "$self" _gtest ops test_cuda_ops
+  step tests_encoder 45 bash "$self" _gtest encoder test_cuda_encoder
 
   # ---- b. the MFU denominator ------------------------------------------------
-  step matmul 90 "$GC_PY" "$GC_BENCH/matmul_rate.py" --n "${GPU_CHECK_MATMUL_N:-8192}" --device "$GC_DEVICE" \
+  step matmul 45 "$GC_PY" "$GC_BENCH/matmul_rate.py" --n "${GPU_CHECK_MATMUL_N:-8192}" --device "$GC_DEVICE" \
     --out "$GC_WORK/matmul.json"
+
+  # ---- b2. the seed's training case: (a) first PyTorch loop, (b) fixed loop, (c) stoke train
+  local tl th tn ti
+  IFS=, read -r tl th tn ti <<<"${GPU_CHECK_TRAIN_MODEL:-12,768,12,3072}"
+  export GC_TRAIN_STEPS="${GPU_CHECK_TRAIN_STEPS:-150}"
+  step train_data 60 "$GC_PY" "$GC_TRAIN_BENCH/make_classifier.py" --fixtures "$GC_FIX" --out "$GC_WORK/train" \
+    --layers "$tl" --hidden "$th" --heads "$tn" --intermediate "$ti" --records "${GPU_CHECK_TRAIN_RECORDS:-16384}"
+  step train_first 50 "$GC_PY" "$GC_TRAIN_BENCH/seed_train.py" --dir "$GC_WORK/train" --loop first \
+    --device "$GC_DEVICE" --steps "$GC_TRAIN_STEPS" --out "$GC_WORK/train-first.json"
+  step train_fixed 50 "$GC_PY" "$GC_TRAIN_BENCH/seed_train.py" --dir "$GC_WORK/train" --loop fixed \
+    --device "$GC_DEVICE" --steps "$GC_TRAIN_STEPS" --out "$GC_WORK/train-fixed.json"
+  step train_stoke 50 bash "$self" _train_stoke
+  step train_report 20 "$GC_PY" "$GC_TRAIN_BENCH/train_report.py" "$GC_WORK" "$GC_OUT/train.json"
 
   # ---- c, d. the model (~350 MB of f32 weights, made there, never carried) and texts
   step model 150 "$GC_PY" "$GC_BENCH/make_model.py" --fixtures "$GC_FIX" --out "$GC_WORK/model" \
@@ -388,24 +414,55 @@ gtest_step() {
   exit "$rc"
 }
 
-# _sanitizer: the op tests under compute-sanitizer memcheck (works on the
-# Firecracker machines, not on gVisor ones: KINDS.md).
+# _sanitizer: compute-sanitizer racecheck, then memcheck, on the attention
+# cases of the op table (works on the Firecracker machines, not on gVisor
+# ones: KINDS.md); each tool capped at half the step.
 sanitizer_step() {
-  local exe="$GC_GPU/bin/test_cuda_ops" cs c rc=0 log="$GC_WORK/sanitizer.log"
+  local exe="$GC_GPU/bin/test_op_table" cs c rc=0 tool log errors total=0 worst=0
   cs="$(command -v compute-sanitizer || true)"
   for c in /usr/local/cuda*/bin/compute-sanitizer; do [ -z "$cs" ] && [ -x "$c" ] && cs=$c; done
   [ -n "$cs" ] || { echo "no compute-sanitizer"; exit 127; }
   [ -x "$exe" ] || { echo "no $exe"; exit 127; }
-  echo "===== compute-sanitizer --tool memcheck test_cuda_ops $(date -u +%H:%M:%S)" >>"$GC_OUT/tests.log"
+  local json="{"
+  for tool in racecheck memcheck; do
+    log="$GC_WORK/sanitizer-$tool.log"
+    echo "===== compute-sanitizer --tool $tool test_op_table (attention) $(date -u +%H:%M:%S)" >>"$GC_OUT/tests.log"
+    set +e
+    STOKE_FIXTURES="$GC_FIX" LD_LIBRARY_PATH="$GC_BINLIB" timeout -k 3 28 "$cs" --tool "$tool" --error-exitcode 99 \
+      "$exe" --gtest_brief=1 --gtest_filter='*cuda_attention*' 2>&1 | tee -a "$GC_OUT/tests.log" >"$log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    errors="$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$log" | tail -n 1)"
+    echo "compute-sanitizer $tool: ${errors:-?} errors (rc $rc)"
+    json="$json\"$tool\": {\"rc\": $rc, \"errors\": ${errors:-null}}, "
+    total=$((total + ${errors:-0}))
+    [ "$rc" != 0 ] && worst=$rc
+  done
+  printf '%s"errors": %d}\n' "$json" "$total" >"$GC_WORK/tests-sanitizer.json"
+  exit "$worst"
+}
+
+# _train_stoke: (c) of the training case, `stoke train` on (b)'s data, batch
+# and learning rate (constant schedule, no clipping, torch AdamW's default
+# weight decay 0.01 on every tensor, no length grouping), nvidia-smi beside it.
+train_stoke_step() {
+  local outd="$GC_WORK/train-stoke" smi_pid="" rc=0
+  [ -x "$GC_STOKE" ] || { echo "no stoke binary at $GC_STOKE"; exit 127; }
+  if [ "$GC_DEVICE" != cpu ] && command -v nvidia-smi >/dev/null; then
+    nvidia-smi -i "${GPU_CHECK_GPU_INDEX:-0}" --query-gpu=utilization.gpu,memory.used,power.draw \
+      --format=csv,noheader,nounits -lms 100 >"$GC_WORK/train-stoke-smi.csv" 2>/dev/null &
+    smi_pid=$!
+  fi
   set +e
-  STOKE_FIXTURES="$GC_FIX" LD_LIBRARY_PATH="$GC_BINLIB" "$cs" --tool memcheck --error-exitcode 99 "$exe" --gtest_brief=1 2>&1 |
-    tee -a "$GC_OUT/tests.log" >"$log"
+  LD_LIBRARY_PATH="$GC_BINLIB" "$GC_STOKE" train --model "$GC_WORK/train/model" --train "$GC_WORK/train/train.jsonl" \
+    --label-field label --output "$outd" --overwrite --device "$GC_DEVICE" \
+    --precision "${GPU_CHECK_TRAIN_PRECISION:-$([ "$GC_DEVICE" = cpu ] && echo f32 || echo bf16)}" \
+    --batch-size 64 --lr 8e-5 --schedule constant --warmup-steps 0 --max-grad-norm 0 --weight-decay 0.01 \
+    --decay-all --no-group-by-length --max-length 64 --max-steps "$GC_TRAIN_STEPS" \
+    --log-every "${GPU_CHECK_TRAIN_LOG_EVERY:-25}" --save-every 0 --seed 0 --quiet 2>&1 | tail -n 20
   rc=${PIPESTATUS[0]}
   set -e
-  local errors
-  errors="$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$log" | tail -n 1)"
-  printf '{"rc": %d, "errors": %s}\n' "$rc" "${errors:-null}" >"$GC_WORK/tests-sanitizer.json"
-  echo "compute-sanitizer: ${errors:-?} errors (rc $rc)"
+  [ -n "$smi_pid" ] && kill "$smi_pid" 2>/dev/null
   exit "$rc"
 }
 
@@ -540,13 +597,14 @@ rows = json.load(open(t + "/rows.json"))
 assert len(rows) == 1000 and rows[0] == 0 and max(rows) < 24400, rows[-1]
 EOF
 
-  say "selftest 4/6: the whole 'run' on the CPU: tiny model, 500 texts, f32 (no .gpu: the test steps are 'missing')"
+  say "selftest 4/6: the whole 'run' on the CPU: tiny models, 500 texts, 6 training steps, f32 (no .gpu: the test steps are 'missing')"
   local rc=0
   OUT="$tmp/out" GPU_CHECK_DIR="$tmp/no-gpu" GPU_CHECK_FIXTURES="$fixtures" PY="$py" STOKE_BIN="${stoke:-$tmp/no-stoke}" \
     GPU_CHECK_DEVICE=cpu GPU_CHECK_PRECISION=f32 GPU_CHECK_TEXTS=500 GPU_CHECK_MODEL=2,64,4,128 \
     GPU_CHECK_MATMUL_N=256 GPU_CHECK_WARMUP=50 GPU_CHECK_COMPARE_ROWS=200 GPU_CHECK_WORKERS=2 \
     GPU_CHECK_BATCH_TOKENS=4096 GPU_CHECK_COMPARE_ARGS="--min-mean-cos 0.99999 --min-cos 0.9999 --max-norm-err 1e-4" \
-    bash "$self" run || rc=$?
+    GPU_CHECK_TRAIN_MODEL=2,64,4,128 GPU_CHECK_TRAIN_STEPS=6 GPU_CHECK_TRAIN_RECORDS=512 GPU_CHECK_TRAIN_LOG_EVERY=2 \
+    GPU_CHECK_DEADLINE_S=900 bash "$self" run || rc=$?
   [ "$rc" = 1 ] || die "selftest: run should exit 1 (test binaries missing), got $rc"
   "$py" - "$tmp/out" "${stoke:+yes}" <<'EOF'
 import json, os, sys
@@ -563,7 +621,19 @@ if have_stoke:
     assert s["stoke"]["texts"] == 500 and s["stoke"]["tokens"] == s["st"]["tokens"], (s["stoke"], s["st"]["tokens"])
     assert s["compare"]["pass"] and s["compare"]["mean_cos"] > 0.99999 and s["compare"]["rows"] == 200, s["compare"]
     assert s["derived"]["mfu_stoke"] > 0 and s["derived"]["ratio"] > 0
-print("selftest: run's summary.json checks out:", ", ".join(files))
+# The training case at tiny size: both PyTorch loops, stoke train (the CPU's), the report.
+assert all(st[k] == "ok" for k in ["train_data", "train_first", "train_fixed", "train_report"]
+           + (["train_stoke"] if have_stoke else [])), st
+assert "steps.tsv" in files, files
+t = json.load(open(os.path.join(out, "train.json")))
+first, fixed = t["runs"]["first"], t["runs"]["fixed"]
+assert first["host_syncs_per_step"] == 2 and first["batch_size"] == 16 and first["final_loss"] > 0, first
+assert fixed["host_syncs_per_step"] < 1 and fixed["batch_size"] == 64 and fixed["final_loss"] > 0, fixed
+if have_stoke:
+    sk = t["runs"]["stoke"]
+    assert sk["steps"] == 6 and sk["final_loss"] > 0 and sk["samples_per_s"] > 0, sk
+    assert t["stoke_over_fixed"] > 0 and len(t["loss_curve"]["intervals"]) == 3, t["loss_curve"]
+print("selftest: run's summary.json and train.json check out:", ", ".join(files))
 EOF
 
   say "selftest 5/6: sentence-transformers in bf16 (the device's path) on 100 texts; compare.py against itself"
@@ -648,6 +718,7 @@ case "${1:-}" in
   selftest) selftest ;;
   _gtest) gtest_step "$2" "$3" ;;
   _sanitizer) sanitizer_step ;;
+  _train_stoke) train_stoke_step ;;
   _stoke) stoke_step ;;
   _profile) profile_step ;;
   *) sed -n '2,/^set -euo/p' "$self" | sed '$d' | sed 's/^# \{0,1\}//' >&2 && exit 2 ;;

@@ -112,6 +112,15 @@ class Backend {
   // Every host wait on device work since the backend was made.
   uint64_t host_syncs() const { return host_syncs_.load(std::memory_order_relaxed); }
 
+  // Device memory as this backend's allocator holds it, in bytes: allocated
+  // (handed out now), reserved (allocated + cached for reuse), peak (the most
+  // ever allocated at once). All zero on a backend whose device memory is the
+  // host's (the CPU: the process's own memory is what counts there).
+  struct MemoryReport {
+    size_t allocated = 0, reserved = 0, peak = 0;
+  };
+  virtual MemoryReport memory_report() const { return {}; }
+
  protected:
   [[noreturn]] void no_graphs() const {
     throw Error(Errc::unsupported, "backend " + name() + " cannot capture graphs");

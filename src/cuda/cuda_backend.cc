@@ -81,6 +81,7 @@ void* CachingAllocator::allocate(size_t bytes, size_t* rounded) {
       it->second.pop_back();
       cached_ -= size;
       in_use_ += size;
+      peak_ = in_use_ > peak_ ? in_use_ : peak_;
       return p;
     }
   }
@@ -103,6 +104,7 @@ void* CachingAllocator::allocate(size_t bytes, size_t* rounded) {
   check_cuda(status, "cudaMalloc");
   std::lock_guard<std::mutex> lock(mu_);
   in_use_ += size;
+  peak_ = in_use_ > peak_ ? in_use_ : peak_;
   return p;
 }
 
@@ -132,6 +134,11 @@ size_t CachingAllocator::in_use() const {
 size_t CachingAllocator::cached() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cached_;
+}
+
+size_t CachingAllocator::peak() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_;
 }
 
 // ---- stream order ------------------------------------------------------------
@@ -278,7 +285,13 @@ std::unique_ptr<Graph> CudaBackend::end_capture() {
   if (!s.capturing) throw Error(Errc::internal, "cuda: end_capture without begin_capture");
   s.capturing = false;
   auto g = std::make_unique<CudaGraph>();
+  // Ending the capture always takes the stream out of capture mode, even when
+  // a call inside it failed and invalidated the recording (then this returns
+  // cudaErrorStreamCaptureInvalidated and a null graph). check_cuda clears
+  // the thread's last error on that path, so the eager run that follows does
+  // not trip on it; g's destructor frees whatever was made.
   check_cuda(cudaStreamEndCapture(s.compute, &g->graph), "cudaStreamEndCapture");
+  if (!g->graph) throw Error(Errc::internal, "cuda: cudaStreamEndCapture returned no graph");
   check_cuda(cudaGraphInstantiate(&g->exec, g->graph, 0), "cudaGraphInstantiate");
   return g;
 }
@@ -299,6 +312,15 @@ void CudaBackend::set_trace(Trace* trace) {
 double CudaBackend::busy_seconds() const { return impl_->timer ? impl_->timer->busy_seconds() : -1.0; }
 
 size_t CudaBackend::bytes_in_use() const { return impl_->allocator->in_use(); }
+
+Backend::MemoryReport CudaBackend::memory_report() const {
+  const CachingAllocator& a = *impl_->allocator;
+  MemoryReport r;
+  r.allocated = a.in_use();
+  r.reserved = r.allocated + a.cached();
+  r.peak = a.peak();
+  return r;
+}
 size_t CudaBackend::bytes_cached() const { return impl_->allocator->cached(); }
 
 }  // namespace stoke::cuda

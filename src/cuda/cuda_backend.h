@@ -58,6 +58,7 @@ class CudaBackend final : public Backend {
   // Bytes held by the allocator: in use, and cached for reuse.
   size_t bytes_in_use() const;
   size_t bytes_cached() const;
+  MemoryReport memory_report() const override;
 
   struct Impl;  // streams, events, handles, the allocator (cuda_backend.cc)
   Impl& impl() const { return *impl_; }

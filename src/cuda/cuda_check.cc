@@ -7,8 +7,13 @@ namespace stoke::cuda {
 
 void check_cuda(cudaError_t status, const char* call) {
   if (status == cudaSuccess) return;
+  // The runtime also keeps a failed call's code as the thread's last error.
+  // Clear it here, on every failure: otherwise the next launch check (the
+  // eager fallback after a failed graph capture, a retry after OOM) reads
+  // this stale code and reports a healthy launch as failed. A sticky error
+  // (a kernel fault) is not cleared by this and is reported again anyway.
+  cudaGetLastError();
   if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // not sticky: clear it so the caller can retry smaller
     throw OutOfMemoryError(std::string(call) + " failed: the GPU is out of memory");
   }
   throw CudaError(call, static_cast<int>(status), cudaGetErrorName(status), cudaGetErrorString(status));

@@ -38,13 +38,14 @@ class CachingAllocator {
   void empty_cache();
   size_t in_use() const;
   size_t cached() const;
+  size_t peak() const;  // the most in use at once since the allocator was made
 
  private:
   static size_t size_class(size_t bytes);
   int device_;
   mutable std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_;  // size class -> cached blocks
-  size_t in_use_ = 0, cached_ = 0;
+  size_t in_use_ = 0, cached_ = 0, peak_ = 0;
 };
 
 struct CudaBackend::Impl {

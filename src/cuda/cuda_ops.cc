@@ -4,8 +4,11 @@
 // cuBLASLt with the bias in its epilogue where offered; everything else is
 // our own kernels (kernels.h).
 //
-// Training ops are not on the GPU yet: UnsupportedOps says so with one clear
-// line.
+// Training: the element-wise, LayerNorm, GEMM-backward, attention (exact
+// path), embedding LayerNorm (scatter-add in token order), pooling/row-gather
+// backward, loss, clipping and AdamW ops are here (kernels_train.h,
+// gemm_general.h); the ones not yet on the GPU (MPNet's relative-position
+// attention training forms) throw from UnsupportedOps with one clear line.
 #include "cuda/cuda_ops.h"
 
 #include <string>
@@ -13,10 +16,14 @@
 #include "backend/unsupported_ops.h"
 #include "core/error.h"
 #include "cpu/ref/op_checks.h"
+#include "cpu/ref/op_checks_backward.h"
 #include "cpu/ref/relpos_checks.h"
+#include "cpu/ref/train_checks.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/gemm.h"
+#include "cuda/gemm_general.h"
 #include "cuda/kernels.h"
+#include "cuda/kernels_train.h"
 
 namespace stoke::cuda {
 
@@ -25,14 +32,16 @@ namespace {
 using cpu::IndexData;
 using Launch = CudaBackend::Impl::Launch;  // an op's launches, timed when tracing
 
-// The ops not here (training) throw from UnsupportedOps, generated from the
-// op list: "<op>: not supported on the cuda backend; training does not run on
-// the GPU yet; train with --device cpu".
+// The ops not here throw from UnsupportedOps, generated from the op list:
+// "<op>: not supported on the cuda backend; this training op is not on the
+// GPU yet; train with --device cpu".
 class CudaOps final : public UnsupportedOps {
  public:
   explicit CudaOps(CudaBackend& b)
-      : UnsupportedOps("cuda", "training does not run on the GPU yet; train with --device cpu"),
-        s_(b.impl()), gemm_(b.impl().lt, b.impl().gemm_workspace, b.impl().gemm_workspace_bytes) {}
+      : UnsupportedOps("cuda", "this training op is not on the GPU yet; train with --device cpu"),
+        s_(b.impl()),
+        gemm_(b.impl().lt, b.impl().gemm_workspace, b.impl().gemm_workspace_bytes),
+        gemm_general_(b.impl().lt, b.impl().gemm_workspace, b.impl().gemm_workspace_bytes) {}
 
   void linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias,
               Activation act) const override {
@@ -107,9 +116,157 @@ class CudaOps final : public UnsupportedOps {
     launch_convert(op.stream, out, in);
   }
 
+  // ---- training
+
+  void linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db, const TensorView& dy,
+                       const TensorView& a, const TensorView& w) const override {
+    cpu::check_linear_backward(da, dw, db, dy, a, w);
+    Launch op(s_, "linear_backward");
+    if (!da.empty()) gemm_general_.run(op.stream, da, dy, false, w, false, false);  // da = dy · w
+    if (!dw.empty()) gemm_general_.run(op.stream, dw, dy, true, a, false, true);    // dw += dy^T · a
+    if (!db.empty()) launch_column_sums(op.stream, db, dy);
+  }
+  void residual_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                                const TensorView& x, const TensorView& residual, const TensorView& gamma,
+                                const TensorView& beta, float eps) const override {
+    cpu::check_residual_layernorm_train(out, mean, rstd, x, residual, gamma, beta, eps);
+    Launch op(s_, "residual_layernorm_train");
+    launch_residual_layernorm_train(op.stream, out, mean, rstd, x, residual, gamma, beta, eps);
+  }
+  void layernorm_backward(const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta,
+                          const TensorView& dy, const TensorView& x, const TensorView& residual,
+                          const TensorView& mean, const TensorView& rstd, const TensorView& gamma) const override {
+    cpu::check_layernorm_backward(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma);
+    Launch op(s_, "layernorm_backward");
+    launch_layernorm_backward(op.stream, dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma);
+  }
+  void embed_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                             const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+                             const TensorView& word, const TensorView& pos, const TensorView& type,
+                             const TensorView& gamma, const TensorView& beta, float eps) const override {
+    cpu::check_embed_layernorm_train(out, mean, rstd, ids, positions, type_ids, word, pos, type, gamma, beta, eps,
+                                     IndexData::device);
+    Launch op(s_, "embed_layernorm_train");
+    launch_embed_layernorm_train(op.stream, out, mean, rstd, ids, positions, type_ids, word, pos, type, gamma, beta,
+                                 eps);
+  }
+  void embed_layernorm_backward(const TensorView& dword, const TensorView& dpos, const TensorView& dtype,
+                                const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
+                                const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
+                                const TensorView& word, const TensorView& pos, const TensorView& type,
+                                const TensorView& mean, const TensorView& rstd,
+                                const TensorView& gamma) const override {
+    cpu::check_embed_layernorm_backward(dword, dpos, dtype, dgamma, dbeta, dy, ids, positions, type_ids, word, pos,
+                                        type, mean, rstd, gamma, IndexData::device);
+    Launch op(s_, "embed_layernorm_backward");
+    launch_embed_layernorm_backward(op.stream, dword, dpos, dtype, dgamma, dbeta, dy, ids, positions, type_ids, word,
+                                    pos, type, mean, rstd, gamma);
+  }
+  void bias_gelu_train(const TensorView& x, const TensorView& pre, const TensorView& bias) const override {
+    cpu::check_bias_gelu_train(x, pre, bias);
+    Launch op(s_, "bias_gelu_train");
+    launch_bias_gelu_train(op.stream, x, pre, bias);
+  }
+  void bias_gelu_backward(const TensorView& dx, const TensorView& dbias, const TensorView& dy,
+                          const TensorView& pre) const override {
+    cpu::check_bias_gelu_backward(dx, dbias, dy, pre);
+    Launch op(s_, "bias_gelu_backward");
+    launch_bias_gelu_backward(op.stream, dx, dbias, dy, pre);
+  }
+  void tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) const override {
+    cpu::check_tanh_backward(dx, dy, y);
+    Launch op(s_, "tanh_backward");
+    launch_tanh_backward(op.stream, dx, dy, y);
+  }
+  void relu_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) const override {
+    cpu::check_relu_backward(dx, dy, y);
+    Launch op(s_, "relu_backward");
+    launch_relu_backward(op.stream, dx, dy, y);
+  }
+  void add(const TensorView& y, const TensorView& x) const override {
+    cpu::check_add(y, x);
+    Launch op(s_, "add");
+    launch_add(op.stream, y, x);
+  }
+  void dropout(const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step,
+               uint32_t tensor_id) const override {
+    cpu::check_dropout("dropout", out, x, p);
+    Launch op(s_, "dropout");
+    launch_dropout(op.stream, out, x, p, seed, step, tensor_id);
+  }
+  void dropout_backward(const TensorView& dx, const TensorView& dy, float p, uint64_t seed, uint32_t step,
+                        uint32_t tensor_id) const override {
+    // The mask is a function of (seed, step, tensor_id, index): the forward applied to dy.
+    cpu::check_dropout("dropout_backward", dx, dy, p);
+    Launch op(s_, "dropout_backward");
+    launch_dropout(op.stream, dx, dy, p, seed, step, tensor_id);
+  }
+  void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                       const TensorView& cu_seqlens, int heads, int max_seqlen,
+                       const Ops::AttentionDropout& dropout) const override {
+    cpu::check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout, IndexData::device);
+    Launch op(s_, "attention_train");
+    launch_attention_train(op.stream, out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout);
+  }
+  void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                          const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
+                          int max_seqlen, const Ops::AttentionDropout& dropout) const override {
+    cpu::check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout,
+                                  IndexData::device);
+    Launch op(s_, "attention_backward");
+    launch_attention_backward(op.stream, dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
+  }
+  void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) const override {
+    cpu::check_gather_rows_backward(dh, dout, rows, IndexData::device);
+    Launch op(s_, "gather_rows_backward");
+    launch_gather_rows_backward(op.stream, dh, dout, rows);
+  }
+  void pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h, const TensorView& cu_seqlens,
+                     PoolingMode mode) const override {
+    cpu::check_pool_backward(dh, dout, h, cu_seqlens, mode, IndexData::device);
+    Launch op(s_, "pool_backward");
+    launch_pool_backward(op.stream, dh, dout, h, cu_seqlens, mode);
+  }
+  void cross_entropy(const TensorView& dlogits, const TensorView& metrics, const TensorView& logits,
+                     const TensorView& labels, float label_smoothing, float scale) const override {
+    cpu::check_cross_entropy(dlogits, metrics, logits, labels, label_smoothing, scale, IndexData::device);
+    Launch op(s_, "cross_entropy");
+    launch_cross_entropy(op.stream, dlogits, metrics, logits, labels, label_smoothing, scale);
+  }
+  void mse_loss(const TensorView& dpred, const TensorView& metrics, const TensorView& pred, const TensorView& target,
+                float scale) const override {
+    cpu::check_mse_loss(dpred, metrics, pred, target, scale);
+    Launch op(s_, "mse_loss");
+    launch_mse_loss(op.stream, dpred, metrics, pred, target, scale);
+  }
+  void sum_squares(const TensorView& out, const TensorView& x) const override {
+    cpu::check_sum_squares(out, x);
+    Launch op(s_, "sum_squares");
+    launch_sum_squares(op.stream, out, x);
+  }
+  void clip_scale(const TensorView& scale, const TensorView& sumsq, float max_norm) const override {
+    cpu::check_clip_scale(scale, sumsq, max_norm);
+    Launch op(s_, "clip_scale");
+    launch_clip_scale(op.stream, scale, sumsq, max_norm);
+  }
+  void adamw(const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
+             const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp) const override {
+    // The shared check reads the ranges' values, which live on the device
+    // here: it checks everything else, the ranges' shape is checked below;
+    // their order was checked on the host before they were uploaded (the
+    // trainer builds them from the parameter layout once).
+    cpu::check_adamw(p, g, m, v, TensorView{}, grad_scale, hp);
+    if (decay_ranges.rank != 0 &&
+        (decay_ranges.rank != 2 || decay_ranges.dtype != DType::i64 || decay_ranges.dim(1) != 2))
+      throw Error(Errc::invalid_argument, "adamw: decay_ranges must be an [R, 2] i64 tensor of [begin, end) ranges");
+    Launch op(s_, "adamw");
+    launch_adamw(op.stream, p, g, m, v, decay_ranges, grad_scale, hp);
+  }
+
  private:
   CudaBackend::Impl& s_;
   mutable Gemm gemm_;
+  mutable GemmGeneral gemm_general_;
 };
 
 }  // namespace

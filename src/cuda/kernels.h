@@ -36,7 +36,8 @@ void launch_pool(cudaStream_t s, const TensorView& out, const TensorView& h, con
                  PoolingMode mode);
 
 // kernels_attention.cu: variable-length attention over packed tokens; the
-// grid covers max_seqlen query rows per sequence (longer sequences are the
+// grid is a flattened (sequence, query block) work list found from
+// cu_seqlens on the device (sequences longer than max_seqlen are the
 // caller's error, checked on the host).
 void attention_setup();  // once per device: kernel attributes (shared memory)
 void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,

@@ -14,8 +14,14 @@
 // per (query row, head, sequence); scores in shared memory, exact softmax, f32
 // throughout.
 //
-// Grid: x covers max_seqlen query rows, y the heads, z the sequences; blocks
-// past their sequence's end return at once.
+// Grid: a flattened work list, y the heads. The flash kernel's x walks the
+// (sequence, 64-row query block) pairs: sequence b owns the slots from
+// floor(cu[b] / 64) + b, at least ceil(len_b / 64) of them and at most one
+// more, so a block finds its pair from cu_seqlens alone (a binary search),
+// with no host read and no scratch list — graph capture safe — and at most
+// one block per sequence exits at once (a grid of ceil(max_seqlen / 64)
+// blocks per sequence wasted most blocks on a real length mix). The exact
+// path's x walks the T packed tokens: one block per real query row.
 #include <mma.h>
 
 #include "cuda/kernels.h"
@@ -41,16 +47,34 @@ constexpr int kBr = 64;  // query rows per block (16 per warp)
 constexpr int kBc = 64;  // keys per tile
 constexpr int kWarps = 4;
 
+// Sequence b's first slot in the flash kernel's work list (see the header).
+__device__ __forceinline__ int64_t first_slot(const int32_t* cu, int b) { return cu[b] / kBr + b; }
+
+// The largest b in [0, B) with key(b) <= x, for key nondecreasing in b and
+// key(0) <= x: a block's sequence from its flattened index.
+template <class Key>
+__device__ __forceinline__ int last_at_or_below(int B, int64_t x, Key key) {
+  int lo = 0, hi = B - 1;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (key(mid) <= x)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 template <int DP>
 constexpr size_t flash_smem_bytes() {
   constexpr int sw = DP > kBc ? DP : kBc;
   return size_t{2} * (kBr * DP + 2 * kBc * DP + kBr * kBc)  // Q, K, V, P (16-bit)
-         + size_t{4} * (kBr * sw + kBr * DP + 3 * kBr);     // S / P·V, O, max, sum, rescale (f32)
+         + size_t{4} * (kBr * sw + kBr * DP + 2 * kBr);     // S / P·V, O, sum, rescale (f32)
 }
 
 template <class T, int DP>
 __global__ void __launch_bounds__(kWarps * 32)
-    flash_attention_kernel(T* out, const T* qkv, const int32_t* cu, int heads, int d, float scale_log2) {
+    flash_attention_kernel(T* out, const T* qkv, const int32_t* cu, int B, int heads, int d, float scale_log2) {
   using namespace nvcuda;
   constexpr int SW = DP > kBc ? DP : kBc;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -60,13 +84,16 @@ __global__ void __launch_bounds__(kWarps * 32)
   T* p_s = v_s + kBc * DP;              // [kBr][kBc] probabilities
   float* s_s = reinterpret_cast<float*>(p_s + kBr * kBc);  // [kBr][SW] scores, then P·V of the tile
   float* o_s = s_s + kBr * SW;                             // [kBr][DP] output, unnormalised
-  float* m_s = o_s + kBr * DP;                             // [kBr] running max (log2 units)
-  float* l_s = m_s + kBr;                                  // [kBr] running sum
+  float* l_s = o_s + kBr * DP;                             // [kBr] final sums (for the output pass)
   float* a_s = l_s + kBr;                                  // [kBr] this tile's rescale factor
 
-  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * kBr;
+  const int64_t slot = blockIdx.x;
+  const int b = last_at_or_below(B, slot, [cu](int i) { return first_slot(cu, i); });
+  const int h = blockIdx.y;
   const int first = cu[b], len = cu[b + 1] - first;
-  if (q0 >= len) return;  // block-uniform, before any barrier
+  const int64_t q0_wide = (slot - first_slot(cu, b)) * kBr;
+  if (q0_wide >= len) return;  // block-uniform, before any barrier
+  const int q0 = static_cast<int>(q0_wide);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t stride = int64_t{3} * heads * d;
   const int64_t q_col = int64_t{h} * d, k_col = int64_t{heads} * d + q_col, v_col = int64_t{2} * heads * d + q_col;
@@ -77,9 +104,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     q_s[i] = (c < d && q0 + r < len) ? qkv[(first + q0 + r) * stride + q_col + c] : zero;
   }
   for (int i = threadIdx.x; i < kBr * DP; i += blockDim.x) o_s[i] = 0.0f;
-  for (int i = threadIdx.x; i < kBr; i += blockDim.x) {
-    m_s[i] = -INFINITY;
-    l_s[i] = 0.0f;
+  // The running max (log2 units) and sum of this warp's 16 rows, in
+  // registers: every lane holds the same values (the warp reductions hand
+  // each lane the result), so no lane reads what another writes.
+  float m_run[16], l_run[16];
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    m_run[r] = -INFINITY;
+    l_run[r] = 0.0f;
   }
 
   for (int k0 = 0; k0 < len; k0 += kBc) {
@@ -109,23 +141,22 @@ __global__ void __launch_bounds__(kWarps * 32)
     __syncwarp();
 
     // Online softmax over the tile, a warp per row: lanes take keys lane and lane + 32.
+#pragma unroll
     for (int r = 0; r < 16; ++r) {
       const int row = warp * 16 + r;
       const float* srow = s_s + row * SW;
       const float x0 = k0 + lane < len ? srow[lane] * scale_log2 : -INFINITY;
       const float x1 = k0 + lane + 32 < len ? srow[lane + 32] * scale_log2 : -INFINITY;
-      const float m_old = m_s[row];
+      const float m_old = m_run[r];
       const float m_new = fmaxf(m_old, warp_max(fmaxf(x0, x1)));  // finite: key k0 < len is real
       const float p0 = exp2f(x0 - m_new), p1 = exp2f(x1 - m_new);
       const float sum = warp_sum(p0 + p1);
       const float alpha = exp2f(m_old - m_new);  // 0 on the first tile (m_old = -inf)
       p_s[row * kBc + lane] = from_float<T>(p0);
       p_s[row * kBc + lane + 32] = from_float<T>(p1);
-      if (lane == 0) {
-        l_s[row] = l_s[row] * alpha + sum;
-        m_s[row] = m_new;
-        a_s[row] = alpha;
-      }
+      l_run[r] = l_run[r] * alpha + sum;
+      m_run[r] = m_new;
+      if (lane == 0) a_s[row] = alpha;  // read by other lanes after the __syncwarp below
     }
     __syncwarp();
 
@@ -150,6 +181,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     __syncwarp();
   }
 
+#pragma unroll
+  for (int r = 0; r < 16; ++r)
+    if (lane == 0) l_s[warp * 16 + r] = l_run[r];
+  __syncwarp();
   const int64_t out_stride = int64_t{heads} * d;
   for (int i = lane; i < 16 * DP; i += 32) {
     const int r = warp * 16 + i / DP, c = i % DP;
@@ -160,12 +195,14 @@ __global__ void __launch_bounds__(kWarps * 32)
 // rel (may be null): MPNet's relative-position bias, rel[(j - q) + max_seqlen - 1][h],
 // added to every scaled score.
 __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const int32_t* cu, int heads, int d,
-                                      float scale, const float* rel, int max_seqlen) {
+                                      float scale, const float* rel, int max_seqlen, int B) {
   extern __shared__ float sm[];  // q (d floats), then the row's scores (len floats)
   __shared__ float scratch[32];
-  const int b = blockIdx.z, h = blockIdx.y, q = blockIdx.x;
-  const int first = cu[b], len = cu[b + 1] - first;
-  if (q >= len) return;
+  const int64_t t = blockIdx.x;  // this block's packed token
+  if (t >= cu[B]) return;
+  const int b = last_at_or_below(B, t, [cu](int i) { return static_cast<int64_t>(cu[i]); });
+  const int h = blockIdx.y;
+  const int first = cu[b], len = cu[b + 1] - first, q = static_cast<int>(t - first);
   float* qv = sm;
   float* sc = sm + d;
   const int64_t stride = int64_t{3} * heads * d;
@@ -225,10 +262,11 @@ int set_flash_smem_all(int optin_limit) {
 }
 
 template <class T>
-void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu, int heads, int d, dim3 grid) {
+void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu, int B, int heads, int d, dim3 grid) {
   const float scale_log2 = 1.4426950408889634f / sqrtf(static_cast<float>(d));
   auto go = [&](auto kernel, size_t smem) {
-    kernel<<<grid, kWarps * 32, smem, s>>>(static_cast<T*>(out), static_cast<const T*>(qkv), cu, heads, d, scale_log2);
+    kernel<<<grid, kWarps * 32, smem, s>>>(static_cast<T*>(out), static_cast<const T*>(qkv), cu, B, heads, d,
+                                           scale_log2);
   };
   if (d <= 16)
     go(flash_attention_kernel<T, 16>, flash_smem_bytes<16>());
@@ -241,16 +279,17 @@ void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu,
   check_launch("flash_attention_kernel");
 }
 
-// The exact path: one block per (query row, head, sequence).
+// The exact path: one block per (packed query token, head).
 void launch_simt(cudaStream_t s, const TensorView& out, const TensorView& qkv, const int32_t* cu, int heads, int d,
                  int max_seqlen, int64_t B, const float* rel) {
   const size_t smem = (static_cast<size_t>(d) + static_cast<size_t>(max_seqlen)) * 4;
   if (smem + kStaticSmem > 48 * 1024)
     throw Error(Errc::unsupported, "cuda attention: f32, head dim > 128 or a relative-position bias supports "
                                    "sequences up to ~12,000 tokens");
-  const dim3 grid(static_cast<unsigned>(max_seqlen), static_cast<unsigned>(heads), static_cast<unsigned>(B));
+  const dim3 grid(static_cast<unsigned>(qkv.dim(0)), static_cast<unsigned>(heads));
   simt_attention_kernel<<<grid, 128, smem, s>>>(out.data, qkv.data, elem_of(qkv.dtype), cu, heads, d,
-                                                1.0f / sqrtf(static_cast<float>(d)), rel, max_seqlen);
+                                                1.0f / sqrtf(static_cast<float>(d)), rel, max_seqlen,
+                                                static_cast<int>(B));
   check_launch("simt_attention_kernel");
 }
 
@@ -268,17 +307,19 @@ void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& q
                       int heads, int max_seqlen) {
   const int64_t B = cu_seqlens.dim(0) - 1;
   if (B == 0 || max_seqlen == 0 || qkv.dim(0) == 0) return;
-  if (B > 65535 || heads > 65535)
-    throw Error(Errc::unsupported, "cuda attention: at most 65535 sequences and heads per call");
+  if (heads > 65535 || B > INT32_MAX / 2 || qkv.dim(0) > INT32_MAX / 2)
+    throw Error(Errc::unsupported, "cuda attention: at most 65535 heads and 2^30 tokens per call");
   const int d = static_cast<int>(qkv.dim(1) / (3 * int64_t{heads}));
   const int32_t* cu = cu_seqlens.as<const int32_t>();
   if ((qkv.dtype == DType::bf16 || qkv.dtype == DType::f16) && d <= g_flash_max_dp) {
-    const dim3 grid(static_cast<unsigned>((max_seqlen + kBr - 1) / kBr), static_cast<unsigned>(heads),
-                    static_cast<unsigned>(B));
+    // Slots of the work list: sum over b of (floor(cu[b+1]/64) - floor(cu[b]/64) + 1) <= T / 64 + B.
+    const int64_t slots = qkv.dim(0) / kBr + B;
+    const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(heads));
+    const int nb = static_cast<int>(B);
     if (qkv.dtype == DType::bf16)
-      launch_flash<__nv_bfloat16>(s, out.data, qkv.data, cu, heads, d, grid);
+      launch_flash<__nv_bfloat16>(s, out.data, qkv.data, cu, nb, heads, d, grid);
     else
-      launch_flash<__half>(s, out.data, qkv.data, cu, heads, d, grid);
+      launch_flash<__half>(s, out.data, qkv.data, cu, nb, heads, d, grid);
     return;
   }
   launch_simt(s, out, qkv, cu, heads, d, max_seqlen, B, nullptr);
@@ -288,8 +329,8 @@ void launch_attention_relpos(cudaStream_t s, const TensorView& out, const Tensor
                              const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel) {
   const int64_t B = cu_seqlens.dim(0) - 1;
   if (B == 0 || max_seqlen == 0 || qkv.dim(0) == 0) return;
-  if (B > 65535 || heads > 65535)
-    throw Error(Errc::unsupported, "cuda attention_relpos: at most 65535 sequences and heads per call");
+  if (heads > 65535 || B > INT32_MAX / 2 || qkv.dim(0) > INT32_MAX / 2)
+    throw Error(Errc::unsupported, "cuda attention_relpos: at most 65535 heads and 2^30 tokens per call");
   const int d = static_cast<int>(qkv.dim(1) / (3 * int64_t{heads}));
   // The exact path for every dtype: the flash kernel has no bias term yet.
   launch_simt(s, out, qkv, cu_seqlens.as<const int32_t>(), heads, d, max_seqlen, B, rel.as<const float>());

@@ -293,6 +293,9 @@ json embed_manifest(const EmbedOptions& o, const ModelSession& s, const VectorSe
       {"dimensions", dims},
       {"prompt", v.prompt},
       {"precision", o.common.precision},
+      // The device kind (cpu, cuda), not the card: a CPU and a GPU round the
+      // same precision differently, so their rows must not share an output.
+      {"device", s.device_name.substr(0, s.device_name.find(':'))},
       {"output_dtype", o.output_dtype},
       {"input", input_json(o, format, streamed)},
       {"task", {{"index", o.shard_index}, {"count", o.num_shards}}},

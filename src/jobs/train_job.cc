@@ -522,6 +522,10 @@ TrainSummary run_train(const TrainOptions& o) {
   save_final_model(o, r, *enc, *backend, save, sum.notes);
   summarize(o, r, r.host_syncs + (backend->host_syncs() - syncs_before_save), sum);
   json run = run_record(o, t.identity, data, r, sum);
+  if (!backend->device_is_host()) {  // the device allocator's view (a GPU); the CPU's memory is the process's
+    const Backend::MemoryReport m = backend->memory_report();
+    run["memory"] = {{"allocated_bytes", m.allocated}, {"reserved_bytes", m.reserved}, {"peak_bytes", m.peak}};
+  }
   if (const auto g = gpu.finish()) {
     sum.gpu_report = gpu_summary_line(*g);
     run["gpu"] = gpu_summary_json(*g);

@@ -274,6 +274,40 @@ TEST(CudaBackend, OutOfMemoryIsRecoverable) {
   EXPECT_EQ(relative_error(dev.download(out).view, want.view), 0.0);
 }
 
+// A capture that fails (a call the capture does not allow: here a fresh
+// device allocation, which thread-local capture mode refuses) leaves no stale
+// error behind: the eager run that follows works (issue 16's fix: check_cuda
+// clears the thread's last error, end_capture ends the capture either way).
+TEST(CudaBackend, FailedCaptureLeavesTheEagerPathWorking) {
+  STOKE_REQUIRE_GPU(backend);
+  Rng rng(13);
+  DeviceTensors dev(*backend);
+  const TensorView in = dev.make(DType::f32, {8, 64});
+  const HostTensor bias = random_tensor(rng, DType::f32, {64});
+  const TensorView db = dev.upload(bias);
+  backend->synchronize();
+  backend->begin_capture();
+  bool failed = false;
+  try {
+    const auto fresh = backend->allocate((size_t{7} << 20) + 4096);  // a size class nothing cached
+    backend->ops().bias_gelu(in, db);
+  } catch (const Error&) {
+    failed = true;
+  }
+  try {
+    backend->end_capture();
+  } catch (const Error&) {
+    failed = true;
+  }
+  EXPECT_TRUE(failed) << "the capture was expected to refuse the allocation";
+  // Eager: must run and be right.
+  HostTensor x = random_tensor(rng, DType::f32, {8, 64}, -3, 3);
+  backend->copy_to_device(in.data, x.view.data, x.view.bytes());
+  backend->ops().bias_gelu(in, db);
+  cpu::reference_kernels().bias_gelu(x.view, bias.view);
+  EXPECT_LE(relative_error(dev.download(in).view, x.view), 1e-5);
+}
+
 // A captured graph replays the recorded ops on whatever the buffers hold then.
 TEST(CudaBackend, GraphReplaysOnNewInputs) {
   STOKE_REQUIRE_GPU(backend);
@@ -324,10 +358,54 @@ TEST(CudaBackend, GraphReplaysGemms) {
   }
 }
 
+// Two AdamW steps on the GPU against torch.optim.AdamW's numbers (torch 2.15.0,
+// float32; the "decay" case of tests/ops/test_ops_train.cc, made by
+// tests/ops/gen_adamw_torch.py): elements 0..4 decay (weight_decay 0.01),
+// 5..7 do not; lr 0.01, betas (0.9, 0.999), eps 1e-8. The gradient goes
+// through the device's sum of squares and clip scale too (max_norm large:
+// the coefficient is 1), as the trainer's step takes it.
+TEST(CudaOps, AdamWMatchesTorchOverTwoSteps) {
+  STOKE_REQUIRE_GPU(backend);
+  const float p0[8] = {0.5f, -1.25f, 2.0f, 0.0f, 3.5f, -0.75f, 1e-3f, -2.5f};
+  const float grads[2][8] = {{0.1f, -0.2f, 0.3f, -0.4f, 0.05f, 1.5f, -0.001f, 0.25f},
+                             {-0.3f, 0.1f, 0.02f, 0.5f, -0.6f, -1.0f, 0.002f, 0.0f}};
+  const float want_p[2][8] = {
+      {0.489950001f, -1.23987496f, 1.98979998f, 0.00999999978f, 3.48965001f, -0.75999999f, 0.0109999003f, -2.50999999f},
+      {0.494842917f, -1.23708761f, 1.98242009f, 0.00837167725f, 3.49616051f, -0.761445224f, 0.00733888801f,
+       -2.51670051f}};
+  DeviceTensors dev(*backend);
+  HostTensor hp0 = host_tensor(DType::f32, {8});
+  std::copy(p0, p0 + 8, hp0.view.as<float>());
+  HostTensor zeros = host_tensor(DType::f32, {8});
+  std::fill(zeros.view.as<float>(), zeros.view.as<float>() + 8, 0.0f);
+  HostTensor ranges = host_tensor(DType::i64, {1, 2});
+  ranges.view.as<int64_t>()[0] = 0;
+  ranges.view.as<int64_t>()[1] = 5;
+  HostTensor zero64 = host_tensor(DType::f64, {1});
+  zero64.view.as<double>()[0] = 0.0;
+  const TensorView p = dev.upload(hp0), m = dev.upload(zeros), v = dev.upload(zeros), r = dev.upload(ranges);
+  for (int s = 0; s < 2; ++s) {
+    HostTensor g = host_tensor(DType::f32, {8});
+    std::copy(grads[s], grads[s] + 8, g.view.as<float>());
+    const TensorView dg = dev.upload(g), sumsq = dev.upload(zero64), scale = dev.make(DType::f32, {1});
+    backend->ops().sum_squares(sumsq, dg);
+    backend->ops().clip_scale(scale, sumsq, 1e6f);
+    Ops::AdamWStep hp;
+    hp.step = s + 1;
+    hp.lr = 1e-2;
+    hp.weight_decay = 0.01;
+    backend->ops().adamw(p, dg, m, v, r, scale, hp);
+    HostTensor want = host_tensor(DType::f32, {8});
+    std::copy(want_p[s], want_p[s] + 8, want.view.as<float>());
+    EXPECT_LE(relative_error(dev.download(p).view, want.view), 1e-5) << "step " << s + 1;
+  }
+}
+
 TEST(CudaBackend, TrainingOpsSaySoClearly) {
   STOKE_REQUIRE_GPU(backend);
   try {
-    backend->ops().add(TensorView{}, TensorView{});
+    backend->ops().attention_relpos_train(TensorView{}, TensorView{}, TensorView{}, TensorView{}, 0, 0, TensorView{},
+                                          Ops::AttentionDropout{});
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::unsupported);

@@ -252,6 +252,21 @@ TEST_F(EmbedResume, CorruptedShardIsRedoneOnResume) {
   expect_same_files(*reference_, out);
 }
 
+// An output another device kind wrote (here: a CPU run's manifest marked as
+// a GPU's) is not continued: the device rounds the rows differently.
+TEST_F(EmbedResume, ResumeRefusesAnotherDeviceKind) {
+  EXPECT_EQ(manifest(*reference_)["device"], "cpu");
+  const fs::path out = test::scratch_dir("cli-resume-device");
+  fs::copy(*reference_, out, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  json m = manifest(out);
+  m["device"] = "cuda";
+  m["complete"] = false;
+  std::ofstream(out / "manifest.json") << m.dump(2);
+  std::string err;
+  EXPECT_EQ(run(embed_args(*input_, out, "--resume"), &err), 1);
+  EXPECT_NE(err.find("device differs (the output has \"cuda\", this run has \"cpu\")"), std::string::npos) << err;
+}
+
 // Every field that fixes the vector space or the batches is compared on resume.
 TEST_F(EmbedResume, ResumeRefusesEachDifferingField) {
   const fs::path other_input = corpus_prefix("other", 599);

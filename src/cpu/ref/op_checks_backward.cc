@@ -131,9 +131,9 @@ RowsShape check_layernorm_backward(const TensorView& dx, const TensorView& dgamm
 RowsShape check_embed_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                                       const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
                                       const TensorView& word, const TensorView& pos, const TensorView& type,
-                                      const TensorView& gamma, const TensorView& beta, float eps) {
+                                      const TensorView& gamma, const TensorView& beta, float eps, IndexData where) {
   const char* op = "embed_layernorm_train";
-  const RowsShape s = check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps);
+  const RowsShape s = check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps, where);
   need_f32_vector(op, "mean", mean, s.T);
   need_f32_vector(op, "rstd", rstd, s.T);
   need_no_overlap(op, "mean", mean, "out", out);
@@ -147,7 +147,7 @@ RowsShape check_embed_layernorm_backward(const TensorView& dword, const TensorVi
                                          const TensorView& ids, const TensorView& positions,
                                          const TensorView& type_ids, const TensorView& word, const TensorView& pos,
                                          const TensorView& type, const TensorView& mean, const TensorView& rstd,
-                                         const TensorView& gamma) {
+                                         const TensorView& gamma, IndexData where) {
   const char* op = "embed_layernorm_backward";
   need(op, "dy", dy, 2);
   need_act(op, "dy", dy);
@@ -158,8 +158,8 @@ RowsShape check_embed_layernorm_backward(const TensorView& dword, const TensorVi
   need_act(op, "pos", pos);
   need_dim(op, "word", word, 1, H);
   need_dim(op, "pos", pos, 1, H);
-  need_indices(op, "ids", ids, T, word.dim(0));
-  need_indices(op, "positions", positions, T, pos.dim(0));
+  need_indices(op, "ids", ids, T, word.dim(0), where);
+  need_indices(op, "positions", positions, T, pos.dim(0), where);
   if (!type.empty()) {
     need(op, "type", type, 2);
     need_act(op, "type", type);
@@ -168,7 +168,7 @@ RowsShape check_embed_layernorm_backward(const TensorView& dword, const TensorVi
   }
   if (!type_ids.empty()) {
     if (type.empty()) fail(op, "type_ids given without a type embedding table");
-    need_indices(op, "type_ids", type_ids, T, type.dim(0));
+    need_indices(op, "type_ids", type_ids, T, type.dim(0), where);
   }
   need_f32_vector(op, "mean", mean, T);
   need_f32_vector(op, "rstd", rstd, T);
@@ -250,10 +250,10 @@ RowsShape check_tanh_backward(const TensorView& dx, const TensorView& dy, const 
 
 AttentionShape check_attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
                                      const TensorView& cu_seqlens, int heads, int max_seqlen,
-                                     const Ops::AttentionDropout& dropout) {
+                                     const Ops::AttentionDropout& dropout, IndexData where) {
   const char* op = "attention_train";
   need_dropout_p(op, dropout);
-  const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen);
+  const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen, where);
   need(op, "lse", lse, 2);
   need_dtype(op, "lse", lse, DType::f32);
   need_dim(op, "lse", lse, 0, s.T);
@@ -265,10 +265,11 @@ AttentionShape check_attention_train(const TensorView& out, const TensorView& ls
 
 AttentionShape check_attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                                         const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens,
-                                        int heads, int max_seqlen, const Ops::AttentionDropout& dropout) {
+                                        int heads, int max_seqlen, const Ops::AttentionDropout& dropout,
+                                        IndexData where) {
   const char* op = "attention_backward";
   need_dropout_p(op, dropout);
-  const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen);
+  const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen, where);
   need_rows(op, "dout", dout, s.T, s.heads * s.d);
   need(op, "lse", lse, 2);
   need_dtype(op, "lse", lse, DType::f32);
@@ -281,7 +282,8 @@ AttentionShape check_attention_backward(const TensorView& dqkv, const TensorView
   return s;
 }
 
-RowsShape check_gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) {
+RowsShape check_gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows,
+                                     IndexData where) {
   const char* op = "gather_rows_backward";
   need(op, "dh", dh, 2);
   need(op, "dout", dout, 2);
@@ -289,19 +291,19 @@ RowsShape check_gather_rows_backward(const TensorView& dh, const TensorView& dou
   need_act(op, "dout", dout);
   const int64_t B = dout.dim(0), H = dh.dim(1);
   need_dim(op, "dout", dout, 1, H);
-  need_indices(op, "rows", rows, B, dh.dim(0));
+  need_indices(op, "rows", rows, B, dh.dim(0), where);
   need_no_overlap(op, "dh", dh, "dout", dout);
   need_no_overlap(op, "dh", dh, "rows", rows);
   return {B, H};
 }
 
 PoolShape check_pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h,
-                              const TensorView& cu_seqlens, PoolingMode mode) {
+                              const TensorView& cu_seqlens, PoolingMode mode, IndexData where) {
   const char* op = "pool_backward";
   need(op, "dh", dh, 2);
   need_act(op, "dh", dh);
   const int64_t T = dh.dim(0), H = dh.dim(1);
-  const int64_t B = need_cu_seqlens(op, cu_seqlens, T);
+  const int64_t B = need_cu_seqlens(op, cu_seqlens, T, where);
   need(op, "dout", dout, 2);
   need_dtype(op, "dout", dout, DType::f32);
   need_dim(op, "dout", dout, 0, B);

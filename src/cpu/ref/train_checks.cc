@@ -56,7 +56,7 @@ int64_t check_dropout(const char* op, const TensorView& out, const TensorView& x
 }
 
 LossShape check_cross_entropy(const TensorView& dlogits, const TensorView& metrics, const TensorView& logits,
-                              const TensorView& labels, float label_smoothing, float scale) {
+                              const TensorView& labels, float label_smoothing, float scale, IndexData where) {
   const char* op = "cross_entropy";
   need(op, "logits", logits, 2);
   need_dtype(op, "logits", logits, DType::f32);
@@ -65,8 +65,8 @@ LossShape check_cross_entropy(const TensorView& dlogits, const TensorView& metri
   need(op, "labels", labels, 1);
   need_dtype(op, "labels", labels, DType::i32);
   need_dim(op, "labels", labels, 0, B);
-  const int32_t* y = labels.as<const int32_t>();
-  for (int64_t b = 0; b < B; ++b)
+  const int32_t* y = where == IndexData::host ? labels.as<const int32_t>() : nullptr;  // device: not readable here
+  for (int64_t b = 0; y && b < B; ++b)
     if (y[b] < 0 || y[b] >= C) fail(op, fmt::format("labels[{}] = {} is out of range [0, {})", b, y[b], C));
   if (!dlogits.empty()) {
     need(op, "dlogits", dlogits, 2);

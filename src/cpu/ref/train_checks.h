@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/ops.h"
+#include "cpu/ref/op_checks.h"
 
 namespace stoke::cpu {
 
@@ -19,8 +20,10 @@ int64_t check_dropout(const char* op, const TensorView& out, const TensorView& x
 struct LossShape {
   int64_t B, C;  // rows (examples) and classes (1 for mse_loss)
 };
+// IndexData::device: the labels live on the device and are not range-checked here.
 LossShape check_cross_entropy(const TensorView& dlogits, const TensorView& metrics, const TensorView& logits,
-                              const TensorView& labels, float label_smoothing, float scale);
+                              const TensorView& labels, float label_smoothing, float scale,
+                              IndexData where = IndexData::host);
 LossShape check_mse_loss(const TensorView& dpred, const TensorView& metrics, const TensorView& pred,
                          const TensorView& target, float scale);
 

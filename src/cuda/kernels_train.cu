@@ -1,0 +1,648 @@
+// Training kernels: activation backward, add, dropout (Philox, the CPU's
+// element layout), bias+GELU with its pre-activation kept and its backward,
+// the LayerNorm training forward and backward, the gradient's sum of squares
+// and clip coefficient, fused AdamW over a flat parameter buffer, MSE.
+//
+// Determinism: no atomics anywhere here. Every parameter-gradient sum over
+// tokens (dbias, dgamma, dbeta) is one thread per column walking the rows in
+// order, and the sum of squares is one block of fixed shape reducing in a
+// fixed tree: the same bits on every run (on any GPU — the order does not
+// depend on the device's size). Arithmetic is in f32 (sums of squares in
+// double, as the CPU), so the results match the CPU reference to the op
+// table's tolerance, not bit for bit.
+#include <cmath>
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/kernels_common.cuh"
+#include "cuda/kernels_train.h"
+
+namespace stoke::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+#define STOKE_GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); i += int64_t{gridDim.x} * blockDim.x)
+
+// GELU_erf'(u) = Phi(u) + u phi(u).
+__device__ __forceinline__ float gelu_erf_grad(float u) {
+  const float Phi = 0.5f * erfcf(-u * 0.70710678118654752f);
+  const float phi = expf(-0.5f * u * u) * 0.3989422804014327f;  // 1 / sqrt(2 pi)
+  return Phi + u * phi;
+}
+
+__device__ __forceinline__ float gelu_erf(float u) { return 0.5f * u * (1.0f + erff(u * 0.70710678118654752f)); }
+
+__global__ void tanh_backward_kernel(void* dx, Elem dx_e, const void* dy, Elem dy_e, const void* y, Elem y_e,
+                                     int64_t n) {
+  STOKE_GRID_STRIDE(i, n) {
+    const float v = load(y, y_e, i);
+    store(dx, dx_e, i, load(dy, dy_e, i) * (1.0f - v * v));
+  }
+}
+
+__global__ void relu_backward_kernel(void* dx, Elem dx_e, const void* dy, Elem dy_e, const void* y, Elem y_e,
+                                     int64_t n) {
+  STOKE_GRID_STRIDE(i, n) store(dx, dx_e, i, load(y, y_e, i) > 0.0f ? load(dy, dy_e, i) : 0.0f);
+}
+
+// y += x: both read as f32, added in f32, rounded once to y's dtype.
+__global__ void add_kernel(void* y, Elem y_e, const void* x, Elem x_e, int64_t n) {
+  STOKE_GRID_STRIDE(i, n) store(y, y_e, i, load(y, y_e, i) + load(x, x_e, i));
+}
+
+// One thread per Philox block of 4 elements (one generator call each), as
+// core/philox.h lays them out. x * 0 keeps NaN * 0 = NaN, as torch.
+__global__ void dropout_kernel(void* out, const void* x, Elem e, int64_t n, float p, float scale, uint64_t seed,
+                               uint32_t step, uint32_t tensor_id) {
+  const int64_t blocks = (n + 3) / 4;
+  STOKE_GRID_STRIDE(b, blocks) {
+    uint32_t w[4];
+    philox::block_bits(seed, step, tensor_id, static_cast<uint64_t>(b), w);
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = 4 * b + j;
+      if (i >= n) break;
+      const float factor = philox::uniform(w[j]) >= p ? scale : 0.0f;
+      store(out, e, i, __fmul_rn(load(x, e, i), factor));
+    }
+  }
+}
+
+// pre = x + bias (pre's dtype), x = GELU(x + bias) from the unrounded sum.
+__global__ void bias_gelu_train_kernel(void* x, Elem x_e, void* pre, Elem pre_e, const void* bias, Elem bias_e,
+                                       int64_t T, int64_t N) {
+  for (int64_t t = blockIdx.y; t < T; t += gridDim.y)
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < N; c += int64_t{gridDim.x} * blockDim.x) {
+      const int64_t i = t * N + c;
+      const float v = load(x, x_e, i) + (bias ? load(bias, bias_e, c) : 0.0f);
+      store(pre, pre_e, i, v);
+      store(x, x_e, i, gelu_erf(v));
+    }
+}
+
+// dbias[c] += sum_t dy[t,c] GELU'(pre[t,c]), a thread per column, rows in order.
+__global__ void bias_gelu_dbias_kernel(float* dbias, const void* dy, Elem dy_e, const void* pre, Elem pre_e,
+                                       int64_t T, int64_t N) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= N) return;
+  float acc = 0.0f;
+  for (int64_t t = 0; t < T; ++t) acc += load(dy, dy_e, t * N + c) * gelu_erf_grad(load(pre, pre_e, t * N + c));
+  dbias[c] += acc;
+}
+
+__global__ void bias_gelu_dx_kernel(void* dx, Elem dx_e, const void* dy, Elem dy_e, const void* pre, Elem pre_e,
+                                    int64_t n) {
+  STOKE_GRID_STRIDE(i, n) store(dx, dx_e, i, load(dy, dy_e, i) * gelu_erf_grad(load(pre, pre_e, i)));
+}
+
+// One block per row: s = x + residual into shared memory (out may alias x or
+// residual: the whole row is read before anything is written), two-pass
+// mean and biased variance in f32.
+__global__ void residual_layernorm_train_kernel(void* out, Elem out_e, float* mean, float* rstd, const void* x,
+                                                Elem x_e, const void* res, Elem res_e, const void* gamma,
+                                                Elem gamma_e, const void* beta, Elem beta_e, int64_t H, float eps) {
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    const float s = load(x, x_e, t * H + i) + load(res, res_e, t * H + i);
+    row[i] = s;
+    sum += s;
+  }
+  const float mu = block_sum(sum, scratch) / static_cast<float>(H);
+  float var = 0.0f;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) var += (row[i] - mu) * (row[i] - mu);
+  const float r = rsqrtf(block_sum(var, scratch) / static_cast<float>(H) + eps);
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
+    store(out, out_e, t * H + i, (row[i] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i));
+  if (threadIdx.x == 0) {
+    mean[t] = mu;
+    rstd[t] = r;
+  }
+}
+
+// dgamma[c] += sum_t dy s_hat, dbeta[c] += sum_t dy: a thread per column, rows in order.
+__global__ void layernorm_dparams_kernel(float* dgamma, float* dbeta, const void* dy, Elem dy_e, const void* x,
+                                         Elem x_e, const void* res, Elem res_e, const float* mean, const float* rstd,
+                                         int64_t T, int64_t H) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= H) return;
+  float pg = 0.0f, pb = 0.0f;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t i = t * H + c;
+    const float d = load(dy, dy_e, i);
+    const float s = load(x, x_e, i) + (res ? load(res, res_e, i) : 0.0f);
+    pg += d * ((s - mean[t]) * rstd[t]);
+    pb += d;
+  }
+  if (dgamma) dgamma[c] += pg;
+  if (dbeta) dbeta[c] += pb;
+}
+
+// ds = rstd (g - mean(g) - s_hat mean(g s_hat)), g = dy gamma; a block per
+// row. The reductions' barriers order every read of the row before the
+// first write, so dx may be dy.
+__global__ void layernorm_dx_kernel(void* dx, Elem dx_e, const void* dy, Elem dy_e, const void* x, Elem x_e,
+                                    const void* res, Elem res_e, const float* mean, const float* rstd,
+                                    const void* gamma, Elem gamma_e, int64_t H) {
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x;
+  const float mu = mean[t], r = rstd[t];
+  float sg = 0.0f, sgx = 0.0f;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    const int64_t k = t * H + i;
+    const float s = load(x, x_e, k) + (res ? load(res, res_e, k) : 0.0f);
+    const float g = load(dy, dy_e, k) * load(gamma, gamma_e, i);
+    sg += g;
+    sgx += g * ((s - mu) * r);
+  }
+  const float mg = block_sum(sg, scratch) / static_cast<float>(H);
+  const float mgx = block_sum(sgx, scratch) / static_cast<float>(H);
+  // Each thread rewrites only the elements it read above (same stride), and
+  // reads each again just before its own write.
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    const int64_t k = t * H + i;
+    const float s = load(x, x_e, k) + (res ? load(res, res_e, k) : 0.0f);
+    store(dx, dx_e, k, r * (load(dy, dy_e, k) * load(gamma, gamma_e, i) - mg - (s - mu) * r * mgx));
+  }
+}
+
+// out[0] += sum x_i^2 in double: one block of 1024 threads, each a strided
+// run, then a fixed tree. The same order for any GPU.
+constexpr int kSumThreads = 1024;
+__global__ void __launch_bounds__(kSumThreads) sum_squares_kernel(void* out, bool out_f64, const void* x, Elem e,
+                                                                  int64_t n) {
+  __shared__ double part[kSumThreads];
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kSumThreads) {
+    const double v = load(x, e, i);
+    s += v * v;
+  }
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = kSumThreads / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    if (out_f64)
+      *static_cast<double*>(out) += part[0];
+    else
+      *static_cast<float*>(out) = static_cast<float>(static_cast<double>(*static_cast<float*>(out)) + part[0]);
+  }
+}
+
+// torch's clip_grad_norm_ coefficient: the norm in f32, min(1, max / (norm + 1e-6)); NaN stays NaN.
+__global__ void clip_scale_kernel(float* scale, const void* sumsq, bool f64, float max_norm) {
+  const double ss = f64 ? *static_cast<const double*>(sumsq) : static_cast<double>(*static_cast<const float*>(sumsq));
+  const float norm = static_cast<float>(sqrt(ss));
+  const float coef = max_norm / (norm + 1e-6f);
+  *scale = coef > 1.0f ? 1.0f : coef;
+}
+
+// torch.optim.AdamW's arithmetic in f32, operation for operation as the fast
+// CPU kernel (src/cpu/fast/fast_train_optim.cc), every multiply and add
+// rounded on its own (the _rn intrinsics: no fused multiply-add). Whether an
+// element decays: `all`, or a binary search of the R sorted ranges (R == 0:
+// none).
+struct AdamWCoef {
+  float decay, w1, beta2, w2, bc2_sqrt, eps, neg_step;
+};
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, bool all,
+                             const int64_t* ranges, int64_t R, const float* grad_scale, AdamWCoef k) {
+  const float s = grad_scale ? *grad_scale : 1.0f;
+  STOKE_GRID_STRIDE(i, n) {
+    bool decays = all;
+    if (!all && R > 0) {
+      int64_t lo = 0, hi = R - 1;  // the last range whose begin <= i
+      if (ranges[0] <= i) {
+        while (lo < hi) {
+          const int64_t mid = lo + (hi - lo + 1) / 2;
+          if (ranges[2 * mid] <= i)
+            lo = mid;
+          else
+            hi = mid - 1;
+        }
+        decays = i < ranges[2 * lo + 1];
+      }
+    }
+    const float gi = __fmul_rn(g[i], s);
+    const float pi = decays ? __fmul_rn(p[i], k.decay) : p[i];
+    const float mi = __fadd_rn(m[i], __fmul_rn(k.w1, __fsub_rn(gi, m[i])));
+    const float vi = __fadd_rn(__fmul_rn(v[i], k.beta2), __fmul_rn(__fmul_rn(k.w2, gi), gi));
+    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), k.bc2_sqrt), k.eps);
+    p[i] = __fadd_rn(pi, __fdiv_rn(__fmul_rn(k.neg_step, mi), denom));
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+// MSE over B rows by one block: dpred (may be pred) and the metrics {sum loss, 0, B} in f64, rows in a fixed tree.
+__global__ void mse_kernel(float* dpred, double* metrics, const float* pred, const float* target, int64_t B,
+                           float scale) {
+  __shared__ double part[kThreads];
+  double s = 0.0;
+  for (int64_t b = threadIdx.x; b < B; b += blockDim.x) {
+    const double diff = static_cast<double>(pred[b]) - target[b];
+    s += diff * diff;
+    if (dpred) dpred[b] = static_cast<float>(static_cast<double>(scale) * 2.0 * diff);
+  }
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && metrics) {
+    metrics[0] += part[0];
+    metrics[2] += static_cast<double>(B);
+  }
+}
+
+// dh[rows[b]] += dout[b]: a thread per column walks b in order, so repeated
+// rows add up in b order with no race (no other thread touches the column).
+__global__ void gather_rows_backward_kernel(void* dh, Elem dh_e, const void* dout, Elem dout_e, const int32_t* rows,
+                                            int64_t B, int64_t H) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= H) return;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t i = int64_t{rows[b]} * H + c;
+    store(dh, dh_e, i, load(dh, dh_e, i) + load(dout, dout_e, b * H + c));
+  }
+}
+
+// dh of sequence blockIdx.y, written in full, a thread per column.
+__global__ void pool_backward_kernel(void* dh, Elem dh_e, const float* dout, const void* h, Elem h_e,
+                                     const int32_t* cu, int64_t H, PoolingMode mode) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= H) return;
+  const int64_t b = blockIdx.y, first = cu[b], len = cu[b + 1] - first;
+  if (len == 0) return;
+  const float g = dout[b * H + c];
+  int64_t only = -1;  // the one token that gets g (cls, lasttoken, max); -1: all of them, scaled
+  float each = 0.0f;
+  switch (mode) {
+    case PoolingMode::cls: only = 0; break;
+    case PoolingMode::lasttoken: only = len - 1; break;
+    case PoolingMode::max: {  // the first token holding the column's maximum
+      only = 0;
+      float best = load(h, h_e, first * H + c);
+      for (int64_t t = 1; t < len; ++t) {
+        const float v = load(h, h_e, (first + t) * H + c);
+        if (v > best) {
+          best = v;
+          only = t;
+        }
+      }
+      break;
+    }
+    case PoolingMode::mean: each = static_cast<float>(static_cast<double>(g) / static_cast<double>(len)); break;
+    default: each = static_cast<float>(static_cast<double>(g) / sqrt(static_cast<double>(len))); break;
+  }
+  for (int64_t t = 0; t < len; ++t) store(dh, dh_e, (first + t) * H + c, only < 0 ? each : (t == only ? g : 0.0f));
+}
+
+// Softmax cross-entropy, one block: a thread per row (in double, as the CPU
+// reference: the max's own term kept out of the log-sum), then the metrics
+// summed by a fixed tree.
+__global__ void cross_entropy_kernel(float* dlogits, double* metrics, const float* logits, const int32_t* labels,
+                                     int64_t B, int64_t C, double eps, double scale) {
+  __shared__ double loss_part[kThreads];
+  __shared__ double correct_part[kThreads];
+  double loss_sum = 0.0, correct = 0.0;
+  for (int64_t b = threadIdx.x; b < B; b += blockDim.x) {
+    const float* z = logits + b * C;
+    int64_t best = 0;
+    double sum_z = 0.0;
+    for (int64_t c = 0; c < C; ++c) {
+      if (z[c] > z[best]) best = c;
+      sum_z += z[c];
+    }
+    const double mx = z[best];
+    double rest = 0.0;
+    for (int64_t c = 0; c < C; ++c)
+      if (c != best) rest += exp(static_cast<double>(z[c]) - mx);
+    const double lse_shifted = log1p(rest), lse = mx + lse_shifted;
+    const int32_t y = labels[b];
+    loss_sum += lse_shifted - (1.0 - eps) * (static_cast<double>(z[y]) - mx) -
+                eps * (sum_z / static_cast<double>(C) - mx);
+    if (best == y) correct += 1.0;
+    if (dlogits) {
+      // Every z of the row is read above before any dlogits of it is written (dlogits may be logits);
+      // the writes below read z[c] before writing the same c.
+      for (int64_t c = 0; c < C; ++c) {
+        const double target = (c == y ? 1.0 - eps : 0.0) + eps / static_cast<double>(C);
+        const double diff = c == best ? (1.0 - target) - rest / (1.0 + rest) : exp(static_cast<double>(z[c]) - lse) - target;
+        dlogits[b * C + c] = static_cast<float>(scale * diff);
+      }
+    }
+  }
+  loss_part[threadIdx.x] = loss_sum;
+  correct_part[threadIdx.x] = correct;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) {
+      loss_part[threadIdx.x] += loss_part[threadIdx.x + w];
+      correct_part[threadIdx.x] += correct_part[threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && metrics) {
+    metrics[0] += loss_part[0];
+    metrics[1] += correct_part[0];
+    metrics[2] += static_cast<double>(B);
+  }
+}
+
+// The embedding row of token t: word[ids[t]] + pos[positions[t]] (+ type[type_ids[t] or 0]).
+__device__ __forceinline__ float embedding_at(const int32_t* ids, const int32_t* positions, const int32_t* type_ids,
+                                              const void* word, const void* pos, const void* type, Elem we, Elem pe,
+                                              Elem te, int64_t t, int64_t H, int64_t c) {
+  float v = load(word, we, int64_t{ids[t]} * H + c) + load(pos, pe, int64_t{positions[t]} * H + c);
+  if (type) v += load(type, te, (type_ids ? int64_t{type_ids[t]} : 0) * H + c);
+  return v;
+}
+
+// embed_layernorm_train: a block per token, the row in shared memory, as residual_layernorm_train.
+__global__ void embed_layernorm_train_kernel(void* out, Elem out_e, float* mean, float* rstd, const int32_t* ids,
+                                             const int32_t* positions, const int32_t* type_ids, const void* word,
+                                             Elem we, const void* pos, Elem pe, const void* type, Elem te,
+                                             const void* gamma, Elem gamma_e, const void* beta, Elem beta_e,
+                                             int64_t H, float eps) {
+  extern __shared__ float row[];
+  __shared__ float scratch[32];
+  const int64_t t = blockIdx.x;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    const float s = embedding_at(ids, positions, type_ids, word, pos, type, we, pe, te, t, H, i);
+    row[i] = s;
+    sum += s;
+  }
+  const float mu = block_sum(sum, scratch) / static_cast<float>(H);
+  float var = 0.0f;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) var += (row[i] - mu) * (row[i] - mu);
+  const float r = rsqrtf(block_sum(var, scratch) / static_cast<float>(H) + eps);
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
+    store(out, out_e, t * H + i, (row[i] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i));
+  if (threadIdx.x == 0) {
+    mean[t] = mu;
+    rstd[t] = r;
+  }
+}
+
+// embed_layernorm_backward, deterministic without atomics or scratch: each
+// block owns a slice of kThreads columns (a thread per column) and walks the
+// tokens in order; per token the whole block computes the row's two means
+// (every block the full row, redundantly), then each thread adds its
+// column's ds into the table rows the token read — so tokens sharing a row
+// add up in token order, and no two threads touch one element. dgamma/dbeta
+// are summed per column in registers and added once. Correct first: the walk
+// over tokens is sequential (a scatter by sorted row runs is the speed step).
+__global__ void embed_layernorm_backward_kernel(float* dword, float* dpos, float* dtype, float* dgamma, float* dbeta,
+                                                const void* dy, Elem dy_e, const int32_t* ids,
+                                                const int32_t* positions, const int32_t* type_ids, const void* word,
+                                                Elem we, const void* pos, Elem pe, const void* type, Elem te,
+                                                const float* mean, const float* rstd, const void* gamma,
+                                                Elem gamma_e, int64_t T, int64_t H) {
+  __shared__ float scratch[32];
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const bool mine = c < H;
+  const float gc = mine ? load(gamma, gamma_e, c) : 0.0f;
+  float pg = 0.0f, pb = 0.0f;
+  for (int64_t t = 0; t < T; ++t) {
+    const float mu = mean[t], r = rstd[t];
+    float sg = 0.0f, sgx = 0.0f;
+    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+      const float s = embedding_at(ids, positions, type_ids, word, pos, type, we, pe, te, t, H, i);
+      const float g = load(dy, dy_e, t * H + i) * load(gamma, gamma_e, i);
+      sg += g;
+      sgx += g * ((s - mu) * r);
+    }
+    const float mg = block_sum(sg, scratch) / static_cast<float>(H);
+    const float mgx = block_sum(sgx, scratch) / static_cast<float>(H);
+    if (!mine) continue;
+    const float s = embedding_at(ids, positions, type_ids, word, pos, type, we, pe, te, t, H, c);
+    const float d = load(dy, dy_e, t * H + c), xhat = (s - mu) * r;
+    pg += d * xhat;
+    pb += d;
+    const float ds = r * (d * gc - mg - xhat * mgx);
+    if (dword) dword[int64_t{ids[t]} * H + c] += ds;
+    if (dpos) dpos[int64_t{positions[t]} * H + c] += ds;
+    if (dtype) dtype[(type_ids ? int64_t{type_ids[t]} : 0) * H + c] += ds;
+  }
+  if (!mine) return;
+  if (dgamma) dgamma[c] += pg;
+  if (dbeta) dbeta[c] += pb;
+}
+
+const void* or_null(const TensorView& t) { return t.empty() ? nullptr : t.data; }
+
+dim3 rows_grid(int64_t T, int64_t N, int threads) {
+  const int64_t x = (N + threads - 1) / threads;
+  return dim3(static_cast<unsigned>(x < 1 ? 1 : x), static_cast<unsigned>(T < 1 ? 1 : (T > 65535 ? 65535 : T)));
+}
+
+}  // namespace
+
+void launch_tanh_backward(cudaStream_t s, const TensorView& dx, const TensorView& dy, const TensorView& y) {
+  const int64_t n = dx.numel();
+  if (n == 0) return;
+  tanh_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(dx.data, elem_of(dx.dtype), dy.data,
+                                                                    elem_of(dy.dtype), y.data, elem_of(y.dtype), n);
+  check_launch("tanh_backward_kernel");
+}
+
+void launch_relu_backward(cudaStream_t s, const TensorView& dx, const TensorView& dy, const TensorView& y) {
+  const int64_t n = dx.numel();
+  if (n == 0) return;
+  relu_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(dx.data, elem_of(dx.dtype), dy.data,
+                                                                    elem_of(dy.dtype), y.data, elem_of(y.dtype), n);
+  check_launch("relu_backward_kernel");
+}
+
+void launch_add(cudaStream_t s, const TensorView& y, const TensorView& x) {
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(y.data, elem_of(y.dtype), x.data, elem_of(x.dtype), n);
+  check_launch("add_kernel");
+}
+
+void launch_dropout(cudaStream_t s, const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step,
+                    uint32_t tensor_id) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;  // the f32 factor the CPU uses
+  dropout_kernel<<<blocks_for((n + 3) / 4, kThreads), kThreads, 0, s>>>(out.data, x.data, elem_of(x.dtype), n, p,
+                                                                        scale, seed, step, tensor_id);
+  check_launch("dropout_kernel");
+}
+
+void launch_bias_gelu_train(cudaStream_t s, const TensorView& x, const TensorView& pre, const TensorView& bias) {
+  const int64_t T = x.dim(0), N = x.dim(1);
+  if (T == 0 || N == 0) return;
+  bias_gelu_train_kernel<<<rows_grid(T, N, kThreads), kThreads, 0, s>>>(
+      x.data, elem_of(x.dtype), pre.data, elem_of(pre.dtype), or_null(bias), elem_of(bias.dtype), T, N);
+  check_launch("bias_gelu_train_kernel");
+}
+
+void launch_bias_gelu_backward(cudaStream_t s, const TensorView& dx, const TensorView& dbias, const TensorView& dy,
+                               const TensorView& pre) {
+  const int64_t T = dy.dim(0), N = dy.dim(1);
+  if (T == 0 || N == 0) return;
+  if (!dbias.empty()) {  // first: dx may be dy
+    bias_gelu_dbias_kernel<<<static_cast<unsigned>((N + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+        dbias.as<float>(), dy.data, elem_of(dy.dtype), pre.data, elem_of(pre.dtype), T, N);
+    check_launch("bias_gelu_dbias_kernel");
+  }
+  bias_gelu_dx_kernel<<<blocks_for(T * N, kThreads), kThreads, 0, s>>>(dx.data, elem_of(dx.dtype), dy.data,
+                                                                       elem_of(dy.dtype), pre.data,
+                                                                       elem_of(pre.dtype), T * N);
+  check_launch("bias_gelu_dx_kernel");
+}
+
+void launch_residual_layernorm_train(cudaStream_t s, const TensorView& out, const TensorView& mean,
+                                     const TensorView& rstd, const TensorView& x, const TensorView& residual,
+                                     const TensorView& gamma, const TensorView& beta, float eps) {
+  const int64_t T = x.dim(0), H = x.dim(1);
+  if (T == 0 || H == 0) return;
+  const size_t smem = static_cast<size_t>(H) * 4;
+  if (smem > 40 * 1024) throw Error(Errc::unsupported, "cuda residual_layernorm_train: rows up to 10240 columns");
+  residual_layernorm_train_kernel<<<static_cast<unsigned>(T), kThreads, smem, s>>>(
+      out.data, elem_of(out.dtype), mean.as<float>(), rstd.as<float>(), x.data, elem_of(x.dtype), residual.data,
+      elem_of(residual.dtype), gamma.data, elem_of(gamma.dtype), beta.data, elem_of(beta.dtype), H, eps);
+  check_launch("residual_layernorm_train_kernel");
+}
+
+void launch_layernorm_backward(cudaStream_t s, const TensorView& dx, const TensorView& dgamma,
+                               const TensorView& dbeta, const TensorView& dy, const TensorView& x,
+                               const TensorView& residual, const TensorView& mean, const TensorView& rstd,
+                               const TensorView& gamma) {
+  const int64_t T = dy.dim(0), H = dy.dim(1);
+  if (T == 0 || H == 0) return;
+  const void* res = or_null(residual);
+  if (!dgamma.empty() || !dbeta.empty()) {  // first: dx may be dy
+    layernorm_dparams_kernel<<<static_cast<unsigned>((H + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+        dgamma.empty() ? nullptr : dgamma.as<float>(), dbeta.empty() ? nullptr : dbeta.as<float>(), dy.data,
+        elem_of(dy.dtype), x.data, elem_of(x.dtype), res, elem_of(residual.dtype), mean.as<const float>(),
+        rstd.as<const float>(), T, H);
+    check_launch("layernorm_dparams_kernel");
+  }
+  layernorm_dx_kernel<<<static_cast<unsigned>(T), kThreads, 0, s>>>(
+      dx.data, elem_of(dx.dtype), dy.data, elem_of(dy.dtype), x.data, elem_of(x.dtype), res, elem_of(residual.dtype),
+      mean.as<const float>(), rstd.as<const float>(), gamma.data, elem_of(gamma.dtype), H);
+  check_launch("layernorm_dx_kernel");
+}
+
+void launch_sum_squares(cudaStream_t s, const TensorView& out, const TensorView& x) {
+  sum_squares_kernel<<<1, kSumThreads, 0, s>>>(out.data, out.dtype == DType::f64, x.data, elem_of(x.dtype),
+                                               x.numel());
+  check_launch("sum_squares_kernel");
+}
+
+void launch_clip_scale(cudaStream_t s, const TensorView& scale, const TensorView& sumsq, float max_norm) {
+  clip_scale_kernel<<<1, 1, 0, s>>>(scale.as<float>(), sumsq.data, sumsq.dtype == DType::f64, max_norm);
+  check_launch("clip_scale_kernel");
+}
+
+void launch_adamw(cudaStream_t s, const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
+                  const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp) {
+  const int64_t n = p.numel();
+  if (n == 0) return;
+  const double t = static_cast<double>(hp.step);
+  AdamWCoef k;
+  k.decay = static_cast<float>(1.0 - hp.lr * hp.weight_decay);
+  k.w1 = static_cast<float>(1.0 - hp.beta1);
+  k.beta2 = static_cast<float>(hp.beta2);
+  k.w2 = static_cast<float>(1.0 - hp.beta2);
+  k.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(hp.beta2, t)));
+  k.eps = static_cast<float>(hp.eps);
+  k.neg_step = static_cast<float>(-(hp.lr / (1.0 - std::pow(hp.beta1, t))));
+  const bool all = decay_ranges.rank == 0;
+  adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(
+      p.as<float>(), g.as<const float>(), m.as<float>(), v.as<float>(), n, all,
+      all ? nullptr : static_cast<const int64_t*>(decay_ranges.data), all ? 0 : decay_ranges.dim(0),
+      grad_scale.empty() ? nullptr : grad_scale.as<const float>(), k);
+  check_launch("adamw_kernel");
+}
+
+void launch_mse_loss(cudaStream_t s, const TensorView& dpred, const TensorView& metrics, const TensorView& pred,
+                     const TensorView& target, float scale) {
+  const int64_t B = pred.dim(0);
+  if (B == 0) return;
+  mse_kernel<<<1, kThreads, 0, s>>>(dpred.empty() ? nullptr : dpred.as<float>(),
+                                    metrics.empty() ? nullptr : metrics.as<double>(), pred.as<const float>(),
+                                    target.as<const float>(), B, scale);
+  check_launch("mse_kernel");
+}
+
+void launch_gather_rows_backward(cudaStream_t s, const TensorView& dh, const TensorView& dout, const TensorView& rows) {
+  const int64_t B = dout.dim(0), H = dh.dim(1);
+  if (B == 0 || H == 0) return;
+  gather_rows_backward_kernel<<<static_cast<unsigned>((H + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+      dh.data, elem_of(dh.dtype), dout.data, elem_of(dout.dtype), rows.as<const int32_t>(), B, H);
+  check_launch("gather_rows_backward_kernel");
+}
+
+void launch_pool_backward(cudaStream_t s, const TensorView& dh, const TensorView& dout, const TensorView& h,
+                          const TensorView& cu_seqlens, PoolingMode mode) {
+  const int64_t T = dh.dim(0), H = dh.dim(1), B = cu_seqlens.dim(0) - 1;
+  if (T == 0 || H == 0) return;
+  check_cuda(cudaMemsetAsync(dh.data, 0, dh.bytes(), s), "cudaMemsetAsync");  // tokens of no sequence get 0
+  if (B == 0) return;
+  if (B > 65535) throw Error(Errc::unsupported, "cuda pool_backward: at most 65535 sequences per call");
+  pool_backward_kernel<<<dim3(static_cast<unsigned>((H + kThreads - 1) / kThreads), static_cast<unsigned>(B)),
+                         kThreads, 0, s>>>(dh.data, elem_of(dh.dtype), dout.as<const float>(), or_null(h),
+                                           elem_of(h.dtype), cu_seqlens.as<const int32_t>(), H, mode);
+  check_launch("pool_backward_kernel");
+}
+
+void launch_cross_entropy(cudaStream_t s, const TensorView& dlogits, const TensorView& metrics,
+                          const TensorView& logits, const TensorView& labels, float label_smoothing, float scale) {
+  const int64_t B = logits.dim(0), C = logits.dim(1);
+  if (B == 0) return;
+  cross_entropy_kernel<<<1, kThreads, 0, s>>>(dlogits.empty() ? nullptr : dlogits.as<float>(),
+                                              metrics.empty() ? nullptr : metrics.as<double>(),
+                                              logits.as<const float>(), labels.as<const int32_t>(), B, C,
+                                              static_cast<double>(label_smoothing), static_cast<double>(scale));
+  check_launch("cross_entropy_kernel");
+}
+
+void launch_embed_layernorm_train(cudaStream_t s, const TensorView& out, const TensorView& mean,
+                                  const TensorView& rstd, const TensorView& ids, const TensorView& positions,
+                                  const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                                  const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps) {
+  const int64_t T = out.dim(0), H = out.dim(1);
+  if (T == 0 || H == 0) return;
+  const size_t smem = static_cast<size_t>(H) * 4;
+  if (smem > 40 * 1024) throw Error(Errc::unsupported, "cuda embed_layernorm_train: rows up to 10240 columns");
+  embed_layernorm_train_kernel<<<static_cast<unsigned>(T), kThreads, smem, s>>>(
+      out.data, elem_of(out.dtype), mean.as<float>(), rstd.as<float>(), ids.as<const int32_t>(),
+      positions.as<const int32_t>(), type_ids.empty() ? nullptr : type_ids.as<const int32_t>(), word.data,
+      elem_of(word.dtype), pos.data, elem_of(pos.dtype), or_null(type), elem_of(type.dtype), gamma.data,
+      elem_of(gamma.dtype), beta.data, elem_of(beta.dtype), H, eps);
+  check_launch("embed_layernorm_train_kernel");
+}
+
+void launch_embed_layernorm_backward(cudaStream_t s, const TensorView& dword, const TensorView& dpos,
+                                     const TensorView& dtype, const TensorView& dgamma, const TensorView& dbeta,
+                                     const TensorView& dy, const TensorView& ids, const TensorView& positions,
+                                     const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                                     const TensorView& type, const TensorView& mean, const TensorView& rstd,
+                                     const TensorView& gamma) {
+  const int64_t T = dy.dim(0), H = dy.dim(1);
+  if (T == 0 || H == 0) return;
+  auto f32_or_null = [](const TensorView& t) { return t.empty() ? nullptr : t.as<float>(); };
+  embed_layernorm_backward_kernel<<<static_cast<unsigned>((H + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+      f32_or_null(dword), f32_or_null(dpos), f32_or_null(dtype), f32_or_null(dgamma), f32_or_null(dbeta), dy.data,
+      elem_of(dy.dtype), ids.as<const int32_t>(), positions.as<const int32_t>(),
+      type_ids.empty() ? nullptr : type_ids.as<const int32_t>(), word.data, elem_of(word.dtype), pos.data,
+      elem_of(pos.dtype), or_null(type), elem_of(type.dtype), mean.as<const float>(), rstd.as<const float>(),
+      gamma.data, elem_of(gamma.dtype), T, H);
+  check_launch("embed_layernorm_backward_kernel");
+}
+
+}  // namespace stoke::cuda

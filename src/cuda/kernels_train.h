@@ -1,0 +1,70 @@
+// Launchers of the training kernels (kernels_train.cu): each enqueues on
+// `stream` and returns; shapes and dtypes were checked by the caller
+// (cuda_ops.cc, through the shared op checks). Contracts: backend/op_list.h.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/ops.h"
+#include "core/tensor.h"
+
+namespace stoke::cuda {
+
+void launch_tanh_backward(cudaStream_t s, const TensorView& dx, const TensorView& dy, const TensorView& y);
+void launch_relu_backward(cudaStream_t s, const TensorView& dx, const TensorView& dy, const TensorView& y);
+void launch_add(cudaStream_t s, const TensorView& y, const TensorView& x);
+void launch_dropout(cudaStream_t s, const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step,
+                    uint32_t tensor_id);
+void launch_bias_gelu_train(cudaStream_t s, const TensorView& x, const TensorView& pre, const TensorView& bias);
+void launch_bias_gelu_backward(cudaStream_t s, const TensorView& dx, const TensorView& dbias, const TensorView& dy,
+                               const TensorView& pre);
+void launch_residual_layernorm_train(cudaStream_t s, const TensorView& out, const TensorView& mean,
+                                     const TensorView& rstd, const TensorView& x, const TensorView& residual,
+                                     const TensorView& gamma, const TensorView& beta, float eps);
+void launch_layernorm_backward(cudaStream_t s, const TensorView& dx, const TensorView& dgamma,
+                               const TensorView& dbeta, const TensorView& dy, const TensorView& x,
+                               const TensorView& residual, const TensorView& mean, const TensorView& rstd,
+                               const TensorView& gamma);
+void launch_embed_layernorm_train(cudaStream_t s, const TensorView& out, const TensorView& mean,
+                                  const TensorView& rstd, const TensorView& ids, const TensorView& positions,
+                                  const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                                  const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps);
+void launch_embed_layernorm_backward(cudaStream_t s, const TensorView& dword, const TensorView& dpos,
+                                     const TensorView& dtype, const TensorView& dgamma, const TensorView& dbeta,
+                                     const TensorView& dy, const TensorView& ids, const TensorView& positions,
+                                     const TensorView& type_ids, const TensorView& word, const TensorView& pos,
+                                     const TensorView& type, const TensorView& mean, const TensorView& rstd,
+                                     const TensorView& gamma);
+void launch_sum_squares(cudaStream_t s, const TensorView& out, const TensorView& x);
+void launch_clip_scale(cudaStream_t s, const TensorView& scale, const TensorView& sumsq, float max_norm);
+void launch_adamw(cudaStream_t s, const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
+                  const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp);
+void launch_mse_loss(cudaStream_t s, const TensorView& dpred, const TensorView& metrics, const TensorView& pred,
+                     const TensorView& target, float scale);
+
+void launch_gather_rows_backward(cudaStream_t s, const TensorView& dh, const TensorView& dout, const TensorView& rows);
+void launch_pool_backward(cudaStream_t s, const TensorView& dh, const TensorView& dout, const TensorView& h,
+                          const TensorView& cu_seqlens, PoolingMode mode);
+void launch_cross_entropy(cudaStream_t s, const TensorView& dlogits, const TensorView& metrics,
+                          const TensorView& logits, const TensorView& labels, float label_smoothing, float scale);
+
+// kernels_attention_train.cu: the exact (f32-arithmetic) attention forward
+// with lse and dropout, and its backward (dqkv written in full).
+void launch_attention_train(cudaStream_t s, const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                            const TensorView& cu_seqlens, int heads, int max_seqlen,
+                            const Ops::AttentionDropout& dropout);
+void launch_attention_backward(cudaStream_t s, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                               const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
+                               int max_seqlen, const Ops::AttentionDropout& dropout);
+
+// kernels_train_gemm.cu: c[M,N] = op(a) · op(b) (+ c when accumulate), row
+// major, f32 accumulation, a thread per output walking k in order (for the
+// operand dtype mixes cuBLASLt does not take). op(x) = x^T when trans_x.
+void launch_plain_gemm_general(cudaStream_t s, const TensorView& c, const TensorView& a, bool trans_a,
+                               const TensorView& b, bool trans_b, bool accumulate);
+// db[N] += column sums of dy[M,N] (f32), a thread per column, rows in order.
+void launch_column_sums(cudaStream_t s, const TensorView& db, const TensorView& dy);
+
+}  // namespace stoke::cuda

@@ -1,0 +1,59 @@
+// The general GEMM's fallback and the bias gradient's column sums (see
+// kernels_train.h). Deterministic: every output is one thread's ordered sum.
+#include "core/error.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/kernels_common.cuh"
+#include "cuda/kernels_train.h"
+
+namespace stoke::cuda {
+
+namespace {
+
+constexpr int kTile = 16;
+
+// c[m,n] = sum_k op(a)[m,k] op(b)[k,n] (+ c[m,n]).
+__global__ void plain_gemm_general_kernel(void* c, Elem c_e, const void* a, Elem a_e, bool trans_a, const void* b,
+                                          Elem b_e, bool trans_b, int64_t M, int64_t N, int64_t K, bool accumulate) {
+  const int64_t m = blockIdx.y * int64_t{kTile} + threadIdx.y, n = blockIdx.x * int64_t{kTile} + threadIdx.x;
+  if (m >= M || n >= N) return;
+  float acc = 0.0f;
+  for (int64_t k = 0; k < K; ++k) {
+    const float x = load(a, a_e, trans_a ? k * M + m : m * K + k);
+    const float y = load(b, b_e, trans_b ? n * K + k : k * N + n);
+    acc += x * y;
+  }
+  if (accumulate) acc += load(c, c_e, m * N + n);
+  store(c, c_e, m * N + n, acc);
+}
+
+__global__ void column_sums_kernel(float* db, const void* dy, Elem e, int64_t M, int64_t N) {
+  const int64_t n = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (n >= N) return;
+  float acc = 0.0f;
+  for (int64_t m = 0; m < M; ++m) acc += load(dy, e, m * N + n);
+  db[n] += acc;
+}
+
+}  // namespace
+
+void launch_plain_gemm_general(cudaStream_t s, const TensorView& c, const TensorView& a, bool trans_a,
+                               const TensorView& b, bool trans_b, bool accumulate) {
+  const int64_t M = c.dim(0), N = c.dim(1), K = trans_a ? a.dim(0) : a.dim(1);
+  if (M == 0 || N == 0) return;
+  const dim3 block(kTile, kTile);
+  const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile), static_cast<unsigned>((M + kTile - 1) / kTile));
+  if (grid.y > 65535) throw Error(Errc::unsupported, "cuda gemm fallback: at most 1,048,560 rows");
+  plain_gemm_general_kernel<<<grid, block, 0, s>>>(c.data, elem_of(c.dtype), a.data, elem_of(a.dtype), trans_a,
+                                                   b.data, elem_of(b.dtype), trans_b, M, N, K, accumulate);
+  check_launch("plain_gemm_general_kernel");
+}
+
+void launch_column_sums(cudaStream_t s, const TensorView& db, const TensorView& dy) {
+  const int64_t M = dy.dim(0), N = dy.dim(1);
+  if (N == 0) return;
+  column_sums_kernel<<<static_cast<unsigned>((N + 255) / 256), 256, 0, s>>>(db.as<float>(), dy.data,
+                                                                            elem_of(dy.dtype), M, N);
+  check_launch("column_sums_kernel");
+}
+
+}  // namespace stoke::cuda

@@ -1,0 +1,117 @@
+// The fp16 loss scaler (train/loss_scaler.h) against torch.amp.GradScaler's
+// numbers (tests/golden/loss_scaler/loss_scaler.json, written by the script
+// beside it): skip on inf/NaN, backoff, growth after growth_interval clean
+// steps, no growth past f32's range, the unscaled gradients bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/file_util.h"
+#include "support/goldens.h"
+#include "train/loss_scaler.h"
+
+namespace stoke {
+namespace {
+
+using json = nlohmann::json;
+
+float number(const json& v) {
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s == "inf") return std::numeric_limits<float>::infinity();
+    if (s == "-inf") return -std::numeric_limits<float>::infinity();
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  return static_cast<float>(v.get<double>());  // the JSON holds f32 values exactly
+}
+
+json golden() {
+  return json::parse(read_file(test::goldens::repo_golden_dir() / "loss_scaler" / "loss_scaler.json"));
+}
+
+TEST(LossScaler, DefaultsAreTorchs) {
+  const LossScalerConfig c;
+  EXPECT_EQ(c.init_scale, 65536.0f);
+  EXPECT_EQ(c.growth_factor, 2.0f);
+  EXPECT_EQ(c.backoff_factor, 0.5f);
+  EXPECT_EQ(c.growth_interval, 2000);
+}
+
+// Every run of the golden, step by step: the same found-inf verdict, the same
+// unscaled gradients (bit for bit), the same scale and growth tracker after
+// the update; skipped steps counted.
+TEST(LossScaler, MatchesTorchGradScaler) {
+  const json g = golden();
+  ASSERT_GE(g.at("runs").size(), 3u);
+  for (const json& run : g.at("runs")) {
+    SCOPED_TRACE(run.at("name").get<std::string>());
+    LossScalerConfig c;
+    c.init_scale = run.at("init_scale").get<float>();
+    c.growth_factor = run.at("growth_factor").get<float>();
+    c.backoff_factor = run.at("backoff_factor").get<float>();
+    c.growth_interval = run.at("growth_interval").get<int32_t>();
+    LossScalerState s = initial_loss_scaler_state(c);
+    const int64_t steps = run.at("steps").get<int64_t>();
+    const json& records = run.at("records");
+    size_t next = 0;
+    int64_t skipped = 0;
+    for (int64_t step = 0; step < steps; ++step) {
+      const bool recorded = next < records.size() && records[next].at("step").get<int64_t>() == step;
+      if (!recorded) {  // a clean step the golden did not keep
+        update_loss_scaler(s, false, c);
+        continue;
+      }
+      const json& r = records[next++];
+      SCOPED_TRACE("step " + std::to_string(step));
+      ASSERT_EQ(s.scale, r.at("scale_before").get<float>());
+      std::vector<float> grads;
+      for (const json& v : r.at("grad")) grads.push_back(number(v));
+      const bool found_inf = unscale_and_check(grads, inverse_loss_scale(s.scale));
+      ASSERT_EQ(found_inf, r.at("found_inf").get<bool>());
+      if (!found_inf) {
+        const json& want = r.at("unscaled");
+        ASSERT_EQ(want.size(), grads.size());
+        for (size_t i = 0; i < grads.size(); ++i) EXPECT_EQ(grads[i], want[i].get<float>()) << "gradient " << i;
+      }
+      update_loss_scaler(s, found_inf, c);
+      skipped += found_inf ? 1 : 0;
+      EXPECT_EQ(s.scale, r.at("scale_after").get<float>());
+      EXPECT_EQ(s.growth_tracker, r.at("growth_tracker").get<int32_t>());
+    }
+    EXPECT_EQ(next, records.size()) << "every recorded step was replayed";
+    EXPECT_EQ(s.skipped_steps, skipped);
+    EXPECT_EQ(s.optimizer_steps + s.skipped_steps, steps);
+  }
+}
+
+// The state machine alone: skip -> backoff, then growth after the interval.
+TEST(LossScaler, SkipBackoffThenGrowth) {
+  LossScalerConfig c;
+  c.growth_interval = 2;
+  LossScalerState s = initial_loss_scaler_state(c);
+  update_loss_scaler(s, true, c);
+  EXPECT_EQ(s.scale, 32768.0f);
+  EXPECT_EQ(s.skipped_steps, 1);
+  EXPECT_EQ(s.optimizer_steps, 0);
+  update_loss_scaler(s, false, c);
+  EXPECT_EQ(s.scale, 32768.0f);
+  EXPECT_EQ(s.growth_tracker, 1);
+  update_loss_scaler(s, false, c);
+  EXPECT_EQ(s.scale, 65536.0f);
+  EXPECT_EQ(s.growth_tracker, 0);
+  EXPECT_EQ(s.optimizer_steps, 2);
+  // A NaN anywhere is found, as an inf is.
+  std::vector<float> g = {1.0f, std::numeric_limits<float>::quiet_NaN()};
+  EXPECT_TRUE(unscale_and_check(g, 0.5f));
+  g = {1.0f, 2.0f};
+  EXPECT_FALSE(unscale_and_check(g, 0.5f));
+  EXPECT_EQ(g[1], 1.0f);
+}
+
+}  // namespace
+}  // namespace stoke
