@@ -10,6 +10,7 @@ packages=(
   ocl-icd-opencl-dev   # Debian's oneDNN CMake config finds OpenCL; libdnnl-dev only recommends it
   clang libclang-rt-14-dev libomp-dev   # libFuzzer targets (clang builds need its OpenMP)
   python3 python3-venv python3-sentencepiece sentencepiece   # benchmark peers
+  libopenmpi-dev openmpi-bin   # data-parallel training (optional at build time; its tests skip without mpirun)
   chromium   # test_html_report renders the doctor's HTML report headless (skipped without it)
 )
 
