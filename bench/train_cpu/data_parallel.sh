@@ -6,7 +6,8 @@
 # the all-reduce's share of the training loop (total, and what was left on
 # the critical path after overlapping with the backward).
 #   bench/train_cpu/data_parallel.sh
-# Environment: BENCH_DP_STEPS [20], BENCH_DP_BUCKET_MB [25], STOKE_BIN.
+# Environment: BENCH_DP_STEPS [20], BENCH_DP_BUCKET_MB [25], STOKE_BIN,
+# BENCH_PYTHON [/usr/bin/python3] (with numpy: make_data.py writes the model).
 # Run it alone on the machine (e.g. under the build lock): it times things.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +17,10 @@ bin="${STOKE_BIN:-build/release/apps/stoke/stoke}"
 steps="${BENCH_DP_STEPS:-20}"
 bucket="${BENCH_DP_BUCKET_MB:-25}"
 command -v mpirun >/dev/null || { echo "data_parallel: error: mpirun is not installed (scripts/setup.sh)" >&2; exit 1; }
-/usr/bin/python3 bench/train_cpu/make_data.py "$fixtures" "$work" 2048 >&2
+python="${BENCH_PYTHON:-/usr/bin/python3}"
+"$python" -c "import numpy" 2>/dev/null ||
+  { echo "data_parallel: error: $python has no numpy (apt-get install python3-numpy, or set BENCH_PYTHON)" >&2; exit 1; }
+"$python" bench/train_cpu/make_data.py "$fixtures" "$work" 2048 >&2
 model="$work/minilm-l6-cls"
 data="$work/train.jsonl"
 out="$work/dp"
@@ -30,7 +34,7 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 \
   mpirun --oversubscribe --bind-to core --mca btl self,vader --mca btl_vader_single_copy_mechanism none -n 2 \
   "$bin" "${common[@]}" --output "$out/mpi" --batch-size 16 --bucket-mb "$bucket"
 echo "load after: $(cat /proc/loadavg)"
-/usr/bin/python3 - "$out" <<'PY'
+"$python" - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]
 one = json.load(open(f"{out}/one/run.json"))
