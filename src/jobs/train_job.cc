@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -506,6 +507,21 @@ OutputAgreement agree_on_output(const TrainOptions& o, dist::Communicator& comm)
   return a;
 }
 
+// --batch-size auto under data parallelism: each rank measured its own
+// memory; all take the smallest, so the rank with the least memory fits.
+int64_t smallest_over_ranks(dist::Communicator& comm, int64_t batch, std::vector<std::string>& notes) {
+  const std::vector<uint8_t> all = comm.allgather(&batch, sizeof batch);
+  int64_t smallest = batch;
+  for (size_t r = 0; r < all.size() / sizeof batch; ++r) {
+    int64_t b = 0;
+    std::memcpy(&b, all.data() + r * sizeof b, sizeof b);
+    smallest = std::min(smallest, b);
+  }
+  if (smallest != batch)
+    notes.push_back("--batch-size auto: " + std::to_string(smallest) + " on every rank (the smallest any rank fits)");
+  return smallest;
+}
+
 // Everything that must be equal on every rank: the resume identity plus the
 // flags that decide when ranks meet (logging, evaluation, saving).
 json rank_settings(const TrainOptions& o, const json& identity) {
@@ -567,6 +583,7 @@ TrainSummary run_train(const TrainOptions& o) {
   const TrainingData data = read_training_data(o, mt, !resume_dir.empty(), sum);
 
   sum.batch_size = batch_size_for(o, data.config, dtype, mt.max_length, sum.notes);
+  if (o.batch_size == "auto" && sum.ranks > 1) sum.batch_size = smallest_over_ranks(*comm, sum.batch_size, sum.notes);
   sum.grad_accum = o.grad_accum;
   sum.base_lr = o.lr;
   sum.lr = learning_rate_for(o, sum.batch_size * sum.ranks, sum.notes);

@@ -52,10 +52,10 @@ class TwinRanks final : public dist::Communicator {
   const float* base_;
 };
 
-struct Setup {
+struct GradientBuffer {
   std::unique_ptr<Backend> backend = open_backend(parse_device("cpu"), BackendUse::training);
   TrainableEncoder enc{open_model_folder(test::fixture("models/tiny-bert")).config};
-  Setup() {
+  GradientBuffer() {
     enc.grad_buffer = backend->allocate(static_cast<size_t>(enc.layout.numel()) * 4);
     fill();
   }
@@ -72,7 +72,7 @@ struct Setup {
 };
 
 TEST(GradientReducer, EveryElementIsSummedOncePerStepInBackwardOrder) {
-  Setup s;
+  GradientBuffer s;
   TwinRanks comm(s.enc.grad_data());
   const int64_t layers = s.enc.config.num_hidden_layers;
   ASSERT_GE(layers, 2);
@@ -110,7 +110,7 @@ TEST(GradientReducer, EveryElementIsSummedOncePerStepInBackwardOrder) {
 }
 
 TEST(GradientReducer, LargeBucketsMergeTheLayers) {
-  Setup s;
+  GradientBuffer s;
   TwinRanks comm(s.enc.grad_data());
   GradientReducer r(s.enc, *s.backend, comm, int64_t{1} << 30);
   EXPECT_EQ(r.bucket_count(), 2u);  // every layer, then the rest
@@ -121,7 +121,7 @@ TEST(GradientReducer, LargeBucketsMergeTheLayers) {
 }
 
 TEST(GradientReducer, RefusesANonPositiveBucket) {
-  Setup s;
+  GradientBuffer s;
   TwinRanks comm(s.enc.grad_data());
   EXPECT_THROW(GradientReducer(s.enc, *s.backend, comm, 0), Error);
 }
