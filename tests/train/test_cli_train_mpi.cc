@@ -153,6 +153,28 @@ TEST_P(TrainMpi, TwoRanksEqualOneProcessWithTheSameGlobalBatchAndRepeatBitwise) 
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainMpi, ::testing::Values("tiny-bert", "tiny-xlmr"));
 
+// With --grad-accum 2 the all-reduce runs once per step, during the second
+// micro-batch's backward: the global batch 32 = 2 ranks x 8 x 2 = 1 x 16 x 2.
+TEST(TrainMpiAccum, GradientAccumulationAllReducesOncePerStepAndStaysExact) {
+  SKIP_WITHOUT_MPI();
+  const fs::path dir = test::scratch_dir("cli-train-mpi-accum");
+  const fs::path data = corpus_file("accum", 96);
+  const auto one =
+      test::run_stoke(flags("tiny-bert", data, dir / "one", 16) + " --grad-accum 2", "/dev/null", "OMP_NUM_THREADS=1");
+  ASSERT_EQ(one.status, 0) << one.err;
+  const auto ranked = mpirun(flags("tiny-bert", data, dir / "mpi", 8) + " --grad-accum 2 --bucket-mb 1");
+  ASSERT_EQ(ranked.status, 0) << ranked.err;
+  const auto want = tensors(dir / "one" / "model.safetensors");
+  const auto got = tensors(dir / "mpi" / "model.safetensors");
+  for (const auto& [tensor, w] : want) {
+    if (tensor.find("attention.self.key.bias") == std::string::npos) {
+      EXPECT_LE(relative_difference(got.at(tensor), w), 1e-6) << tensor;
+    }
+  }
+  const json run = json::parse(std::ifstream(dir / "mpi" / "run.json"));
+  EXPECT_EQ(run["data_parallel"]["global_batch"], 32);
+}
+
 TEST(TrainMpiCrash, KillingOneRankEndsTheJobAndResumeContinuesExactly) {
   SKIP_WITHOUT_MPI();
   const fs::path dir = test::scratch_dir("cli-train-mpi-crash");
