@@ -12,3 +12,18 @@ pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece) # XLM-R 
 if(STOKE_TESTS)
   find_package(GTest REQUIRED)
 endif()
+
+# MPI (Open MPI from Debian: libopenmpi-dev) for data-parallel training; optional:
+# without it `stoke train` runs one process and refuses an MPI launch in one line.
+set(STOKE_HAVE_MPI OFF)
+if(NOT STOKE_MPI STREQUAL "OFF" AND NOT STOKE_FUZZ)
+  if(STOKE_MPI STREQUAL "ON")
+    find_package(MPI REQUIRED COMPONENTS C)
+  else()
+    find_package(MPI QUIET COMPONENTS C)
+  endif()
+  if(MPI_C_FOUND)
+    set(STOKE_HAVE_MPI ON)
+  endif()
+endif()
+message(STATUS "stoke: MPI data-parallel training ${STOKE_HAVE_MPI}")

@@ -11,6 +11,7 @@ packages=(
   clang libclang-rt-14-dev libomp-dev   # libFuzzer targets (clang builds need its OpenMP)
   python3 python3-venv python3-sentencepiece sentencepiece   # benchmark peers
   python3-dev   # the Python package's extension (pip install ./python, scripts/python-tests.sh)
+  libopenmpi-dev openmpi-bin   # data-parallel training (optional at build time; its tests skip without mpirun)
   chromium   # test_html_report renders the doctor's HTML report headless (skipped without it)
 )
 

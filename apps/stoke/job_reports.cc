@@ -104,6 +104,7 @@ void report_classify(const ClassifySummary& s, const ClassifyOptions& cls) {
 }
 
 void report_train(const TrainSummary& s, const TrainOptions& o) {
+  if (s.rank != 0) return;  // data-parallel runs: rank 0 reports for all
   for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
   if (!o.common.quiet) {
     std::fprintf(stderr,
@@ -120,6 +121,9 @@ void report_train(const TrainSummary& s, const TrainOptions& o) {
     std::fprintf(stderr, "%s%s -> %s\n", s.resumed_from.empty() ? "" : "; resumed from ",
                  s.resumed_from.c_str(), s.output.c_str());
     if (!s.gpu_report.empty()) std::fprintf(stderr, "  %s\n", s.gpu_report.c_str());
+    if (s.ranks > 1)
+      std::fprintf(stderr, "  %d ranks, global batch %lld; all-reduce %.2f s, %.2f s of it not overlapped with the backward\n",
+                   s.ranks, static_cast<long long>(s.global_batch), s.comm_seconds, s.comm_exposed_seconds);
   }
 }
 

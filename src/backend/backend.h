@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -80,6 +81,19 @@ class Backend {
 
   // The op table; every op is enqueued on this backend's stream.
   virtual const Ops& ops() const = 0;
+
+  // Runs fn on the device's own thread, in stream order, where the device has
+  // one (the CPU backend's executor): data-parallel training hands a
+  // gradient bucket to the communicator there, and waits there for the
+  // all-reduces before the optimizer step, so the host never waits. A GPU
+  // stream cannot run host code that blocks it this way (NCCL enqueues on the
+  // stream instead): the default refuses.
+  virtual bool can_enqueue_host() const { return false; }
+  virtual void enqueue_host(const char* name, std::function<void()> fn) {
+    (void)name;
+    (void)fn;
+    throw Error(Errc::unsupported, "backend " + this->name() + " cannot run host work in stream order");
+  }
 
   // Seconds the device spent running work since the backend was made, or a
   // negative number when the backend cannot tell (the pipeline then judges the

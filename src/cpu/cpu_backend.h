@@ -41,6 +41,8 @@ class CpuBackend final : public Backend {
   // Runs fn on the executor, in stream order (what every op does). `name`
   // (a static string: the op) labels its span when a trace is attached.
   void enqueue(const char* name, std::function<void()> fn);
+  bool can_enqueue_host() const override { return true; }
+  void enqueue_host(const char* name, std::function<void()> fn) override { enqueue(name, std::move(fn)); }
   // Records a span per work item on the executor thread ("device" category)
   // from now on (nullptr: stop). The trace must outlive the backend's work.
   void set_trace(Trace* trace) override;

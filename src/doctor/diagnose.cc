@@ -17,6 +17,7 @@ const char* bound_name(Bound b) {
     case Bound::padding: return "padding-bound";
     case Bound::compute: return "compute-bound";
     case Bound::contention: return "cpu contention";
+    case Bound::communication: return "communication-bound";
     case Bound::unknown: return "not bound by one stage";
   }
   return "?";
@@ -188,6 +189,34 @@ Diagnosis diagnose_embed(const EmbedFacts& f) {
   return d;
 }
 
+namespace {
+
+// The device (counted busy while it waits: the wait is a work item) stood
+// still for the all-reduce: too little of it overlapped the backward.
+void communication_verdict(Diagnosis& d, const TrainFacts& f) {
+  const double wall = std::max(f.seconds, 1e-9);
+  const double steps = static_cast<double>(std::max<uint64_t>(f.steps, 1));
+  const double mb = static_cast<double>(f.allreduce_bytes_per_step) / (1 << 20);
+  const double overlapped = f.comm_seconds > 0 ? std::max(0.0, 1.0 - f.comm_exposed_seconds / f.comm_seconds) : 0.0;
+  d.bound = Bound::communication;
+  d.verdict = "communication-bound: the device waited for the gradient all-reduce " +
+              pct(f.comm_exposed_seconds / wall) + " of the time (" + std::to_string(f.ranks) + " ranks)";
+  d.evidence.push_back(fmt("all-reduce of %.1f MiB of gradients per step: %.3f s per step, ", mb,
+                           f.comm_seconds / steps) +
+                       pct(overlapped) + fmt(" of it overlapped with the backward; %.3f s per step on the critical path",
+                                             f.comm_exposed_seconds / steps));
+  d.stages.push_back(StageTime{"all-reduce (waited for)", f.ranks, f.comm_exposed_seconds, 0, 0});
+  d.advice.push_back("--bucket-mb " + std::to_string(f.bucket_mb) + " -> " + std::to_string(f.bucket_mb * 4) +
+                     ": fewer, larger all-reduces (each pays the latency once)");
+  d.advice.push_back("--grad-accum " + std::to_string(f.grad_accum) + " -> " + std::to_string(f.grad_accum * 4) +
+                     ": one all-reduce per " + std::to_string(f.grad_accum * 4) +
+                     " micro-batches instead of per " + std::to_string(f.grad_accum) +
+                     " (with --lr-scale-from to keep the learning rate right)");
+  d.advice.push_back(fmt("bf16 gradients would halve the %.1f MiB sent per step (stoke all-reduces f32 today)", mb));
+}
+
+}  // namespace
+
 Diagnosis diagnose_train(const TrainFacts& f) {
   Diagnosis d;
   d.job = "train";
@@ -214,6 +243,8 @@ Diagnosis diagnose_train(const TrainFacts& f) {
                 pct(1.0 - busy) + " of the time";
     d.advice.push_back("read the loss only at log steps (--log-every " + std::to_string(f.log_every) +
                        "); here --debug-sync-each-step forces a read every step");
+  } else if (f.ranks > 1 && f.comm_exposed_seconds / wall >= kCommunicationBoundShare) {
+    communication_verdict(d, f);
   } else if (busy >= 0.5 && cpu_contended(f.cpu)) {  // the step is the device's: it bounds the run
     contention_verdict(d, f.cpu, f.cores, 1);
   } else if (busy >= 0.8) {
@@ -282,7 +313,10 @@ nlohmann::json to_json(const TrainFacts& f) {
           {"samples", f.samples},       {"tokens", f.tokens},           {"host_syncs", f.host_syncs},
           {"expected_syncs", f.expected_syncs}, {"batch_size", f.batch_size}, {"log_every", f.log_every},
           {"precision", f.precision},   {"native_bf16", f.native_bf16}, {"cores", f.cores},
-          {"cpu", shares_json(f.cpu)}};
+          {"cpu", shares_json(f.cpu)},  {"ranks", f.ranks},             {"grad_accum", f.grad_accum},
+          {"bucket_mb", f.bucket_mb},   {"comm_seconds", f.comm_seconds},
+          {"comm_exposed_seconds", f.comm_exposed_seconds},
+          {"allreduce_bytes_per_step", f.allreduce_bytes_per_step}};
 }
 
 Diagnosis diagnose_from_json(const nlohmann::json& m) {
@@ -331,6 +365,13 @@ Diagnosis diagnose_from_json(const nlohmann::json& m) {
       f.native_bf16 = j.at("native_bf16");
       f.cores = j.value("cores", 1);
       f.cpu = shares_from(j);
+      // Traces of one-process runs (and from before data parallelism) have none.
+      f.ranks = j.value("ranks", 1);
+      f.grad_accum = j.value("grad_accum", int64_t{1});
+      f.bucket_mb = j.value("bucket_mb", int64_t{25});
+      f.comm_seconds = j.value("comm_seconds", 0.0);
+      f.comm_exposed_seconds = j.value("comm_exposed_seconds", 0.0);
+      f.allreduce_bytes_per_step = j.value("allreduce_bytes_per_step", uint64_t{0});
       return diagnose_train(f);
     }
     throw Error(Errc::format, "doctor: unknown job \"" + job + "\" in the trace's metadata");

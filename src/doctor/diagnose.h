@@ -52,7 +52,17 @@ struct TrainFacts {
   bool native_bf16 = false;
   int cores = 1;
   CpuShares cpu;
+  // Data parallelism (ranks > 1): the all-reduce, as rank 0 measured it.
+  int ranks = 1;
+  int64_t grad_accum = 1, bucket_mb = 25;
+  double comm_seconds = 0;          // inside all-reduces (the communication thread)
+  double comm_exposed_seconds = 0;  // the device waiting for them before optimizer steps
+  uint64_t allreduce_bytes_per_step = 0;
 };
+
+// The communication rule: the device waited for the gradient all-reduce at
+// least this share of the training loop's wall time.
+inline constexpr double kCommunicationBoundShare = 0.2;
 
 Diagnosis diagnose_embed(const EmbedFacts& facts);
 Diagnosis diagnose_train(const TrainFacts& facts);

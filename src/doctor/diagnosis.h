@@ -20,6 +20,7 @@ enum class Bound {
   padding,    // compute spent on padding
   compute,    // the device is busy: the run is as fast as the device
   contention, // the CPU device is the bottleneck, but other processes take its cores
+  communication,  // data-parallel training: the gradient all-reduce on the critical path
   unknown,
 };
 const char* bound_name(Bound b);  // "input-bound", ...

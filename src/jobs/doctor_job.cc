@@ -161,6 +161,12 @@ doctor::TrainFacts train_facts(const TrainSummary& s) {
   f.precision = s.precision;
   f.native_bf16 = s.native_bf16;
   f.cores = cores();
+  f.ranks = s.ranks;
+  f.grad_accum = s.grad_accum;
+  f.bucket_mb = s.bucket_mb;
+  f.comm_seconds = s.comm_seconds;
+  f.comm_exposed_seconds = s.comm_exposed_seconds;
+  f.allreduce_bytes_per_step = s.allreduce_bytes_per_step;
   return f;
 }
 

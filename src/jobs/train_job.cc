@@ -4,14 +4,18 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/sha256.h"
 #include "core/thread_pool.h"
 #include "core/trace.h"
+#include "dist/communicator.h"
+#include "dist/fingerprint.h"
 #include "io/atomic_file.h"
 #include "io/model_folder.h"
 #include "io/sentence_transformers_files.h"
@@ -239,7 +243,8 @@ int64_t batch_size_for(const TrainOptions& o, const HfConfig& config, DType dtyp
   return batch;
 }
 
-// --lr, scaled by the linear (or sqrt) rule when --lr-scale-from is given.
+// --lr, scaled by the linear (or sqrt) rule when --lr-scale-from is given;
+// `batch` is the global micro-batch (per-rank batch x ranks).
 double learning_rate_for(const TrainOptions& o, int64_t batch, std::vector<std::string>& notes) {
   if (o.lr_scale_from <= 0) return o.lr;
   const train::LrScaling rule = train::lr_scaling_from_name(o.lr_scale);
@@ -296,8 +301,10 @@ std::string eval_strategy_name(const TrainOptions& o) {
 }
 
 train::TrainerOptions trainer_options(const TrainOptions& o, int64_t batch, double lr, const DropoutProbabilities& dropout,
-                                      Trace* trace) {
+                                      Trace* trace, dist::Communicator& comm) {
   train::TrainerOptions t;
+  t.comm = &comm;
+  t.bucket_bytes = o.bucket_mb << 20;
   t.output = o.output;
   t.epochs = o.epochs;
   t.max_steps = o.max_steps;
@@ -332,8 +339,9 @@ train::TrainerOptions trainer_options(const TrainOptions& o, int64_t batch, doub
 
 // What a --resume must find unchanged (the trainer checks it against the checkpoint).
 json run_identity(const TrainOptions& o, const TrainingData& d, int64_t max_length, const train::TrainerOptions& t,
-                  const DropoutProbabilities& dropout) {
+                  const DropoutProbabilities& dropout, int ranks) {
   return {{"model", fs::absolute(o.common.model).lexically_normal().string()},
+          {"ranks", ranks},
           {"train_sha256", d.raw_train.sha256},
           {"eval_sha256", d.raw_eval ? d.raw_eval->sha256 : ""},
           {"labels", d.config.id2label},
@@ -437,7 +445,7 @@ json run_record(const TrainOptions& o, const json& identity, const TrainingData&
   run["settings"]["base_lr"] = o.lr;
   run["settings"]["lr_scale_from"] = o.lr_scale_from;
   run["settings"]["lr_scale"] = o.lr_scale;
-  run["settings"]["effective_batch"] = sum.batch_size * o.grad_accum;
+  run["settings"]["effective_batch"] = sum.batch_size * sum.ranks * o.grad_accum;
   run["settings"]["batch_size_from"] = o.batch_size == "auto" ? "auto" : "flag";
   run["settings"]["warmup_steps_used"] = train::warmup_steps_for(r.total_steps, o.warmup_steps, o.warmup_ratio);
   run["settings"]["workers"] = o.common.workers;
@@ -469,6 +477,76 @@ json run_record(const TrainOptions& o, const json& identity, const TrainingData&
   return run;
 }
 
+
+// ---- data parallelism: rank 0 prepares the output folder (lock, fresh /
+// resume / overwrite) and tells the others the checkpoint to resume from, or
+// its error, which then stops every rank with the same line.
+struct OutputAgreement {
+  std::optional<TrainOutputStart> start;  // rank 0's (holds the lock)
+  fs::path resume_dir;
+};
+OutputAgreement agree_on_output(const TrainOptions& o, dist::Communicator& comm) {
+  OutputAgreement a;
+  if (comm.size() == 1) {
+    a.start = prepare_train_output(o);
+    a.resume_dir = a.start->resume_dir;
+    return a;
+  }
+  std::string message;
+  if (comm.rank() == 0) {
+    try {
+      a.start = prepare_train_output(o);
+      message = "=" + a.start->resume_dir.string();
+    } catch (const Error& e) {
+      message = std::string("!") + e.what();
+    }
+  }
+  message = comm.broadcast(message);
+  if (message.empty() || message[0] == '!') {
+    comm.fail_together();
+    throw Error(Errc::refused, message.empty() ? "rank 0 sent no output folder" : message.substr(1));
+  }
+  a.resume_dir = message.substr(1);
+  return a;
+}
+
+// --batch-size auto under data parallelism: each rank measured its own
+// memory; all take the smallest, so the rank with the least memory fits.
+int64_t smallest_over_ranks(dist::Communicator& comm, int64_t batch, std::vector<std::string>& notes) {
+  const std::vector<uint8_t> all = comm.allgather(&batch, sizeof batch);
+  int64_t smallest = batch;
+  for (size_t r = 0; r < all.size() / sizeof batch; ++r) {
+    int64_t b = 0;
+    std::memcpy(&b, all.data() + r * sizeof b, sizeof b);
+    smallest = std::min(smallest, b);
+  }
+  if (smallest != batch)
+    notes.push_back("--batch-size auto: " + std::to_string(smallest) + " on every rank (the smallest any rank fits)");
+  return smallest;
+}
+
+// Everything that must be equal on every rank: the resume identity plus the
+// flags that decide when ranks meet (logging, evaluation, saving).
+json rank_settings(const TrainOptions& o, const json& identity) {
+  json s = identity;
+  s["output"] = fs::absolute(o.output).lexically_normal().string();
+  s["log_every"] = o.log_every;
+  s["save_every"] = o.save_every;
+  s["save_total_limit"] = o.save_total_limit;
+  s["eval_strategy"] = eval_strategy_name(o);
+  s["eval_every"] = o.eval_every;
+  s["load_best"] = o.load_best;
+  s["metric"] = o.metric;
+  s["bucket_mb"] = o.bucket_mb;
+  s["resume"] = o.resume;
+  s["resume_from"] = o.resume_from;
+  s["text_field"] = o.common.text_field;
+  s["pair_field"] = o.common.pair_field;
+  s["label_field"] = o.label_field;
+  s["device"] = o.common.device;
+  return s;
+}
+
 }  // namespace
 
 TrainSummary run_train(const TrainOptions& o) {
@@ -476,11 +554,16 @@ TrainSummary run_train(const TrainOptions& o) {
   TrainSummary sum;
   sum.output = o.output;
   sum.precision = o.common.precision;
+  // One process, or one rank of a data-parallel job (mpirun / srun).
+  const std::unique_ptr<dist::Communicator> comm = dist::open_communicator();
+  sum.rank = comm->rank();
+  sum.ranks = comm->size();
+  const bool writer = sum.rank == 0;
 
-  // ---- output folder: locked, then fresh, overwrite, or resume
-  TrainOutputStart output = prepare_train_output(o);
+  // ---- output folder: locked, then fresh, overwrite, or resume (rank 0 decides)
+  const OutputAgreement output = agree_on_output(o, *comm);
   const fs::path resume_dir = output.resume_dir;
-  sum.notes = output.notes;
+  if (output.start) sum.notes = output.start->notes;
 
   // ---- model, tokenizer, device, threads, data
   ModelTokenizer mt = open_model_tokenizer(o.common.model, o.common.max_length);
@@ -488,6 +571,10 @@ TrainSummary run_train(const TrainOptions& o) {
   const json config_raw = read_json_file(mt.folder.model_dir / "config.json");
   auto backend = open_backend(parse_device(o.common.device), BackendUse::training);
   sum.device = backend->name();
+  if (sum.ranks > 1 && !backend->can_enqueue_host())
+    throw Error(Errc::unsupported, "data-parallel training on " + sum.device +
+                                       ": the gradient all-reduce runs on the CPU backend's executor; NCCL for CUDA "
+                                       "is not built yet (use --device cpu, or one process)");
   std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
   Trace* trace = o.trace ? o.trace : own_trace.get();
   sum.native_bf16 = device_has_native_bf16(sum.device);
@@ -499,16 +586,26 @@ TrainSummary run_train(const TrainOptions& o) {
   const TrainingData data = read_training_data(o, mt, !resume_dir.empty(), sum);
 
   sum.batch_size = batch_size_for(o, data.config, dtype, mt.max_length, sum.notes);
+  if (o.batch_size == "auto" && sum.ranks > 1) sum.batch_size = smallest_over_ranks(*comm, sum.batch_size, sum.notes);
   sum.grad_accum = o.grad_accum;
   sum.base_lr = o.lr;
-  sum.lr = learning_rate_for(o, sum.batch_size, sum.notes);
+  sum.lr = learning_rate_for(o, sum.batch_size * sum.ranks, sum.notes);
+  sum.global_batch = sum.batch_size * sum.ranks * o.grad_accum;
+  sum.bucket_mb = o.bucket_mb;
+  if (sum.ranks > 1)
+    sum.notes.push_back("data parallel over " + std::to_string(sum.ranks) + " ranks (" + comm->name() +
+                        "): global batch " + std::to_string(sum.global_batch) + " = --batch-size " +
+                        std::to_string(sum.batch_size) + " x " + std::to_string(sum.ranks) + " ranks x --grad-accum " +
+                        std::to_string(o.grad_accum));
   std::unique_ptr<TrainableEncoder> enc =
       load_model(o, resume_dir, data.config, mt.folder, config_raw, *backend, dtype, sum.notes);
 
   // ---- the loop
   const DropoutProbabilities dropout = dropout_rates(o, data.config);
-  train::TrainerOptions t = trainer_options(o, sum.batch_size, sum.lr, dropout, trace);
-  t.identity = run_identity(o, data, mt.max_length, t, dropout);
+  train::TrainerOptions t = trainer_options(o, sum.batch_size, sum.lr, dropout, trace, *comm);
+  if (!writer) t.quiet = true;
+  t.identity = run_identity(o, data, mt.max_length, t, dropout, sum.ranks);
+  dist::check_same_settings(*comm, rank_settings(o, t.identity));
   const train::SaveContext save = save_context(mt, config_raw, data.config);
   train::Trainer trainer(*enc, *backend, t, data.train_examples, data.raw_eval ? &data.eval_examples : nullptr,
                          data.labels.regression, save);
@@ -519,12 +616,32 @@ TrainSummary run_train(const TrainOptions& o) {
   const train::TrainReport r = trainer.run();
 
   const uint64_t syncs_before_save = backend->host_syncs();
-  save_final_model(o, r, *enc, *backend, save, sum.notes);
+  if (writer) save_final_model(o, r, *enc, *backend, save, sum.notes);
   summarize(o, r, r.host_syncs + (backend->host_syncs() - syncs_before_save), sum);
+  sum.comm_seconds = r.reduce.comm_seconds;
+  sum.comm_exposed_seconds = r.reduce.exposed_seconds;
+  sum.allreduce_bytes_per_step = r.reduce.bytes_per_step;
+  if (!writer) {
+    threads.stop();
+    comm->barrier();  // rank 0 has written the final model when every rank leaves
+    return sum;
+  }
   json run = run_record(o, t.identity, data, r, sum);
   if (!backend->device_is_host()) {  // the device allocator's view (a GPU); the CPU's memory is the process's
     const Backend::MemoryReport m = backend->memory_report();
     run["memory"] = {{"allocated_bytes", m.allocated}, {"reserved_bytes", m.reserved}, {"peak_bytes", m.peak}};
+  }
+  if (sum.ranks > 1) {
+    run["data_parallel"] = {{"ranks", sum.ranks},
+                            {"communicator", comm->name()},
+                            {"global_batch", sum.global_batch},
+                            {"bucket_mb", o.bucket_mb},
+                            {"allreduce_bytes_per_step", r.reduce.bytes_per_step},
+                            {"allreduce_seconds", r.reduce.comm_seconds},
+                            {"allreduce_exposed_seconds", r.reduce.exposed_seconds},
+                            {"allreduce_overlapped_fraction",
+                             r.reduce.comm_seconds > 0 ? 1.0 - r.reduce.exposed_seconds / r.reduce.comm_seconds : 0.0},
+                            {"rank0_busy_seconds", r.device_busy}};
   }
   if (const auto g = gpu.finish()) {
     sum.gpu_report = gpu_summary_line(*g);
@@ -536,6 +653,7 @@ TrainSummary run_train(const TrainOptions& o) {
     trace->set_metadata(json{{"job", "train"}, {"facts", doctor::to_json(train_facts(sum))}}.dump());
     write_file_atomic(o.common.trace, std::string_view(trace->to_json()));
   }
+  comm->barrier();
   return sum;
 }
 

@@ -26,6 +26,7 @@ struct TrainOptions {
   int64_t max_batch_size = 256;      // --batch-size auto searches up to this
   std::string memory_budget;         // --memory-budget (bytes, or with K/M/G suffix; "" = from free memory)
   int64_t grad_accum = 1;
+  int64_t bucket_mb = 25;            // --bucket-mb: gradient all-reduce buckets (data-parallel runs)
   double lr = 5e-5;
   int64_t lr_scale_from = 0;         // > 0: scale lr by effective batch / this
   std::string lr_scale = "linear";   // linear | sqrt
@@ -79,6 +80,12 @@ struct TrainSummary {
   uint64_t expected_syncs = 0;        // log reads, evals, saves and the final model
   int64_t log_every = 0;
   bool native_bf16 = false;
+  // Data parallelism (ranks > 1): this process's rank; rank 0 reports.
+  int rank = 0, ranks = 1;
+  int64_t global_batch = 0;           // batch_size x ranks x grad_accum
+  int64_t bucket_mb = 25;
+  double comm_seconds = 0, comm_exposed_seconds = 0;
+  uint64_t allreduce_bytes_per_step = 0;
 };
 
 TrainSummary run_train(const TrainOptions& options);

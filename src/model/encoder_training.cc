@@ -376,6 +376,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     }
     ops.linear_backward(dh, gw.qkv_w, gw.qkv_b, dqkv, x_in, w.qkv_w);          // dh = d x via the branch
     ops.add(dh, ds);                                                             // + the residual path
+    if (backward_hook_) backward_hook_(l);
   }
   // The relative bias: its rows' gradient into the bucket table.
   if (!p.rel_bias.empty())
@@ -391,6 +392,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
                                g.emb_ln_beta, de, st.ids, st.positions, st.types, p.word_embeddings,
                                p.position_embeddings, p.token_type_embeddings, s.em.vec(T), s.er.vec(T),
                                p.emb_ln_gamma);
+  if (backward_hook_) backward_hook_(-1);
 }
 
 }  // namespace stoke

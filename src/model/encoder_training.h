@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -57,6 +58,12 @@ class EncoderTrainingRunner {
   // Ops::cross_entropy.
   void enqueue(const PackedBatch& batch, std::span<const int32_t> labels, std::span<const float> targets,
                const MicroBatchKnobs& knobs, const TensorView& metrics);
+
+  // Called while backward() enqueues, after each layer's backward (layers run
+  // from the last down) and once more with -1 after the whole backward: the
+  // gradients of layer l are then final for this micro-batch (data-parallel
+  // training hands them to the all-reduce). Empty: nothing is called.
+  void set_backward_hook(std::function<void(int64_t layer)> hook) { backward_hook_ = std::move(hook); }
 
   // Device bytes of the workspace per token and per sequence (auto batch size).
   static int64_t bytes_per_token(const HfConfig& config, DType dtype);
@@ -111,6 +118,7 @@ class EncoderTrainingRunner {
   void* labels_ = nullptr;
   struct Saved;
   std::unique_ptr<Saved> saved_;
+  std::function<void(int64_t)> backward_hook_;
 };
 
 }  // namespace stoke

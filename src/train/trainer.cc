@@ -64,8 +64,13 @@ Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptio
   if (o_.load_best && o_.metric != "eval_loss" && o_.metric != "eval_accuracy" && o_.metric != "eval_macro_f1")
     throw Error(Errc::invalid_argument, "--metric \"" + o_.metric + "\": expected eval_loss, eval_accuracy or eval_macro_f1");
   for (const Example& e : train_) lengths_.push_back(static_cast<int64_t>(e.ids.size()));
+  if (o_.comm) {
+    rank_ = o_.comm->rank();
+    ranks_ = o_.comm->size();
+  }
+  global_batch_ = o_.batch_size * ranks_;
   const int64_t n = static_cast<int64_t>(train_.size());
-  batches_per_epoch_ = (n + o_.batch_size - 1) / o_.batch_size;
+  batches_per_epoch_ = (n + global_batch_ - 1) / global_batch_;
   steps_per_epoch_ = (batches_per_epoch_ + o_.grad_accum - 1) / o_.grad_accum;
   total_steps_ = o_.max_steps > 0 ? o_.max_steps : o_.epochs * steps_per_epoch_;
   if (total_steps_ <= 0) throw Error(Errc::invalid_argument, "nothing to train: 0 steps (--epochs / --max-steps)");
@@ -78,6 +83,7 @@ Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptio
   std::sort(sorted.rbegin(), sorted.rend());
   for (int64_t i = 0; i < std::min<int64_t>(o_.batch_size, n); ++i) max_tokens_ += sorted[static_cast<size_t>(i)];
   runner_ = std::make_unique<EncoderTrainingRunner>(enc_, backend_, max_tokens_, o_.batch_size);
+  if (ranks_ > 1) reducer_ = std::make_unique<GradientReducer>(enc_, backend_, *o_.comm, o_.bucket_bytes);
   metrics_ = backend_.allocate(3 * sizeof(double));
   zeros_ = backend_.allocate_host(3 * sizeof(double));
   std::memset(zeros_->data(), 0, 3 * sizeof(double));
@@ -118,9 +124,11 @@ void Trainer::resume_from(const fs::path& checkpoint) {
     throw Error(Errc::format, (checkpoint / "trainer_state.json").string() + ": not a stoke trainer state");
   const json& was = s.at("identity");
   for (const auto& [key, value] : o_.identity.items()) {
-    if (!was.contains(key) || was[key] != value)
+    // Checkpoints from before data parallelism were written by one process.
+    const json old = was.contains(key) ? was[key] : key == "ranks" ? json(1) : json();
+    if (old.is_null() || old != value)
       throw Error(Errc::refused, "cannot resume from " + checkpoint.string() + ": " + key + " was " +
-                                     (was.contains(key) ? was[key].dump() : "unset") + ", now " + value.dump() +
+                                     (old.is_null() ? "unset" : old.dump()) + ", now " + value.dump() +
                                      " (resume with the same settings, or start a new --output)");
   }
   st_.step = s.at("step").get<int64_t>();
@@ -128,6 +136,9 @@ void Trainer::resume_from(const fs::path& checkpoint) {
   st_.batch_in_epoch = s.at("batch_in_epoch").get<int64_t>();
   st_.micro_step = s.at("micro_step").get<uint64_t>();
   for (int i = 0; i < 3; ++i) st_.metrics[i] = s.at("unlogged_metrics")[static_cast<size_t>(i)].get<double>();
+  // The checkpoint's unlogged sums are over every rank: rank 0 carries them.
+  if (rank_ != 0)
+    for (double& m : st_.metrics) m = 0;
   st_.samples = s.at("samples").get<uint64_t>();
   st_.tokens = s.at("tokens").get<uint64_t>();
   if (s.contains("best_metric")) {
@@ -141,6 +152,7 @@ void Trainer::resume_from(const fs::path& checkpoint) {
   backend_.synchronize();  // m, v go out of scope: their copies must have run
   report_.resumed_from_step = st_.step;
   report_.resumed_from = checkpoint.string();
+  if (rank_ != 0) return;  // the log is rank 0's
   // The log keeps what the checkpoint had seen.
   const fs::path log_path = o_.output / "log.jsonl";
   std::ifstream in(log_path);
@@ -159,9 +171,17 @@ void Trainer::read_metrics(double out[3]) {
   ++report_.log_reads;
   for (int i = 0; i < 3; ++i) out[i] = st_.metrics[i] + metrics_host_[static_cast<size_t>(i)];
   for (double& m : st_.metrics) m = 0;
+  sum_over_ranks(out);
+}
+
+// Every rank calls it at the same steps, with its executor idle (right after
+// a host wait), so it never runs beside a gradient all-reduce.
+void Trainer::sum_over_ranks(double m[3]) {
+  if (ranks_ > 1) o_.comm->allreduce_sum(m, 3);
 }
 
 void Trainer::log(const json& line) {
+  if (rank_ != 0) return;
   std::ofstream out(o_.output / "log.jsonl", std::ios::app);
   out << line.dump() << "\n";
   if (!out) throw Error(Errc::io, (o_.output / "log.jsonl").string() + ": cannot append");
@@ -175,27 +195,42 @@ double Trainer::metric_value(const EvalMetrics& m) const {
 
 void Trainer::save(int64_t step) {
   // The unlogged metric sums travel in the state: read them (this save's
-  // host sync covers the read too).
-  const int64_t n = enc_.layout.numel();
+  // host sync covers the read too). Rank 0 alone writes; the others read
+  // their metric sums for it.
+  const bool writes = rank_ == 0;
+  const int64_t n = writes ? enc_.layout.numel() : 0;
   std::vector<float> params(static_cast<size_t>(n)), m(static_cast<size_t>(n)), v(static_cast<size_t>(n));
-  backend_.copy_to_host(params.data(), enc_.master_data(), static_cast<size_t>(n) * 4);
-  optimizer_.copy_state_to_host(m.data(), v.data());
+  if (writes) {
+    backend_.copy_to_host(params.data(), enc_.master_data(), static_cast<size_t>(n) * 4);
+    optimizer_.copy_state_to_host(m.data(), v.data());
+  }
   backend_.copy_to_host(metrics_host_.data(), metrics_->data(), 3 * sizeof(double));
   backend_.copy_to_device(metrics_->data(), zeros_->data(), 3 * sizeof(double));
   backend_.wait(*backend_.record_event());
   for (int i = 0; i < 3; ++i) st_.metrics[i] += metrics_host_[static_cast<size_t>(i)];
-  CheckpointContents c;
-  c.layout = &enc_.layout;
-  c.params = params.data();
-  c.exp_avg = m.data();
-  c.exp_avg_sq = v.data();
-  c.config_json = save_ctx_.config_json;
-  c.tokenizer_files = save_ctx_.tokenizer_files;
-  c.extra_files = save_ctx_.extra_files;
-  c.state = state_json();
-  write_checkpoint(o_.output, step, c);
+  if (ranks_ > 1) {  // the state holds the sums over every rank, carried by rank 0
+    double all[3] = {st_.metrics[0], st_.metrics[1], st_.metrics[2]};
+    sum_over_ranks(all);
+    for (int i = 0; i < 3; ++i) st_.metrics[i] = writes ? all[i] : 0.0;
+  }
+  if (writes) {
+    CheckpointContents c;
+    c.layout = &enc_.layout;
+    c.params = params.data();
+    c.exp_avg = m.data();
+    c.exp_avg_sq = v.data();
+    c.config_json = save_ctx_.config_json;
+    c.tokenizer_files = save_ctx_.tokenizer_files;
+    c.extra_files = save_ctx_.extra_files;
+    c.state = state_json();
+    write_checkpoint(o_.output, step, c);
+  }
   ++report_.saves;
+  // Every rank passes the crash point once the checkpoint is on disk (a test
+  // kills one rank there).
+  if (ranks_ > 1) o_.comm->barrier();
   crash_point("checkpoint_saved");
+  if (!writes) return;
   fs::path protect;
   if (o_.load_best && !st_.best_checkpoint.empty()) protect = o_.output / st_.best_checkpoint;
   prune_checkpoints(o_.output, o_.save_total_limit, protect);
@@ -213,10 +248,12 @@ std::optional<EvalMetrics> Trainer::maybe_eval() {
 }
 
 TrainReport Trainer::run() {
-  fs::create_directories(o_.output);
-  const BatchOrderOptions order{o_.shuffle, o_.group_by_length, o_.batch_size, o_.seed};
+  if (rank_ == 0) fs::create_directories(o_.output);
+  // Batches of the global micro-batch size: the order a single process with
+  // batch_size x ranks would see; each rank takes its fixed slice of each.
+  const BatchOrderOptions order{o_.shuffle, o_.group_by_length, global_batch_, o_.seed};
   std::vector<std::vector<uint32_t>> batches = epoch_batches(lengths_, order, st_.epoch);
-  Progress progress("training", static_cast<uint64_t>(total_steps_), !o_.quiet);
+  Progress progress("training", static_cast<uint64_t>(total_steps_), !o_.quiet && rank_ == 0);
   progress.set_unit("samples");
   const uint64_t syncs0 = backend_.host_syncs(), throttles0 = backend_.throttle_waits();
   const double busy0 = backend_.busy_seconds();
@@ -225,40 +262,55 @@ TrainReport Trainer::run() {
   uint64_t interval_samples = 0, interval_tokens = 0;
   std::vector<int32_t> labels;
   std::vector<float> targets;
+  std::vector<uint32_t> idx;
+  // Dropout masks are drawn per rank: rank 0 draws the single process's
+  // masks for its slice, the others their own (see docs/training.md).
+  const uint64_t dropout_seed = o_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank_));
 
   while (st_.step < total_steps_) {
     // One optimizer step: up to grad_accum micro-batches of this epoch.
     const int64_t first = st_.batch_in_epoch;
     const int64_t last = std::min<int64_t>(first + o_.grad_accum, static_cast<int64_t>(batches.size()));
-    int64_t examples = 0;
+    int64_t examples = 0;  // over every rank: the loss is their mean
     for (int64_t b = first; b < last; ++b) examples += static_cast<int64_t>(batches[static_cast<size_t>(b)].size());
     TraceSpan step_span(o_.trace, "enqueue step", "host");
     optimizer_.zero_grad();
     for (int64_t b = first; b < last; ++b) {
-      const std::vector<uint32_t>& idx = batches[static_cast<size_t>(b)];
-      const PackedBatch batch = pack_examples(train_, idx, enc_.config);
-      labels.clear();
-      targets.clear();
-      for (uint32_t i : idx) {
-        labels.push_back(train_[i].label);
-        targets.push_back(train_[i].target);
-      }
+      const std::vector<uint32_t>& global = batches[static_cast<size_t>(b)];
+      const size_t begin = std::min(global.size(), static_cast<size_t>(rank_ * o_.batch_size));
+      const size_t end = std::min(global.size(), begin + static_cast<size_t>(o_.batch_size));
+      idx.assign(global.begin() + static_cast<long>(begin), global.begin() + static_cast<long>(end));
+      uint64_t global_tokens = 0;
+      for (uint32_t i : global) global_tokens += static_cast<uint64_t>(lengths_[i]);
       MicroBatchKnobs k;
       k.dropout = o_.dropout;
-      k.seed = o_.seed;
+      k.seed = dropout_seed;
       k.step = static_cast<uint32_t>(st_.micro_step++);
       k.label_smoothing = o_.label_smoothing;
       k.loss_scale = 1.0f / static_cast<float>(examples);
       k.regression = regression_;
-      runner_->enqueue(batch, labels, targets, k, TensorView(metrics_->data(), DType::f64, {3}));
+      if (!idx.empty()) {
+        const PackedBatch batch = pack_examples(train_, idx, enc_.config);
+        labels.clear();
+        targets.clear();
+        for (uint32_t i : idx) {
+          labels.push_back(train_[i].label);
+          targets.push_back(train_[i].target);
+        }
+        // The last micro-batch's backward hands each finished layer to the all-reduce.
+        if (reducer_ && b + 1 == last) runner_->set_backward_hook([this](int64_t l) { reducer_->layer_done(l); });
+        runner_->enqueue(batch, labels, targets, k, TensorView(metrics_->data(), DType::f64, {3}));
+        runner_->set_backward_hook(nullptr);
+      }
       ++report_.micro_batches;
-      st_.samples += idx.size();
-      st_.tokens += static_cast<uint64_t>(batch.tokens());
-      interval_samples += idx.size();
-      interval_tokens += static_cast<uint64_t>(batch.tokens());
-      report_.samples += idx.size();
-      report_.tokens += static_cast<uint64_t>(batch.tokens());
+      st_.samples += global.size();
+      st_.tokens += global_tokens;
+      interval_samples += global.size();
+      interval_tokens += global_tokens;
+      report_.samples += global.size();
+      report_.tokens += global_tokens;
     }
+    if (reducer_) reducer_->finish_step();
     const double lr = lr_at(o_.lr, schedule_, st_.step);
     optimizer_.step(st_.step + 1, lr);
     ++st_.step;
@@ -301,8 +353,9 @@ TrainReport Trainer::run() {
       interval_start = std::chrono::steady_clock::now();
       interval_samples = interval_tokens = 0;
     }
-    const bool eval_now = (o_.eval_strategy == EvalStrategy::steps && st_.step % o_.eval_every == 0) ||
-                          (o_.eval_strategy == EvalStrategy::epoch && epoch_end);
+    // Every rank holds the same weights: rank 0 evaluates alone.
+    const bool eval_now = rank_ == 0 && ((o_.eval_strategy == EvalStrategy::steps && st_.step % o_.eval_every == 0) ||
+                                         (o_.eval_strategy == EvalStrategy::epoch && epoch_end));
     std::optional<EvalMetrics> ev;
     if (eval_now) {
       ev = maybe_eval();
@@ -327,8 +380,10 @@ TrainReport Trainer::run() {
       }
     }
     // With --load-best every evaluation saves (the best must be on disk).
+    const bool eval_step = (o_.eval_strategy == EvalStrategy::steps && st_.step % o_.eval_every == 0) ||
+                           (o_.eval_strategy == EvalStrategy::epoch && epoch_end);
     const bool save_now = (o_.save_every > 0 && st_.step % o_.save_every == 0 && !final_step) ||
-                          (o_.load_best && eval_now && !final_step);
+                          (o_.load_best && eval_step && !final_step);
     if (save_now) save(st_.step);
     if (epoch_end && !final_step) batches = epoch_batches(lengths_, order, st_.epoch);
     progress.update(st_.samples, static_cast<uint64_t>(st_.step), st_.tokens);
@@ -343,6 +398,8 @@ TrainReport Trainer::run() {
   report_.host_syncs = backend_.host_syncs() - syncs0;
   report_.throttle_waits = backend_.throttle_waits() - throttles0;
   if (busy0 >= 0) report_.device_busy = backend_.busy_seconds() - busy0;
+  report_.ranks = ranks_;
+  if (reducer_) report_.reduce = reducer_->stats();  // the executor is idle: the last step's metrics were read
   report_.best_metric = st_.best;
   report_.best_step = st_.best_step;
   return report_;

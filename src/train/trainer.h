@@ -15,10 +15,12 @@
 
 #include "backend/backend.h"
 #include "core/trace.h"
+#include "dist/communicator.h"
 #include "model/encoder_training.h"
 #include "model/trainable_encoder.h"
 #include "train/batch_order.h"
 #include "train/evaluate.h"
+#include "train/gradient_reducer.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 #include "train/train_data.h"
@@ -31,7 +33,7 @@ struct TrainerOptions {
   std::filesystem::path output;
   int64_t epochs = 3;
   int64_t max_steps = 0;   // > 0: overrides epochs
-  int64_t batch_size = 8;
+  int64_t batch_size = 8;  // per rank: the global batch is batch_size x ranks x grad_accum
   int64_t grad_accum = 1;
   double lr = 5e-5;        // effective (after any batch scaling)
   Schedule schedule = Schedule::linear;
@@ -52,6 +54,11 @@ struct TrainerOptions {
   bool quiet = false;
   bool debug_sync_each_step = false;  // a host sync after every step (doctor's sync-bound test)
   Trace* trace = nullptr;             // host spans: "step" (enqueueing one optimizer step)
+  // Data parallelism: each rank takes a fixed slice of every global
+  // micro-batch, gradients are summed over the ranks before each optimizer
+  // step, and rank 0 alone writes the log and checkpoints. nullptr: one process.
+  dist::Communicator* comm = nullptr;
+  int64_t bucket_bytes = 25 << 20;    // all-reduce buckets (--bucket-mb)
   // Everything that must match for a resume (the job fills it).
   nlohmann::json identity;
 };
@@ -78,6 +85,8 @@ struct TrainReport {
   int64_t best_step = 0;
   int64_t resumed_from_step = 0;      // 0: a fresh run
   std::string resumed_from;
+  int ranks = 1;
+  ReduceStats reduce;                 // ranks > 1
 };
 
 class Trainer {
@@ -109,7 +118,8 @@ class Trainer {
     std::string best_checkpoint;
   };
   nlohmann::json state_json() const;
-  void read_metrics(double out[3]);  // one host sync; zeroes the device sums
+  void read_metrics(double out[3]);  // one host sync; zeroes the device sums; summed over the ranks
+  void sum_over_ranks(double m[3]);
   void log(const nlohmann::json& line);
   void save(int64_t step);
   std::optional<EvalMetrics> maybe_eval();
@@ -132,6 +142,9 @@ class Trainer {
   TrainReport report_;
   std::vector<double> metrics_host_;
   std::string resumed_from_;
+  int rank_ = 0, ranks_ = 1;
+  int64_t global_batch_ = 0;  // examples per global micro-batch: batch_size x ranks
+  std::unique_ptr<GradientReducer> reducer_;
 };
 
 const char* eval_strategy_name(EvalStrategy s);

@@ -137,6 +137,46 @@ TEST(Diagnose, TrainingSyncsBeyondLoggingAreSyncBound) {
   EXPECT_TRUE(has(d.advice, "--batch-size 16 -> 32"));
 }
 
+// Data-parallel training whose device waits for the gradient all-reduce: the
+// executor counts the wait as busy, so without the rule it read as
+// compute-bound. The synthetic profile: 2 ranks, 10 s, 3 s waited.
+TEST(Diagnose, WaitingForTheAllReduceIsCommunicationBound) {
+  TrainFacts f;
+  f.seconds = 10;
+  f.device_busy = 9.5;
+  f.steps = 20;
+  f.host_syncs = 4;
+  f.expected_syncs = 4;
+  f.batch_size = 8;
+  f.log_every = 10;
+  f.ranks = 2;
+  f.grad_accum = 1;
+  f.bucket_mb = 25;
+  f.comm_seconds = 5;
+  f.comm_exposed_seconds = 3;
+  f.allreduce_bytes_per_step = 90u << 20;
+  Diagnosis d = diagnose_train(f);
+  EXPECT_EQ(d.bound, Bound::communication);
+  EXPECT_EQ(std::string(bound_name(d.bound)), "communication-bound");
+  EXPECT_NE(d.verdict.find("30% of the time"), std::string::npos) << d.verdict;
+  EXPECT_TRUE(has(d.evidence, "90.0 MiB of gradients per step"));
+  EXPECT_TRUE(has(d.evidence, "40% of it overlapped"));
+  EXPECT_TRUE(has(d.advice, "--bucket-mb 25 -> 100"));
+  EXPECT_TRUE(has(d.advice, "--grad-accum 1 -> 4"));
+  EXPECT_TRUE(has(d.advice, "bf16 gradients"));
+  // Read back from a trace's facts: the same verdict.
+  const Diagnosis read = diagnose_from_json({{"job", "train"}, {"facts", to_json(f)}});
+  EXPECT_EQ(read.bound, Bound::communication);
+  EXPECT_EQ(read.advice, d.advice);
+  // Overlapped all-reduce (under the share on the critical path): compute-bound.
+  f.comm_exposed_seconds = 0.5;
+  EXPECT_EQ(diagnose_train(f).bound, Bound::compute);
+  // One process never is, whatever the numbers say.
+  f.comm_exposed_seconds = 3;
+  f.ranks = 1;
+  EXPECT_EQ(diagnose_train(f).bound, Bound::compute);
+}
+
 // The issue's run: the compute thread at 32% of a core while the device stage
 // was busy, two busy processes beside it. Today's "compute-bound, nothing to
 // gain" becomes the contention verdict, with the shares as evidence.
