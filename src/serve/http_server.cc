@@ -123,7 +123,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == http::error::header_limit)
       return answer_error(431, "the request header is larger than " + std::to_string(server_.limits().header_limit) +
                                    " bytes");
-    if (ec == beast::error::timeout) return answer_error(408, std::string(what) + " did not arrive in time");
+    // A timeout: Beast has closed the socket already; a slow client gets no answer.
+    if (ec == beast::error::timeout) return close();
     // The client closed (before a request, or half-way through one), or an I/O error: nobody to answer.
     const bool parse_error = &ec.category() == &beast::error_code(http::error::bad_target).category();
     if (ec == http::error::end_of_stream || ec == http::error::partial_message || !parse_error) return close();
