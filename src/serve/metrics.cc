@@ -74,12 +74,12 @@ void Metrics::count_request(const std::string& route, int status) {
   ++by_route_status_[{route, status}];
 }
 
-void Metrics::observe_request(double total_seconds, const BatchRequest* done) {
+void Metrics::observe_request(double total_seconds, const Stages* stages) {
   total_.observe(total_seconds);
-  if (!done) return;
-  queue_.observe(done->queue_seconds);
-  tokenize_.observe(done->tokenize_seconds);
-  inference_.observe(done->inference_seconds);
+  if (!stages) return;
+  queue_.observe(stages->queue);
+  tokenize_.observe(stages->tokenize);
+  inference_.observe(stages->inference);
 }
 
 void Metrics::observe_batch(int64_t sequences, int64_t tokens) {

@@ -36,7 +36,11 @@ class Metrics {
  public:
   Metrics();
   void count_request(const std::string& route, int status);
-  void observe_request(double total_seconds, const BatchRequest* done);  // latencies; done: nullptr when no batch
+  // Where a batched request's time went (BatchRequest's timings).
+  struct Stages {
+    double tokenize = 0, queue = 0, inference = 0;
+  };
+  void observe_request(double total_seconds, const Stages* stages);  // stages: nullptr when no batch ran
   void observe_batch(int64_t sequences, int64_t tokens);
   // The whole exposition; in_flight and the batcher's counters read now.
   std::string render(const RequestBatcherStats& stats, int64_t in_flight, bool ready) const;

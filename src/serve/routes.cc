@@ -136,14 +136,10 @@ void Call::run_batch(std::vector<BatchItem> items, const BatchRequestOptions& o,
       result->token_counts = std::move(r.token_counts);
       result->total_tokens = r.total_tokens;
     }
-    const double tokenize = r.tokenize_seconds, queue = r.queue_seconds, inference = r.inference_seconds;
-    net::post(self->router.io(), [self, result, state, error, tokenize, queue, inference, format = std::move(format)] {
-      BatchRequest timing;
-      timing.tokenize_seconds = tokenize;
-      timing.queue_seconds = queue;
-      timing.inference_seconds = inference;
+    const Metrics::Stages stages{r.tokenize_seconds, r.queue_seconds, r.inference_seconds};
+    net::post(self->router.io(), [self, result, state, error, stages, format = std::move(format)] {
       const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - self->start_).count();
-      self->router.metrics().observe_request(total, state == BatchRequest::State::done ? &timing : nullptr);
+      self->router.metrics().observe_request(total, state == BatchRequest::State::done ? &stages : nullptr);
       try {
         if (state == BatchRequest::State::done) return self->reply(format(*result));
         if (state == BatchRequest::State::cancelled)
@@ -156,6 +152,8 @@ void Call::run_batch(std::vector<BatchItem> items, const BatchRequestOptions& o,
       } catch (const Error& e) {
         if (e.code() == Errc::invalid_argument) {
           self->reply_error(validation_error(e.what()));
+        } else if (e.code() == Errc::refused) {  // the batcher is stopping: draining
+          self->reply_error(ApiError(503, "Unhealthy", e.what()));
         } else {
           self->reply_error(ApiError(500, "Backend", e.what()));
         }

@@ -64,7 +64,7 @@ std::string check_rows(const Load& l, const Reply& r, size_t first, size_t count
 TEST(ServeLoad, TwoHundredKeepAliveClients) {
   const Load& l = load();
   ASSERT_EQ(l.offline.size(), l.texts.size());
-  ServeProcess server("--model " + model_dir("tiny-bert"), "load");
+  ServeProcess server("--model " + model_dir("tiny-bert") + " --auto-truncate", "load");
   ASSERT_TRUE(server.wait_ready()) << server.stderr_text();
   constexpr int kClients = 200, kRequests = 5;
   std::atomic<int> ok{0};
@@ -97,7 +97,7 @@ TEST(ServeLoad, TwoHundredKeepAliveClients) {
 
 TEST(ServeLoad, SigtermMidLoadAnswersOrRefusesCleanly) {
   const Load& l = load();
-  ServeProcess server("--model " + model_dir("tiny-bert") + " --drain-timeout 60", "sigterm");
+  ServeProcess server("--model " + model_dir("tiny-bert") + " --auto-truncate --drain-timeout 60", "sigterm");
   ASSERT_TRUE(server.wait_ready()) << server.stderr_text();
   constexpr int kClients = 32, kRequests = 40;
   std::atomic<int> answered{0}, refused{0};

@@ -76,7 +76,7 @@ std::vector<float> base64_floats(const std::string& s) {
 class ServeEmbedding : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServeProcess("--model " + model_dir("tiny-bert"), "embedding");
+    server_ = new ServeProcess("--model " + model_dir("tiny-bert") + " --auto-truncate", "embedding");
     ASSERT_TRUE(server_->wait_ready()) << server_->stderr_text();
   }
   static void TearDownTestSuite() {
@@ -136,10 +136,11 @@ TEST_F(ServeEmbedding, TokenIdsEmbedAsTheirText) {
   Client c(server_->port());
   const Reply tok = c.post("/tokenize", R"({"inputs": "The quick brown fox"})");
   ASSERT_EQ(tok.status, 200) << tok.body;
+  const json tokens = tok.parsed();
   json ids = json::array();
-  for (const json& t : tok.parsed()[0]) ids.push_back(t["id"]);
-  EXPECT_TRUE(tok.parsed()[0][0]["special"].get<bool>());
-  EXPECT_FALSE(tok.parsed()[0][1]["special"].get<bool>());
+  for (const json& t : tokens[0]) ids.push_back(t["id"]);
+  EXPECT_TRUE(tokens[0][0]["special"].get<bool>());
+  EXPECT_FALSE(tokens[0][1]["special"].get<bool>());
   const Reply by_text = c.post("/embed", R"({"inputs": "The quick brown fox"})");
   const Reply by_ids = c.post("/embed", json{{"inputs", ids}}.dump());
   const Reply by_id_lists = c.post("/v1/embeddings", json{{"input", json::array({ids, ids})}}.dump());
@@ -157,13 +158,14 @@ TEST_F(ServeEmbedding, EmbedAllTokenRowsMeanPoolToEmbed) {
   const Reply pooled = c.post("/embed", "{\"inputs\":" + texts + ",\"normalize\":false}");
   ASSERT_EQ(all.status, 200) << all.body;
   ASSERT_EQ(pooled.status, 200) << pooled.body;
+  const json all_rows = all.parsed(), pooled_rows = pooled.parsed();
   for (size_t i = 0; i < 2; ++i) {
-    const json& rows = all.parsed()[i];
+    const json& rows = all_rows[i];
     std::vector<double> mean(rows[0].size(), 0.0);
     for (const json& row : rows)
       for (size_t k = 0; k < mean.size(); ++k) mean[k] += row[k].get<double>() / static_cast<double>(rows.size());
     const std::vector<float> got(mean.begin(), mean.end());
-    EXPECT_LE(relative_l2(got, json_floats(pooled.parsed()[i])), 1e-5) << "text " << i;  // tiny-bert pools the mean
+    EXPECT_LE(relative_l2(got, json_floats(pooled_rows[i])), 1e-5) << "text " << i;  // tiny-bert pools the mean
   }
 }
 
@@ -193,7 +195,7 @@ TEST_F(ServeEmbedding, InfoModelsHealthMetrics) {
 
 TEST(ServeXlmr, EmbedMatchesStokeEmbed) {
   const std::vector<std::string> texts = golden_texts();
-  ServeProcess server("--model " + model_dir("tiny-xlmr"), "xlmr");
+  ServeProcess server("--model " + model_dir("tiny-xlmr") + " --auto-truncate", "xlmr");
   ASSERT_TRUE(server.wait_ready()) << server.stderr_text();
   Client c(server.port());
   expect_rows_match(served_rows(c, "/v1/embeddings", texts, ""),
@@ -223,7 +225,7 @@ TEST(ServeClassifier, PredictMatchesStokeClassify) {
   std::vector<json> records;
   for (const std::string& t : texts) records.push_back({{"text", t}});
   const std::vector<std::vector<float>> logits = offline_logits(model_dir("tiny-bert"), records, "predict");
-  ServeProcess server("--model " + model_dir("tiny-bert") + " --model-kind classifier", "classifier");
+  ServeProcess server("--model " + model_dir("tiny-bert") + " --model-kind classifier --auto-truncate", "classifier");
   ASSERT_TRUE(server.wait_ready()) << server.stderr_text();
   Client c(server.port());
   for (size_t b = 0; b < texts.size(); b += 8) {
@@ -234,18 +236,19 @@ TEST(ServeClassifier, PredictMatchesStokeClassify) {
     ASSERT_EQ(raw.status, 200) << raw.body;
     const Reply soft = c.post("/predict", json{{"inputs", batch}}.dump());
     ASSERT_EQ(soft.status, 200) << soft.body;
+    const json raw_j = raw.parsed(), soft_j = soft.parsed();
     for (size_t i = b; i < e; ++i) {
       // Sorted by score; put back in label order to compare.
       std::vector<float> got(3), probs(3);
-      for (const json& ls : raw.parsed()[i - b]) got[std::stoi(ls["label"].get<std::string>().substr(6))] = ls["score"];
-      for (const json& ls : soft.parsed()[i - b]) probs[std::stoi(ls["label"].get<std::string>().substr(6))] = ls["score"];
+      for (const json& ls : raw_j[i - b]) got[std::stoi(ls["label"].get<std::string>().substr(6))] = ls["score"];
+      for (const json& ls : soft_j[i - b]) probs[std::stoi(ls["label"].get<std::string>().substr(6))] = ls["score"];
       EXPECT_LE(relative_l2(got, logits[i]), kTol) << "text " << i;
       double mx = *std::max_element(logits[i].begin(), logits[i].end()), sum = 0;
       for (float v : logits[i]) sum += std::exp(v - mx);
       std::vector<float> want;
       for (float v : logits[i]) want.push_back(static_cast<float>(std::exp(v - mx) / sum));
       EXPECT_LE(relative_l2(probs, want), kTol) << "text " << i;
-      EXPECT_GE(soft.parsed()[i - b][0]["score"].get<float>(), soft.parsed()[i - b][1]["score"].get<float>());
+      EXPECT_GE(soft_j[i - b][0]["score"].get<float>(), soft_j[i - b][1]["score"].get<float>());
     }
   }
   // TEI's shapes: one text, and ["a", "b"] as ONE pair.
@@ -258,7 +261,8 @@ TEST(ServeClassifier, PredictMatchesStokeClassify) {
   const std::vector<std::vector<float>> pair_logits =
       offline_logits(model_dir("tiny-bert"), {{{"text", texts[0]}, {"text_pair", texts[1]}}}, "pair");
   std::vector<float> got(3);
-  for (const json& ls : pair.parsed()) got[std::stoi(ls["label"].get<std::string>().substr(6))] = ls["score"];
+  const json pair_j = pair.parsed();
+  for (const json& ls : pair_j) got[std::stoi(ls["label"].get<std::string>().substr(6))] = ls["score"];
   EXPECT_LE(relative_l2(got, pair_logits[0]), kTol);
   EXPECT_EQ(c.post("/embed", R"({"inputs": "a"})").status, 400);  // not an embedding model
   EXPECT_EQ(server.terminate(), 0);
@@ -276,19 +280,15 @@ std::filesystem::path make_cross_encoder() {
   config["label2id"] = {{"LABEL_0", 0}};
   std::ofstream(dir / "config.json") << config.dump(2);
   auto weights = SafetensorsFile::open(src / "model.safetensors");
-  std::vector<std::vector<float>> data;
   std::vector<TensorToWrite> tensors;
-  data.reserve(weights->tensors().size());
   for (const StoredTensor& t : weights->tensors()) {
-    EXPECT_EQ(t.dtype, DType::f32) << t.name;
-    std::vector<int64_t> shape = t.shape;
-    if (t.name == "classifier.weight" || t.name == "classifier.bias") shape[0] = 1;
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    data.emplace_back(static_cast<size_t>(n));
-    std::memcpy(data.back().data(), t.data.data(), static_cast<size_t>(n) * 4);
-    tensors.push_back({t.name, DType::f32, shape,
-                       {reinterpret_cast<const std::byte*>(data.back().data()), data.back().size() * 4}});
+    TensorToWrite w{t.name, t.dtype, t.shape, {t.data.data(), t.data.size()}};
+    if (t.name == "classifier.weight" || t.name == "classifier.bias") {  // f32 [3, H] and [3]: keep row 0
+      EXPECT_EQ(t.dtype, DType::f32);
+      w.shape[0] = 1;
+      w.data = w.data.subspan(0, t.data.size() / static_cast<size_t>(t.shape[0]));
+    }
+    tensors.push_back(w);
   }
   write_safetensors(dir / "model.safetensors", tensors);
   return dir;
@@ -301,14 +301,15 @@ TEST(ServeReranker, RerankMatchesStokeClassifyOnPairs) {
   std::vector<json> records;
   for (size_t i = 0; i < 12; ++i) records.push_back({{"text", query}, {"text_pair", texts[i]}});
   const std::vector<std::vector<float>> logits = offline_logits(model.string(), records, "rerank");
-  ServeProcess server("--model " + model.string(), "reranker");
+  ServeProcess server("--model " + model.string() + " --auto-truncate", "reranker");
   ASSERT_TRUE(server.wait_ready()) << server.stderr_text();
   Client c(server.port());
   const std::vector<std::string> docs(texts.begin(), texts.begin() + 12);
   const Reply raw = c.post("/rerank", json{{"query", query}, {"texts", docs}, {"raw_scores", true}, {"return_text", true}}.dump());
   ASSERT_EQ(raw.status, 200) << raw.body;
   float previous = INFINITY;
-  for (const json& r : raw.parsed()) {
+  const json raw_j = raw.parsed();
+  for (const json& r : raw_j) {
     const size_t i = r["index"];
     EXPECT_LE(relative_l2({r["score"].get<float>()}, {logits[i][0]}), kTol) << i;
     EXPECT_LE(r["score"].get<float>(), previous);
@@ -317,8 +318,9 @@ TEST(ServeReranker, RerankMatchesStokeClassifyOnPairs) {
   }
   const Reply cohere = c.post("/v1/rerank", json{{"query", query}, {"documents", docs}, {"top_n", 3}, {"model", "x"}}.dump());
   ASSERT_EQ(cohere.status, 200) << cohere.body;
-  ASSERT_EQ(cohere.parsed()["results"].size(), 3u);
-  for (const json& r : cohere.parsed()["results"]) {
+  const json cohere_j = cohere.parsed();
+  ASSERT_EQ(cohere_j["results"].size(), 3u);
+  for (const json& r : cohere_j["results"]) {
     const size_t i = r["index"];
     const float want = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logits[i][0]))));
     EXPECT_LE(relative_l2({r["relevance_score"].get<float>()}, {want}), kTol) << i;
