@@ -268,7 +268,9 @@ void Router::handle(HttpRequest& request, std::shared_ptr<Exchange> exchange) {
   } catch (const ApiError& e) {
     call->reply_error(e);
   } catch (const Error& e) {
-    call->reply_error(e.code() == Errc::invalid_argument ? validation_error(e.what()) : ApiError(500, "Backend", e.what()));
+    call->reply_error(e.code() == Errc::invalid_argument ? validation_error(e.what())
+                      : e.code() == Errc::refused        ? ApiError(503, "Unhealthy", e.what())
+                                                         : ApiError(500, "Backend", e.what()));
   } catch (const std::bad_alloc&) {
     call->reply_error(ApiError(500, "Backend", "out of memory"));
   } catch (const std::exception& e) {
