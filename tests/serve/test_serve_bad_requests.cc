@@ -208,6 +208,23 @@ TEST_F(ServeBadRequests, HalfABodyThenCloseOrSilence) {
   expect_alive();
 }
 
+TEST(ServeOverload, OneRequestPastTheLimitGets429) {
+  // One request in flight at most; the batcher holds a lone short request up
+  // to 3 s hoping for company, so a second request arriving meanwhile finds
+  // the slot taken. Which of the two wins the slot is the server's choice.
+  ServeProcess server("--model " + model_dir("tiny-bert") + " --max-concurrent-requests 1 --max-wait-ms 3000",
+                      "overload");
+  ASSERT_TRUE(server.wait_ready()) << server.stderr_text();
+  int statuses[2] = {0, 0};
+  std::thread first([&] { statuses[0] = Client(server.port()).post("/embed", "{\"inputs\": \"one\"}").status; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  statuses[1] = Client(server.port()).post("/embed", "{\"inputs\": \"two\"}").status;
+  first.join();
+  EXPECT_EQ(std::min(statuses[0], statuses[1]), 200);
+  EXPECT_EQ(std::max(statuses[0], statuses[1]), 429);
+  EXPECT_EQ(server.terminate(), 0);
+}
+
 TEST(ServeApiKey, RequiredEverywhereButHealth) {
   ServeProcess server("--model " + model_dir("tiny-bert") + " --api-key s3cret", "api-key");
   ASSERT_TRUE(server.wait_ready()) << server.stderr_text();
