@@ -208,7 +208,7 @@ TEST_F(ServeBadRequests, HalfABodyThenCloseOrSilence) {
   expect_alive();
 }
 
-TEST(ServeOverload, OneRequestPastTheLimitGets429) {
+TEST(ServeOverload, OneRequestPastTheLimitGets429AndAGoneClientIsDropped) {
   // One request in flight at most; the batcher holds a lone short request up
   // to 3 s hoping for company, so a second request arriving meanwhile finds
   // the slot taken. Which of the two wins the slot is the server's choice.
@@ -222,6 +222,18 @@ TEST(ServeOverload, OneRequestPastTheLimitGets429) {
   first.join();
   EXPECT_EQ(std::min(statuses[0], statuses[1]), 200);
   EXPECT_EQ(std::max(statuses[0], statuses[1]), 429);
+
+  // A client that goes away while its request waits in the batcher: its text
+  // is dropped before the device (a closed sending side counts as gone; the
+  // answer, 503, is still written for it to read).
+  const std::string raw = raw_exchange(server.port(), raw_request("POST", "/embed", "{\"inputs\": \"bye\"}"), true);
+  EXPECT_EQ(statuses_of(raw), std::vector<int>{503}) << raw;
+  std::string metrics;  // counted just after the answer is handed over: look a few times
+  for (int i = 0; i < 100 && metrics.find("stoke_cancelled_texts_total 1\n") == std::string::npos; ++i) {
+    if (i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    metrics = Client(server.port()).get("/metrics").body;
+  }
+  EXPECT_NE(metrics.find("stoke_cancelled_texts_total 1\n"), std::string::npos) << metrics.substr(0, 2000);
   EXPECT_EQ(server.terminate(), 0);
 }
 
