@@ -3,6 +3,8 @@ find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)   # config files, tokenizer.json, JSONL records
 find_package(fmt REQUIRED)
+find_package(Boost 1.74 REQUIRED)            # Beast + Asio (header-only): stoke serve's HTTP
+find_package(simdjson REQUIRED)             # stoke serve's request bodies
 find_package(CLI11 REQUIRED)                # command line, --help with defaults
 find_package(dnnl REQUIRED)                 # oneDNN: CPU GEMM (f32, bf16 on AVX512-BF16/AMX)
 find_package(OpenMP REQUIRED)               # threads inside CPU kernels (oneDNN uses OpenMP too)

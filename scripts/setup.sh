@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libutf8proc-dev libsentencepiece-dev nlohmann-json3-dev libsimdjson-dev
-  libssl-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev
+  libssl-dev libboost-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev
   ocl-icd-opencl-dev   # Debian's oneDNN CMake config finds OpenCL; libdnnl-dev only recommends it
   clang libclang-rt-14-dev libomp-dev   # libFuzzer targets (clang builds need its OpenMP)
   python3 python3-venv python3-sentencepiece sentencepiece   # benchmark peers

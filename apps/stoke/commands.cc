@@ -6,6 +6,7 @@
 #include "apps/stoke/job_flags.h"
 #include "apps/stoke/job_reports.h"
 #include "apps/stoke/number_flags.h"
+#include "apps/stoke/serve_command.h"
 #include "io/hf_hub_cache.h"
 #include "jobs/classify_job.h"
 #include "jobs/doctor_job.h"
@@ -248,6 +249,7 @@ std::vector<std::unique_ptr<Command>> make_commands() {
   c.push_back(std::make_unique<TuneCommand>());
   c.push_back(std::make_unique<InspectCommand>());
   c.push_back(std::make_unique<VerifyCommand>());
+  c.push_back(make_serve_command());
   return c;
 }
 

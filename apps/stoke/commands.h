@@ -34,7 +34,7 @@ class Command {
   virtual int run() = 0;
 };
 
-// tokenize, embed, classify, train, doctor, tune, inspect, verify: in --help order.
+// tokenize, embed, classify, train, doctor, tune, inspect, verify, serve: in --help order.
 std::vector<std::unique_ptr<Command>> make_commands();
 
 }  // namespace stoke::cli

@@ -324,10 +324,13 @@ struct RequestBatcherState {
   // Takes the next generation: whole requests in FIFO order, all of the first
   // one's product, up to generation_texts texts (always at least one
   // request). Waits for requests; empty only when quitting.
-  std::vector<std::shared_ptr<BatchRequest>> next_generation(bool device_idle) {
+  std::vector<std::shared_ptr<BatchRequest>> next_generation() {
     std::unique_lock lock(mu);
     pending_cv.wait(lock, [&] { return quitting || !pending.empty(); });
     if (pending.empty()) return {};
+    // Whether the device is idle now that a request is here (not when the
+    // executor began waiting: the last batch was on the device then).
+    const bool device_idle = in_flight_batches.load() == 0;
     if (opt.max_wait_seconds > 0 && device_idle && !stopping) {
       // The device is idle and little is queued: wait a moment for more, so
       // a trickle of one-text requests still forms batches.
@@ -363,7 +366,7 @@ struct RequestBatcherState {
     if (opt.on_thread_start) opt.on_thread_start("batcher-executor");
     PackedBatch batch;
     for (;;) {
-      auto generation = next_generation(in_flight_batches.load() == 0);
+      auto generation = next_generation();
       if (generation.empty()) break;
       try {
         run_generation(generation, batch);

@@ -1,0 +1,147 @@
+#include "serve/serve_job.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
+#include "serve/routes.h"
+#include "serve/served_model.h"
+
+namespace stoke {
+
+namespace net = boost::asio;
+using namespace std::chrono_literals;
+
+namespace {
+
+void check_serve_options(const ServeOptions& o) {
+  auto positive = [](int64_t v, const char* flag) {
+    if (v < 1) throw Error(Errc::invalid_argument, std::string(flag) + ": expected a positive number");
+  };
+  if (o.port < 0 || o.port > 65535)
+    throw Error(Errc::invalid_argument, "--port " + std::to_string(o.port) + ": expected 0 to 65535");
+  positive(o.max_concurrent_requests, "--max-concurrent-requests");
+  positive(o.max_client_batch_size, "--max-client-batch-size");
+  positive(o.payload_limit, "--payload-limit");
+  positive(o.max_batch_size, "--max-batch-size");
+  positive(o.io_threads, "--io-threads");
+  if (!o.api_key.empty() && !o.api_key_file.empty())
+    throw Error(Errc::invalid_argument, "--api-key and --api-key-file: give one of them");
+  for (auto [v, flag] : {std::pair{o.header_timeout_s, "--header-timeout"}, std::pair{o.body_timeout_s, "--body-timeout"},
+                         std::pair{o.idle_timeout_s, "--idle-timeout"}, std::pair{o.drain_timeout_s, "--drain-timeout"}})
+    if (!(v > 0) || v > 86400) throw Error(Errc::invalid_argument, std::string(flag) + ": expected 0 to 86400 seconds");
+  if (o.max_wait_ms < 0 || o.max_wait_ms > 60000)
+    throw Error(Errc::invalid_argument, "--max-wait-ms: expected 0 to 60000");
+}
+
+std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)); }
+
+// Signalled by SIGTERM/SIGINT (on an I/O thread), waited on by run_serve.
+struct StopSignal {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  void raise() {
+    std::lock_guard lock(mu);
+    stop = true;
+    cv.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [this] { return stop; });
+  }
+};
+
+}  // namespace
+
+int run_serve(const ServeOptions& o) {
+  check_serve_options(o);
+  if (!o.common.trace.empty())
+    std::fprintf(stderr, "stoke serve: warning: --trace is not written by serve yet; ignored\n");
+  serve::ServedModel model(o);
+  auto io = std::make_unique<net::io_context>(static_cast<int>(o.io_threads));
+  serve::Metrics metrics;
+  serve::Router router(*io, model, o, metrics);
+  model.batcher().set_batch_observer(
+      [&metrics](int64_t sequences, int64_t tokens) { metrics.observe_batch(sequences, tokens); });
+  serve::HttpLimits limits;
+  limits.payload_limit = static_cast<uint64_t>(o.payload_limit);
+  limits.header_timeout = ms(o.header_timeout_s);
+  limits.body_timeout = ms(o.body_timeout_s);
+  limits.idle_timeout = ms(o.idle_timeout_s);
+  limits.max_concurrent_requests = o.max_concurrent_requests;
+  serve::HttpServer server(*io, router, limits);
+  router.set_server(&server);
+  server.listen(o.host, static_cast<uint16_t>(o.port));
+
+  StopSignal stop;
+  std::optional<net::signal_set> signals;
+  signals.emplace(*io, SIGINT, SIGTERM);
+  signals->async_wait([&](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    server.begin_drain();
+    stop.raise();
+  });
+  std::vector<std::thread> threads;
+  for (int64_t i = 0; i < o.io_threads; ++i) threads.emplace_back([&io] { io->run(); });
+  const auto started = std::chrono::steady_clock::now();
+  std::fprintf(stderr, "stoke serve: listening on http://%s:%u (model %s, %s, %s, max length %lld)\n", o.host.c_str(),
+               static_cast<unsigned>(server.port()), model.name().c_str(), serve::model_kind_name(model.kind()),
+               model.session().device_name.c_str(), static_cast<long long>(model.max_length()));
+  std::fflush(stderr);
+
+  auto shut_down = [&](bool drain) {
+    // Requests in flight are answered (the batcher finishes them) until the deadline; then cancelled.
+    const auto deadline = std::chrono::steady_clock::now() + ms(o.drain_timeout_s);
+    while (drain && (server.in_flight() > 0 || server.connections() > 0) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(10ms);
+    const bool drained = server.in_flight() == 0;
+    model.batcher().stop(drained);
+    const auto grace = std::chrono::steady_clock::now() + 2s;  // cancelled requests get their 503 written
+    while (server.connections() > 0 && std::chrono::steady_clock::now() < grace) std::this_thread::sleep_for(10ms);
+    io->stop();
+    for (std::thread& t : threads) t.join();
+    signals.reset();
+    server.close_acceptor();
+    io.reset();  // pending handlers and their sessions go now, while the server and router live
+  };
+
+  try {
+    model.warm_up();
+  } catch (...) {
+    server.begin_drain();
+    shut_down(false);
+    throw;
+  }
+  router.set_ready(true);
+  std::fprintf(stderr, "stoke serve: ready (warm-up forward pass done)\n");
+  std::fflush(stderr);
+
+  stop.wait();
+  std::fprintf(stderr, "stoke serve: draining (%lld requests in flight)\n", static_cast<long long>(server.in_flight()));
+  std::fflush(stderr);
+  shut_down(true);
+
+  const RequestBatcherStats s = model.batcher().stats();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::string busy = "n/a";
+  if (s.device_busy_seconds >= 0 && s.seconds > 0) busy = std::to_string(static_cast<int>(100 * s.device_busy_seconds / s.seconds)) + "%";
+  std::fprintf(stderr, "stoke serve: stopped: %llu requests, %llu texts, %llu tokens (%.0f tokens/s over %.1f s), device busy %s\n",
+               static_cast<unsigned long long>(metrics.requests()), static_cast<unsigned long long>(s.texts),
+               static_cast<unsigned long long>(s.tokens), seconds > 0 ? static_cast<double>(s.tokens) / seconds : 0.0,
+               seconds, busy.c_str());
+  return 0;
+}
+
+}  // namespace stoke

@@ -1,0 +1,143 @@
+#include "serve/served_model.h"
+
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "core/error.h"
+#include "io/sentence_transformers.h"
+#include "serve/api_error.h"
+
+namespace stoke::serve {
+
+namespace {
+
+PoolingMode to_mode(Pooling p) {
+  switch (p) {
+    case Pooling::cls: return PoolingMode::cls;
+    case Pooling::mean: return PoolingMode::mean;
+    case Pooling::max: return PoolingMode::max;
+    case Pooling::mean_sqrt_len: return PoolingMode::mean_sqrt_len;
+    case Pooling::lasttoken: return PoolingMode::lasttoken;
+  }
+  return PoolingMode::mean;
+}
+
+bool has_classification_architecture(const HfConfig& c) {
+  for (const std::string& a : c.architectures)
+    if (a.find("ForSequenceClassification") != std::string::npos) return true;
+  return false;
+}
+
+// auto: a sentence-transformers folder embeds; else a sequence-classification
+// checkpoint classifies (one label: a cross-encoder, so it reranks); else the
+// base encoder embeds with mean pooling.
+ModelKind decide_kind(const std::string& flag, const ModelFolder& folder) {
+  const int64_t labels = folder.config.num_labels();
+  if (flag == "embedding") return ModelKind::embedding;
+  if (flag == "classifier" || flag == "reranker") {
+    if (labels < 1) throw Error(Errc::invalid_argument, "--model-kind " + flag + ": config.json has no labels");
+    if (flag == "reranker" && labels != 1)
+      throw Error(Errc::invalid_argument, "--model-kind reranker: a reranker is a one-label cross-encoder; config.json has " +
+                                              std::to_string(labels) + " labels");
+    return flag == "reranker" ? ModelKind::reranker : ModelKind::classifier;
+  }
+  if (flag != "auto")
+    throw Error(Errc::invalid_argument, "--model-kind " + flag + ": expected auto, embedding, classifier or reranker");
+  if (folder.st.present || !has_classification_architecture(folder.config) || labels < 1) return ModelKind::embedding;
+  return labels == 1 ? ModelKind::reranker : ModelKind::classifier;
+}
+
+int tokenizer_threads(const ServeOptions& o, const std::string& device_name) {
+  if (o.common.workers > 0) return o.common.workers;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // As embed: on the CPU backend the kernels take the cores; a GPU needs host threads to tokenize.
+  return device_name == "cpu" ? 1 : static_cast<int>(std::clamp(cores - 1, 1u, 8u));
+}
+
+}  // namespace
+
+const char* model_kind_name(ModelKind k) {
+  switch (k) {
+    case ModelKind::embedding: return "embedding";
+    case ModelKind::classifier: return "classifier";
+    case ModelKind::reranker: return "reranker";
+  }
+  return "?";
+}
+
+ServedModel::ServedModel(const ServeOptions& o) {
+  // The kind decides whether the classification head is loaded, so the folder is read first.
+  const ModelFolder folder = open_model_folder(o.common.model);
+  kind_ = decide_kind(o.model_kind, folder);
+  session_ = open_model_session(o.common, kind_ != ModelKind::embedding);
+  name_ = o.served_model_name;
+  if (name_.empty()) {
+    // A hub id as given ("org/name"); a local folder by its name.
+    if (o.common.model_location && o.common.model_location->hub) name_ = o.common.model_location->given;
+    const std::filesystem::path dir = std::filesystem::path(o.common.model).lexically_normal();
+    if (name_.empty()) name_ = dir.filename().string();
+    if (name_.empty()) name_ = dir.parent_path().filename().string();  // "folder/"
+  }
+  const SentenceTransformersConfig& st = session_.text.folder.st;
+  RequestBatcherOptions bo;
+  bo.encode.max_length = static_cast<size_t>(session_.text.max_length);
+  bo.encode.truncate = true;
+  if (st.pooling) {
+    bo.pooling = to_mode(*st.pooling);
+    pooling_name_ = std::string(stoke::pooling_name(*st.pooling));
+  }
+  normalizes_ = st.present && st.normalize;
+  bo.normalize = false;  // normalization is per request (TEI's `normalize`), done on the rows
+  bo.batch_tokens = o.common.batch_tokens;
+  bo.max_batch_size = o.max_batch_size;
+  bo.workers = workers_ = tokenizer_threads(o, session_.device_name);
+  bo.max_wait_seconds = o.max_wait_ms / 1000.0;
+  if (kind_ != ModelKind::embedding) {
+    const HfConfig& c = session_.encoder.config;
+    head_ = c.problem_type == ProblemType::regression ? ScoreHead::raw
+            : (c.problem_type == ProblemType::multi_label_classification || c.num_labels() == 1) ? ScoreHead::sigmoid
+                                                                                                    : ScoreHead::softmax;
+  }
+  batcher_ = std::make_unique<RequestBatcher>(session_.encoder, *session_.backend, *session_.text.tokenizer, bo);
+}
+
+ServedModel::~ServedModel() {
+  if (batcher_) batcher_->stop(false);
+  batcher_.reset();  // before the session's backend and encoder it runs on
+}
+
+int64_t ServedModel::width() const {
+  return kind_ == ModelKind::embedding ? session_.encoder.sentence_width() : session_.encoder.config.num_labels();
+}
+
+std::string ServedModel::prompt_for(const std::optional<std::string>& prompt_name) const {
+  const SentenceTransformersConfig& st = session_.text.folder.st;
+  const std::string name = prompt_name ? *prompt_name : st.default_prompt_name.value_or("");
+  if (name.empty()) return {};
+  auto it = st.prompts.find(name);
+  if (it == st.prompts.end()) {
+    std::string known;
+    for (const auto& [k, v] : st.prompts) known += (known.empty() ? "" : ", ") + k;
+    throw validation_error("prompt_name \"" + name + "\": the model defines no such prompt (" +
+                               (known.empty() ? std::string("it has none") : "it has: " + known) + ")",
+                           "prompt_name");
+  }
+  return it->second;
+}
+
+void ServedModel::warm_up() {
+  BatchRequestOptions ro;
+  ro.product = kind_ == ModelKind::embedding ? BatchProduct::pooled : BatchProduct::logits;
+  std::vector<BatchItem> items{BatchItem{"warm-up", std::nullopt, std::nullopt}};
+  if (kind_ == ModelKind::reranker) items[0].pair = "warm-up";
+  auto r = batcher_->submit(std::move(items), ro);
+  if (r->wait() != BatchRequest::State::done) {
+    if (r->error()) std::rethrow_exception(r->error());
+    throw Error(Errc::internal, "the warm-up forward pass was cancelled");
+  }
+  for (float v : r->values)
+    if (!std::isfinite(v)) throw Error(Errc::internal, "the warm-up forward pass gave a non-finite value");
+}
+
+}  // namespace stoke::serve

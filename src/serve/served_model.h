@@ -1,0 +1,61 @@
+// The model behind `stoke serve`: opened once, its kind decided (embedding,
+// classifier, one-label cross-encoder = reranker), its batcher started, and
+// what the routes need to know about it (labels, prompts, widths, limits).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jobs/model_session.h"
+#include "pipeline/request_batcher.h"
+#include "serve/serve_options.h"
+
+namespace stoke::serve {
+
+enum class ModelKind { embedding, classifier, reranker };
+const char* model_kind_name(ModelKind k);
+
+// How a classifier's logits become scores when raw_scores is false.
+enum class ScoreHead { softmax, sigmoid, raw };
+
+class ServedModel {
+ public:
+  // Throws Error with one clear line (a folder that is not a model, a kind it
+  // cannot be, a bad flag).
+  explicit ServedModel(const ServeOptions& options);
+  ~ServedModel();
+
+  // One forward pass through the batcher; true when it gave finite values.
+  void warm_up();
+
+  ModelKind kind() const { return kind_; }
+  const std::string& name() const { return name_; }
+  const ModelSession& session() const { return session_; }
+  RequestBatcher& batcher() { return *batcher_; }
+  const Tokenizer& tokenizer() const { return *session_.text.tokenizer; }
+  int64_t max_length() const { return session_.text.max_length; }
+  int64_t width() const;  // pooled sentence width (embedding) or labels (classifier)
+  const std::vector<std::string>& labels() const { return session_.encoder.config.id2label; }
+  ScoreHead score_head() const { return head_; }
+  const std::string& pooling_name() const { return pooling_name_; }
+  int tokenizer_workers() const { return workers_; }
+  bool model_normalizes() const { return normalizes_; }
+  // The prompt text for a request's prompt_name (absent: the model's default
+  // prompt, if any). Throws ApiError 422 for a name the model does not define.
+  std::string prompt_for(const std::optional<std::string>& prompt_name) const;
+
+ private:
+  ModelKind kind_ = ModelKind::embedding;
+  std::string name_;
+  ModelSession session_;
+  std::string pooling_name_ = "mean";
+  bool normalizes_ = false;
+  int workers_ = 1;
+  ScoreHead head_ = ScoreHead::softmax;
+  std::unique_ptr<RequestBatcher> batcher_;
+};
+
+}  // namespace stoke::serve
