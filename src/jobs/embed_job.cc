@@ -1,6 +1,7 @@
 #include "jobs/embed_job.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -23,6 +24,7 @@
 #include "jobs/job_threads.h"
 #include "jobs/model_session.h"
 #include "jobs/model_source_record.h"
+#include "jobs/task_environment.h"
 #include "pipeline/encode_pipeline.h"
 #include "pipeline/shard_writer.h"
 #include "text/tokenizer_loader.h"
@@ -178,6 +180,23 @@ void check_embed_options(const EmbedOptions& o) {
   if (o.resume && o.overwrite) throw Error(Errc::invalid_argument, "--resume and --overwrite: give one of them");
 }
 
+// The task from the flags, or with --shard-index auto --num-shards auto from
+// the scheduler's environment.
+TaskAssignment assigned_task(const EmbedOptions& o) {
+  if (o.shard_index_auto != o.num_shards_auto)
+    throw Error(Errc::invalid_argument,
+                std::string(o.shard_index_auto ? "--shard-index auto needs --num-shards auto"
+                                               : "--num-shards auto needs --shard-index auto") +
+                    " (index and count come from the same scheduler's environment)");
+  if (!o.shard_index_auto) {
+    TaskAssignment t;
+    t.index = o.shard_index;
+    t.count = o.num_shards;
+    return t;
+  }
+  return task_from_environment([](const char* name) { return std::getenv(name); }, kMaxEmbedTasks);
+}
+
 // stdin, a FIFO, a process substitution (/dev/fd/N): read once, as it
 // comes. Its size and sha256 are known only at the end, and it cannot be
 // read again to check a resumed run against the first.
@@ -275,7 +294,7 @@ json model_json(const EmbedOptions& o, const ModelSession& s) {
 }
 
 json embed_manifest(const EmbedOptions& o, const ModelSession& s, const VectorSettings& v,
-                    const EncodePipelineOptions& po, int64_t dims, bool streamed) {
+                    const EncodePipelineOptions& po, int64_t dims, bool streamed, const std::string& task_source) {
   const InputFormat format = po.input.format.value_or(input_format_for_path(po.input.path));
   return {
       {"format", "stoke-embeddings"},
@@ -295,7 +314,7 @@ json embed_manifest(const EmbedOptions& o, const ModelSession& s, const VectorSe
       {"precision", o.common.precision},
       {"output_dtype", o.output_dtype},
       {"input", input_json(o, format, streamed)},
-      {"task", {{"index", o.shard_index}, {"count", o.num_shards}}},
+      {"task", {{"index", o.shard_index}, {"count", o.num_shards}, {"source", task_source}}},
       {"settings",
        {{"batch_tokens", o.common.batch_tokens},
         {"max_batch_size", o.max_batch_size},
@@ -404,8 +423,12 @@ json run_json(const PipelineStats& ps, const EmbedSummary& summary) {
 
 }  // namespace
 
-EmbedSummary run_embed(const EmbedOptions& o) {
+EmbedSummary run_embed(const EmbedOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  const TaskAssignment task = assigned_task(options);
+  EmbedOptions o = options;
+  o.shard_index = task.index;
+  o.num_shards = task.count;
   check_embed_options(o);
   const bool streamed = check_input_stream(o);
   std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
@@ -423,10 +446,13 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   const VectorSettings v = vector_settings(o, s.text.folder.st);
   EncodePipelineOptions po = pipeline_options(o, s, v, trace, threads);
   const int64_t dims = pipeline_row_width(s.encoder, po);
-  json manifest = embed_manifest(o, s, v, po, dims, streamed);
+  json manifest = embed_manifest(o, s, v, po, dims, streamed, task.source);
 
   const EmbedOutputStart begin = prepare_embed_output(out_dir, o.resume, o.overwrite, manifest);
   EmbedSummary summary = starting_summary(o, s, v, dims, begin, lock, streamed);
+  if (task.source != "flags")
+    summary.notes.push_back("task " + std::to_string(task.index) + " of " + std::to_string(task.count) + " from " +
+                            task.source + " (" + task.detail + ")");
   if (begin.already_complete) return summary;
   po.resume_record = begin.committed.records;
 
