@@ -11,6 +11,10 @@ packages=(
   clang libclang-rt-14-dev libomp-dev   # libFuzzer targets (clang builds need its OpenMP)
   python3 python3-venv python3-sentencepiece sentencepiece   # benchmark peers
   chromium   # test_html_report renders the doctor's HTML report headless (skipped without it)
+  # The Slurm test (scripts/slurm/test-array.sh, ~1 minute) runs a single-node
+  # cluster from these; the Kubernetes manifests are parsed with PyYAML.
+  # Both tests skip themselves where the packages are missing.
+  munge slurmctld slurmd slurm-client python3-yaml
 )
 
 missing=()

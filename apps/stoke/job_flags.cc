@@ -17,7 +17,15 @@ void add_common_flags(CLI::App* cmd, CommonOptions& o, unsigned use) {
   cmd->add_option("--model", o.model,
                   "Hugging Face model folder (config.json, tokenizer files, weights), or a hub id ORG/NAME[@REVISION] "
                   "already in the local Hugging Face cache (never downloaded); required");
-  if (use & kInput)
+  if (use & kManyInputs)
+    cmd->add_option("--input", o.inputs,
+                    "Input: JSONL (one object per line), CSV or TSV (a header row naming the columns) or plain text "
+                    "(one text per line); - reads stdin (the default when stdin is not a terminal). Several files "
+                    "(repeat the flag or list them), a folder (its files) or a quoted pattern ('parts/*.jsonl') read "
+                    "as one input, in sorted name order")
+        ->expected(1, -1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  else if (use & kInput)
     cmd->add_option("--input", o.input,
                     "Input file: JSONL (one object per line), CSV or TSV (a header row naming the columns) or plain "
                     "text (one text per line); - reads stdin (the default when stdin is not a terminal)");
@@ -98,6 +106,9 @@ void add_embed_flags(CLI::App* embed, EmbedCli& cli, const char* output_help) {
                std::to_string(kMaxTasks) + ", or auto)")
       ->type_name("INT|auto")
       ->default_str(std::to_string(emb.num_shards));
+  embed->add_option("--partition", emb.partition,
+                    "How --num-shards splits the input: records (record r to task r mod N; every task reads the whole "
+                    "input) or files (input file f, in sorted order, to task f mod N; a task reads only its files)");
   embed->add_flag("--serial", emb.serial,
                   "Run the stages one after another (read, tokenize, compute, write): the loop the pipeline replaces, "
                   "for comparison");

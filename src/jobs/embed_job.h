@@ -39,6 +39,9 @@ struct EmbedOptions {
   // from the scheduler's environment (jobs/task_environment.h); the manifest's
   // task.source says which.
   bool shard_index_auto = false, num_shards_auto = false;
+  // --partition records|files: record r -> task r mod N (every task reads the
+  // whole input), or input file f -> task f mod N (a task reads only its files).
+  std::string partition = "records";
   bool serial = false;                // --serial: no overlap (for comparison)
   bool debug_sync_each_batch = false; // --debug-sync-each-batch: a host sync per batch (for doctor's tests)
   // Set by doctor and tune, not by flags.

@@ -4,8 +4,11 @@
 // with a task requeued mid-run. Skipped where Slurm or munge is not installed.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/file_util.h"
 #include "support/fixtures.h"
 
 namespace stoke {
@@ -21,6 +24,45 @@ TEST(SlurmArray, DocumentedArrayVerifiesEqualsOneProcessAndSurvivesARequeue) {
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("test-array: passed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("8000 rows equal to the single-process run"), std::string::npos) << r.out;
+}
+
+// --shard-index auto --num-shards auto, through the CLI: the task from a Slurm
+// array's variables (ids need not start at 0), recorded in the manifest; a
+// missing variable named; never implicit.
+TEST(EmbedTasksAuto, FromSlurmVariablesIntoTheManifest) {
+  const std::filesystem::path dir = test::scratch_dir("cli-slurm-auto");
+  {
+    std::ofstream in(dir / "texts.jsonl");
+    for (int i = 0; i < 30; ++i) in << "{\"text\": \"text number " << i << "\"}\n";
+  }
+  const std::string base = "embed --model " + test::fixture("models/tiny-bert").string() + " --input " +
+                           (dir / "texts.jsonl").string() + " --quiet --output ";
+  const std::string array = "SLURM_JOB_ID=9 SLURM_ARRAY_TASK_ID=6 SLURM_ARRAY_TASK_MIN=5 SLURM_ARRAY_TASK_MAX=7 "
+                            "SLURM_ARRAY_TASK_COUNT=3 SLURM_ARRAY_TASK_STEP=1";
+  test::RunResult r = test::run_stoke(base + (dir / "t1").string() + " --shard-index auto --num-shards auto",
+                                      "/dev/null", array);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto m = nlohmann::json::parse(read_file(dir / "t1" / "manifest.json"));
+  EXPECT_EQ(m["task"]["index"], 1);
+  EXPECT_EQ(m["task"]["count"], 3);
+  EXPECT_EQ(m["task"]["source"], "slurm");
+  EXPECT_EQ(m["counts"]["texts"], 10);
+
+  // Inside an array, without auto: the whole input (never split implicitly).
+  r = test::run_stoke(base + (dir / "whole").string(), "/dev/null", array);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto w = nlohmann::json::parse(read_file(dir / "whole" / "manifest.json"));
+  EXPECT_EQ(w["task"]["count"], 1);
+  EXPECT_EQ(w["task"]["source"], "flags");
+  EXPECT_EQ(w["counts"]["texts"], 30);
+
+  r = test::run_stoke(base + (dir / "t2").string() + " --shard-index auto --num-shards auto", "/dev/null",
+                      "SLURM_JOB_ID=9 SLURM_ARRAY_TASK_ID=6 SLURM_ARRAY_TASK_MIN=5");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("SLURM_ARRAY_TASK_COUNT is not set"), std::string::npos) << r.err;
+  r = test::run_stoke(base + (dir / "t3").string() + " --shard-index auto --num-shards 3", "/dev/null", array);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--shard-index auto needs --num-shards auto"), std::string::npos) << r.err;
 }
 
 }  // namespace
