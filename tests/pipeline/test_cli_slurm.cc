@@ -26,6 +26,26 @@ TEST(SlurmArray, DocumentedArrayVerifiesEqualsOneProcessAndSurvivesARequeue) {
   EXPECT_NE(r.out.find("8000 rows equal to the single-process run"), std::string::npos) << r.out;
 }
 
+// The documented array script run outside an array, or without the job's
+// settings, stops naming the variable that is missing (no cluster needed).
+TEST(SlurmArray, TheScriptNamesAMissingVariable) {
+  const std::string script = std::string(STOKE_SOURCE_DIR) + "/scripts/slurm/embed-array.sbatch";
+  const std::string clean = "env -u SLURM_ARRAY_TASK_ID -u SLURM_ARRAY_TASK_COUNT -u STOKE_NUM_TASKS -u STOKE_MODEL "
+                            "-u STOKE_INPUT -u STOKE_OUT ";
+  test::RunResult r = test::run_command(clean + "bash " + script);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("SLURM_ARRAY_TASK_ID: is not set: submit this script as a job array"), std::string::npos)
+      << r.err;
+  r = test::run_command(clean + "SLURM_ARRAY_TASK_ID=0 bash " + script);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("SLURM_ARRAY_TASK_COUNT: is not set"), std::string::npos) << r.err;
+  r = test::run_command(clean + "SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_TASK_COUNT=4 STOKE=false bash " + script);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("STOKE_MODEL: is not set: the model folder"), std::string::npos) << r.err;
+  r = test::run_command("env -u STOKE_OUT bash " + std::string(STOKE_SOURCE_DIR) + "/scripts/slurm/verify.sbatch");
+  EXPECT_NE(r.err.find("STOKE_OUT: is not set"), std::string::npos) << r.err;
+}
+
 // --shard-index auto --num-shards auto, through the CLI: the task from a Slurm
 // array's variables (ids need not start at 0), recorded in the manifest; a
 // missing variable named; never implicit.
