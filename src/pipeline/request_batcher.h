@@ -82,6 +82,8 @@ struct RequestBatcherOptions {
   std::function<void(const std::string&)> on_thread_start;
 };
 
+struct RequestBatcherState;
+
 // One submitted request: its inputs, then (once done) its rows.
 class BatchRequest {
  public:
@@ -118,13 +120,28 @@ class BatchRequest {
  private:
   friend class RequestBatcher;
   friend struct RequestBatcherState;
+  friend void request_finished(RequestBatcherState& owner, size_t uncollected_texts, bool cancelled);
+  BatchRequest() = default;
+  // Completes the request once (later calls do nothing); runs on_done_
+  // outside the lock.
+  void finish(State state, std::exception_ptr error = nullptr);
+
   mutable std::mutex mu_;
   std::condition_variable cv_;
   State state_ = State::queued;
   std::exception_ptr error_;
   std::function<void(BatchRequest&)> on_done_;
-  struct Inner;
-  std::shared_ptr<Inner> inner_;  // the batcher's bookkeeping
+  // The batcher's bookkeeping, under mu_ once the request is queued.
+  std::vector<BatchItem> items_;
+  BatchRequestOptions options_;
+  std::vector<Encoding> encodings_;
+  size_t chunks_left_ = 0;  // tokenization chunks still running
+  size_t unbatched_ = 0;    // texts not yet in a batch on the device
+  size_t in_flight_ = 0;    // texts in batches not yet collected
+  size_t texts_ = 0, collected_ = 0;  // texts in the request; rows written so far
+  bool cancelled_ = false, started_ = false;
+  RequestBatcherState* owner_ = nullptr;  // told when the request finishes (set once it is counted)
+  std::chrono::steady_clock::time_point submitted_, tokenized_, started_at_;
 };
 
 // Counters for metrics and summaries (monotonic since the batcher started).
@@ -153,8 +170,11 @@ class RequestBatcher {
   // Queues a request; returns at once. `on_done` (optional) runs once when it
   // completes (done, failed or cancelled), on a batcher thread: it must not
   // block (an HTTP server posts to its I/O context). An empty request
-  // completes at once. After stop(), requests fail with Errc::cancelled-like
-  // Error "the batcher is stopping".
+  // completes at once. Invalid input (an id outside the vocabulary, no ids, a
+  // text over the max length without truncation, logits from a model without
+  // a classification head) fails the request with Error(invalid_argument /
+  // unsupported) naming the input's index. After stop(), requests fail with
+  // Error(refused) "the server is stopping: no new requests are taken".
   std::shared_ptr<BatchRequest> submit(std::vector<BatchItem> items, const BatchRequestOptions& options,
                                        std::function<void(BatchRequest&)> on_done = {});
 
@@ -173,7 +193,7 @@ class RequestBatcher {
   int64_t num_labels() const;     // 0 without a classification head
 
  private:
-  std::unique_ptr<struct RequestBatcherState> state_;
+  std::unique_ptr<RequestBatcherState> state_;
 };
 
 }  // namespace stoke
