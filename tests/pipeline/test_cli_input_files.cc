@@ -92,6 +92,15 @@ TEST(EmbedInputFiles, AFolderAPatternAndAListReadAsOneFileInNameOrder) {
     EXPECT_EQ(m["input"]["size"], fs::file_size(dir / "whole.jsonl"));
     EXPECT_EQ(m["counts"]["records"], 101);
   }
+  // Several files, the records partition: killed after its second commit and
+  // resumed, the rows are the uninterrupted run's.
+  const fs::path killed = dir / "out-killed";
+  EXPECT_EQ(test::run_stoke(embed(p, killed, "--shard-size 4"), "/dev/null", "STOKE_CRASH_AT=after-manifest:2").status,
+            128 + SIGKILL);
+  r = test::run_stoke(embed(p, killed, "--shard-size 4 --resume"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_GT(manifest(killed)["run"]["resumed_records"].get<uint64_t>(), 0u);
+  EXPECT_TRUE(rows(killed) == whole);
   // The fingerprint covers every file: change one, and --resume refuses.
   std::ofstream(dir / "parts" / "part-3.jsonl", std::ios::app) << "{\"text\": \"one more\"}\n";
   r = test::run_stoke(embed(p, dir / "out-folder", "--resume"));
