@@ -13,6 +13,10 @@ packages=(
   python3-dev   # the Python package's extension (pip install ./python, scripts/python-tests.sh)
   libopenmpi-dev openmpi-bin   # data-parallel training (optional at build time; its tests skip without mpirun)
   chromium   # test_html_report renders the doctor's HTML report headless (skipped without it)
+  # The Slurm test (scripts/slurm/test-array.sh, ~1 minute) runs a single-node
+  # cluster from these; the Kubernetes manifests are parsed with PyYAML.
+  # Both tests skip themselves where the packages are missing.
+  munge slurmctld slurmd slurm-client python3-yaml
 )
 
 missing=()

@@ -17,7 +17,15 @@ void add_common_flags(CLI::App* cmd, CommonOptions& o, unsigned use) {
   cmd->add_option("--model", o.model,
                   "Hugging Face model folder (config.json, tokenizer files, weights), or a hub id ORG/NAME[@REVISION] "
                   "already in the local Hugging Face cache (never downloaded); required");
-  if (use & kInput)
+  if (use & kManyInputs)
+    cmd->add_option("--input", o.inputs,
+                    "Input: JSONL (one object per line), CSV or TSV (a header row naming the columns) or plain text "
+                    "(one text per line); - reads stdin (the default when stdin is not a terminal). Several files "
+                    "(repeat the flag or list them), a folder (its files) or a quoted pattern ('parts/*.jsonl') read "
+                    "as one input, in sorted name order")
+        ->expected(1, -1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  else if (use & kInput)
     cmd->add_option("--input", o.input,
                     "Input file: JSONL (one object per line), CSV or TSV (a header row naming the columns) or plain "
                     "text (one text per line); - reads stdin (the default when stdin is not a terminal)");
@@ -73,9 +81,34 @@ void add_embed_flags(CLI::App* embed, EmbedCli& cli, const char* output_help) {
           "Records sorted by length together (memory vs padding-free batches)");
   add_int(embed, "--shard-size", emb.shard_size, {1, 100'000'000},
           "Rows per embeddings-NNNNN.npy shard (the unit of a commit)");
-  add_int(embed, "--shard-index", emb.shard_index, {0, kMaxTasks - 1},
-          "This task's index i, below --num-shards: it embeds records r with r mod N == i");
-  add_int(embed, "--num-shards", emb.num_shards, {1, kMaxTasks}, "Number of tasks N the input is split into (job arrays)");
+  // A number, or auto: both from the scheduler's environment (jobs/task_environment.h).
+  embed->add_option_function<std::string>(
+           "--shard-index",
+           [&emb](const std::string& text) {
+             emb.shard_index_auto = text == "auto";
+             if (!emb.shard_index_auto)
+               emb.shard_index = static_cast<uint64_t>(parse_int_flag("--shard-index", text, {0, kMaxTasks - 1, "or auto"}));
+           },
+           "This task's index i, below --num-shards: it embeds records r with r mod N == i; auto (with --num-shards "
+           "auto): from a Slurm job array (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) or a Kubernetes indexed Job "
+           "(JOB_COMPLETION_INDEX) (0 to " + std::to_string(kMaxTasks - 1) + ", or auto)")
+      ->type_name("INT|auto")
+      ->default_str(std::to_string(emb.shard_index));
+  embed->add_option_function<std::string>(
+           "--num-shards",
+           [&emb](const std::string& text) {
+             emb.num_shards_auto = text == "auto";
+             if (!emb.num_shards_auto)
+               emb.num_shards = static_cast<uint64_t>(parse_int_flag("--num-shards", text, {1, kMaxTasks, "or auto"}));
+           },
+           "Number of tasks N the input is split into (job arrays); auto (with --shard-index auto): "
+           "SLURM_ARRAY_TASK_COUNT, or STOKE_NUM_TASKS in a Kubernetes indexed Job (1 to " +
+               std::to_string(kMaxTasks) + ", or auto)")
+      ->type_name("INT|auto")
+      ->default_str(std::to_string(emb.num_shards));
+  embed->add_option("--partition", emb.partition,
+                    "How --num-shards splits the input: records (record r to task r mod N; every task reads the whole "
+                    "input) or files (input file f, in sorted order, to task f mod N; a task reads only its files)");
   embed->add_flag("--serial", emb.serial,
                   "Run the stages one after another (read, tokenize, compute, write): the loop the pipeline replaces, "
                   "for comparison");

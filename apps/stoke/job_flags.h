@@ -29,9 +29,10 @@ enum CommonFlag : unsigned {
   kDevice = 8,        // --device and --precision (tokenize runs no model)
   kBatchTokens = 16,  // the pipeline's token budget (embed, classify)
   kWorkers = 32,      // tokenizer threads
+  kManyInputs = 64,   // --input takes several files, folders and patterns (embed)
 };
 constexpr unsigned kTokenizeFlags = kInput | kPairField | kIdField | kWorkers;
-constexpr unsigned kEmbedFlags = kInput | kIdField | kDevice | kBatchTokens | kWorkers;
+constexpr unsigned kEmbedFlags = kInput | kManyInputs | kIdField | kDevice | kBatchTokens | kWorkers;
 constexpr unsigned kClassifyFlags = kInput | kPairField | kIdField | kDevice | kBatchTokens | kWorkers;
 constexpr unsigned kTrainFlags = kPairField | kDevice | kWorkers;
 
@@ -42,6 +43,7 @@ struct EmbedCli {
   EmbedOptions o;
   bool normalize = false, no_normalize = false;
   void finish() {
+    if (o.common.inputs.size() == 1) o.common.input = o.common.inputs[0];
     if (normalize) o.normalize = true;
     if (no_normalize) o.normalize = false;
   }

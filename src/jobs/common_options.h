@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "io/hf_hub_cache.h"
 #include "pipeline/record_reader.h"
@@ -14,6 +15,7 @@ namespace stoke {
 struct CommonOptions {
   std::string model;                     // --model DIR or hub id (the folder loaded, once resolved)
   std::string input = "-";               // --input FILE ("-" = stdin)
+  std::vector<std::string> inputs;       // embed: every --input (files, folders, patterns); empty: `input`
   std::string input_format;              // --input-format jsonl|csv|tsv|text ("" = from the file name)
   std::string text_field = "text";       // --text-field
   std::string pair_field = "text_pair";  // --pair-field (optional in each record)

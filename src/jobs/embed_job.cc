@@ -1,6 +1,7 @@
 #include "jobs/embed_job.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -23,7 +24,9 @@
 #include "jobs/job_threads.h"
 #include "jobs/model_session.h"
 #include "jobs/model_source_record.h"
+#include "jobs/task_environment.h"
 #include "pipeline/encode_pipeline.h"
+#include "pipeline/input_files.h"
 #include "pipeline/shard_writer.h"
 #include "text/tokenizer_loader.h"
 #include "jobs/version.h"
@@ -70,19 +73,21 @@ std::string resolve_prompt(const EmbedOptions& o, const SentenceTransformersConf
 // The embed job's rows go to the shard writer; bad records to errors.jsonl.
 class ShardSink : public RowSink {
  public:
-  ShardSink(ShardWriter& writer, std::string input_label) : writer_(writer), input_(std::move(input_label)) {}
+  // files: the reader's files, by InputRecord::file.
+  ShardSink(ShardWriter& writer, std::vector<std::string> files) : writer_(writer), files_(std::move(files)) {}
   void row(const InputRecord& record, const Encoding& encoding, const float* values) override {
     writer_.add_row(record.index, record.id_json, values,
                     RowCounts{encoding.ids.size(), encoding.truncated, record.replaced_utf8});
   }
   void skipped(const InputRecord& record) override {
-    writer_.add_error(json{{"record", record.index}, {"file", input_}, {"line", record.line}, {"error", record.error}}
+    const std::string& file = record.file < files_.size() ? files_[record.file] : files_.back();
+    writer_.add_error(json{{"record", record.index}, {"file", file}, {"line", record.line}, {"error", record.error}}
                           .dump());
   }
 
  private:
   ShardWriter& writer_;
-  std::string input_;
+  std::vector<std::string> files_;
 };
 
 // Hash of the files that decide tokenization, by name, in a fixed order.
@@ -178,10 +183,70 @@ void check_embed_options(const EmbedOptions& o) {
   if (o.resume && o.overwrite) throw Error(Errc::invalid_argument, "--resume and --overwrite: give one of them");
 }
 
+// The task from the flags, or with --shard-index auto --num-shards auto from
+// the scheduler's environment.
+TaskAssignment assigned_task(const EmbedOptions& o) {
+  if (o.shard_index_auto != o.num_shards_auto)
+    throw Error(Errc::invalid_argument,
+                std::string(o.shard_index_auto ? "--shard-index auto needs --num-shards auto"
+                                               : "--num-shards auto needs --shard-index auto") +
+                    " (index and count come from the same scheduler's environment)");
+  if (!o.shard_index_auto) {
+    TaskAssignment t;
+    t.index = o.shard_index;
+    t.count = o.num_shards;
+    return t;
+  }
+  return task_from_environment([](const char* name) { return std::getenv(name); }, kMaxEmbedTasks);
+}
+
+// ---- the input: one file or stream, or several files, and the ones this task reads
+struct InputSet {
+  std::vector<std::string> all;  // every file, sorted (pipeline/input_files.h); {"-"} for stdin
+  std::vector<size_t> own;       // indexes into `all` this task reads, in order
+  bool files_partition = false;  // --partition files
+  bool several() const { return all.size() > 1 || files_partition; }
+  std::vector<std::string> own_paths() const {
+    std::vector<std::string> p;
+    for (size_t f : own) p.push_back(all[f]);
+    return p;
+  }
+};
+
+InputSet input_set(const EmbedOptions& o) {
+  if (o.partition != "records" && o.partition != "files")
+    throw Error(Errc::invalid_argument, "--partition \"" + o.partition + "\": expected records or files");
+  InputSet in;
+  in.all = expand_input_paths(o.common.inputs.empty() ? std::vector<std::string>{o.common.input} : o.common.inputs);
+  in.files_partition = o.partition == "files";
+  if (in.files_partition && in.all == std::vector<std::string>{"-"})
+    throw Error(Errc::invalid_argument, "--partition files: needs input files (stdin is one stream; use --partition records)");
+  if (in.all.size() > 1) {
+    for (const std::string& p : in.all)
+      if (is_stream(p))
+        throw Error(Errc::invalid_argument, "--input " + p + ": is a stream; several inputs must be regular files");
+    if (o.common.input_format.empty())
+      for (const std::string& p : in.all)
+        if (input_format_for_path(p) != input_format_for_path(in.all[0]))
+          throw Error(Errc::invalid_argument,
+                      "--input: " + in.all[0] + " and " + p + " have different formats (" +
+                          input_format_name(input_format_for_path(in.all[0])) + ", " +
+                          input_format_name(input_format_for_path(p)) +
+                          "); give files of one format, or --input-format");
+  }
+  if (in.files_partition) {
+    in.own = files_of_task(in.all.size(), o.shard_index, o.num_shards);
+  } else {
+    for (size_t f = 0; f < in.all.size(); ++f) in.own.push_back(f);
+  }
+  return in;
+}
+
 // stdin, a FIFO, a process substitution (/dev/fd/N): read once, as it
 // comes. Its size and sha256 are known only at the end, and it cannot be
 // read again to check a resumed run against the first.
-bool check_input_stream(const EmbedOptions& o) {
+bool check_input_stream(const EmbedOptions& o, const InputSet& in) {
+  if (in.all.size() > 1) return false;  // several inputs are regular files (input_set)
   const bool from_stdin = o.common.input == "-";
   const bool streamed = from_stdin || is_stream(o.common.input);
   if (o.resume && streamed)
@@ -215,11 +280,18 @@ VectorSettings vector_settings(const EmbedOptions& o, const SentenceTransformers
   return v;
 }
 
-EncodePipelineOptions pipeline_options(const EmbedOptions& o, const ModelSession& s, const VectorSettings& v,
-                                       Trace* trace, const JobThreads& threads) {
+EncodePipelineOptions pipeline_options(const EmbedOptions& o, const InputSet& in, const ModelSession& s,
+                                       const VectorSettings& v, Trace* trace, const JobThreads& threads) {
   EncodePipelineOptions po;
   po.input = record_reader_options(o.common);
   po.input.pair_field.clear();  // embeddings never mix pairs: the pair field is not read
+  if (in.several()) {
+    po.input.format = po.input.format.value_or(input_format_for_path(in.all[0]));
+    po.input.paths = in.own_paths();
+    // A task with no file of its own (more tasks than files) reads nothing:
+    // an empty file stands in, so the run still commits a complete, empty folder.
+    if (po.input.paths.empty()) po.input.paths = {"/dev/null"};
+  }
   po.prompt = v.prompt;
   po.encode.max_length = static_cast<size_t>(s.text.max_length);
   po.encode.truncate = true;
@@ -227,8 +299,9 @@ EncodePipelineOptions pipeline_options(const EmbedOptions& o, const ModelSession
   po.max_batch_size = o.max_batch_size;
   po.sort_window = o.sort_window;
   po.workers = o.common.workers > 0 ? o.common.workers : default_workers(s.device_name);
-  po.task_index = o.shard_index;
-  po.task_count = o.num_shards;
+  // Under --partition files the task's files are its share: all their records are its own.
+  po.task_index = in.files_partition ? 0 : o.shard_index;
+  po.task_count = in.files_partition ? 1 : o.num_shards;
   po.skip_bad_records = o.on_error == "skip";
   po.serial = o.serial;
   po.product = RowProduct::pooled;
@@ -244,7 +317,42 @@ EncodePipelineOptions pipeline_options(const EmbedOptions& o, const ModelSession
 
 // ---- the manifest's fixed part: what the vectors mean, what they came from,
 // how they were batched (docs/output-format.md)
-json input_json(const EmbedOptions& o, InputFormat format, bool streamed) {
+// Several files: each one's name and size (a stat), and the SHA-256 of those
+// the task reads; size and sha256 are then over the task's files (every file
+// under --partition records), sha256 a digest of their names, sizes and
+// checksums; listing_sha256 (names and sizes of every file) is the same in
+// every task of the job.
+json several_inputs_json(const InputSet& in, json input) {
+  const std::vector<std::string> names = input_display_names(in.all);
+  std::vector<bool> mine(in.all.size(), false);
+  for (size_t f : in.own) mine[f] = true;
+  json files = json::array();
+  Sha256 listing, own;
+  uint64_t own_size = 0;
+  for (size_t f = 0; f < in.all.size(); ++f) {
+    std::error_code ec;
+    const uint64_t size = static_cast<uint64_t>(fs::file_size(in.all[f], ec));
+    if (ec) throw Error(Errc::not_found, in.all[f] + ": no such input file");
+    const std::string line = names[f] + '\0' + std::to_string(size) + '\n';
+    listing.update(line);
+    json entry = {{"name", names[f]}, {"size", size}, {"sha256", nullptr}};
+    if (mine[f]) {
+      const std::string sha = sha256_file(in.all[f]);
+      entry["sha256"] = sha;
+      own.update(sha + ' ' + line);
+      own_size += size;
+    }
+    files.push_back(std::move(entry));
+  }
+  input["name"] = std::to_string(in.all.size()) + (in.all.size() == 1 ? " file" : " files");
+  input["size"] = own_size;
+  input["sha256"] = own.hex_digest();
+  input["listing_sha256"] = listing.hex_digest();
+  input["files"] = std::move(files);
+  return input;
+}
+
+json input_json(const EmbedOptions& o, const InputSet& in, InputFormat format, bool streamed) {
   const bool from_stdin = o.common.input == "-";
   json input = {{"name", from_stdin ? std::string("<stdin>") : fs::path(o.common.input).filename().string()},
                 {"format", input_format_name(format)},
@@ -252,6 +360,7 @@ json input_json(const EmbedOptions& o, InputFormat format, bool streamed) {
                 {"id_field", o.common.id_field},
                 {"size", nullptr},
                 {"sha256", nullptr}};
+  if (in.several()) return several_inputs_json(in, std::move(input));
   if (!streamed) {
     std::error_code ec;
     input["size"] = static_cast<uint64_t>(fs::file_size(o.common.input, ec));
@@ -274,9 +383,12 @@ json model_json(const EmbedOptions& o, const ModelSession& s) {
           {"source", model_source_json(o.common)}};
 }
 
-json embed_manifest(const EmbedOptions& o, const ModelSession& s, const VectorSettings& v,
-                    const EncodePipelineOptions& po, int64_t dims, bool streamed) {
+json embed_manifest(const EmbedOptions& o, const InputSet& in, const ModelSession& s, const VectorSettings& v,
+                    const EncodePipelineOptions& po, int64_t dims, bool streamed, const std::string& task_source) {
   const InputFormat format = po.input.format.value_or(input_format_for_path(po.input.path));
+  json task = {{"index", o.shard_index}, {"count", o.num_shards}, {"source", task_source}};
+  // Written only for files, so one-file manifests stay as they were.
+  if (in.files_partition) task["partition"] = "files";
   return {
       {"format", "stoke-embeddings"},
       {"format_version", 1},
@@ -297,8 +409,8 @@ json embed_manifest(const EmbedOptions& o, const ModelSession& s, const VectorSe
       // same precision differently, so their rows must not share an output.
       {"device", s.device_name.substr(0, s.device_name.find(':'))},
       {"output_dtype", o.output_dtype},
-      {"input", input_json(o, format, streamed)},
-      {"task", {{"index", o.shard_index}, {"count", o.num_shards}}},
+      {"input", input_json(o, in, format, streamed)},
+      {"task", task},
       {"settings",
        {{"batch_tokens", o.common.batch_tokens},
         {"max_batch_size", o.max_batch_size},
@@ -407,10 +519,16 @@ json run_json(const PipelineStats& ps, const EmbedSummary& summary) {
 
 }  // namespace
 
-EmbedSummary run_embed(const EmbedOptions& o) {
+EmbedSummary run_embed(const EmbedOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  const TaskAssignment task = assigned_task(options);
+  EmbedOptions o = options;
+  o.shard_index = task.index;
+  o.num_shards = task.count;
   check_embed_options(o);
-  const bool streamed = check_input_stream(o);
+  const InputSet in = input_set(o);
+  if (in.all.size() == 1) o.common.input = in.all[0];
+  const bool streamed = check_input_stream(o, in);
   std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
   Trace* trace = o.trace ? o.trace : own_trace.get();
   // One writer per folder, from before anything in it is looked at (a
@@ -424,20 +542,25 @@ EmbedSummary run_embed(const EmbedOptions& o) {
   JobThreads threads(*s.backend, own_trace.get(), trace, o.on_thread_start);
   JobGpuUsage gpu(s.device_name, trace);  // off (silently) unless cuda:N with NVML
   const VectorSettings v = vector_settings(o, s.text.folder.st);
-  EncodePipelineOptions po = pipeline_options(o, s, v, trace, threads);
+  EncodePipelineOptions po = pipeline_options(o, in, s, v, trace, threads);
   const int64_t dims = pipeline_row_width(s.encoder, po);
-  json manifest = embed_manifest(o, s, v, po, dims, streamed);
+  json manifest = embed_manifest(o, in, s, v, po, dims, streamed, task.source);
 
   const EmbedOutputStart begin = prepare_embed_output(out_dir, o.resume, o.overwrite, manifest);
   EmbedSummary summary = starting_summary(o, s, v, dims, begin, lock, streamed);
+  if (task.source != "flags")
+    summary.notes.push_back("task " + std::to_string(task.index) + " of " + std::to_string(task.count) + " from " +
+                            task.source + " (" + task.detail + ")");
   if (begin.already_complete) return summary;
   po.resume_record = begin.committed.records;
 
-  const TaskShare share{o.num_shards, o.shard_index};
+  const TaskShare share = in.files_partition ? TaskShare{1, 0} : TaskShare{o.num_shards, o.shard_index};
   json run_info = json::object();
   ShardWriter writer(out_dir, o.output_dtype == "f16" ? DType::f16 : DType::f32, dims, o.shard_size,
                      begin.committed, manifest_writer(out_dir, manifest, run_info, share));
-  ShardSink sink(writer, o.common.input == "-" ? std::string("<stdin>") : o.common.input);
+  ShardSink sink(writer, in.several() ? po.input.paths
+                                      : std::vector<std::string>{o.common.input == "-" ? std::string("<stdin>")
+                                                                                       : o.common.input});
   Progress progress("embed", streamed ? 0 : manifest["input"]["size"].get<uint64_t>(), !o.common.quiet);
   auto on_progress = [&](const PipelineProgress& p) {
     // Done fraction: this task's texts against its share of the records read.

@@ -15,6 +15,9 @@
 
 namespace stoke {
 
+// The most tasks a job splits into (--num-shards, and a count from the environment).
+constexpr uint64_t kMaxEmbedTasks = 1'000'000;
+
 struct EmbedOptions {
   CommonOptions common;
   std::string output;                 // --output DIR
@@ -32,6 +35,13 @@ struct EmbedOptions {
   uint64_t shard_size = 100000;       // --shard-size (rows)
   uint64_t shard_index = 0;           // --shard-index i
   uint64_t num_shards = 1;            // --num-shards N
+  // --shard-index auto / --num-shards auto (given together): index and count
+  // from the scheduler's environment (jobs/task_environment.h); the manifest's
+  // task.source says which.
+  bool shard_index_auto = false, num_shards_auto = false;
+  // --partition records|files: record r -> task r mod N (every task reads the
+  // whole input), or input file f -> task f mod N (a task reads only its files).
+  std::string partition = "records";
   bool serial = false;                // --serial: no overlap (for comparison)
   bool debug_sync_each_batch = false; // --debug-sync-each-batch: a host sync per batch (for doctor's tests)
   // Set by doctor and tune, not by flags.

@@ -132,10 +132,14 @@ const std::vector<std::string>& embed_identity_fields() {
   static const std::vector<std::string> fields = {
       "/model/config_sha256", "/model/weights",    "/tokenizer/sha256",        "/pooling",
       "/normalize",           "/max_length",       "/dimensions",              "/prompt",
-      "/precision",           "/device",           "/output_dtype",     "/input/format",            "/input/text_field",
+      "/precision",           "/device",           "/output_dtype",
+      // Before the input's fingerprint, which the partition changes: name the cause.
+      "/task/partition",      "/input/format",            "/input/text_field",
       "/input/id_field",      "/input/size",       "/input/sha256",            "/task/index",
       "/task/count",          "/settings/batch_tokens", "/settings/max_batch_size", "/settings/sort_window",
-      "/settings/shard_size"};
+      "/settings/shard_size",
+      // Several input files (absent for one): every file's name and size.
+      "/input/listing_sha256"};
   return fields;
 }
 

@@ -41,6 +41,11 @@ struct Folder {
   bool readable = false;  // manifest parsed and every field has its type
   bool complete = false;
   uint64_t task_index = 0, task_count = 1;
+  // The task's share of the records it read: r mod rec_count == rec_index.
+  // Under --partition files the task read only its own files, numbered from
+  // 0 across them, and every record it read is its own (0 of 1).
+  bool files_partition = false;
+  uint64_t rec_index = 0, rec_count = 1;
   uint64_t dimensions = 0;
   std::string output_dtype, id_field;
   std::vector<Shard> shards;
@@ -54,9 +59,12 @@ struct Folder {
 constexpr const char* kSameInAllFolders[] = {
     "model.config_sha256", "model.weights", "tokenizer.sha256", "tokenizer.vocab_size", "pooling",
     "normalize",           "max_length",    "dimensions",       "prompt",               "precision",
-    "output_dtype",        "input.format",  "input.text_field", "input.id_field",       "task.count"};
+    "output_dtype",        "input.format",  "input.text_field", "input.id_field",       "task.count",
+    // Several input files (absent for one): the names and sizes of all of them, and how they were split.
+    "input.listing_sha256", "task.partition"};
 // Final only once a task completes (stdin inputs get their fingerprint then;
-// counts.records is the whole input only then), so compared among complete folders.
+// counts.records is the whole input only then), so compared among complete
+// folders — except under --partition files, where they are each task's own.
 constexpr const char* kSameInCompleteFolders[] = {"input.size", "input.sha256", "counts.records"};
 
 const json* lookup(const json& root, std::string_view dotted) {
@@ -200,7 +208,9 @@ class Verifier {
       if (!f.readable) continue;
       report_.rows += f.texts;
       report_.skipped += f.skipped;
-      if (f.complete && report_.records == 0) report_.records = f.records;
+      // Under --partition files each task counted only its own files' records.
+      if (f.complete && f.files_partition) report_.records += f.records;
+      else if (f.complete && report_.records == 0) report_.records = f.records;
     }
   }
 
@@ -301,11 +311,37 @@ class Verifier {
     if (f.output_dtype != "f32" && f.output_dtype != "f16")
       return problem(f, "manifest.json: output_dtype is \"" + f.output_dtype + "\", expected \"f32\" or \"f16\"");
     if (f.shard_size && *f.shard_size == 0) return problem(f, "manifest.json: settings.shard_size is 0");
+    if (const json* partition = lookup(f.manifest, "task.partition")) {
+      if (*partition != "files")
+        return problem(f, "manifest.json: task.partition is " + partition->dump() + ", expected \"files\" or none");
+      f.files_partition = true;
+    }
+    f.rec_index = f.files_partition ? 0 : f.task_index;
+    f.rec_count = f.files_partition ? 1 : f.task_count;
+    if (f.files_partition) check_own_files(f);
     f.readable = true;
     if (!f.complete)
       problem(f, fmt::format("unfinished: the manifest says complete: false (task {} of {} was interrupted or is "
                              "still running, {} committed so far): resume it with `stoke embed ... --resume`",
                              f.task_index, f.task_count, plural(f.committed_rows, "row", "rows")));
+  }
+
+  // --partition files: the task read (and fingerprinted) exactly the files f
+  // with f mod count == index, and no other.
+  void check_own_files(const Folder& f) {
+    const json* files = lookup(f.manifest, "input.files");
+    if (!files || !files->is_array()) return problem(f, "manifest.json: input.files is missing (task.partition is files)");
+    for (size_t i = 0; i < files->size(); ++i) {
+      const json& e = (*files)[i];
+      const bool own = i % f.task_count == f.task_index;
+      const bool read = e.is_object() && e.contains("sha256") && e["sha256"].is_string();
+      if (own != read)
+        problem(f, fmt::format("manifest.json: input.files[{}] ({}) {} (file f belongs to task f mod {})", i,
+                               e.is_object() && e.contains("name") ? e["name"].dump() : std::string("?"),
+                               own ? "is this task's, but has no sha256" : "has a sha256, but is task " +
+                                                                              std::to_string(i % f.task_count) + "'s",
+                               f.task_count));
+    }
   }
 
   // ---- the set ------------------------------------------------------------
@@ -322,7 +358,7 @@ class Verifier {
       } else {
         for (const char* field : kSameInAllFolders) compare(*ref, f, field);
       }
-      if (!f.complete) continue;
+      if (!f.complete || f.files_partition) continue;
       if (!ref_complete) {
         ref_complete = &f;
       } else {
@@ -337,8 +373,11 @@ class Verifier {
   }
 
   void compare(const Folder& ref, const Folder& f, const char* field) {
-    const json& a = *lookup(ref.manifest, field);
-    const json& b = *lookup(f.manifest, field);
+    static const json kAbsent;  // a field one version of stoke does not write
+    const json* pa = lookup(ref.manifest, field);
+    const json* pb = lookup(f.manifest, field);
+    const json& a = pa ? *pa : kAbsent;
+    const json& b = pb ? *pb : kAbsent;
     if (a != b) {
       problem(f, fmt::format("{} differs from {}: {} has {}, {} has {} (all tasks of one job must share it)", field,
                              ref.name, ref.name, a.dump(), f.name, b.dump()));
@@ -445,16 +484,16 @@ class Verifier {
                                  at, s.rows, *f.shard_size, *f.shard_size));
       }
       rows += s.rows;
-      if (s.first_record % f.task_count != f.task_index || s.last_record % f.task_count != f.task_index)
+      if (s.first_record % f.rec_count != f.rec_index || s.last_record % f.rec_count != f.rec_index)
         problem(f, fmt::format("{}: first_record {} / last_record {} do not belong to task {} of {} (record r "
                                "belongs to task r mod {})",
                                at, s.first_record, s.last_record, f.task_index, f.task_count, f.task_count));
       if (s.last_record < s.first_record) {
         problem(f, fmt::format("{}: last_record {} is before first_record {}", at, s.last_record, s.first_record));
-      } else if (s.rows > 0 && (s.last_record - s.first_record) / f.task_count + 1 < s.rows) {
+      } else if (s.rows > 0 && (s.last_record - s.first_record) / f.rec_count + 1 < s.rows) {
         problem(f, fmt::format("{}: {} rows cannot come from records {}..{} (only {} of them belong to task {})", at,
                                s.rows, s.first_record, s.last_record,
-                               (s.last_record - s.first_record) / f.task_count + 1, f.task_index));
+                               (s.last_record - s.first_record) / f.rec_count + 1, f.task_index));
       }
       if (s.records_after <= s.last_record)
         problem(f, fmt::format("{}: records_after {} is not past last_record {}", at, s.records_after, s.last_record));
@@ -531,8 +570,8 @@ class Verifier {
         continue;
       }
       const uint64_t record = r->get<uint64_t>();
-      if (record % f.task_count != f.task_index)
-        line_problem(i, fmt::format("record {} belongs to task {}, not {}", record, record % f.task_count, f.task_index));
+      if (record % f.rec_count != f.rec_index)
+        line_problem(i, fmt::format("record {} belongs to task {}, not {}", record, record % f.rec_count, f.task_index));
       else if (record >= f.records)
         line_problem(i, fmt::format("record {} is past the input's {} records", record, f.records));
       else if (!records.insert(record).second)
@@ -638,8 +677,8 @@ class Verifier {
         continue;
       }
       const uint64_t r = *record;
-      if (r % f.task_count != f.task_index)
-        line_problem(i, fmt::format("record {} belongs to task {}, not {}", r, r % f.task_count, f.task_index));
+      if (r % f.rec_count != f.rec_index)
+        line_problem(i, fmt::format("record {} belongs to task {}, not {}", r, r % f.rec_count, f.task_index));
       if (prev_id && r <= *prev_id)
         line_problem(i, fmt::format("record {} is not after the row before it (record {}): duplicated or out of order",
                                     r, *prev_id));
@@ -658,7 +697,7 @@ class Verifier {
 
   // A complete task accounts for every one of its records exactly once.
   void check_counts(const Folder& f) {
-    const uint64_t share = task_share(f.records, f.task_index, f.task_count);
+    const uint64_t share = task_share(f.records, f.rec_index, f.rec_count);
     if (f.texts + f.skipped != share)
       problem(f, fmt::format("counts do not add up: texts {} + skipped {} = {}, but task {} of {} has {} of the "
                              "input's {} records",

@@ -138,33 +138,59 @@ void check_fields(const RecordReaderOptions& o, InputFormat format) {
 
 }  // namespace
 
-RecordReader::RecordReader(RecordReaderOptions options) : options_(std::move(options)) {
-  format_ = options_.format ? *options_.format : input_format_for_path(options_.path);
-  check_fields(options_, format_);
-  const std::string& path = options_.path;
-  if (path == "-") {
-    label_ = "<stdin>";
-    source_ = std::make_unique<FdSource>(STDIN_FILENO, false, label_);
-  } else {
-    label_ = path;
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-      if (errno == ENOENT || errno == ENOTDIR)
-        throw Error(Errc::not_found, path + ": no such input file (expected a JSONL, CSV, TSV or text file, or - for stdin)");
-      throw Error(Errc::io, path + ": cannot read: " + std::strerror(errno));
-    }
-    if (S_ISDIR(st.st_mode)) throw Error(Errc::invalid_argument, path + ": is a folder (expected an input file)");
-    // /dev/stdin is our descriptor 0 itself: opening the path again would
-    // block for ever on a named FIFO whose writer has already gone.
-    const bool is_stdin = path == "/dev/stdin" || path == "/dev/fd/0" || path == "/proc/self/fd/0";
-    const int fd = is_stdin ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error(Errc::io, path + ": cannot open for reading: " + std::strerror(errno));
-    source_ = std::make_unique<FdSource>(fd, !is_stdin, label_);
-    // Pipes and process substitutions have no size; progress then shows bytes only.
-    if (S_ISREG(st.st_mode)) total_bytes_ = static_cast<uint64_t>(st.st_size);
+namespace {
+
+// A regular file's size, or 0 for stdin, pipes and devices; throws naming a missing path or a folder.
+uint64_t input_size(const std::string& path) {
+  if (path == "-") return 0;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      throw Error(Errc::not_found, path + ": no such input file (expected a JSONL, CSV, TSV or text file, or - for stdin)");
+    throw Error(Errc::io, path + ": cannot read: " + std::strerror(errno));
   }
+  if (S_ISDIR(st.st_mode)) throw Error(Errc::invalid_argument, path + ": is a folder (expected an input file)");
+  // Pipes and process substitutions have no size; progress then shows bytes only.
+  return S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+std::unique_ptr<ByteSource> open_input(const std::string& path) {
+  if (path == "-") return std::make_unique<FdSource>(STDIN_FILENO, false, "<stdin>");
+  // /dev/stdin is our descriptor 0 itself: opening the path again would
+  // block for ever on a named FIFO whose writer has already gone.
+  const bool is_stdin = path == "/dev/stdin" || path == "/dev/fd/0" || path == "/proc/self/fd/0";
+  const int fd = is_stdin ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(Errc::io, path + ": cannot open for reading: " + std::strerror(errno));
+  return std::make_unique<FdSource>(fd, !is_stdin, path);
+}
+
+}  // namespace
+
+RecordReader::RecordReader(RecordReaderOptions options) : options_(std::move(options)) {
+  paths_ = options_.paths.empty() ? std::vector<std::string>{options_.path} : options_.paths;
+  format_ = options_.format ? *options_.format : input_format_for_path(paths_[0]);
+  check_fields(options_, format_);
+  for (const std::string& p : paths_) total_bytes_ += input_size(p);  // every file named before any is read
   buf_.resize(kDefaultBufferBytes);
+  open_file(0);
+}
+
+void RecordReader::open_file(size_t i) {
+  file_ = i;
+  const std::string& path = paths_[i];
+  label_ = path == "-" ? "<stdin>" : path;
+  source_.reset();
+  source_ = open_input(path);
+  pos_ = end_ = 0;
+  eof_ = started_ = false;
+  line_no_ = 0;
   if (format_ == InputFormat::csv || format_ == InputFormat::tsv) open_csv_header();
+}
+
+bool RecordReader::next_file() {
+  if (file_ + 1 >= paths_.size()) return false;
+  open_file(file_ + 1);
+  return true;
 }
 
 RecordReader::RecordReader(RecordReaderOptions options, std::unique_ptr<ByteSource> source, std::string label,
@@ -238,6 +264,16 @@ bool is_blank(std::string_view line) { return line.find_first_not_of(" \t\r") ==
 }  // namespace
 
 bool RecordReader::next(InputRecord& record) {
+  for (;;) {
+    if (next_in_file(record)) {
+      record.file = static_cast<uint32_t>(file_);
+      return true;
+    }
+    if (!next_file()) return false;
+  }
+}
+
+bool RecordReader::next_in_file(InputRecord& record) {
   record.text.clear();
   record.pair.reset();
   record.id_json.clear();
@@ -520,7 +556,10 @@ uint64_t RecordReader::skip(uint64_t n) {
       case InputFormat::csv:
       case InputFormat::tsv: got = read_csv_row(*row_, false); break;
     }
-    if (!got) break;
+    if (!got) {
+      if (next_file()) continue;
+      break;
+    }
     ++done;
     ++records_;
   }

@@ -30,6 +30,10 @@ InputFormat input_format_for_path(const std::string& path);
 
 struct RecordReaderOptions {
   std::string path = "-";             // "-" = stdin
+  // Several files read one after another as one input: records are numbered
+  // across them, in this order (pipeline/input_files.h sorts them). Each
+  // CSV/TSV file has its own header. Empty: `path` alone.
+  std::vector<std::string> paths;
   std::optional<InputFormat> format;  // nullopt: from the path
   std::string text_field = "text";
   std::string pair_field;             // "" = not read
@@ -39,7 +43,8 @@ struct RecordReaderOptions {
 
 struct InputRecord {
   uint64_t index = 0;          // 0-based record number in the whole input
-  uint64_t line = 0;           // 1-based line where the record starts
+  uint64_t line = 0;           // 1-based line where the record starts (in its file)
+  uint32_t file = 0;           // which of the options' paths the record is in (0 for one input)
   std::string text;
   std::optional<std::string> pair;
   std::string id_json;         // the id value as JSON text ("" without --id-field); CSV cells become JSON strings
@@ -83,8 +88,8 @@ class RecordReader {
   uint64_t skip(uint64_t n);
   uint64_t records() const { return records_; }  // records returned or skipped so far
   uint64_t bytes_read() const { return bytes_read_; }
-  uint64_t total_bytes() const { return total_bytes_; }  // 0 for stdin (and pipes)
-  const std::string& label() const { return label_; }  // the path, or "<stdin>"
+  uint64_t total_bytes() const { return total_bytes_; }  // 0 for stdin (and pipes); all files together
+  const std::string& label() const { return label_; }  // the path of the file being read, or "<stdin>"
   InputFormat format() const { return format_; }
   // SHA-256 hex of every byte read so far; after end of input, the fingerprint of the whole input (used for stdin).
   std::string sha256_so_far();
@@ -93,6 +98,11 @@ class RecordReader {
   // One CSV/TSV row split into fields, quote-aware; `error` set when malformed.
   struct CsvRow;
 
+  // Opens paths_[i] (the files before it are done): a fresh buffer, line
+  // numbers from 1, its own CSV header.
+  void open_file(size_t i);
+  bool next_file();  // false after the last file
+  bool next_in_file(InputRecord& record);
   void open_csv_header();
   bool fill();  // reads more bytes into the buffer; false at end of input
   // The next line without its LF/CRLF, as a view into the buffer valid until
@@ -108,6 +118,8 @@ class RecordReader {
   std::string label_;
   std::unique_ptr<ByteSource> source_;
   uint64_t total_bytes_ = 0;
+  std::vector<std::string> paths_;  // the files, in reading order (empty: one source given by the caller)
+  size_t file_ = 0;                 // index of the file being read
 
   std::string buf_;  // [pos_, end_) holds unread bytes
   size_t pos_ = 0, end_ = 0;

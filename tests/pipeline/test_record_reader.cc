@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -567,6 +568,70 @@ TEST(RecordReaderFile, StdinHasALabelAndNoSize) {
   EXPECT_EQ(r.label(), "<stdin>");
   EXPECT_EQ(r.total_bytes(), 0u);
   EXPECT_EQ(r.format(), InputFormat::text);
+}
+
+}  // namespace
+}  // namespace stoke
+
+namespace stoke {
+namespace {
+
+// Several files read as one input: records numbered across them, line numbers
+// and the file index per file, each CSV file with its own header, a last line
+// without a newline not running into the next file, skip() crossing files.
+TEST(RecordReaderFiles, SeveralFilesAreOneInputNumberedAcross) {
+  const fs::path dir = test::scratch_dir("reader-files");
+  std::ofstream(dir / "a.jsonl") << "{\"text\": \"a0\"}\n\n{\"text\": \"a1\"}";  // no final newline
+  std::ofstream(dir / "b.jsonl") << "";
+  std::ofstream(dir / "c.jsonl") << "{\"text\": \"c0\"}\n{\"text\": 3}\n";
+  RecordReaderOptions o;
+  o.paths = {(dir / "a.jsonl").string(), (dir / "b.jsonl").string(), (dir / "c.jsonl").string()};
+  RecordReader r(o);
+  EXPECT_EQ(r.total_bytes(), fs::file_size(dir / "a.jsonl") + fs::file_size(dir / "c.jsonl"));
+  const auto got = read_all(r);
+  ASSERT_EQ(got.size(), 4u);
+  const std::vector<std::tuple<std::string, uint64_t, uint32_t>> want = {{"a0", 1, 0}, {"a1", 3, 0}, {"c0", 1, 2}, {"", 2, 2}};
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].index, i);
+    EXPECT_EQ(got[i].text, std::get<0>(want[i])) << show(got[i]);
+    EXPECT_EQ(got[i].line, std::get<1>(want[i])) << show(got[i]);
+    EXPECT_EQ(got[i].file, std::get<2>(want[i])) << show(got[i]);
+  }
+  EXPECT_NE(got[3].error.find("expected a string"), std::string::npos);
+
+  RecordReader s(o);
+  EXPECT_EQ(s.skip(3), 3u);
+  InputRecord rec;
+  ASSERT_TRUE(s.next(rec));
+  EXPECT_EQ(rec.index, 3u);
+  EXPECT_EQ(rec.file, 2u);
+  EXPECT_EQ(s.label(), (dir / "c.jsonl").string());
+  EXPECT_FALSE(s.next(rec));
+}
+
+TEST(RecordReaderFiles, EachCsvFileHasItsOwnHeader) {
+  const fs::path dir = test::scratch_dir("reader-csv-files");
+  std::ofstream(dir / "a.csv") << "id,text\n1,first\n";
+  std::ofstream(dir / "b.csv") << "text,id\nsecond,2\n";  // columns in another order
+  RecordReaderOptions o;
+  o.paths = {(dir / "a.csv").string(), (dir / "b.csv").string()};
+  o.id_field = "id";
+  RecordReader r(o);
+  const auto got = read_all(r);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].text, "first");
+  EXPECT_EQ(got[1].text, "second");
+  EXPECT_EQ(got[1].id_json, "\"2\"");
+  EXPECT_EQ(got[1].index, 1u);
+  EXPECT_EQ(got[1].line, 2u);
+
+  o.paths.push_back((dir / "missing.csv").string());
+  try {
+    RecordReader bad(o);
+    ADD_FAILURE() << "a missing file among several must be named before reading";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.csv: no such input file"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -167,7 +167,7 @@ TEST(Cli, HelpListsEveryFlagWithItsDefault) {
   r = run_stoke("embed --help");
   EXPECT_EQ(r.status, 0);
   for (const char* flag : {"--device TEXT=auto", "--precision TEXT=f32", "--batch-tokens INT=16384",
-                           "--num-shards INT=1", "--sort-window INT=65536"})
+                           "--num-shards INT|auto=1", "--sort-window INT=65536"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
   r = run_stoke("inspect --help");
   EXPECT_EQ(r.status, 0);

@@ -34,9 +34,9 @@ struct Refusal {
 
 TEST(CliFlags, NegativeAndOutOfRangeNumbersAreRefusedInOneLine) {
   const std::vector<Refusal> cases = {
-      {"embed --num-shards -2", "--num-shards -2: expected 1 to 1000000"},
-      {"embed --shard-index 3 --num-shards 0", "--num-shards 0: expected 1 to 1000000"},
-      {"embed --shard-index -1", "--shard-index -1: expected 0 to 999999"},
+      {"embed --num-shards -2", "--num-shards -2: expected 1 to 1000000 (or auto)"},
+      {"embed --shard-index 3 --num-shards 0", "--num-shards 0: expected 1 to 1000000 (or auto)"},
+      {"embed --shard-index -1", "--shard-index -1: expected 0 to 999999 (or auto)"},
       {"embed --shard-size -3", "--shard-size -3: expected 1 to 100000000"},
       {"embed --sort-window -1", "--sort-window -1: expected 1 to 16777216"},
       {"embed --dimensions -4", "--dimensions -4: expected 0 to 1048576"},
@@ -44,7 +44,7 @@ TEST(CliFlags, NegativeAndOutOfRangeNumbersAreRefusedInOneLine) {
       {"embed --batch-tokens -1", "--batch-tokens -1: expected 1 to 16777216"},
       {"embed --batch-tokens 18446744073709551615", "--batch-tokens 18446744073709551615: expected 1 to 16777216"},
       {"embed --max-length 0", "--max-length 0: expected 1 to 1048576"},
-      {"embed --num-shards 2x", "--num-shards \"2x\": expected a whole number, 1 to 1000000"},
+      {"embed --num-shards 2x", "--num-shards \"2x\": expected a whole number, 1 to 1000000 (or auto)"},
       {"classify --max-batch-size -1", "--max-batch-size -1: expected 1 to 1048576"},
       {"tokenize --max-length -1", "--max-length -1: expected 1 to 1048576"},
       {"train --max-steps -5", "--max-steps -5: expected 1 to 1000000000"},
