@@ -49,17 +49,6 @@ constexpr size_t kSlots = 3;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-PoolingMode to_mode(Pooling p) {  // as embed_job.cc
-  switch (p) {
-    case Pooling::cls: return PoolingMode::cls;
-    case Pooling::mean: return PoolingMode::mean;
-    case Pooling::max: return PoolingMode::max;
-    case Pooling::mean_sqrt_len: return PoolingMode::mean_sqrt_len;
-    case Pooling::lasttoken: return PoolingMode::lasttoken;
-  }
-  return PoolingMode::mean;
-}
-
 struct Batch {
   PackedBatch packed;
   std::vector<uint32_t> rows;  // record (input order) of each sequence
@@ -107,7 +96,7 @@ int main(int argc, char** argv) {
     ModelSession s = open_model_session(common, /*need_classifier=*/false);
     const double load_s = since(t_prep);
     const SentenceTransformersConfig& st = s.text.folder.st;
-    const PoolingMode pooling = st.pooling ? to_mode(*st.pooling) : PoolingMode::mean;
+    const PoolingMode pooling = st.pooling ? pooling_mode(*st.pooling) : PoolingMode::mean;
     const bool normalize = st.present && st.normalize;
     const int64_t width = s.encoder.config.hidden_size;
 

@@ -15,17 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-PoolingMode to_mode(Pooling p) {
-  switch (p) {
-    case Pooling::cls: return PoolingMode::cls;
-    case Pooling::mean: return PoolingMode::mean;
-    case Pooling::max: return PoolingMode::max;
-    case Pooling::mean_sqrt_len: return PoolingMode::mean_sqrt_len;
-    case Pooling::lasttoken: return PoolingMode::lasttoken;
-  }
-  return PoolingMode::mean;
-}
-
 // numpy / torch spellings of the compute dtypes are taken too.
 std::string canonical_dtype(const std::string& d) {
   if (d == "f32" || d == "float32" || d == "fp32") return "f32";
@@ -95,7 +84,7 @@ Model::Model(const ModelOptions& o) {
     throw ModelRefused(e);
   }
   if (st().pooling) {
-    pooling_ = to_mode(*st().pooling);
+    pooling_ = pooling_mode(*st().pooling);
     pooling_name_ = std::string(stoke::pooling_name(*st().pooling));
   }
   workers_ = o.workers ? *o.workers : default_workers(s_.device_name);

@@ -38,17 +38,6 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-PoolingMode to_mode(Pooling p) {
-  switch (p) {
-    case Pooling::cls: return PoolingMode::cls;
-    case Pooling::mean: return PoolingMode::mean;
-    case Pooling::max: return PoolingMode::max;
-    case Pooling::mean_sqrt_len: return PoolingMode::mean_sqrt_len;
-    case Pooling::lasttoken: return PoolingMode::lasttoken;
-  }
-  return PoolingMode::mean;
-}
-
 std::string resolve_prompt(const EmbedOptions& o, const SentenceTransformersConfig& st) {
   if (!o.prompt.empty() && !o.prompt_name.empty())
     throw Error(Errc::invalid_argument, "--prompt and --prompt-name: give one of them");
@@ -269,10 +258,10 @@ VectorSettings vector_settings(const EmbedOptions& o, const SentenceTransformers
   if (!o.pooling.empty()) {
     auto p = pooling_from_name(o.pooling);
     if (!p) throw Error(Errc::invalid_argument, "--pooling " + o.pooling + ": expected cls, mean, max, mean_sqrt_len or lasttoken");
-    v.pooling = to_mode(*p);
+    v.pooling = pooling_mode(*p);
     v.pooling_name = std::string(pooling_name(*p));
   } else if (st.pooling) {
-    v.pooling = to_mode(*st.pooling);
+    v.pooling = pooling_mode(*st.pooling);
     v.pooling_name = std::string(pooling_name(*st.pooling));
   }
   v.normalize = o.normalize.value_or(st.present && st.normalize);

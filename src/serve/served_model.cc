@@ -12,17 +12,6 @@ namespace stoke::serve {
 
 namespace {
 
-PoolingMode to_mode(Pooling p) {
-  switch (p) {
-    case Pooling::cls: return PoolingMode::cls;
-    case Pooling::mean: return PoolingMode::mean;
-    case Pooling::max: return PoolingMode::max;
-    case Pooling::mean_sqrt_len: return PoolingMode::mean_sqrt_len;
-    case Pooling::lasttoken: return PoolingMode::lasttoken;
-  }
-  return PoolingMode::mean;
-}
-
 bool has_classification_architecture(const HfConfig& c) {
   for (const std::string& a : c.architectures)
     if (a.find("ForSequenceClassification") != std::string::npos) return true;
@@ -84,7 +73,7 @@ ServedModel::ServedModel(const ServeOptions& o) {
   bo.encode.max_length = static_cast<size_t>(session_.text.max_length);
   bo.encode.truncate = true;
   if (st.pooling) {
-    bo.pooling = to_mode(*st.pooling);
+    bo.pooling = pooling_mode(*st.pooling);
     pooling_name_ = std::string(stoke::pooling_name(*st.pooling));
   }
   normalizes_ = st.present && st.normalize;
