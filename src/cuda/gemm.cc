@@ -10,6 +10,13 @@ namespace stoke::cuda {
 
 namespace {
 
+template <class T>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& value) {
+  check_cublas(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)), "cublasLtMatmulDescSetAttribute");
+}
+
+}  // namespace
+
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
     case DType::f32: return CUDA_R_32F;
@@ -19,9 +26,6 @@ cudaDataType_t cuda_type(DType t) {
   }
 }
 
-// The largest power of two (up to 256) dividing every operand's address:
-// cuBLASLt's fastest kernels need 16-byte alignment, and the heuristic must
-// not pick one the pointers cannot feed.
 int alignment_of(std::initializer_list<const void*> ptrs) {
   int a = 256;
   for (const void* p : ptrs) {
@@ -31,13 +35,6 @@ int alignment_of(std::initializer_list<const void*> ptrs) {
   }
   return a;
 }
-
-template <class T>
-void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& value) {
-  check_cublas(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)), "cublasLtMatmulDescSetAttribute");
-}
-
-}  // namespace
 
 Gemm::~Gemm() {
   for (auto& [key, p] : plans_) destroy(p);

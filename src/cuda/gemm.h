@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -17,6 +18,13 @@
 #include "core/tensor.h"
 
 namespace stoke::cuda {
+
+// cuBLASLt's data type for a dtype (f32, bf16, f16; anything else is a bug).
+cudaDataType_t cuda_type(DType t);
+// The largest power of two (up to 256) dividing every non-null operand's
+// address: the plan cache keys on it, and cuBLASLt's heuristic must not pick
+// a kernel the pointers cannot feed.
+int alignment_of(std::initializer_list<const void*> ptrs);
 
 class Gemm {
  public:

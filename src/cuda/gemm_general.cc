@@ -2,31 +2,10 @@
 
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
+#include "cuda/gemm.h"
 #include "cuda/kernels_train.h"
 
 namespace stoke::cuda {
-
-namespace {
-
-cudaDataType_t cuda_type(int dtype) {
-  switch (static_cast<DType>(dtype)) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::bf16: return CUDA_R_16BF;
-    case DType::f16: return CUDA_R_16F;
-    default: throw Error(Errc::internal, "cuda gemm: no CUDA type for this dtype");
-  }
-}
-
-int alignment_of(std::initializer_list<const void*> ptrs) {
-  int a = 256;
-  for (const void* p : ptrs) {
-    const auto u = reinterpret_cast<uintptr_t>(p);
-    while (a > 1 && u % static_cast<uintptr_t>(a) != 0) a /= 2;
-  }
-  return a;
-}
-
-}  // namespace
 
 GemmGeneral::~GemmGeneral() {
   for (auto& [key, p] : plans_) destroy(p);
@@ -55,15 +34,15 @@ bool GemmGeneral::make_plan(Plan& p, const Key& k) {
                "cublasLtMatmulDescSetAttribute");
   // b: stored [K, N] (layout N x K) or, transposed, [N, K] (layout K x N).
   if (trans_b)
-    check_cublas(cublasLtMatrixLayoutCreate(&p.b, cuda_type(b_dt), kk, n, static_cast<int64_t>(kk)), "layout b");
+    check_cublas(cublasLtMatrixLayoutCreate(&p.b, cuda_type(static_cast<DType>(b_dt)), kk, n, static_cast<int64_t>(kk)), "layout b");
   else
-    check_cublas(cublasLtMatrixLayoutCreate(&p.b, cuda_type(b_dt), n, kk, static_cast<int64_t>(n)), "layout b");
+    check_cublas(cublasLtMatrixLayoutCreate(&p.b, cuda_type(static_cast<DType>(b_dt)), n, kk, static_cast<int64_t>(n)), "layout b");
   // a: stored [M, K] (layout K x M) or, transposed, [K, M] (layout M x K).
   if (trans_a)
-    check_cublas(cublasLtMatrixLayoutCreate(&p.a, cuda_type(a_dt), m, kk, static_cast<int64_t>(m)), "layout a");
+    check_cublas(cublasLtMatrixLayoutCreate(&p.a, cuda_type(static_cast<DType>(a_dt)), m, kk, static_cast<int64_t>(m)), "layout a");
   else
-    check_cublas(cublasLtMatrixLayoutCreate(&p.a, cuda_type(a_dt), kk, m, static_cast<int64_t>(kk)), "layout a");
-  check_cublas(cublasLtMatrixLayoutCreate(&p.c, cuda_type(c_dt), n, m, static_cast<int64_t>(n)), "layout c");
+    check_cublas(cublasLtMatrixLayoutCreate(&p.a, cuda_type(static_cast<DType>(a_dt)), kk, m, static_cast<int64_t>(kk)), "layout a");
+  check_cublas(cublasLtMatrixLayoutCreate(&p.c, cuda_type(static_cast<DType>(c_dt)), n, m, static_cast<int64_t>(n)), "layout c");
   cublasLtMatmulPreference_t pref = nullptr;
   check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   const uint32_t align = static_cast<uint32_t>(alignment);
