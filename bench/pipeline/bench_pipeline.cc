@@ -35,6 +35,7 @@
 #include "jobs/model_session.h"
 #include "model/encoder.h"
 #include "model/packed_batch.h"
+#include "model/pooling_mode.h"
 #include "pipeline/bucketer.h"
 #include "pipeline/record_reader.h"
 

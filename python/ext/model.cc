@@ -8,6 +8,7 @@
 #include "errors.h"
 #include "jobs/common_options.h"
 #include "model/encoder_params.h"
+#include "model/pooling_mode.h"
 
 namespace stoke::py {
 

@@ -25,6 +25,7 @@
 #include "jobs/model_session.h"
 #include "jobs/model_source_record.h"
 #include "jobs/task_environment.h"
+#include "model/pooling_mode.h"
 #include "pipeline/encode_pipeline.h"
 #include "pipeline/input_files.h"
 #include "pipeline/shard_writer.h"

@@ -246,15 +246,4 @@ void load_dense_modules(LoadedEncoder& enc, const std::filesystem::path& folder,
   backend.synchronize();  // one wait for the copies, at load time
 }
 
-PoolingMode pooling_mode(Pooling pooling) {
-  switch (pooling) {
-    case Pooling::cls: return PoolingMode::cls;
-    case Pooling::mean: return PoolingMode::mean;
-    case Pooling::max: return PoolingMode::max;
-    case Pooling::mean_sqrt_len: return PoolingMode::mean_sqrt_len;
-    case Pooling::lasttoken: return PoolingMode::lasttoken;
-  }
-  return PoolingMode::mean;
-}
-
 }  // namespace stoke

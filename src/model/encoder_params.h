@@ -147,8 +147,4 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
 void load_dense_modules(LoadedEncoder& encoder, const std::filesystem::path& folder,
                         const std::vector<DenseModule>& modules, Backend& backend);
 
-// The pooling a sentence-transformers Pooling module names, as the encoder's
-// pooling op takes it (the same five modes, in two layers' vocabularies).
-PoolingMode pooling_mode(Pooling pooling);
-
 }  // namespace stoke

@@ -1,3 +1,4 @@
+#include "model/pooling_mode.h"
 #include "serve/served_model.h"
 
 #include <cmath>
