@@ -1,4 +1,3 @@
-#include "model/pooling_mode.h"
 #include "serve/served_model.h"
 
 #include <cmath>
@@ -7,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/sentence_transformers.h"
+#include "model/pooling_mode.h"
 #include "serve/api_error.h"
 
 namespace stoke::serve {
