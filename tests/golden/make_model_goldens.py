@@ -20,7 +20,7 @@ models/tiny-bert (WordPiece vocab, and the base of tiny-bert-dense), models/tiny
 tiny-xlmr5, normalizer of tiny-camembert).
 
 Run from anywhere:
-    /work/venv-golden/bin/python tests/golden/make_model_goldens.py [name ...]
+    .venv-golden/bin/python tests/golden/make_model_goldens.py [name ...]
 Deterministic: fixed seeds, one torch thread, eager attention, one tokenizers thread; a rerun writes
 the same bytes.  The one exception, HF tokenizers' Unigram trainer (not run-to-run deterministic), is
 kept out of reruns: tiny-camembert reuses the pieces and scores of its committed tokenizer.json unless
