@@ -54,4 +54,9 @@ void launch_head_rmsnorm(cudaStream_t s, const TensorView& qkv, const TensorView
 void launch_attention_gqa(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
                           int heads, int kv_heads, bool causal);
 
+// kernels_rotary.cu: rotary (backward = false) or rotary_backward in place,
+// as op_list.h states them; cu_seqlens and inv_freq on the device.
+void launch_rotary(cudaStream_t s, const TensorView& x, const TensorView& cu_seqlens, const TensorView& inv_freq,
+                   const Ops::Rotary& rope, bool backward);
+
 }  // namespace stoke::cuda
