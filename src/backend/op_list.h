@@ -125,6 +125,20 @@ STOKE_OP(rotary_backward,
          (const TensorView& dx, const TensorView& cu_seqlens, const TensorView& inv_freq, const Ops::Rotary& rope),
          (dx, cu_seqlens, inv_freq, rope))
 
+// --- gated MLPs (GLU: SwiGLU, GeGLU) on the fused gate/up GEMM output
+// out[T, N] = act(g) * u from x[T, 2N], the two halves side by side:
+// glu.act_on_second = false reads g = x[:, 0:N], u = x[:, N:2N] (ModernBERT's
+// Wi); true reads u = x[:, 0:N], g = x[:, N:2N] (GTE's up_gate_proj). act:
+// silu (SwiGLU, silu(g) = g / (1 + e^-g)) or gelu_erf (GeGLU). out and x are
+// activations of one dtype; computed in f32 or wider, rounded once.
+STOKE_OP(glu, (const TensorView& out, const TensorView& x, const Ops::Glu& glu), (out, x, glu))
+// Backward of glu: dx[T, 2N] WRITTEN in x's layout (x's dtype or f32; dx may
+// be x itself) from dout[T, N] and the forward's x: dg = dout * u * act'(g),
+// du = dout * act(g); silu' = s (1 + g (1 - s)) with s = sigmoid(g),
+// GELU_erf' = Phi(g) + g phi(g).
+STOKE_OP(glu_backward, (const TensorView& dx, const TensorView& dout, const TensorView& x, const Ops::Glu& glu),
+         (dx, dout, x, glu))
+
 // --- training: forward variants that keep what backward needs, and backward ops
 // Gradients are named d<thing> after the tensor they are the gradient of.
 // - Activation gradients (dx, da, dqkv, dh) are WRITTEN (=), in the dtype of

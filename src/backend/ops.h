@@ -52,6 +52,14 @@ class Ops {
     float scale = 1.0f;        // cos and sin multiplied by it (HF's attention_scaling; 1 for default RoPE)
   };
 
+  // The gated MLP's activation and which half of the fused gate/up GEMM
+  // output it applies to (op_list.h: glu).
+  struct Glu {
+    enum class Act { silu, gelu_erf };  // SwiGLU, GeGLU (erf GELU)
+    Act act = Act::silu;
+    bool act_on_second = false;  // false: [g | u] (ModernBERT); true: [u | g] (GTE)
+  };
+
   // Every op of backend/op_list.h (contracts there).
 #define STOKE_OP(name, params, args) virtual void name params const = 0;
 #include "backend/op_list.h"

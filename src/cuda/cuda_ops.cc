@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "cpu/ref/decoder_checks.h"
 #include "cpu/ref/op_checks.h"
+#include "cpu/ref/glu_checks.h"
 #include "cpu/ref/op_checks_backward.h"
 #include "cpu/ref/relpos_checks.h"
 #include "cpu/ref/rotary_checks.h"
@@ -96,6 +97,17 @@ class CudaOps final : public UnsupportedOps {
     cpu::check_rotary("rotary_backward", dx, cu_seqlens, inv_freq, rope, IndexData::device);
     Launch op(s_, "rotary_backward");
     launch_rotary(op.stream, dx, cu_seqlens, inv_freq, rope, true);
+  }
+  void glu(const TensorView& out, const TensorView& x, const Ops::Glu& glu) const override {
+    cpu::check_glu(out, x, glu);
+    Launch op(s_, "glu");
+    launch_glu(op.stream, out, x, glu);
+  }
+  void glu_backward(const TensorView& dx, const TensorView& dout, const TensorView& x,
+                    const Ops::Glu& glu) const override {
+    cpu::check_glu_backward(dx, dout, x, glu);
+    Launch op(s_, "glu_backward");
+    launch_glu_backward(op.stream, dx, dout, x, glu);
   }
   void attention_relpos(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
                         int max_seqlen, const TensorView& rel) const override {

@@ -59,4 +59,9 @@ void launch_attention_gqa(cudaStream_t s, const TensorView& out, const TensorVie
 void launch_rotary(cudaStream_t s, const TensorView& x, const TensorView& cu_seqlens, const TensorView& inv_freq,
                    const Ops::Rotary& rope, bool backward);
 
+// kernels_glu.cu: glu and glu_backward as op_list.h states them.
+void launch_glu(cudaStream_t s, const TensorView& out, const TensorView& x, const Ops::Glu& glu);
+void launch_glu_backward(cudaStream_t s, const TensorView& dx, const TensorView& dout, const TensorView& x,
+                         const Ops::Glu& glu);
+
 }  // namespace stoke::cuda

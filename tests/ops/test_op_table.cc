@@ -286,6 +286,33 @@ std::vector<OpCase> make_cases() {
       }).training = true;
     }
 
+  // --- gated MLPs: both activations, both half orders, an odd width; the
+  // backward also in place (dx = x) and into f32.
+  for (DType at : acts)
+    for (Ops::Glu::Act act : {Ops::Glu::Act::silu, Ops::Glu::Act::gelu_erf})
+      for (bool second : {false, true}) {
+        const Ops::Glu glu{act, second};
+        const std::string what = std::string(dname(at)) + (act == Ops::Glu::Act::silu ? "_silu" : "_gelu") +
+                                 (second ? "_act_second" : "_act_first");
+        add("glu", what, at, 0, [=](Run& r, Rng& rng) {
+          const TensorView x = r.in(random_tensor(rng, at, {T, 2 * 37}, -6, 6));
+          r.ops.glu(r.out("out", at, {T, 37}), x, glu);
+        });
+        add("glu_backward", what, at, 0, [=](Run& r, Rng& rng) {
+          const TensorView x = r.in(random_tensor(rng, at, {T, 2 * 37}, -6, 6));
+          const TensorView dout = r.in(random_tensor(rng, at, {T, 37}));
+          r.ops.glu_backward(r.out("dx", at, {T, 2 * 37}), dout, x, glu);
+        }).training = true;
+        if (at != DType::f16)
+          add("glu_backward", what + "_in_place_and_f32", at, 0, [=](Run& r, Rng& rng) {
+            const HostTensor xh = random_tensor(rng, at, {T, 2 * 37}, -6, 6);
+            const TensorView dout = r.in(random_tensor(rng, at, {T, 37}));
+            const TensorView x = r.inout("dx_in_place", xh);
+            r.ops.glu_backward(r.out("dx_f32", DType::f32, {T, 2 * 37}), dout, x, glu);
+            r.ops.glu_backward(x, dout, x, glu);
+          }).training = true;
+      }
+
   // --- training: forward variants that keep what backward needs, and backward ops
   auto train = [&](std::string op, std::string what, DType precision, int64_t reduction,
                    std::function<void(Run&, Rng&)> run) {

@@ -794,6 +794,26 @@ TEST_P(HandComputed, RotaryRefusesBadCalls) {
   EXPECT_THROW(k().rotary_backward(x.view, cu.view, freq.view, Ops::Rotary{2, 0, false, 1.0f}), Error);
 }
 
+TEST_P(HandComputed, GluActivationsAtKnownPoints) {
+  // silu(1) = 1 / (1 + e^-1) = 0.731058578630005; silu(-2) = -2 / (1 + e^2) = -0.238405844044235;
+  // GELU(1) = 0.841344746068543. Rows [g | u] and [u | g] with u = 2 and u = -0.5.
+  const double silu1 = 0.731058578630005, silu_m2 = -0.238405844044235, gelu1 = 0.841344746068543;
+  Tensor first = from(DType::f32, {1, 4}, {1, -2, 2, -0.5f}), second = from(DType::f32, {1, 4}, {2, -0.5f, 1, -2});
+  Tensor out = make(DType::f32, {1, 2});
+  for (bool act_second : {false, true}) {
+    const TensorView x = act_second ? second.view : first.view;
+    k().glu(out.view, x, Ops::Glu{Ops::Glu::Act::silu, act_second});
+    EXPECT_NEAR(get(out.view, 0), 2 * silu1, 2e-6) << act_second;
+    EXPECT_NEAR(get(out.view, 1), -0.5 * silu_m2, 2e-6) << act_second;
+    k().glu(out.view, x, Ops::Glu{Ops::Glu::Act::gelu_erf, act_second});
+    EXPECT_NEAR(get(out.view, 0), 2 * gelu1, 2e-6) << act_second;
+  }
+  Tensor odd = make(DType::f32, {1, 5}), small = make(DType::f32, {1, 1});
+  EXPECT_THROW(k().glu(out.view, odd.view, Ops::Glu{}), Error);    // 5 columns: not two halves
+  EXPECT_THROW(k().glu(small.view, first.view, Ops::Glu{}), Error);  // out must be [1, 2]
+  EXPECT_THROW(k().glu_backward(odd.view, out.view, first.view, Ops::Glu{}), Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, HandComputed, ::testing::Values(&reference_kernels(), &fast_kernels()),
                          [](const ::testing::TestParamInfo<const Kernels*>& info) {
                            return std::string(info.param->name) == "cpu-ref" ? "ref" : "fast";

@@ -436,6 +436,33 @@ TEST(FiniteDifference, Rotary) {
   }
 }
 
+TEST(FiniteDifference, Glu) {
+  // Both activations, both half orders: dx against central differences of
+  // L = sum(dy * act(g) * u) written here in double.
+  for (Ops::Glu::Act act : {Ops::Glu::Act::silu, Ops::Glu::Act::gelu_erf})
+    for (bool second : {false, true}) {
+      Rng rng(6);
+      const int64_t T = 3, N = 5;
+      Tensor x = random(rng, DType::f32, {T, 2 * N}, -4.0f, 4.0f), dy = random(rng, DType::f32, {T, N});
+      Tensor dx = make(DType::f32, {T, 2 * N});
+      ref().glu_backward(dx.view, dy.view, x.view, Ops::Glu{act, second});
+      Vec xv = values(x.view);
+      const Vec g = values(dy.view);
+      auto loss = [&] {
+        double L = 0.0;
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t n = 0; n < N; ++n) {
+            const double gate = xv[static_cast<size_t>(t * 2 * N + (second ? N : 0) + n)];
+            const double up = xv[static_cast<size_t>(t * 2 * N + (second ? 0 : N) + n)];
+            const double a = act == Ops::Glu::Act::silu ? gate / (1.0 + std::exp(-gate)) : gelu64(gate);
+            L += g[static_cast<size_t>(t * N + n)] * a * up;
+          }
+        return L;
+      };
+      expect_matches_fd(second ? "glu dx (act on second)" : "glu dx", values(dx.view), numeric_grad(&xv, loss));
+    }
+}
+
 TEST(FiniteDifference, Tanh) {
   Rng rng(5);
   const int64_t R = 3, C = 8;
