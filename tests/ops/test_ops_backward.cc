@@ -554,11 +554,14 @@ void add_linear_cases(std::vector<Case>& cases) {
   for (Shape s : shapes)
     // (a, w, dy): dy f32 with bf16 a and w is the trainer's bf16 case (the fast
     // set rounds dy to bf16 for native bf16 GEMMs).
-    for (const auto& [at, wt, gt] : std::vector<std::tuple<DType, DType, DType>>{
+    for (const auto& types : std::vector<std::tuple<DType, DType, DType>>{
              {DType::f32, DType::f32, DType::f32},
              {DType::bf16, DType::f32, DType::bf16},
              {DType::bf16, DType::bf16, DType::bf16},
              {DType::bf16, DType::bf16, DType::f32}}) {
+      // Named copies, not structured bindings: clang 14 (the sanitizer builds)
+      // cannot capture a binding in a lambda.
+      const DType at = std::get<0>(types), wt = std::get<1>(types), gt = std::get<2>(types);
       const int variant = static_cast<int>(n++ % 3);  // 0: everything; 1: no da; 2: no db
       Case c;
       c.name = std::string("linear_backward_") + dname(at) + "_w" + dname(wt) + "_dy" + dname(gt) + "_M" +
@@ -770,7 +773,9 @@ void add_attention_case(std::vector<Case>& cases, const std::vector<int>& lens, 
                            (p > 0.0f ? "_p" + std::to_string(static_cast<int>(p * 100)) : "");
   // Both also with the fast kernels' 8-float vectors (as on a CPU without
   // AVX-512; 0 = the CPU's own width).
-  for (auto [train, floats] : {std::pair{true, 0}, std::pair{true, 8}, std::pair{false, 0}, std::pair{false, 8}}) {
+  for (const auto& variant : {std::pair{true, 0}, std::pair{true, 8}, std::pair{false, 0}, std::pair{false, 8}}) {
+    const bool train = variant.first;  // copies: clang 14 cannot capture a structured binding
+    const int floats = variant.second;
     Case c;
     c.name = (train ? "attention_train" : "attention_backward") + name + (floats ? "_v" + std::to_string(floats) : "");
     c.family =
