@@ -102,6 +102,43 @@ STOKE_OP(slice_columns, (const TensorView& out, const TensorView& in), (out, in)
 // out = in converted element-wise between f32, bf16 and f16 (same shape).
 STOKE_OP(convert, (const TensorView& out, const TensorView& in), (out, in))
 
+// --- rotary position embedding (RoPE: GTE, NomicBERT, ModernBERT, Qwen)
+// x[T, C] rotated in place: the first rope.heads blocks of rope.head_dim
+// columns of every row (q then k heads of a packed qkv; the v columns after
+// them are not touched), by the token's position within its sequence,
+// p = t - cu_seqlens[b] (restarting at 0 for every sequence). inv_freq[R/2]
+// (f32) holds the frequencies, every scaling type already applied by the
+// caller (model/rotary_frequencies.h); the first R columns of each head are
+// rotated, the rest pass through (partial rotary; R <= head_dim, even). For
+// pair i: angle = fl32(inv_freq[i] * fl32(p)) (the f32 product, as HF forms
+// it), c = cos(angle) * rope.scale, s = sin(angle) * rope.scale, and the
+// pair (a, b) becomes (a c - b s, b c + a s); the pair is (i, i + R/2)
+// (NeoX rotate-half, HF's layout) or (2i, 2i + 1) with rope.interleaved
+// (GPT-J). Computed in f32 or wider, rounded once to x's dtype.
+STOKE_OP(rotary,
+         (const TensorView& x, const TensorView& cu_seqlens, const TensorView& inv_freq, const Ops::Rotary& rope),
+         (x, cu_seqlens, inv_freq, rope))
+// Backward of rotary (the rotation is orthogonal): dx rotated in place by
+// -angle, (da, db) -> (da c + db s, db c - da s), same arguments as the
+// forward. Columns it does not rotate pass the gradient through unchanged.
+STOKE_OP(rotary_backward,
+         (const TensorView& dx, const TensorView& cu_seqlens, const TensorView& inv_freq, const Ops::Rotary& rope),
+         (dx, cu_seqlens, inv_freq, rope))
+
+// --- gated MLPs (GLU: SwiGLU, GeGLU) on the fused gate/up GEMM output
+// out[T, N] = act(g) * u from x[T, 2N], the two halves side by side:
+// glu.act_on_second = false reads g = x[:, 0:N], u = x[:, N:2N] (ModernBERT's
+// Wi); true reads u = x[:, 0:N], g = x[:, N:2N] (GTE's up_gate_proj). act:
+// silu (SwiGLU, silu(g) = g / (1 + e^-g)) or gelu_erf (GeGLU). out and x are
+// activations of one dtype; computed in f32 or wider, rounded once.
+STOKE_OP(glu, (const TensorView& out, const TensorView& x, const Ops::Glu& glu), (out, x, glu))
+// Backward of glu: dx[T, 2N] WRITTEN in x's layout (x's dtype or f32; dx may
+// be x itself) from dout[T, N] and the forward's x: dg = dout * u * act'(g),
+// du = dout * act(g); silu' = s (1 + g (1 - s)) with s = sigmoid(g),
+// GELU_erf' = Phi(g) + g phi(g).
+STOKE_OP(glu_backward, (const TensorView& dx, const TensorView& dout, const TensorView& x, const Ops::Glu& glu),
+         (dx, dout, x, glu))
+
 // --- training: forward variants that keep what backward needs, and backward ops
 // Gradients are named d<thing> after the tensor they are the gradient of.
 // - Activation gradients (dx, da, dqkv, dh) are WRITTEN (=), in the dtype of

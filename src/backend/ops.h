@@ -43,6 +43,23 @@ class Ops {
     double weight_decay = 0.0;  // decoupled: p -= lr * weight_decay * p where decay applies
   };
 
+  // Which columns the rotary op rotates and how it pairs them (op_list.h:
+  // rotary). The frequencies are a tensor argument of the op.
+  struct Rotary {
+    int heads = 0;             // head_dim-wide column blocks rotated, from column 0 of each row
+    int head_dim = 0;          // columns per head; the first 2 * inv_freq.numel() of each are rotated
+    bool interleaved = false;  // pairs (2i, 2i + 1) (GPT-J); false: (i, i + R/2), NeoX rotate-half
+    float scale = 1.0f;        // cos and sin multiplied by it (HF's attention_scaling; 1 for default RoPE)
+  };
+
+  // The gated MLP's activation and which half of the fused gate/up GEMM
+  // output it applies to (op_list.h: glu).
+  struct Glu {
+    enum class Act { silu, gelu_erf };  // SwiGLU, GeGLU (erf GELU)
+    Act act = Act::silu;
+    bool act_on_second = false;  // false: [g | u] (ModernBERT); true: [u | g] (GTE)
+  };
+
   // Every op of backend/op_list.h (contracts there).
 #define STOKE_OP(name, params, args) virtual void name params const = 0;
 #include "backend/op_list.h"

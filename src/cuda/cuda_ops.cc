@@ -16,8 +16,10 @@
 #include "backend/unsupported_ops.h"
 #include "core/error.h"
 #include "cpu/ref/op_checks.h"
+#include "cpu/ref/glu_checks.h"
 #include "cpu/ref/op_checks_backward.h"
 #include "cpu/ref/relpos_checks.h"
+#include "cpu/ref/rotary_checks.h"
 #include "cpu/ref/train_checks.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/gemm.h"
@@ -82,6 +84,29 @@ class CudaOps final : public UnsupportedOps {
     cpu::check_attention(out, qkv, cu_seqlens, heads, max_seqlen, IndexData::device);
     Launch op(s_, "attention");
     launch_attention(op.stream, out, qkv, cu_seqlens, heads, max_seqlen);
+  }
+  void rotary(const TensorView& x, const TensorView& cu_seqlens, const TensorView& inv_freq,
+              const Ops::Rotary& rope) const override {
+    cpu::check_rotary("rotary", x, cu_seqlens, inv_freq, rope, IndexData::device);
+    Launch op(s_, "rotary");
+    launch_rotary(op.stream, x, cu_seqlens, inv_freq, rope, false);
+  }
+  void rotary_backward(const TensorView& dx, const TensorView& cu_seqlens, const TensorView& inv_freq,
+                       const Ops::Rotary& rope) const override {
+    cpu::check_rotary("rotary_backward", dx, cu_seqlens, inv_freq, rope, IndexData::device);
+    Launch op(s_, "rotary_backward");
+    launch_rotary(op.stream, dx, cu_seqlens, inv_freq, rope, true);
+  }
+  void glu(const TensorView& out, const TensorView& x, const Ops::Glu& glu) const override {
+    cpu::check_glu(out, x, glu);
+    Launch op(s_, "glu");
+    launch_glu(op.stream, out, x, glu);
+  }
+  void glu_backward(const TensorView& dx, const TensorView& dout, const TensorView& x,
+                    const Ops::Glu& glu) const override {
+    cpu::check_glu_backward(dx, dout, x, glu);
+    Launch op(s_, "glu_backward");
+    launch_glu_backward(op.stream, dx, dout, x, glu);
   }
   void attention_relpos(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
                         int max_seqlen, const TensorView& rel) const override {

@@ -46,4 +46,14 @@ void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& q
 void launch_attention_relpos(cudaStream_t s, const TensorView& out, const TensorView& qkv,
                              const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel);
 
+// kernels_rotary.cu: rotary (backward = false) or rotary_backward in place,
+// as op_list.h states them; cu_seqlens and inv_freq on the device.
+void launch_rotary(cudaStream_t s, const TensorView& x, const TensorView& cu_seqlens, const TensorView& inv_freq,
+                   const Ops::Rotary& rope, bool backward);
+
+// kernels_glu.cu: glu and glu_backward as op_list.h states them.
+void launch_glu(cudaStream_t s, const TensorView& out, const TensorView& x, const Ops::Glu& glu);
+void launch_glu_backward(cudaStream_t s, const TensorView& dx, const TensorView& dout, const TensorView& x,
+                         const Ops::Glu& glu);
+
 }  // namespace stoke::cuda

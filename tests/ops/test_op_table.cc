@@ -253,6 +253,66 @@ std::vector<OpCase> make_cases() {
         }).exact = true;
   }
 
+  // --- rotary position embedding: a GQA-shaped qkv row (6 query, 2 key, 2
+  // value heads; the rotation covers the first 8 blocks), an odd head_dim
+  // with partial rotary, both pair layouts, a scale; long positions (the
+  // frequencies reach 1, so angles run to 15 rad).
+  struct RopeCase {
+    const char* what;
+    int heads, head_dim, half;  // rotated blocks, their width, rotated pairs per block
+    int64_t columns;
+    bool interleaved;
+    float scale;
+  };
+  const RopeCase ropes[] = {{"neox", 8, 12, 6, 10 * 12, false, 1.0f},
+                            {"interleaved", 8, 12, 6, 10 * 12, true, 1.0f},
+                            {"partial_odd", 3, 13, 4, 4 * 13, false, 1.0f},
+                            {"scaled", 2, 8, 4, 16, true, 0.75f}};
+  auto rope_freq = [](int half) {
+    HostTensor f = host_tensor(DType::f32, {half});
+    for (int i = 0; i < half; ++i) f.view.as<float>()[i] = static_cast<float>(std::pow(500.0, -double(i) / half));
+    return f;
+  };
+  for (DType at : acts)
+    for (const RopeCase& rc : ropes) {
+      const Ops::Rotary rope{rc.heads, rc.head_dim, rc.interleaved, rc.scale};
+      add("rotary", std::string(dname(at)) + "_" + rc.what, at, 0, [=](Run& r, Rng& rng) {
+        const TensorView x = r.inout("x", random_tensor(rng, at, {T, rc.columns}));
+        r.ops.rotary(x, r.in(cu_seqlens(lens)), r.in(rope_freq(rc.half)), rope);
+      });
+      add("rotary_backward", std::string(dname(at)) + "_" + rc.what, at, 0, [=](Run& r, Rng& rng) {
+        const TensorView dx = r.inout("dx", random_tensor(rng, at, {T, rc.columns}));
+        r.ops.rotary_backward(dx, r.in(cu_seqlens(lens)), r.in(rope_freq(rc.half)), rope);
+      }).training = true;
+    }
+
+  // --- gated MLPs: both activations, both half orders, an odd width; the
+  // backward also in place (dx = x) and into f32.
+  for (DType at : acts)
+    for (Ops::Glu::Act act : {Ops::Glu::Act::silu, Ops::Glu::Act::gelu_erf})
+      for (bool second : {false, true}) {
+        const Ops::Glu glu{act, second};
+        const std::string what = std::string(dname(at)) + (act == Ops::Glu::Act::silu ? "_silu" : "_gelu") +
+                                 (second ? "_act_second" : "_act_first");
+        add("glu", what, at, 0, [=](Run& r, Rng& rng) {
+          const TensorView x = r.in(random_tensor(rng, at, {T, 2 * 37}, -6, 6));
+          r.ops.glu(r.out("out", at, {T, 37}), x, glu);
+        });
+        add("glu_backward", what, at, 0, [=](Run& r, Rng& rng) {
+          const TensorView x = r.in(random_tensor(rng, at, {T, 2 * 37}, -6, 6));
+          const TensorView dout = r.in(random_tensor(rng, at, {T, 37}));
+          r.ops.glu_backward(r.out("dx", at, {T, 2 * 37}), dout, x, glu);
+        }).training = true;
+        if (at != DType::f16)
+          add("glu_backward", what + "_in_place_and_f32", at, 0, [=](Run& r, Rng& rng) {
+            const HostTensor xh = random_tensor(rng, at, {T, 2 * 37}, -6, 6);
+            const TensorView dout = r.in(random_tensor(rng, at, {T, 37}));
+            const TensorView x = r.inout("dx_in_place", xh);
+            r.ops.glu_backward(r.out("dx_f32", DType::f32, {T, 2 * 37}), dout, x, glu);
+            r.ops.glu_backward(x, dout, x, glu);
+          }).training = true;
+      }
+
   // --- training: forward variants that keep what backward needs, and backward ops
   auto train = [&](std::string op, std::string what, DType precision, int64_t reduction,
                    std::function<void(Run&, Rng&)> run) {

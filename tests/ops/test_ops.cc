@@ -33,6 +33,7 @@
 #include "core/half.h"
 #include "cpu/fast/fast_ops.h"
 #include "cpu/kernels.h"
+#include "model/rotary_frequencies.h"
 #include "support/host_tensors.h"
 
 namespace stoke::cpu {
@@ -705,6 +706,75 @@ TEST_P(HandComputed, RefusesBadCalls) {
   EXPECT_THROW(k().gather_rows(go.view, h.view, rows.view), Error);
 }
 
+TEST_P(HandComputed, RotaryRotatesPairsByPosition) {
+  // One sequence of 3 tokens, one head of 5 columns rotated over its first 4 (partial: column 4
+  // passes), then a column outside the heads (the v part of a qkv row). inv_freq = [1, 0.5]. Each
+  // token holds x = [1, 0, 0, 1, 9, 7]. NeoX pairs (0, 2) and (1, 3): (1, 0) at angle p -> (cos p,
+  // sin p); (0, 1) at angle p/2 -> (-sin p/2, cos p/2). GPT-J pairs (0, 1) and (2, 3): (1, 0) at p ->
+  // (cos p, sin p); (0, 1) at p/2 -> (-sin p/2, cos p/2). Scale 2 doubles the rotated columns.
+  Tensor freq = from(DType::f32, {2}, {1.0f, 0.5f}), cu = cu_seqlens({3});
+  for (bool interleaved : {false, true})
+    for (float scale : {1.0f, 2.0f}) {
+      Tensor x = make(DType::f32, {3, 6});
+      for (int t = 0; t < 3; ++t)
+        for (int i = 0; i < 6; ++i) set(x.view, t * 6 + i, std::vector<float>{1, 0, 0, 1, 9, 7}[i]);
+      k().rotary(x.view, cu.view, freq.view, Ops::Rotary{1, 5, interleaved, scale});
+      for (int p = 0; p < 3; ++p) {
+        const double c = std::cos(p) * scale, sn = std::sin(p) * scale;
+        const double c2 = std::cos(p / 2.0) * scale, s2 = std::sin(p / 2.0) * scale;
+        const std::vector<double> want = interleaved ? std::vector<double>{c, sn, -s2, c2, 9, 7}
+                                                     : std::vector<double>{c, -s2, sn, c2, 9, 7};
+        for (int i = 0; i < 6; ++i)
+          EXPECT_NEAR(get(x.view, p * 6 + i), want[static_cast<size_t>(i)], 1e-6)
+              << "interleaved " << interleaved << " scale " << scale << " p " << p << " column " << i;
+      }
+    }
+}
+
+TEST_P(HandComputed, RotaryBackwardUndoesTheRotation) {
+  // The rotation is orthogonal: its backward (the transpose) applied to its output gives the input back.
+  Tensor freq = make(DType::f32, {5}), cu = cu_seqlens({4, 0, 5});
+  for (int i = 0; i < 5; ++i) set(freq.view, i, std::pow(100.0, -i / 5.0));
+  for (bool interleaved : {false, true}) {
+    Rng rng(19), same(19);
+    Tensor x = random(rng, DType::f32, {9, 72}), y = random(same, DType::f32, {9, 72});
+    k().rotary(y.view, cu.view, freq.view, Ops::Rotary{4, 12, interleaved, 1.0f});
+    EXPECT_GT(std::fabs(get(y.view, 72 + 1) - get(x.view, 72 + 1)), 1e-3);  // position 1 moved
+    k().rotary_backward(y.view, cu.view, freq.view, Ops::Rotary{4, 12, interleaved, 1.0f});
+    for (int64_t i = 0; i < x.view.numel(); ++i) ASSERT_NEAR(get(y.view, i), get(x.view, i), 1e-6) << i;
+  }
+}
+
+TEST_P(HandComputed, RotaryRefusesBadCalls) {
+  Tensor x = make(DType::f32, {3, 8}), cu = cu_seqlens({3}), freq = make(DType::f32, {2});
+  EXPECT_THROW(k().rotary(x.view, cu.view, freq.view, Ops::Rotary{3, 3, false, 1.0f}), Error);  // 9 > 8 columns
+  EXPECT_THROW(k().rotary(x.view, cu.view, freq.view, Ops::Rotary{2, 3, false, 1.0f}), Error);  // 4 rotated > 3
+  EXPECT_THROW(k().rotary(x.view, cu_seqlens({2}).view, freq.view, Ops::Rotary{2, 4, false, 1.0f}), Error);
+  Tensor f64 = make(DType::f64, {2});
+  EXPECT_THROW(k().rotary(x.view, cu.view, f64.view, Ops::Rotary{2, 4, false, 1.0f}), Error);
+  EXPECT_THROW(k().rotary_backward(x.view, cu.view, freq.view, Ops::Rotary{2, 0, false, 1.0f}), Error);
+}
+
+TEST_P(HandComputed, GluActivationsAtKnownPoints) {
+  // silu(1) = 1 / (1 + e^-1) = 0.731058578630005; silu(-2) = -2 / (1 + e^2) = -0.238405844044235;
+  // GELU(1) = 0.841344746068543. Rows [g | u] and [u | g] with u = 2 and u = -0.5.
+  const double silu1 = 0.731058578630005, silu_m2 = -0.238405844044235, gelu1 = 0.841344746068543;
+  Tensor first = from(DType::f32, {1, 4}, {1, -2, 2, -0.5f}), second = from(DType::f32, {1, 4}, {2, -0.5f, 1, -2});
+  Tensor out = make(DType::f32, {1, 2});
+  for (bool act_second : {false, true}) {
+    const TensorView x = act_second ? second.view : first.view;
+    k().glu(out.view, x, Ops::Glu{Ops::Glu::Act::silu, act_second});
+    EXPECT_NEAR(get(out.view, 0), 2 * silu1, 2e-6) << act_second;
+    EXPECT_NEAR(get(out.view, 1), -0.5 * silu_m2, 2e-6) << act_second;
+    k().glu(out.view, x, Ops::Glu{Ops::Glu::Act::gelu_erf, act_second});
+    EXPECT_NEAR(get(out.view, 0), 2 * gelu1, 2e-6) << act_second;
+  }
+  Tensor odd = make(DType::f32, {1, 5}), small = make(DType::f32, {1, 1});
+  EXPECT_THROW(k().glu(out.view, odd.view, Ops::Glu{}), Error);    // 5 columns: not two halves
+  EXPECT_THROW(k().glu(small.view, first.view, Ops::Glu{}), Error);  // out must be [1, 2]
+  EXPECT_THROW(k().glu_backward(odd.view, out.view, first.view, Ops::Glu{}), Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, HandComputed, ::testing::Values(&reference_kernels(), &fast_kernels()),
                          [](const ::testing::TestParamInfo<const Kernels*>& info) {
                            return std::string(info.param->name) == "cpu-ref" ? "ref" : "fast";
@@ -742,6 +812,33 @@ TEST(AttentionIsolation, SequenceAloneEqualsSequenceInBatch) {
         for (int i = 0; i < len * heads * d; ++i)
           ASSERT_EQ(again[static_cast<size_t>(first * heads * d + i)], single[static_cast<size_t>(i)]);
       }
+}
+
+TEST(RotaryIsolation, SequenceAloneEqualsSequenceInBatch) {
+  // Positions restart at 0 in every sequence: the last sequence of a batch, rotated alone,
+  // gives its rows of the batch bit for bit.
+  for (const Kernels* k : {&reference_kernels(), &fast_kernels()})
+    for (DType t : kActs) {
+      Rng rng(5);
+      Tensor batch = random(rng, t, {12, 40}), freq = make(DType::f32, {3});
+      for (int i = 0; i < 3; ++i) set(freq.view, i, std::pow(10000.0, -2.0 * i / 8.0));
+      Tensor alone = make(t, {5, 40});
+      for (int64_t i = 0; i < 5 * 40; ++i) set(alone.view, i, get(batch.view, 7 * 40 + i));
+      const Ops::Rotary rope{4, 8, false, 1.0f};
+      k->rotary(batch.view, cu_seqlens({3, 4, 5}).view, freq.view, rope);
+      k->rotary(alone.view, cu_seqlens({5}).view, freq.view, rope);
+      for (int64_t i = 0; i < 5 * 40; ++i)
+        ASSERT_EQ(get(alone.view, i), get(batch.view, 7 * 40 + i)) << k->name << " " << dname(t) << " " << i;
+    }
+}
+
+TEST(RotaryFrequencies, DefaultRopeMatchesTorch) {
+  // transformers' compute_default_rope_parameters(dim 12, theta 10000) under torch 2.x, as f32 bit patterns.
+  const std::vector<float> torch = {0x1p+0f, 0x1.b93a6ap-3f, 0x1.7c3d2ap-5f, 0x1.47ae14p-7f, 0x1.1a62d2p-9f,
+                                    0x1.e6b4b8p-12f};
+  EXPECT_EQ(default_rope_inv_freq(12, 10000.0), torch);
+  EXPECT_THROW(default_rope_inv_freq(7, 10000.0), Error);
+  EXPECT_THROW(default_rope_inv_freq(8, 0.0), Error);
 }
 
 TEST(PoolIsolation, SequenceAloneEqualsSequenceInBatch) {

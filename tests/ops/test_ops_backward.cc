@@ -397,6 +397,72 @@ TEST(FiniteDifference, BiasGelu) {
   expect_matches_fd("bias_gelu dbias", values(dbias.view), numeric_grad(&bv, loss));
 }
 
+TEST(FiniteDifference, Rotary) {
+  // L = sum(dy * rotary(x)) with the rotation written here in double (NeoX and GPT-J pairs,
+  // partial: 4 of 6 columns per head, 2 heads of a 3-head row).
+  for (bool interleaved : {false, true}) {
+    Rng rng(7);
+    const std::vector<int> lens = {3, 2};
+    const int64_t T = 5, C = 18;
+    Tensor x = random(rng, DType::f32, {T, C}), dy = random(rng, DType::f32, {T, C});
+    Tensor freq = make(DType::f32, {2}), cu = cu_seqlens(lens);
+    set(freq.view, 0, 1.0);
+    set(freq.view, 1, 0.25);
+    const Ops::Rotary rope{2, 6, interleaved, 1.0f};
+    Tensor dx = copy_of(dy);
+    ref().rotary_backward(dx.view, cu.view, freq.view, rope);
+    Vec xv = values(x.view);
+    const Vec g = values(dy.view);
+    auto loss = [&] {
+      Vec y = xv;
+      for (int64_t t = 0; t < T; ++t) {
+        const double p = t < 3 ? t : t - 3;
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t i = 0; i < 2; ++i) {
+            const double angle = static_cast<float>(get(freq.view, i) * p);
+            const int64_t a = t * C + h * 6 + (interleaved ? 2 * i : i);
+            const int64_t b = t * C + h * 6 + (interleaved ? 2 * i + 1 : i + 2);
+            const double va = xv[static_cast<size_t>(a)], vb = xv[static_cast<size_t>(b)];
+            y[static_cast<size_t>(a)] = va * std::cos(angle) - vb * std::sin(angle);
+            y[static_cast<size_t>(b)] = vb * std::cos(angle) + va * std::sin(angle);
+          }
+      }
+      double L = 0.0;
+      for (size_t i = 0; i < y.size(); ++i) L += g[i] * y[i];
+      return L;
+    };
+    expect_matches_fd(interleaved ? "rotary dx (interleaved)" : "rotary dx", values(dx.view),
+                      numeric_grad(&xv, loss));
+  }
+}
+
+TEST(FiniteDifference, Glu) {
+  // Both activations, both half orders: dx against central differences of
+  // L = sum(dy * act(g) * u) written here in double.
+  for (Ops::Glu::Act act : {Ops::Glu::Act::silu, Ops::Glu::Act::gelu_erf})
+    for (bool second : {false, true}) {
+      Rng rng(6);
+      const int64_t T = 3, N = 5;
+      Tensor x = random(rng, DType::f32, {T, 2 * N}, -4.0f, 4.0f), dy = random(rng, DType::f32, {T, N});
+      Tensor dx = make(DType::f32, {T, 2 * N});
+      ref().glu_backward(dx.view, dy.view, x.view, Ops::Glu{act, second});
+      Vec xv = values(x.view);
+      const Vec g = values(dy.view);
+      auto loss = [&] {
+        double L = 0.0;
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t n = 0; n < N; ++n) {
+            const double gate = xv[static_cast<size_t>(t * 2 * N + (second ? N : 0) + n)];
+            const double up = xv[static_cast<size_t>(t * 2 * N + (second ? 0 : N) + n)];
+            const double a = act == Ops::Glu::Act::silu ? gate / (1.0 + std::exp(-gate)) : gelu64(gate);
+            L += g[static_cast<size_t>(t * N + n)] * a * up;
+          }
+        return L;
+      };
+      expect_matches_fd(second ? "glu dx (act on second)" : "glu dx", values(dx.view), numeric_grad(&xv, loss));
+    }
+}
+
 TEST(FiniteDifference, Tanh) {
   Rng rng(5);
   const int64_t R = 3, C = 8;

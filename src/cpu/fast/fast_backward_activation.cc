@@ -12,23 +12,6 @@ namespace stoke::cpu::fast {
 
 namespace {
 
-// GELU_erf'(u) = Phi(u) + u phi(u). Phi from the same erfc approximation as
-// gelu_erf_approx (A&S 7.1.26, |error| <= 1.5e-7 / 2 on Phi), sharing its
-// exp(-u^2/2) with phi(u) = exp(-u^2/2) / sqrt(2 pi).
-inline float gelu_erf_grad_approx(float u) {
-  const float z = (u < 0.0f ? -u : u) * 0.70710678118654752f;
-  const float t = 1.0f / (1.0f + 0.3275911f * z);
-  float p = 1.061405429f;
-  p = p * t - 1.453152027f;
-  p = p * t + 1.421413741f;
-  p = p * t - 0.284496736f;
-  p = p * t + 0.254829592f;
-  const float e = exp_approx(-z * z);
-  const float half_erfc = 0.5f * p * t * e;
-  const float Phi = u < 0.0f ? half_erfc : 1.0f - half_erfc;
-  return Phi + u * 0.39894228040143268f * e;
-}
-
 template <class T, class P>
 STOKE_CPU_CLONES void bias_gelu_train_row(T* x, P* pre, const float* bias, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
