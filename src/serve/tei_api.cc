@@ -24,15 +24,29 @@ InputLimits limits_of(Call& call, bool allow_ids) {
   return l;
 }
 
-// TEI's `truncate` (default: --auto-truncate) and `truncation_direction`.
-bool truncate_of(Call& call, dom::object body) {
+// TEI's `truncate` (default: --auto-truncate) and `truncation_direction`
+// (Right keeps the first tokens, Left the last; special tokens stay).
+struct Truncation {
+  bool truncate = false;
+  bool left = false;
+};
+
+Truncation truncation_of(Call& call, dom::object body) {
+  Truncation t;
   if (auto dir = string_field(body, "truncation_direction")) {
     if (*dir == "Left" || *dir == "left")
-      throw validation_error("truncation_direction Left: stoke truncates on the right only", "truncation_direction");
-    if (*dir != "Right" && *dir != "right")
+      t.left = true;
+    else if (*dir != "Right" && *dir != "right")
       throw validation_error("truncation_direction \"" + *dir + "\": expected Right or Left", "truncation_direction");
   }
-  return bool_field(body, "truncate", call.options().auto_truncate);
+  t.truncate = bool_field(body, "truncate", call.options().auto_truncate);
+  return t;
+}
+
+void set_truncation(BatchRequestOptions& o, Call& call, dom::object body) {
+  const Truncation t = truncation_of(call, body);
+  o.truncate = t.truncate;
+  o.truncate_left = t.left;
 }
 
 void check_count(Call& call, size_t n, const char* field) {
@@ -88,7 +102,7 @@ void tei_embed(Call& call, bool all_tokens) {
   const int64_t dims = checked_dimensions(int_field(body, "dimensions"), width, "dimensions");
   BatchRequestOptions o;
   o.product = all_tokens ? BatchProduct::tokens : BatchProduct::pooled;
-  o.truncate = truncate_of(call, body);
+  set_truncation(o, call, body);
   o.prompt = call.model().prompt_for(string_field(body, "prompt_name"));
   call.run_batch(std::move(items), o, [all_tokens, normalize, dims](BatchResult& r) {
     std::string out;
@@ -141,7 +155,7 @@ void tei_predict(Call& call) {
   const bool raw_scores = bool_field(body, "raw_scores", false);
   BatchRequestOptions o;
   o.product = BatchProduct::logits;
-  o.truncate = truncate_of(call, body);
+  set_truncation(o, call, body);
   Call* c = &call;
   call.run_batch(std::move(items), o, [c, batch, raw_scores](BatchResult& r) {
     std::string out;
@@ -176,7 +190,7 @@ void tei_rerank(Call& call) {
   const bool return_text = bool_field(body, "return_text", false);
   BatchRequestOptions o;
   o.product = BatchProduct::logits;
-  o.truncate = truncate_of(call, body);
+  set_truncation(o, call, body);
   const ScoreHead head = call.model().score_head();
   call.run_batch(std::move(items), o, [raw_scores, return_text, head, kept = std::move(kept)](BatchResult& r) {
     const size_t n = kept.size();
@@ -217,7 +231,9 @@ void tei_tokenize(Call& call) {
   const size_t specials = tok.special_tokens_added(false);
   EncodeOptions eo;
   eo.max_length = static_cast<size_t>(call.model().max_length());
-  eo.truncate = bool_field(body, "truncate", call.options().auto_truncate);
+  const Truncation truncation = truncation_of(call, body);
+  eo.truncate = truncation.truncate;
+  eo.truncate_left = truncation.left;
   std::string out = "[";
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string text = prompt + items[i].text;

@@ -63,6 +63,10 @@ inline constexpr size_t kUntruncatedTextBytes = size_t{1} << 20;
 struct EncodeOptions {
   size_t max_length = 0;   // 0: no limit
   bool truncate = true;    // when false, longer texts are returned whole
+  // Which end truncation cuts: false keeps the first tokens (transformers'
+  // default), true keeps the last (truncation_side="left", TEI's
+  // truncation_direction Left). Special tokens stay where the template puts them.
+  bool truncate_left = false;
 };
 
 // One record to encode: a text and an optional second text (pairs).

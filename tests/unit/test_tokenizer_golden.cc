@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
@@ -145,6 +147,35 @@ TEST(TokenizerGolden, BertPairsLongestFirst) {
     auto tok = load_tokenizer(dir);
     expect_matches_batch_goldens(*tok, "tiny-bert", "pair.", inputs, true);
   }
+}
+
+// Truncation on either side (transformers' truncation_side, TEI's
+// truncation_direction) against transformers 5.24 / tokenizers 0.23.3: every
+// golden text alone and paired with the next (longest_first), at max lengths
+// 6 and 16; special tokens stay where the template puts them
+// (tests/golden/tokenizers/make_truncation_goldens.py).
+TEST(TokenizerGolden, TruncationLeftAndRightMatchTransformers) {
+  const auto texts = golden_texts();
+  const auto rows = read_jsonl(std::filesystem::path(STOKE_SOURCE_DIR) / "tests" / "golden" / "tokenizers" /
+                               "truncation.expected.jsonl");
+  ASSERT_GT(rows.size(), 1000u);
+  std::map<std::string, std::unique_ptr<Tokenizer>> toks;
+  toks["tiny-bert"] = load_tokenizer(test::fixture("models/tiny-bert"));
+  toks["tiny-xlmr"] = load_tokenizer(test::fixture("models/tiny-xlmr"));
+  size_t left_cut = 0;
+  for (const json& row : rows) {
+    const Tokenizer& tok = *toks.at(row["model"].get<std::string>());
+    EncodeOptions o;
+    o.max_length = row["max_length"].get<size_t>();
+    o.truncate = true;
+    o.truncate_left = row["side"] == "left";
+    TextInput in{texts.at(row["text"].get<size_t>()), std::nullopt};
+    if (!row["pair"].is_null()) in.pair = std::string_view(texts.at(row["pair"].get<size_t>()));
+    const Encoding enc = tok.encode(in, o);
+    EXPECT_EQ(enc.ids, row["ids"].get<std::vector<int32_t>>()) << row.dump().substr(0, 200);
+    if (o.truncate_left && enc.truncated) ++left_cut;
+  }
+  EXPECT_GT(left_cut, 300u);  // most of the left cases do cut
 }
 
 }  // namespace
