@@ -238,9 +238,11 @@ void tei_tokenize(Call& call) {
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string text = prompt + items[i].text;
     std::vector<int32_t> ids;
+    bool truncated = false;
     if (add_special) {
       Encoding enc = tok.encode(text, eo);
       ids = std::move(enc.ids);
+      truncated = enc.truncated;
     } else {
       ids = tok.tokenize(text);
     }
@@ -249,15 +251,37 @@ void tei_tokenize(Call& call) {
                                  " tokens, more than the max length " + std::to_string(eo.max_length) +
                                  " (send truncate: true)",
                              "inputs");
+    // The text's ids (special tokens aside) are a run of its whole
+    // tokenization, the first ones or (left truncation) the last ones: each
+    // gets its offsets from there, when the tokenizer can tell them.
+    const size_t lead = add_special ? std::min(prefix, ids.size()) : 0;
+    const size_t seq = add_special ? ids.size() - std::min(ids.size(), specials) : ids.size();
+    std::vector<TokenOffset> offsets;
+    if (auto whole = tok.tokenize_with_offsets(text); whole && whole->ids.size() >= seq) {
+      const size_t from = truncated && eo.truncate_left ? whole->ids.size() - seq : 0;
+      if (std::equal(ids.begin() + static_cast<std::ptrdiff_t>(lead), ids.begin() + static_cast<std::ptrdiff_t>(lead + seq),
+                     whole->ids.begin() + static_cast<std::ptrdiff_t>(from)))
+        offsets.assign(whole->offsets.begin() + static_cast<std::ptrdiff_t>(from),
+                       whole->offsets.begin() + static_cast<std::ptrdiff_t>(from + seq));
+    }
     if (i) out.push_back(',');
     out.push_back('[');
     for (size_t t = 0; t < ids.size(); ++t) {
-      const bool special = add_special && (t < prefix || t + (specials - prefix) >= ids.size());
+      const bool special = add_special && (t < lead || t >= lead + seq);
       if (t) out.push_back(',');
       out += "{\"id\":" + std::to_string(ids[t]) + ",\"text\":";
-      append_string(out, tok.id_to_token(ids[t]));
-      out += special ? ",\"special\":true" : ",\"special\":false";
-      out += ",\"start\":null,\"stop\":null}";
+      // As TEI: a token of the text is its bytes of the input (offsets into
+      // what the client sent, the prompt excluded); a special token its name.
+      const TokenOffset* at = special || offsets.empty() ? nullptr : &offsets[t - lead];
+      if (at && at->start >= prompt.size()) {
+        const size_t start = at->start - prompt.size(), stop = at->end - prompt.size();
+        append_string(out, std::string_view(items[i].text).substr(start, stop - start));
+        out += ",\"special\":false,\"start\":" + std::to_string(start) + ",\"stop\":" + std::to_string(stop) + "}";
+      } else {
+        append_string(out, tok.id_to_token(ids[t]));
+        out += special ? ",\"special\":true" : ",\"special\":false";
+        out += ",\"start\":null,\"stop\":null}";
+      }
     }
     out.push_back(']');
   }

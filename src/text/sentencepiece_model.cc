@@ -191,6 +191,24 @@ void SentencePieceModel::encode(std::string_view text, std::vector<int32_t>& out
   stats.lookups += ids.size();
 }
 
+bool SentencePieceModel::encode_with_offsets(std::string_view text, std::vector<int32_t>& out,
+                                             std::vector<TokenOffset>& offsets, EncodeStats& stats) const {
+  // A text whose unknown runs encode() shortens has offsets into the shortened
+  // text, not this one: unknown here.
+  if (!shorten_unknown_runs(text).empty()) return false;
+  sentencepiece::ImmutableSentencePieceText spt;
+  auto status = sp_->Encode(absl::string_view(text.data(), text.size()), spt.mutable_proto());
+  if (!status.ok()) throw Error(Errc::internal, label_ + ": SentencePiece encode failed: " + status.ToString());
+  const int unk = sp_->unk_id();
+  for (const auto& piece : spt.pieces()) {
+    const int id = static_cast<int>(piece.id());
+    out.push_back(id == unk || id == 0 ? kUnk : id + kFairseqOffset);
+    offsets.push_back({piece.begin(), piece.end()});
+  }
+  stats.lookups += spt.pieces_size();
+  return true;
+}
+
 std::string SentencePieceModel::id_to_token(int32_t id) const {
   if (id >= 0 && id < 4) return kFairseqSpecials[id];
   if (id == mask_id()) return "<mask>";

@@ -85,6 +85,28 @@ void Tokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& out, 
   }
 }
 
+std::optional<Tokenizer::IdsWithOffsets> Tokenizer::tokenize_with_offsets(std::string_view text) const {
+  if (lowercase_input_ || !normalized_added_.empty() || text.size() > kMinPrefixBytes || !utf8_is_valid(text))
+    return std::nullopt;
+  IdsWithOffsets r;
+  EncodeStats stats;
+  for (const TextSpan& span : added_.split(text)) {
+    const auto base = static_cast<uint32_t>(span.text.data() - text.data());
+    if (span.token_id >= 0) {
+      r.ids.push_back(span.token_id);
+      r.offsets.push_back({base, base + static_cast<uint32_t>(span.text.size())});
+      continue;
+    }
+    const size_t first = r.offsets.size();
+    if (!model_->encode_with_offsets(span.text, r.ids, r.offsets, stats)) return std::nullopt;
+    for (size_t k = first; k < r.offsets.size(); ++k) {
+      r.offsets[k].start += base;
+      r.offsets[k].end += base;
+    }
+  }
+  return r;
+}
+
 namespace {
 
 // The first `bytes` bytes of text, backed off to a character start (a cut

@@ -354,6 +354,16 @@ void expect_truncation_matches_transformers(const std::string& model) {
   ServeProcess server("--model " + model_dir(model) + " --max-length 16", "truncation-" + model);
   ASSERT_TRUE(server.wait_ready()) << server.stderr_text();
   Client c(server.port());
+  // transformers' offsets of each text's whole tokenization, in bytes (make_offset_goldens.py).
+  std::map<size_t, std::vector<std::vector<int64_t>>> offsets_of;
+  {
+    std::ifstream off(std::filesystem::path(STOKE_SOURCE_DIR) / "tests" / "golden" / "tokenizers" /
+                      "offsets.expected.jsonl");
+    for (std::string line; std::getline(off, line);) {
+      const json row = json::parse(line);
+      if (row["model"] == model) offsets_of[row["text"].get<size_t>()] = row["offsets"];
+    }
+  }
   size_t checked = 0, embedded = 0;
   for (std::string line; std::getline(in, line);) {
     const json row = json::parse(line);
@@ -365,8 +375,26 @@ void expect_truncation_matches_transformers(const std::string& model) {
     const Reply tok = c.post("/tokenize", request.dump());
     ASSERT_EQ(tok.status, 200) << tok.body;
     std::vector<int32_t> ids;
-    for (const json& t : tok.parsed()[0]) ids.push_back(t["id"].get<int32_t>());
+    std::vector<std::vector<int64_t>> offsets;
+    for (const json& t : tok.parsed()[0]) {
+      ids.push_back(t["id"].get<int32_t>());
+      if (t["special"].get<bool>()) {
+        EXPECT_TRUE(t["start"].is_null());
+        continue;
+      }
+      // TEI's start/stop: byte offsets into the input, and the token's text is those bytes.
+      ASSERT_TRUE(t["start"].is_number()) << t.dump();
+      const auto start = t["start"].get<int64_t>(), stop = t["stop"].get<int64_t>();
+      offsets.push_back({start, stop});
+      EXPECT_EQ(t["text"].get<std::string>(), text.substr(static_cast<size_t>(start), static_cast<size_t>(stop - start)));
+    }
     EXPECT_EQ(ids, row["ids"].get<std::vector<int32_t>>()) << model << " " << side << " text " << row["text"];
+    const auto& whole = offsets_of.at(row["text"].get<size_t>());
+    ASSERT_LE(offsets.size(), whole.size());
+    const size_t from = side == "Left" ? whole.size() - offsets.size() : 0;
+    EXPECT_EQ(offsets, std::vector<std::vector<int64_t>>(whole.begin() + static_cast<std::ptrdiff_t>(from),
+                                                         whole.begin() + static_cast<std::ptrdiff_t>(from + offsets.size())))
+        << model << " " << side << " text " << row["text"];
     ++checked;
     if (side == "Left" && row["ids"].size() == 16) {  // cut: the text's row is the row of the kept ids
       const Reply by_text = c.post("/embed", request.dump());

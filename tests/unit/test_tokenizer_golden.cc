@@ -178,5 +178,30 @@ TEST(TokenizerGolden, TruncationLeftAndRightMatchTransformers) {
   EXPECT_GT(left_cut, 300u);  // most of the left cases do cut
 }
 
+// Token offsets (TEI's /tokenize start and stop) against transformers'
+// offset mapping, converted to bytes (tests/golden/tokenizers/make_offset_goldens.py).
+void expect_offsets_match_transformers(const std::string& model) {
+  const auto texts = golden_texts();
+  const auto tok = load_tokenizer(test::fixture("models/" + model));
+  size_t rows = 0;
+  for (const json& row : read_jsonl(std::filesystem::path(STOKE_SOURCE_DIR) / "tests" / "golden" / "tokenizers" /
+                                    "offsets.expected.jsonl")) {
+    if (row["model"] != model) continue;
+    ++rows;
+    const std::string& text = texts.at(row["text"].get<size_t>());
+    const auto got = tok->tokenize_with_offsets(text);
+    ASSERT_TRUE(got.has_value()) << model << " text " << row["text"];
+    EXPECT_EQ(got->ids, row["ids"].get<std::vector<int32_t>>()) << model << " text " << row["text"];
+    std::vector<std::vector<uint32_t>> offsets;
+    for (const TokenOffset& o : got->offsets) offsets.push_back({o.start, o.end});
+    EXPECT_EQ(offsets, row["offsets"].get<std::vector<std::vector<uint32_t>>>())
+        << model << " text " << row["text"] << ": " << text.substr(0, 80);
+  }
+  EXPECT_EQ(rows, texts.size());
+}
+
+TEST(TokenizerGolden, OffsetsMatchTransformersBert) { expect_offsets_match_transformers("tiny-bert"); }
+TEST(TokenizerGolden, OffsetsMatchTransformersXlmr) { expect_offsets_match_transformers("tiny-xlmr"); }
+
 }  // namespace
 }  // namespace stoke
