@@ -28,7 +28,7 @@ class ServedModel {
   // cannot be, a bad flag).
   // trace (may be nullptr) gets the batcher's stage spans; on_thread_start
   // (may be empty) is called first on each of the batcher's threads.
-  ServedModel(const ServeOptions& options, Trace* trace = nullptr,
+  explicit ServedModel(const ServeOptions& options, Trace* trace = nullptr,
               std::function<void(const std::string&)> on_thread_start = {});
   ~ServedModel();
 
