@@ -263,9 +263,10 @@ TrainReport Trainer::run() {
   std::vector<int32_t> labels;
   std::vector<float> targets;
   std::vector<uint32_t> idx;
-  // Dropout masks are drawn per rank: rank 0 draws the single process's
-  // masks for its slice, the others their own (see docs/training.md).
-  const uint64_t dropout_seed = o_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank_));
+  // Dropout masks are keyed by the example's place in the global
+  // micro-batch (its tokens and its row, MicroBatchKnobs' offsets), so each
+  // rank draws, for its slice, the masks one process with the whole global
+  // batch draws: the same seed everywhere.
 
   while (st_.step < total_steps_) {
     // One optimizer step: up to grad_accum micro-batches of this epoch.
@@ -280,11 +281,19 @@ TrainReport Trainer::run() {
       const size_t begin = std::min(global.size(), static_cast<size_t>(rank_ * o_.batch_size));
       const size_t end = std::min(global.size(), begin + static_cast<size_t>(o_.batch_size));
       idx.assign(global.begin() + static_cast<long>(begin), global.begin() + static_cast<long>(end));
-      uint64_t global_tokens = 0;
-      for (uint32_t i : global) global_tokens += static_cast<uint64_t>(lengths_[i]);
+      uint64_t global_tokens = 0, tokens_before = 0;
+      for (size_t j = 0; j < global.size(); ++j) {
+        const uint64_t len = static_cast<uint64_t>(lengths_[global[j]]);
+        global_tokens += len;
+        if (j < begin) tokens_before += len;
+      }
       MicroBatchKnobs k;
       k.dropout = o_.dropout;
-      k.seed = dropout_seed;
+      k.seed = o_.seed;
+      // The slice packs right after the examples before it (pack_examples
+      // adds tokens in order, no padding): its tokens and rows start there.
+      k.token_offset = tokens_before;
+      k.sequence_offset = begin;
       k.step = static_cast<uint32_t>(st_.micro_step++);
       k.label_smoothing = o_.label_smoothing;
       k.loss_scale = 1.0f / static_cast<float>(examples);
