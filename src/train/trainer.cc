@@ -83,7 +83,8 @@ Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptio
   std::sort(sorted.rbegin(), sorted.rend());
   for (int64_t i = 0; i < std::min<int64_t>(o_.batch_size, n); ++i) max_tokens_ += sorted[static_cast<size_t>(i)];
   runner_ = std::make_unique<EncoderTrainingRunner>(enc_, backend_, max_tokens_, o_.batch_size);
-  if (ranks_ > 1) reducer_ = std::make_unique<GradientReducer>(enc_, backend_, *o_.comm, o_.bucket_bytes);
+  if (ranks_ > 1)
+    reducer_ = std::make_unique<GradientReducer>(enc_, backend_, *o_.comm, o_.bucket_bytes, o_.device_allreduce);
   metrics_ = backend_.allocate(3 * sizeof(double));
   zeros_ = backend_.allocate_host(3 * sizeof(double));
   std::memset(zeros_->data(), 0, 3 * sizeof(double));
@@ -275,6 +276,10 @@ TrainReport Trainer::run() {
     int64_t examples = 0;  // over every rank: the loss is their mean
     for (int64_t b = first; b < last; ++b) examples += static_cast<int64_t>(batches[static_cast<size_t>(b)].size());
     TraceSpan step_span(o_.trace, "enqueue step", "host");
+    // A fault injected here (STOKE_FAIL_AT / STOKE_CRASH_AT=train_step:n) is
+    // one rank failing mid-run, as an out-of-memory would: tests check that
+    // the whole job ends, naming the rank.
+    crash_point("train_step");
     optimizer_.zero_grad();
     for (int64_t b = first; b < last; ++b) {
       const std::vector<uint32_t>& global = batches[static_cast<size_t>(b)];

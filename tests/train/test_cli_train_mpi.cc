@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "io/safetensors.h"
 #include "support/fixtures.h"
 
@@ -158,6 +159,45 @@ TEST_P(TrainMpi, TwoRanksEqualOneProcessWithTheSameGlobalBatchAndRepeatBitwise) 
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainMpi, ::testing::Values("tiny-bert", "tiny-xlmr"));
+
+// A stoke built without MPI (the ASan build, -DSTOKE_MPI=OFF) that finds a
+// launcher's rank variables refuses `stoke train` in one line rather than
+// training independent copies; under a real mpirun every rank says it.
+TEST(TrainWithoutMpi, RefusesALaunchInOneLine) {
+  if (dist::built_with_mpi()) GTEST_SKIP() << "this stoke has MPI (the refusal is for builds without it)";
+  const fs::path dir = test::scratch_dir("cli-train-no-mpi");
+  const fs::path data = corpus_file("no-mpi", 8);
+  const auto r = test::run_stoke(flags("tiny-bert", data, dir / "run", 4), "/dev/null",
+                                 "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("started by an MPI launcher (OMPI_COMM_WORLD_SIZE=2) but this stoke was built without MPI"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line:\n" << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run" / "model.safetensors"));
+  if (test::run_command("command -v mpirun").status == 0) {
+    const auto m = mpirun(flags("tiny-bert", data, dir / "mpirun", 4));
+    EXPECT_NE(m.status, 0);
+    EXPECT_NE(m.err.find("built without MPI"), std::string::npos) << m.err;
+  }
+}
+
+// One rank failing mid-run (a fault injected at the start of its third step,
+// as an out-of-memory there would be) ends the whole job promptly — the other
+// rank is blocked in the step's all-reduce and must not hang — with a non-zero
+// status and the failing rank's line naming it and the cause.
+TEST(TrainMpiFailure, OneRankFailingMidRunEndsEveryRankNamingItAndTheCause) {
+  SKIP_WITHOUT_MPI();
+  const fs::path dir = test::scratch_dir("cli-train-mpi-fail");
+  const fs::path data = corpus_file("fail", 80);
+  const auto r = mpirun(flags("tiny-bert", data, dir / "run", 8), "STOKE_FAIL_AT=train_step:3");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.status, 124) << "the job hung until mpirun's timeout";
+  EXPECT_NE(r.err.find("rank 1 of 2: train_step: No space left on device (injected by STOKE_FAIL_AT)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run" / "model.safetensors"));
+}
 
 // Dropout 0.1 at every site: each rank keys its masks by its slice's place in
 // the global micro-batch, so 2 ranks x 8 draw the masks of 1 process x 16 and
