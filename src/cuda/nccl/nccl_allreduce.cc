@@ -1,6 +1,7 @@
 #include "cuda/nccl/nccl_allreduce.h"
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "core/error.h"
 #include "cuda/cuda_backend.h"
@@ -19,9 +21,68 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// NCCL is opened at run time (libnccl.so.2), not linked: the stoke binary
+// then starts on machines without NCCL (every GPU job but a multi-GPU
+// training run), and only that run needs the library — refused in one line
+// when it is missing. The build needs nccl.h alone (its types and the
+// function signatures checked below).
+struct Nccl {
+  decltype(&::ncclGetVersion) GetVersion = nullptr;
+  decltype(&::ncclGetUniqueId) GetUniqueId = nullptr;
+  decltype(&::ncclCommInitRankConfig) CommInitRankConfig = nullptr;
+  decltype(&::ncclCommGetAsyncError) CommGetAsyncError = nullptr;
+  decltype(&::ncclCommAbort) CommAbort = nullptr;
+  decltype(&::ncclCommFinalize) CommFinalize = nullptr;
+  decltype(&::ncclCommDestroy) CommDestroy = nullptr;
+  decltype(&::ncclGroupStart) GroupStart = nullptr;
+  decltype(&::ncclGroupEnd) GroupEnd = nullptr;
+  decltype(&::ncclAllReduce) AllReduce = nullptr;
+  decltype(&::ncclGetErrorString) GetErrorString = nullptr;
+  decltype(&::ncclGetLastError) GetLastError = nullptr;
+  std::string error;  // why it could not be opened; "" when it was
+};
+
+const Nccl& nccl() {
+  static const Nccl lib = [] {
+    Nccl n;
+    void* h = ::dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char* e = ::dlerror();
+      n.error = std::string("cannot load libnccl.so.2 (") + (e ? e : "not found") +
+                "): install NCCL (the CUDA toolkit's lib, or libnccl2) where the loader finds it";
+      return n;
+    }
+    auto get = [&](auto& fn, const char* symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(h, symbol));
+      if (!fn && n.error.empty()) n.error = std::string("libnccl.so.2 has no ") + symbol + " (NCCL 2.19 or later needed)";
+    };
+    get(n.GetVersion, "ncclGetVersion");
+    get(n.GetUniqueId, "ncclGetUniqueId");
+    get(n.CommInitRankConfig, "ncclCommInitRankConfig");
+    get(n.CommGetAsyncError, "ncclCommGetAsyncError");
+    get(n.CommAbort, "ncclCommAbort");
+    get(n.CommFinalize, "ncclCommFinalize");
+    get(n.CommDestroy, "ncclCommDestroy");
+    get(n.GroupStart, "ncclGroupStart");
+    get(n.GroupEnd, "ncclGroupEnd");
+    get(n.AllReduce, "ncclAllReduce");
+    get(n.GetErrorString, "ncclGetErrorString");
+    get(n.GetLastError, "ncclGetLastError");
+    return n;
+  }();
+  return lib;
+}
+
+// The loaded library, or Error(unsupported) saying why there is none.
+const Nccl& need_nccl() {
+  const Nccl& n = nccl();
+  if (!n.error.empty()) throw Error(Errc::unsupported, "NCCL: " + n.error);
+  return n;
+}
+
 std::string version_text() {
   int v = 0;
-  if (ncclGetVersion(&v) != ncclSuccess) return "NCCL";
+  if (nccl().GetVersion(&v) != ncclSuccess) return "NCCL";
   // NCCL_VERSION(X, Y, Z) = X * 10000 + Y * 100 + Z from 2.9 on.
   return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
@@ -44,10 +105,10 @@ class NcclAllReduce final : public DeviceAllReduce {
     // caller polls, so a peer that never joins is a timeout, not a hang.
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    const ncclResult_t r = ncclCommInitRankConfig(&comm_, ranks, id, rank, &config);
+    const ncclResult_t r = nccl().CommInitRankConfig(&comm_, ranks, id, rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
-      if (comm_) ncclCommAbort(comm_);
-      throw Error(Errc::io, std::string("NCCL: ncclCommInitRankConfig failed: ") + ncclGetErrorString(r));
+      if (comm_) nccl().CommAbort(comm_);
+      throw Error(Errc::io, std::string("NCCL: ncclCommInitRankConfig failed: ") + nccl().GetErrorString(r));
     }
     settle("ncclCommInitRankConfig");
     check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
@@ -65,16 +126,16 @@ class NcclAllReduce final : public DeviceAllReduce {
     cv_.notify_all();
     if (watchdog_.joinable()) watchdog_.join();
     if (!aborted_) {
-      ncclResult_t st = ncclCommFinalize(comm_);
+      ncclResult_t st = nccl().CommFinalize(comm_);
       const Clock::time_point deadline = Clock::now() + std::chrono::duration<double>(timeout_);
       while (st == ncclInProgress && Clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        if (ncclCommGetAsyncError(comm_, &st) != ncclSuccess) break;
+        if (nccl().CommGetAsyncError(comm_, &st) != ncclSuccess) break;
       }
       if (st == ncclSuccess)
-        ncclCommDestroy(comm_);
+        nccl().CommDestroy(comm_);
       else
-        ncclCommAbort(comm_);
+        nccl().CommAbort(comm_);
     }
     if (done_) cudaEventDestroy(done_);
   }
@@ -86,13 +147,13 @@ class NcclAllReduce final : public DeviceAllReduce {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (aborted_) throw Error(Errc::io, failure_);
-      ncclResult_t r = ncclGroupStart();
+      ncclResult_t r = nccl().GroupStart();
       for (size_t i = 0; i < ranges.size() && (r == ncclSuccess || r == ncclInProgress); ++i) {
         const int64_t begin = ranges[i].first, end = ranges[i].second;
-        r = ncclAllReduce(data + begin, data + begin, static_cast<size_t>(end - begin), ncclFloat32, ncclSum, comm_,
+        r = nccl().AllReduce(data + begin, data + begin, static_cast<size_t>(end - begin), ncclFloat32, ncclSum, comm_,
                           op.stream);
       }
-      const ncclResult_t g = ncclGroupEnd();
+      const ncclResult_t g = nccl().GroupEnd();
       if (r == ncclSuccess || r == ncclInProgress) r = g;
       if (r != ncclSuccess && r != ncclInProgress) abort_locked("ncclAllReduce failed: " + describe_locked(r));
       if (aborted_) throw Error(Errc::io, failure_);
@@ -121,7 +182,7 @@ class NcclAllReduce final : public DeviceAllReduce {
         std::lock_guard<std::mutex> lock(mu_);
         if (aborted_) throw Error(Errc::io, failure_);
         ncclResult_t st = ncclSuccess;
-        const ncclResult_t r = ncclCommGetAsyncError(comm_, &st);
+        const ncclResult_t r = nccl().CommGetAsyncError(comm_, &st);
         if (r != ncclSuccess) st = r;
         if (st == ncclSuccess) return;
         if (st != ncclInProgress)
@@ -136,8 +197,8 @@ class NcclAllReduce final : public DeviceAllReduce {
 
   // NCCL's text for r, and its last error message when it has one (mu_ held).
   std::string describe_locked(ncclResult_t r) const {
-    std::string what = ncclGetErrorString(r);
-    const char* last = comm_ && !aborted_ ? ncclGetLastError(comm_) : nullptr;
+    std::string what = nccl().GetErrorString(r);
+    const char* last = comm_ && !aborted_ ? nccl().GetLastError(comm_) : nullptr;
     if (last && *last) what += std::string(" (") + last + ")";
     return what;
   }
@@ -148,7 +209,7 @@ class NcclAllReduce final : public DeviceAllReduce {
     if (failure_.empty())
       failure_ = "NCCL: " + what;  // the job names the rank (train_job.cc)
     if (!aborted_) {
-      ncclCommAbort(comm_);
+      nccl().CommAbort(comm_);
       aborted_ = true;
     }
   }
@@ -164,7 +225,7 @@ class NcclAllReduce final : public DeviceAllReduce {
       cv_.wait_for(lock, std::chrono::milliseconds(100));
       if (stop_ || aborted_) break;
       ncclResult_t st = ncclSuccess;
-      if (ncclCommGetAsyncError(comm_, &st) == ncclSuccess && st != ncclSuccess && st != ncclInProgress) {
+      if (nccl().CommGetAsyncError(comm_, &st) == ncclSuccess && st != ncclSuccess && st != ncclInProgress) {
         abort_locked("asynchronous error: " + describe_locked(st));
         break;
       }
@@ -196,14 +257,16 @@ class NcclAllReduce final : public DeviceAllReduce {
 }  // namespace
 
 std::string nccl_unique_id() {
+  need_nccl();
   ncclUniqueId id;
-  const ncclResult_t r = ncclGetUniqueId(&id);
-  if (r != ncclSuccess) throw Error(Errc::io, std::string("ncclGetUniqueId failed: ") + ncclGetErrorString(r));
+  const ncclResult_t r = nccl().GetUniqueId(&id);
+  if (r != ncclSuccess) throw Error(Errc::io, std::string("ncclGetUniqueId failed: ") + nccl().GetErrorString(r));
   return std::string(reinterpret_cast<const char*>(&id), sizeof id);
 }
 
 std::unique_ptr<DeviceAllReduce> open_nccl_allreduce(CudaBackend& backend, int rank, int ranks,
                                                      const std::string& unique_id, double timeout_seconds) {
+  need_nccl();
   if (!(timeout_seconds > 0)) throw Error(Errc::invalid_argument, "NCCL timeout must be positive");
   return std::make_unique<NcclAllReduce>(backend, rank, ranks, unique_id, timeout_seconds);
 }
