@@ -633,8 +633,8 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
   if (sum.ranks > 1 && o.common.device == "cuda") device.index = dist::local_rank();
   auto backend = open_backend(device, BackendUse::training);
   sum.device = backend->name();
-  const dist::GradientPath path = dist::gradient_path(
-      sum.ranks, {sum.device, backend->can_enqueue_host(), device.kind == DeviceSpec::Kind::cuda}, dist::built_with_nccl());
+  const dist::BackendTraits traits{sum.device, backend->can_enqueue_host(), sum.device.rfind("cuda", 0) == 0};
+  const dist::GradientPath path = dist::gradient_path(sum.ranks, traits, dist::built_with_nccl());
   const std::unique_ptr<DeviceAllReduce> device_allreduce = open_device_allreduce(path, *backend, *comm, o);
   std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
   Trace* trace = o.trace ? o.trace : own_trace.get();

@@ -217,11 +217,12 @@ INSTANTIATE_TEST_SUITE_P(Models, TrainGolden,
 // head's one or two) draws the same masks — up to the order the two halves'
 // parameter gradients add in. Without the offsets the halves draw other masks
 // and the gradient moves far outside that tolerance. BERT (pooler head),
-// RoBERTa (dropout before the head's dense), MPNet (relative attention);
-// fast kernels and the reference.
+// RoBERTa (dropout before the head's dense), MPNet (relative attention),
+// with the fast kernels; BERT also with the reference.
 TEST(TrainDropoutSplit, TwoHalvesWithOffsetsGiveTheWholeBatchsGradient) {
   for (const char* model : {"tiny-bert", "tiny-roberta", "tiny-mpnet"})
     for (const char* kernels : {"reference", "fast"}) {
+      if (std::string(kernels) == "reference" && std::string(model) != "tiny-bert") continue;  // the slow set once
       SCOPED_TRACE(std::string(model) + " " + kernels);
       const Fixture fx = open_fixture(model);
       const HfConfig& c = fx.folder.config;

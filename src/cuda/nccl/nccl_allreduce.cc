@@ -127,7 +127,7 @@ class NcclAllReduce final : public DeviceAllReduce {
     if (watchdog_.joinable()) watchdog_.join();
     if (!aborted_) {
       ncclResult_t st = nccl().CommFinalize(comm_);
-      const Clock::time_point deadline = Clock::now() + std::chrono::duration<double>(timeout_);
+      const Clock::time_point deadline = Clock::now() + timeout_duration();
       while (st == ncclInProgress && Clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
         if (nccl().CommGetAsyncError(comm_, &st) != ncclSuccess) break;
@@ -176,7 +176,7 @@ class NcclAllReduce final : public DeviceAllReduce {
   // Polls until the communicator is not in progress; an error or the
   // timeout aborts it and throws.
   void settle(const char* call) {
-    const Clock::time_point deadline = Clock::now() + std::chrono::duration<double>(timeout_);
+    const Clock::time_point deadline = Clock::now() + timeout_duration();
     for (;;) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -214,6 +214,9 @@ class NcclAllReduce final : public DeviceAllReduce {
     }
   }
 
+  Clock::duration timeout_duration() const {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
+  }
   std::string seconds() const { return std::to_string(static_cast<long long>(timeout_)) + " s"; }
 
   // The watchdog: an asynchronous NCCL error, or a step's collectives still
@@ -235,7 +238,7 @@ class NcclAllReduce final : public DeviceAllReduce {
         pending_ = false;
       } else if (q != cudaErrorNotReady) {
         abort_locked(std::string("waiting for an all-reduce: ") + cudaGetErrorString(q));
-      } else if (Clock::now() - pending_since_ > std::chrono::duration<double>(timeout_)) {
+      } else if (Clock::now() - pending_since_ > timeout_duration()) {
         abort_locked("an all-reduce did not complete in " + seconds() + " (a rank died or hangs)");
       }
     }
