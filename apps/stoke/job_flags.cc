@@ -145,6 +145,8 @@ void add_train_flags(CLI::App* train, TrainCli& cli, const char* output_help) {
   add_int(train, "--grad-accum", trn.grad_accum, {1, 1 << 16}, "Micro-batches per optimizer step");
   add_int(train, "--bucket-mb", trn.bucket_mb, {1, 1 << 16},
           "Data-parallel runs (mpirun/srun): MiB of gradients per all-reduce bucket");
+  add_int(train, "--comm-timeout", trn.comm_timeout, {1, 1 << 20},
+          "Data-parallel runs on CUDA: seconds an NCCL all-reduce may take before the job is aborted");
   add_real(train, "--lr", trn.lr, {0, 10, true}, "Peak learning rate (before --lr-scale-from)");
   add_int(train, "--lr-scale-from", trn.lr_scale_from, {0, 1 << 24},
           "Scale --lr by effective batch / B0 (linear scaling rule; 0: off)");
