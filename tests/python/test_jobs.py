@@ -165,18 +165,19 @@ INTERRUPT_SCRIPT = textwrap.dedent(
 
 
 def test_sigint_during_embed_job_stops_it_then_resume_is_byte_identical(tmp_path):
-    # Small windows and shards: the job commits as it goes, and has most of its work left at its 2nd commit.
-    corpus = write_jsonl(tmp_path / "long.jsonl", corpus_texts(6000))
-    flags = {"device": "cpu", "shard_size": 100, "sort_window": 100, "batch_tokens": 1024}
+    # Small windows: the job commits as it goes, and at its first commit has 9/10 of its work left — far
+    # more than the 50 ms embed_job waits between polls for signals.
+    corpus = write_jsonl(tmp_path / "long.jsonl", corpus_texts(4000))
+    flags = {"device": "cpu", "shard_size": 400, "sort_window": 100, "batch_tokens": 1024}
     reference = tmp_path / "reference"
     stoke.embed_job(model_dir("tiny-bert"), corpus, reference, **flags)
     out = tmp_path / "interrupted"
     script = tmp_path / "interrupt.py"
     script.write_text(INTERRUPT_SCRIPT)
     args = [sys.executable, str(script), str(model_dir("tiny-bert")), str(corpus), str(out), json.dumps(flags)]
-    # Ctrl-C mid-run, without a race: the job stops itself at its 2nd commit (STOKE_STOP_AT: SIGSTOP),
-    # SIGINT is sent while it is stopped, and arrives the moment it continues.
-    p = subprocess.Popen(args, env=python_with({"STOKE_STOP_AT": "after-manifest:2"}), stdout=subprocess.PIPE,
+    # Ctrl-C mid-run: the job stops itself at its first commit (STOKE_STOP_AT: SIGSTOP), SIGINT is
+    # sent while it is stopped, and arrives the moment it continues.
+    p = subprocess.Popen(args, env=python_with({"STOKE_STOP_AT": "after-manifest:1"}), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -191,7 +192,7 @@ def test_sigint_during_embed_job_stops_it_then_resume_is_byte_identical(tmp_path
     assert "INTERRUPTED" in stdout, stdout + stderr
     assert float(stdout.split()[1]) < 2.0, stdout  # KeyboardInterrupt within a batch or so, not at the end
     m = json.loads((out / "manifest.json").read_text())
-    assert not m["complete"] and 2 <= len(m["shards"]) < 60, m["shards"][-1]
+    assert not m["complete"] and 1 <= len(m["shards"]) < 10, m["shards"][-1]
     summary = stoke.embed_job(model_dir("tiny-bert"), corpus, out, resume=True, **flags)
     assert summary["resumed"] > 0
     assert folder_bytes(out) == folder_bytes(reference)
