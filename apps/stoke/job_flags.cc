@@ -63,6 +63,10 @@ void add_embed_flags(CLI::App* embed, EmbedCli& cli, const char* output_help) {
     embed->add_flag("--resume", emb.resume,
                     "Continue the job whose manifest is in the output folder (a fresh start when there is none; "
                     "needs a regular --input file)");
+    // Under embed and doctor embed; `stoke tune embed` has its own (the gate of its int8 trial).
+    add_real(embed, "--min-centered-cosine", emb.min_centered_cosine, {-1, 1},
+             "--precision int8 measures itself against f32 on the first texts and warns below this mean "
+             "cosine (after removing the mean vector)");
   }
   embed->add_option("--pooling", emb.pooling,
                     "cls, mean, max, mean_sqrt_len or lasttoken (default: the model's sentence-transformers pooling, else mean)");
