@@ -360,3 +360,35 @@ STOKE_OP(adamw,
          (const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
           const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp),
          (p, g, m, v, decay_ranges, grad_scale, hp))
+
+// --- decoder embedders (Qwen2, Qwen3): pre-norm RMSNorm and grouped-query
+// attention. Inference only (decoder fine-tuning is out of scope).
+
+// The pre-norm residual step: h[T,H] += x (x may be empty: h as it is), then
+// out[T,H] = h / sqrt(mean(h^2) + eps) * gamma[H] (RMSNorm, statistics in
+// f32). h, x, out: activations of any dtype each (the residual stream is f32,
+// the GEMM inputs may be lower); gamma f32 or out's dtype. out may be h
+// itself (same dtype: normalised in place); otherwise no tensor overlaps.
+STOKE_OP(residual_rmsnorm,
+         (const TensorView& h, const TensorView& out, const TensorView& x, const TensorView& gamma, float eps),
+         (h, out, x, gamma, eps))
+
+// RMSNorm of every q and k head in place, over its d columns (Qwen3's q_norm
+// and k_norm, before rotary): qkv[T, (heads + 2*kv_heads)*d] as
+// attention_gqa reads it; q heads scaled by q_gamma[d], k heads by
+// k_gamma[d] (f32 or qkv's dtype); v is not touched.
+STOKE_OP(head_rmsnorm,
+         (const TensorView& qkv, const TensorView& q_gamma, const TensorView& k_gamma, int heads, int kv_heads,
+          float eps),
+         (qkv, q_gamma, k_gamma, heads, kv_heads, eps))
+
+// Grouped-query attention over packed sequences. qkv[T, (heads +
+// 2*kv_heads)*d] holds [q (heads) | k (kv_heads) | v (kv_heads)] per token,
+// heads a multiple of kv_heads; query head h reads k/v head h / (heads /
+// kv_heads). out[T, heads*d] = softmax(q·k^T / sqrt(d)) · v within each
+// sequence; causal: query i sees keys 0..i of its own sequence only. d need
+// not be hidden / heads (Qwen3's head_dim).
+STOKE_OP(attention_gqa,
+         (const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int kv_heads,
+          bool causal, int max_seqlen),
+         (out, qkv, cu_seqlens, heads, kv_heads, causal, max_seqlen))

@@ -15,6 +15,7 @@
 
 #include "backend/unsupported_ops.h"
 #include "core/error.h"
+#include "cpu/ref/decoder_checks.h"
 #include "cpu/ref/op_checks.h"
 #include "cpu/ref/glu_checks.h"
 #include "cpu/ref/op_checks_backward.h"
@@ -113,6 +114,25 @@ class CudaOps final : public UnsupportedOps {
     cpu::check_attention_relpos(out, qkv, cu_seqlens, heads, max_seqlen, rel, IndexData::device);
     Launch op(s_, "attention_relpos");
     launch_attention_relpos(op.stream, out, qkv, cu_seqlens, heads, max_seqlen, rel);
+  }
+  // The decoder ops (Qwen2, Qwen3): inference only.
+  void residual_rmsnorm(const TensorView& h, const TensorView& out, const TensorView& x, const TensorView& gamma,
+                        float eps) const override {
+    cpu::check_residual_rmsnorm(h, out, x, gamma, eps);
+    Launch op(s_, "residual_rmsnorm");
+    launch_residual_rmsnorm(op.stream, h, out, x, gamma, eps);
+  }
+  void head_rmsnorm(const TensorView& qkv, const TensorView& q_gamma, const TensorView& k_gamma, int heads,
+                    int kv_heads, float eps) const override {
+    cpu::check_head_rmsnorm(qkv, q_gamma, k_gamma, heads, kv_heads, eps);
+    Launch op(s_, "head_rmsnorm");
+    launch_head_rmsnorm(op.stream, qkv, q_gamma, k_gamma, heads, kv_heads, eps);
+  }
+  void attention_gqa(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
+                     int kv_heads, bool causal, int max_seqlen) const override {
+    cpu::check_attention_gqa(out, qkv, cu_seqlens, heads, kv_heads, max_seqlen, IndexData::device);
+    Launch op(s_, "attention_gqa");
+    launch_attention_gqa(op.stream, out, qkv, cu_seqlens, heads, kv_heads, causal);
   }
   void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,
             PoolingMode mode) const override {

@@ -46,6 +46,14 @@ void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& q
 void launch_attention_relpos(cudaStream_t s, const TensorView& out, const TensorView& qkv,
                              const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel);
 
+// kernels_decoder.cu: the decoder ops (Qwen2, Qwen3), contracts in op_list.h.
+void launch_residual_rmsnorm(cudaStream_t s, const TensorView& h, const TensorView& out, const TensorView& x,
+                             const TensorView& gamma, float eps);
+void launch_head_rmsnorm(cudaStream_t s, const TensorView& qkv, const TensorView& q_gamma, const TensorView& k_gamma,
+                         int heads, int kv_heads, float eps);
+void launch_attention_gqa(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
+                          int heads, int kv_heads, bool causal);
+
 // kernels_rotary.cu: rotary (backward = false) or rotary_backward in place,
 // as op_list.h states them; cu_seqlens and inv_freq on the device.
 void launch_rotary(cudaStream_t s, const TensorView& x, const TensorView& cu_seqlens, const TensorView& inv_freq,

@@ -18,7 +18,7 @@
 
 namespace stoke {
 
-enum class ModelType { bert, roberta, xlm_roberta, camembert, electra, distilbert, mpnet };
+enum class ModelType { bert, roberta, xlm_roberta, camembert, electra, distilbert, mpnet, qwen2, qwen3 };
 
 // How a token's position index is computed (packed_batch).
 enum class PositionScheme {
@@ -54,6 +54,13 @@ enum class TensorRole {
   pooler_weight, pooler_bias,      // (H, H), (H)  the base model's pooler
   head_dense_weight, head_dense_bias,  // (H, H), (H)  the classification head's own hidden layer
   head_out_weight, head_out_bias,      // (C, H), (C)
+  // Decoders (Qwen2, Qwen3), after the encoder roles so those keep their order.
+  // Their attention roles above are (heads * d, H) for q, (kv_heads * d, H)
+  // for k and v, (H, heads * d) for the output; attn_ln / ffn_ln are the
+  // pre-attention / pre-FFN RMSNorms (weights only); ffn_in is SwiGLU's up.
+  q_norm_weight, k_norm_weight,        // (d) per layer: Qwen3's per-head RMSNorm of q and k
+  ffn_gate_weight,                     // (I, H) per layer: SwiGLU's gate
+  final_norm_weight,                   // (H) the RMSNorm after the last layer
   count
 };
 inline constexpr size_t kTensorRoles = static_cast<size_t>(TensorRole::count);
@@ -76,6 +83,7 @@ struct ConfigFields {
   std::string_view hidden_dropout = "hidden_dropout_prob";
   std::string_view attention_dropout = "attention_probs_dropout_prob";
   std::string_view classifier_dropout = "classifier_dropout";  // null: hidden_dropout
+  std::string_view attention_bias = "";  // Qwen3: q/k/v/o biases when true (Qwen2: q/k/v always, o never)
 };
 
 // The transformers defaults of one config class (v4.29 / v5 agree here).
@@ -116,6 +124,12 @@ struct Architecture {
   TokenizerFamily tokenizer = TokenizerFamily::wordpiece;
   ConfigFields fields;
   ConfigDefaults defaults;
+  // A decoder (Qwen2, Qwen3): pre-norm layers with RMSNorm, rotary positions
+  // (no position or token type table), grouped-query attention, causal
+  // unless config.json says "is_causal": false, a SwiGLU feed-forward and a
+  // final RMSNorm; its classifier (`score`, no bias) reads the last non-pad
+  // token. Inference only. model/decoder_layer.h.
+  bool decoder = false;
   // Tensor names without the checkpoint prefix; "{}" stands for the layer
   // index. Empty: the architecture has no such tensor.
   std::array<std::string_view, kTensorRoles> names{};

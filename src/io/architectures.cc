@@ -195,6 +195,58 @@ Architecture mpnet() {
   return a;
 }
 
+// Qwen2 and Qwen3 (decoders: Architecture::decoder). The bare model's names
+// (Qwen3-Embedding saves Qwen3Model: no prefix); *ForSequenceClassification
+// and *ForCausalLM put "model." before them. Qwen2 has q/k/v biases and no
+// q/k norm; Qwen3 has the norm, and biases only with "attention_bias": true.
+Architecture qwen(ModelType type, std::string_view model_type, std::string_view display,
+                  std::string_view classifier) {
+  Architecture a = named(type, model_type, display, "model.", classifier);
+  const bool qwen3 = type == ModelType::qwen3;
+  a.decoder = true;
+  a.token_types = false;
+  a.tokenizer = TokenizerFamily::bytelevel_bpe;
+  a.fields.layer_norm_eps = "rms_norm_eps";
+  a.fields.type_vocab_size = "";
+  a.fields.hidden_dropout = "";
+  a.fields.attention_dropout = "attention_dropout";
+  a.fields.classifier_dropout = "";
+  a.fields.attention_bias = qwen3 ? "attention_bias" : "";
+  a.defaults = ConfigDefaults{};
+  a.defaults.vocab_size = 151936;
+  a.defaults.hidden_size = 4096;
+  a.defaults.num_hidden_layers = 32;
+  a.defaults.num_attention_heads = 32;
+  a.defaults.intermediate_size = 22016;
+  a.defaults.max_position_embeddings = 32768;
+  a.defaults.type_vocab_size = 0;
+  a.defaults.layer_norm_eps = 1e-6;
+  a.defaults.hidden_dropout = 0.0;
+  a.defaults.attention_dropout = 0.0;
+  a.defaults.classifier_dropout = 0.0;
+  set(a, R::word_embeddings, "embed_tokens.weight");
+  set(a, R::query_weight, "layers.{}.self_attn.q_proj.weight");
+  set(a, R::key_weight, "layers.{}.self_attn.k_proj.weight");
+  set(a, R::value_weight, "layers.{}.self_attn.v_proj.weight");
+  set(a, R::query_bias, "layers.{}.self_attn.q_proj.bias");
+  set(a, R::key_bias, "layers.{}.self_attn.k_proj.bias");
+  set(a, R::value_bias, "layers.{}.self_attn.v_proj.bias");
+  set(a, R::attn_out_weight, "layers.{}.self_attn.o_proj.weight");
+  if (qwen3) {
+    set(a, R::attn_out_bias, "layers.{}.self_attn.o_proj.bias");
+    set(a, R::q_norm_weight, "layers.{}.self_attn.q_norm.weight");
+    set(a, R::k_norm_weight, "layers.{}.self_attn.k_norm.weight");
+  }
+  set(a, R::attn_ln_weight, "layers.{}.input_layernorm.weight");
+  set(a, R::ffn_gate_weight, "layers.{}.mlp.gate_proj.weight");
+  set(a, R::ffn_in_weight, "layers.{}.mlp.up_proj.weight");
+  set(a, R::ffn_out_weight, "layers.{}.mlp.down_proj.weight");
+  set(a, R::ffn_ln_weight, "layers.{}.post_attention_layernorm.weight");
+  set(a, R::final_norm_weight, "norm.weight");
+  set(a, R::head_out_weight, "score.weight");  // Qwen*ForSequenceClassification: no dense, no bias
+  return a;
+}
+
 const std::vector<Architecture>& table() {
   static const std::vector<Architecture> t = {
       bert(),
@@ -207,13 +259,17 @@ const std::vector<Architecture>& table() {
       electra(),
       distilbert(),
       mpnet(),
+      qwen(ModelType::qwen2, "qwen2", "Qwen2", "Qwen2ForSequenceClassification"),
+      qwen(ModelType::qwen3, "qwen3", "Qwen3", "Qwen3ForSequenceClassification"),
   };
   return t;
 }
 
 }  // namespace
 
-bool role_is_per_layer(TensorRole r) { return r >= R::query_weight && r <= R::ffn_ln_bias; }
+bool role_is_per_layer(TensorRole r) {
+  return (r >= R::query_weight && r <= R::ffn_ln_bias) || (r >= R::q_norm_weight && r <= R::ffn_gate_weight);
+}
 
 std::string Architecture::tensor_name(TensorRole r, int64_t layer) const {
   std::string n(name_of(r));

@@ -1,5 +1,7 @@
 #include "io/encoder_layout.h"
 
+#include <functional>
+
 namespace stoke {
 
 namespace {
@@ -9,7 +11,7 @@ using Dim = std::pair<int64_t, std::string>;
 
 ExpectedTensor::Part part_of(R r) {
   if (r == R::pooler_weight || r == R::pooler_bias) return ExpectedTensor::pooler;
-  if (r >= R::head_dense_weight) return ExpectedTensor::classifier;
+  if (r >= R::head_dense_weight && r <= R::head_out_bias) return ExpectedTensor::classifier;
   return ExpectedTensor::encoder;
 }
 
@@ -26,7 +28,7 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
   const Dim T{c.type_vocab_size, std::string(f.type_vocab_size)};
   const Dim N{c.num_labels(), "num_labels (id2label)"};
   // The shape of each role, in dimensions named by their config field.
-  auto dims_of = [&](R r) -> std::vector<Dim> {
+  std::function<std::vector<Dim>(R)> dims_of = [&](R r) -> std::vector<Dim> {
     switch (r) {
       case R::word_embeddings: return {V, E};
       case R::position_embeddings: return {Pos, E};
@@ -47,9 +49,30 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
       default: return {H};
     }
   };
+  if (a.decoder) {  // grouped-query attention: q has heads x d rows, k and v kv_heads x d
+    const Dim Q{c.num_attention_heads * c.head_dim(), "num_attention_heads * head_dim"};
+    const Dim KV{c.num_key_value_heads * c.head_dim(), "num_key_value_heads * head_dim"};
+    const Dim D{c.head_dim(), "head_dim"};
+    dims_of = [=, base = dims_of](R r) -> std::vector<Dim> {
+      switch (r) {
+        case R::query_weight: return {Q, H};
+        case R::key_weight: case R::value_weight: return {KV, H};
+        case R::query_bias: return {Q};
+        case R::key_bias: case R::value_bias: return {KV};
+        case R::attn_out_weight: return {H, Q};
+        case R::q_norm_weight: case R::k_norm_weight: return {D};
+        case R::ffn_gate_weight: return {I, H};
+        default: return base(r);
+      }
+    };
+  }
   std::vector<ExpectedTensor> out;
   auto add = [&](R r, int64_t layer) {
     if (!a.has(r)) return;
+    // Decoder biases exist only with attention_bias (Qwen2: q/k/v always).
+    if (a.decoder && !c.attention_bias &&
+        (r == R::query_bias || r == R::key_bias || r == R::value_bias || r == R::attn_out_bias))
+      return;
     // ELECTRA projects only when the sizes differ (ElectraModel has no
     // embeddings_project otherwise).
     if ((r == R::embeddings_project_weight || r == R::embeddings_project_bias) && c.embedding_size == c.hidden_size)

@@ -188,6 +188,92 @@ void parse_labels(const Fields& f, HfConfig& c) {
   }
 }
 
+// The rotary settings of a decoder, in either schema: transformers 5's
+// "rope_parameters" {"rope_type", "rope_theta", ...}, or the hub's older
+// top-level "rope_theta" with "rope_scaling" (null or a dict). Only the
+// default RoPE runs; any scaling is refused by its type.
+double parse_rope_theta(const Fields& f) {
+  auto rope_type_of = [&](std::string_view field, const json& dict) -> std::string {
+    for (const char* key : {"rope_type", "type"}) {
+      auto it = dict.find(key);
+      if (it != dict.end() && it->is_string()) return it->get<std::string>();
+    }
+    f.expected(field, "an object with a \"rope_type\"", dict);
+  };
+  if (const json* rp = f.get("rope_parameters")) {
+    if (!rp->is_object()) f.expected("rope_parameters", "an object", *rp);
+    const std::string type = rope_type_of("rope_parameters", *rp);
+    if (type != "default")
+      f.fail(Errc::unsupported, "rope_parameters",
+             "rope_type \"" + type + "\" is not supported; runs: \"default\" (no RoPE scaling)");
+    auto pf = rp->find("partial_rotary_factor");
+    if (pf != rp->end() && !(pf->is_number() && pf->get<double>() == 1.0))
+      f.fail(Errc::unsupported, "rope_parameters", "partial_rotary_factor " + found(*pf) + " is not supported; runs: 1");
+    auto theta = rp->find("rope_theta");
+    if (theta == rp->end()) return f.positive_number("rope_theta", 10000.0);
+    if (!theta->is_number() || !(theta->get<double>() > 0) || !std::isfinite(theta->get<double>()))
+      f.expected("rope_parameters", "a positive \"rope_theta\"", *theta);
+    return theta->get<double>();
+  }
+  if (const json* rs = f.get("rope_scaling")) {
+    if (!rs->is_object()) f.expected("rope_scaling", "null or an object", *rs);
+    const std::string type = rope_type_of("rope_scaling", *rs);
+    if (type != "default")
+      f.fail(Errc::unsupported, "rope_scaling",
+             "type \"" + type + "\" is not supported; runs: null (no RoPE scaling)");
+  }
+  return f.positive_number("rope_theta", 10000.0);
+}
+
+// Qwen2 / Qwen3: grouped-query attention, head_dim, RoPE, biases, the
+// attention's direction, and what stoke does not run, refused by name.
+void parse_decoder_fields(const Fields& f, HfConfig& c) {
+  const bool qwen3 = c.model_type == ModelType::qwen3;
+  c.num_key_value_heads = f.positive_int("num_key_value_heads", c.num_attention_heads);
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    f.fail(Errc::format, "num_key_value_heads",
+           std::to_string(c.num_key_value_heads) + " does not divide num_attention_heads = " +
+               std::to_string(c.num_attention_heads));
+  // Qwen3Config's head_dim defaults to 128; Qwen2's attention uses hidden_size / heads.
+  const int64_t even = c.hidden_size % c.num_attention_heads == 0 ? c.hidden_size / c.num_attention_heads : 0;
+  c.attention_head_dim = f.positive_int("head_dim", qwen3 ? 128 : even);
+  if (c.attention_head_dim == 0)
+    f.fail(Errc::format, "hidden_size",
+           std::to_string(c.hidden_size) + " is not a multiple of num_attention_heads = " +
+               std::to_string(c.num_attention_heads) + " and there is no \"head_dim\"");
+  if (c.attention_head_dim % 2 != 0)
+    f.fail(Errc::format, "head_dim", std::to_string(c.attention_head_dim) + " is odd; rotary pairs need an even head dim");
+  c.rope_theta = parse_rope_theta(f);
+  c.hidden_act = f.string("hidden_act", "silu");
+  if (c.hidden_act != "silu")
+    f.fail(Errc::unsupported, "hidden_act", "\"" + c.hidden_act + "\" is not supported; runs: \"silu\" (SwiGLU)");
+  if (f.boolean("use_sliding_window", false))
+    f.fail(Errc::unsupported, "use_sliding_window", "true is not supported; runs: false (full attention in every layer)");
+  if (const json* types = f.get("layer_types")) {
+    if (!types->is_array()) f.expected("layer_types", "a list of layer types", *types);
+    for (const json& t : *types)
+      if (!t.is_string() || t.get<std::string>() != "full_attention")
+        f.fail(Errc::unsupported, "layer_types", found(t) + " is not supported; runs: \"full_attention\"");
+  }
+  c.attention_bias = qwen3 ? f.boolean(c.arch->fields.attention_bias, false) : true;
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+  const json* is_causal = f.get("is_causal");
+  c.causal = f.boolean("is_causal", true);
+  // Remote code is never run; its fields are read as the transformers class
+  // reads them. What the code changes beyond them must be stated by a field:
+  // gte-Qwen2's modeling_qwen makes attention bidirectional, which nothing in
+  // its config says, so such a folder needs "is_causal".
+  if (const json* auto_map = f.get("auto_map")) {
+    if (!auto_map->is_object()) f.expected("auto_map", "an object of class -> remote code", *auto_map);
+    auto it = auto_map->find("AutoModel");
+    c.remote_code = it != auto_map->end() && it->is_string() ? it->get<std::string>() : found(*auto_map);
+    if (!is_causal)
+      f.fail(Errc::unsupported, "auto_map",
+             "remote code \"" + c.remote_code + "\" is not run, and whether its attention is causal is not stated "
+             "(gte-Qwen2's is bidirectional); add \"is_causal\": false or true to config.json");
+  }
+}
+
 }  // namespace
 
 HfConfig parse_hf_config(std::string_view text, const std::string& label) {
@@ -238,7 +324,13 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
   c.classifier_dropout = f.number_or(n.classifier_dropout, d.classifier_dropout < 0 ? c.hidden_dropout
                                                                                         : d.classifier_dropout);
 
-  if (c.hidden_size % c.num_attention_heads != 0) {
+  if (a.decoder) {
+    // pad_token_id is null in Qwen configs: -1, no pad token (the classifier
+    // then reads the last token).
+    c.pad_token_id = f.non_negative_int("pad_token_id", -1);
+    parse_decoder_fields(f, c);
+  }
+  if (!a.decoder && c.hidden_size % c.num_attention_heads != 0) {
     f.fail(Errc::format, n.hidden_size,
            std::to_string(c.hidden_size) + " is not a multiple of " + std::string(n.num_attention_heads) + " = " +
                std::to_string(c.num_attention_heads));
@@ -252,7 +344,7 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
            std::to_string(c.max_position_embeddings) + " leaves no usable position: " + c.model_type_name +
                " numbers positions from pad_token_id + 1 = " + std::to_string(c.pad_token_id + 1));
   }
-  if (c.hidden_act != "gelu" && c.hidden_act != "gelu_python") {
+  if (!a.decoder && c.hidden_act != "gelu" && c.hidden_act != "gelu_python") {
     f.fail(Errc::unsupported, n.hidden_act,
            "\"" + c.hidden_act + "\" is not supported; runs: \"gelu\", \"gelu_python\" (the exact erf GELU)");
   }
@@ -266,7 +358,7 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
     f.fail(Errc::unsupported, "sinusoidal_pos_embds",
            "true is not supported; runs: false (learned position embeddings)");
   }
-  if (f.boolean("is_decoder", false)) {
+  if (!a.decoder && f.boolean("is_decoder", false)) {
     f.fail(Errc::unsupported, "is_decoder", "true is not supported; runs: false (bidirectional encoders)");
   }
   if (f.boolean("add_cross_attention", false)) {

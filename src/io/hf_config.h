@@ -53,6 +53,15 @@ struct HfConfig {
   std::map<std::string, int64_t> label2id;    // every value in [0, num_labels)
   std::vector<std::string> architectures;     // e.g. "BertForSequenceClassification"
   std::string position_embedding_type;        // always "absolute" (others are refused)
+  // Decoders (arch->decoder: Qwen2, Qwen3); 0 / false / empty for encoders.
+  // pad_token_id is -1 there when config.json has none (null).
+  int64_t num_key_value_heads = 0;  // k/v heads of grouped-query attention (divides num_attention_heads)
+  int64_t attention_head_dim = 0;   // "head_dim": Qwen3's need not be hidden_size / num_attention_heads
+  double rope_theta = 0;            // the rotary base: "rope_parameters"."rope_theta" (transformers 5) or "rope_theta"
+  bool attention_bias = false;      // q/k/v projections have biases (Qwen2 always; Qwen3 also o, when true)
+  bool causal = true;               // false with "is_causal": false (bidirectional, as gte-Qwen2 runs)
+  bool tie_word_embeddings = false; // read, not used: embeddings and classifiers never use the LM head
+  std::string remote_code;          // "auto_map"'s AutoModel entry: named, never run; "" when absent
 
   int64_t num_labels() const { return static_cast<int64_t>(id2label.size()); }
   // Positions a sequence (special tokens included) may use. BERT:
@@ -60,7 +69,7 @@ struct HfConfig {
   // pad_token_id + 1, so: max_position_embeddings - pad_token_id - 1
   // (the architecture's PositionScheme decides).
   int64_t usable_positions() const;
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t head_dim() const { return attention_head_dim > 0 ? attention_head_dim : hidden_size / num_attention_heads; }
   // The prefix of encoder/pooler names in *For...Classification checkpoints: "bert." / "roberta." / ...
   std::string_view checkpoint_prefix() const;
 };

@@ -150,7 +150,10 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   if (options.int8_linears && !backend.device_is_host())  // before reading any weight
     throw Error(Errc::unsupported, "--precision int8 runs on the CPU only; use --device cpu (or --precision f32|bf16)");
   const Architecture& arch = *config.arch;
-  if (options.need_classifier) head_activation(arch);  // refuse before reading any weight
+  if (options.int8_linears && arch.decoder)
+    throw Error(Errc::unsupported, "--precision int8 does not run " + std::string(arch.display_name) +
+                                       " (a decoder); use --precision f32 or bf16");
+  if (options.need_classifier && !arch.decoder) head_activation(arch);  // refuse before reading any weight
   LoadedEncoder enc;
   enc.config = config;
   enc.dtype = options.dtype;
@@ -181,16 +184,21 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   EncoderParams& p = enc.params;
   for (const EncoderParamField& f : kEmbeddingParamFields) p.*f.member = place_f32(f.role);
   const int64_t H = config.hidden_size;
+  // Decoders: grouped-query q/k/v rows, biases only where the config has them.
+  const int64_t qkv_rows =
+      arch.decoder ? (config.num_attention_heads + 2 * config.num_key_value_heads) * config.head_dim() : 3 * H;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     EncoderLayerParams layer;
-    layer.qkv_w = placer.place({view(R::query_weight, l), view(R::key_weight, l), view(R::value_weight, l)}, {3 * H, H});
+    layer.qkv_w =
+        placer.place({view(R::query_weight, l), view(R::key_weight, l), view(R::value_weight, l)}, {qkv_rows, H});
     // The q/k/v GEMM writes the compute dtype. On a GPU its bias goes in that
     // dtype too, so cuBLASLt adds it in the GEMM's epilogue (documented for a
     // bias of the output's dtype) instead of a pass of ours over T x 3H; the
     // CPU keeps it f32 (its kernels add either in the same pass).
     const DType qkv_bias_dtype = backend.device_is_host() ? DType::f32 : options.dtype;
-    layer.qkv_b = placer.place_as(qkv_bias_dtype, {view(R::query_bias, l), view(R::key_bias, l), view(R::value_bias, l)},
-                                  {3 * H});
+    if (view(R::query_bias, l))
+      layer.qkv_b = placer.place_as(qkv_bias_dtype, {view(R::query_bias, l), view(R::key_bias, l), view(R::value_bias, l)},
+                                    {qkv_rows});
     for (const LayerParamField& f : kLayerParamFields)
       layer.*f.member = f.gemm_weight ? place(f.role, l) : place_f32(f.role, l);
     p.layers.push_back(layer);

@@ -36,6 +36,12 @@ struct EncoderLayerParams {
   // then i8 codes, and these hold their per-channel scales and row sums
   // ((2, N) f32, linear_int8's wq_meta). Empty otherwise.
   TensorView qkv_meta, attn_out_meta, ffn_in_meta, ffn_out_meta;
+  // Decoders (Qwen2, Qwen3: Architecture::decoder). qkv_w is then
+  // ((heads + 2 kv_heads) d, H) and qkv_b the same rows or empty; attn_out_w
+  // (H, heads d); attn_ln_gamma / ffn_ln_gamma the pre-attention / pre-FFN
+  // RMSNorm weights (no betas); ffn_in_w SwiGLU's up projection.
+  TensorView q_norm, k_norm;  // (d) f32: Qwen3's per-head RMSNorm of q and k; empty for Qwen2
+  TensorView ffn_gate_w;      // (I, H) SwiGLU's gate projection
 };
 
 struct EncoderParams {
@@ -47,6 +53,7 @@ struct EncoderParams {
   TensorView emb_proj_w;             // (H, E)  empty unless E != H (ELECTRA's embeddings_project)
   TensorView emb_proj_b;             // (H)
   TensorView rel_bias;               // (NB, heads)  MPNet's relative-position bucket table; empty elsewhere
+  TensorView final_norm;             // (H)  a decoder's RMSNorm after the last layer; empty for encoders
   std::vector<EncoderLayerParams> layers;  // L of them
   // Classification head: hidden = act(head_dense(h[first token])), logits =
   // head_out(hidden). The dense is BERT's pooler, RoBERTa's classifier.dense,
@@ -74,6 +81,7 @@ inline constexpr EncoderParamField kEmbeddingParamFields[] = {
     {TensorRole::embeddings_project_weight, &EncoderParams::emb_proj_w},
     {TensorRole::embeddings_project_bias, &EncoderParams::emb_proj_b},
     {TensorRole::relative_attention_bias, &EncoderParams::rel_bias},
+    {TensorRole::final_norm_weight, &EncoderParams::final_norm},
 };
 struct LayerParamField {
   TensorRole role;
@@ -91,6 +99,9 @@ inline constexpr LayerParamField kLayerParamFields[] = {
     {TensorRole::ffn_out_bias, &EncoderLayerParams::ffn_out_b, false},
     {TensorRole::ffn_ln_weight, &EncoderLayerParams::ffn_ln_gamma, false},
     {TensorRole::ffn_ln_bias, &EncoderLayerParams::ffn_ln_beta, false},
+    {TensorRole::q_norm_weight, &EncoderLayerParams::q_norm, false},
+    {TensorRole::k_norm_weight, &EncoderLayerParams::k_norm, false},
+    {TensorRole::ffn_gate_weight, &EncoderLayerParams::ffn_gate_w, true},
 };
 
 // The backend activation of the architecture's classification head (tanh,
@@ -117,7 +128,8 @@ struct LoadedEncoder {
   // Width of a sentence vector: the last Dense module's out_features, else hidden_size.
   int64_t sentence_width() const { return dense.empty() ? config.hidden_size : dense.back().w.dim(0); }
   bool has_head_dense() const { return !params.head_dense_w.empty(); }
-  bool has_classifier() const { return !params.head_out_w.empty() && has_head_dense(); }
+  // A decoder's classifier (score) has no hidden layer.
+  bool has_classifier() const { return !params.head_out_w.empty() && (has_head_dense() || config.arch->decoder); }
 };
 
 struct EncoderLoadOptions {

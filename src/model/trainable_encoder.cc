@@ -70,6 +70,9 @@ LoadedEncoder TrainableEncoder::inference_view() const {
 std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config, const HfConfig& stored_config,
                                                          const ModelWeights& weights, Backend& backend, DType dtype,
                                                          const TrainableInit& init, TrainableLoadReport* report) {
+  if (config.arch->decoder)
+    throw Error(Errc::unsupported, std::string(config.arch->display_name) +
+                                       " is a decoder: fine-tuning decoders is not supported (embed and classify run it)");
   if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
     throw Error(Errc::invalid_argument, "training dtype must be f32, bf16 or f16");
   head_activation(*config.arch);  // a head no op computes is refused before anything is read

@@ -2,6 +2,7 @@
 
 #include "core/utf8.h"
 #include "text/byte_level.h"
+#include "text/qwen2_split.h"
 #include "text/unicode_props.h"
 
 namespace stoke {
@@ -71,6 +72,18 @@ void byte_level(const PreTokenizerStep& s, const PreToken& in, std::vector<PreTo
   }
 }
 
+// Split(Qwen2's regex, "Isolated"): every match its own word, bytes unchanged
+// (the ByteLevel step after it maps them).
+void split_qwen2(const PreToken& in, std::vector<PreToken>& out) {
+  std::vector<std::string_view> pieces;
+  qwen2_split(in.text, pieces);
+  bool first = true;
+  for (std::string_view p : pieces) {
+    out.push_back({std::string(p), in.at_input_start && first});
+    first = false;
+  }
+}
+
 }  // namespace
 
 void PreTokenizer::for_each_word(std::string_view text, bool at_input_start,
@@ -112,6 +125,9 @@ void PreTokenizer::split(std::string_view text, bool at_input_start, std::vector
           break;
         case PreTokenizerStep::Kind::byte_level:
           byte_level(s, p, next);
+          break;
+        case PreTokenizerStep::Kind::split_qwen2:
+          split_qwen2(p, next);
           break;
       }
     }

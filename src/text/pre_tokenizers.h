@@ -14,7 +14,7 @@ namespace stoke {
 enum class PrependScheme { always, first, never };
 
 struct PreTokenizerStep {
-  enum class Kind { whitespace_split, metaspace, byte_level };
+  enum class Kind { whitespace_split, metaspace, byte_level, split_qwen2 };  // split_qwen2: text/qwen2_split.h
   Kind kind = Kind::whitespace_split;
   // metaspace
   std::string replacement = "\xE2\x96\x81";  // U+2581

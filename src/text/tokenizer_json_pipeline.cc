@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "io/model_folder_error.h"
 #include "text/bpe.h"
+#include "text/qwen2_split.h"
 #include "text/unigram.h"
 
 namespace stoke {
@@ -164,8 +165,18 @@ void add_pre_tokenizer(const json& step, const std::string& label, const std::st
     s.kind = K::byte_level;
     s.add_prefix_space = get_bool(step, "add_prefix_space", true, label, at);
     s.use_regex = get_bool(step, "use_regex", true, label, at);
+  } else if (type == "Split") {
+    // Qwen2 / Qwen3: their one regex, each match isolated (text/qwen2_split.h).
+    const json* pattern = find(step, "pattern");
+    const json* regex = pattern ? find(*pattern, "Regex") : nullptr;
+    if (!regex || !regex->is_string() || regex->get<std::string>() != kQwen2SplitPattern)
+      unsupported(label, at + ".pattern", pattern ? shown(*pattern) : "null", "Qwen2's Regex pattern");
+    const std::string behavior = get_string(step, "behavior", "", label, at);
+    if (behavior != "Isolated") unsupported(label, at + ".behavior", "\"" + behavior + "\"", "\"Isolated\"");
+    if (get_bool(step, "invert", false, label, at)) unsupported(label, at + ".invert", "true", "false");
+    s.kind = K::split_qwen2;
   } else {
-    unsupported(label, at + ".type", "\"" + type + "\"", "WhitespaceSplit, Metaspace, ByteLevel, Sequence");
+    unsupported(label, at + ".type", "\"" + type + "\"", "WhitespaceSplit, Metaspace, ByteLevel, Split (Qwen2's), Sequence");
   }
   steps.push_back(std::move(s));
 }

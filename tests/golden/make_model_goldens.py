@@ -9,7 +9,7 @@ What it makes (README.md next to this script says what every tensor means):
   tests/golden/<name>.safetensors    the golden tensors
   tests/golden/<name>.tokens.jsonl   per text: ids, tokens, pieces, decoded (no truncation)
 for <name> in tiny-distilbert, tiny-electra, tiny-roberta, tiny-bert-dense, tiny-xlmr5,
-tiny-camembert, tiny-mpnet (or the names given on the command line).
+tiny-camembert, tiny-mpnet, tiny-qwen3, tiny-qwen2 (or the names given on the command line).
 
 Pinned versions (the script refuses others): torch 2.15.0 (CPU), transformers 5.24.0,
 tokenizers 0.23.3, sentence-transformers 6.2.0.
@@ -275,7 +275,7 @@ SPECS = {
                        "classifier.out_proj", "mean", True),
 }
 ORDER = ["tiny-distilbert", "tiny-electra", "tiny-roberta", "tiny-bert-dense", "tiny-xlmr5", "tiny-camembert",
-         "tiny-mpnet"]
+         "tiny-mpnet", "tiny-qwen3", "tiny-qwen2"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -876,6 +876,199 @@ def make_bert_dense(texts: list[str]) -> None:
     print(f"{name}: recheck ok (st_embeddings relative error {err:.2e})")
 
 
+# ---------------------------------------------------------------------------------------------
+# Decoder embedders: tiny-qwen3 (Qwen3-Embedding's shape of model) and tiny-qwen2 (gte-Qwen2's)
+
+
+QWEN_PROMPTS = {"query": "Instruct: Given a web search query, retrieve relevant passages that answer the query\n"
+                         "Query:", "document": ""}
+
+
+@dataclass
+class DecoderSpec:
+    name: str
+    seed: int
+    max_length: int
+    config: dict  # the config class's arguments (vocab_size and the special ids are added)
+    bare: bool    # saved as the bare *Model (no "model." prefix, no classifier), as Qwen3-Embedding and
+                  # gte-Qwen2 are; else as *ForSequenceClassification
+    hub_schema: bool  # config.json rewritten as hub folders write it (rope_theta, rope_scaling), not rope_parameters
+
+
+DECODER_SPECS = {
+    "tiny-qwen3": DecoderSpec("tiny-qwen3", 26, 150, dict(
+        model_type="qwen3", hidden_size=40, intermediate_size=56, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=18, max_position_embeddings=256, rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, initializer_range=0.1,
+        num_labels=3, tie_word_embeddings=False), bare=False, hub_schema=False),
+    "tiny-qwen2": DecoderSpec("tiny-qwen2", 27, 130, dict(
+        model_type="qwen2", hidden_size=48, intermediate_size=72, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=200, rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, initializer_range=0.1,
+        is_causal=False), bare=True, hub_schema=True),
+}
+
+
+def perturb_decoder(model: nn.Module) -> None:
+    """RMSNorm weights ~ N(1, 0.1), every bias ~ N(0, 0.05), continuing the RNG stream."""
+    with torch.no_grad():
+        for m in model.modules():
+            if type(m).__name__.endswith("RMSNorm"):
+                m.weight.normal_(1.0, 0.1)
+        for name, p in model.named_parameters():
+            if name.endswith("bias") and p.dim() == 1:
+                p.normal_(0.0, 0.05)
+
+
+def decoder_model_class(spec: DecoderSpec, config):
+    prefix = "Qwen3" if config.model_type == "qwen3" else "Qwen2"
+    return getattr(transformers, prefix + ("Model" if spec.bare else "ForSequenceClassification"))
+
+
+def load_decoder(spec: DecoderSpec, folder: Path, dtype=torch.float32):
+    config = transformers.AutoConfig.from_pretrained(str(folder))
+    cls = decoder_model_class(spec, config)
+    return cls.from_pretrained(str(folder), config=config, attn_implementation="eager").to(dtype).eval()
+
+
+def decoder_forward(model, batch) -> dict[str, torch.Tensor]:
+    with torch.no_grad():
+        out = model(**batch, output_hidden_states=True)
+    hidden = out.hidden_states[-1]
+    mask = batch["attention_mask"]
+    last = mask.sum(1) - 1  # right padding: the last real token (the appended <|endoftext|>)
+    pooled = hidden[torch.arange(hidden.shape[0]), last]
+    result = {"last_hidden_state": hidden, "lasttoken_pooled": pooled,
+              "lasttoken_pooled_normalized": torch.nn.functional.normalize(pooled, p=2, dim=1, eps=1e-12)}
+    if hasattr(out, "logits"):
+        result["logits"] = out.logits
+    return result
+
+
+def make_decoder_model(spec: DecoderSpec, texts: list[str]) -> None:
+    folder = GOLDEN_DIR / "models" / spec.name
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    tok = transformers.AutoTokenizer.from_pretrained(str(GOLDEN_DIR / "tokenizers" / "qwen3"))
+    tok.model_max_length = spec.max_length
+    args = dict(spec.config)
+    model_type = args.pop("model_type")
+    config = transformers.AutoConfig.for_model(model_type, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
+                                               eos_token_id=tok.eos_token_id, **args)
+    config._attn_implementation = "eager"
+    torch.manual_seed(spec.seed)
+    cls = decoder_model_class(spec, config)
+    model = cls(config)
+    perturb_decoder(model)
+    model.save_pretrained(str(folder))
+    (folder / "model.safetensors").chmod(0o644)
+    tok.save_pretrained(str(folder))
+    if spec.hub_schema:  # as hub folders write it: top-level rope_theta, rope_scaling null, no layer_types
+        cfg = json.loads((folder / "config.json").read_text())
+        rope = cfg.pop("rope_parameters")
+        cfg.pop("layer_types", None)
+        cfg["rope_theta"] = rope["rope_theta"]
+        cfg["rope_scaling"] = None
+        write_json(folder / "config.json", cfg)
+    # sentence-transformers: last-token pooling, Normalize, and Qwen3-Embedding's prompts.
+    modules = write_st_files(folder, config.hidden_size, spec.max_length, "mean", True)
+    write_json(folder / "1_Pooling" / "config.json", {
+        "word_embedding_dimension": config.hidden_size, "pooling_mode_cls_token": False,
+        "pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_lasttoken": True, "include_prompt": True})
+    write_json(folder / "config_sentence_transformers.json",
+               {"prompts": QWEN_PROMPTS, "default_prompt_name": None, "similarity_fn_name": "cosine"})
+    built_state = {k: v.clone() for k, v in model.state_dict().items()}
+    del model
+
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    model = load_decoder(spec, folder)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, built_state[k]), f"{spec.name}: {k} changed on reload"
+    with safetensors.safe_open(str(folder / "model.safetensors"), "pt") as f:
+        file_keys = sorted(f.keys())
+    assert all(k.startswith("model.") != spec.bare for k in file_keys if not k.startswith("score")), file_keys
+
+    g = Goldens()
+    what = (f"all {len(texts)} texts, fast tokenizer (appends <|endoftext|>), max_length={spec.max_length}, "
+            "truncation=True, padding to the longest (right)")
+    batch = tokenize(tok, texts, spec.max_length)
+    add_inputs(g, "", batch, what)
+    out = decoder_forward(model, batch)
+    H = config.hidden_size
+    g.add("last_hidden_state", out["last_hidden_state"][:HIDDEN_TEXTS],
+          f"the final RMSNorm's output of texts 0..{HIDDEN_TEXTS - 1} only [16, L, {H}], eval mode, padding "
+          "positions included as computed (float32)")
+    g.add("lasttoken_pooled", out["lasttoken_pooled"], "sentence-transformers Pooling(lasttoken): the last real "
+          "token's row (the appended <|endoftext|>) (float32)")
+    g.add("lasttoken_pooled_normalized", out["lasttoken_pooled_normalized"],
+          "lasttoken_pooled / max(||lasttoken_pooled||_2, 1e-12) (float32)")
+    if "logits" in out:
+        g.add("logits", out["logits"], f"{cls.__name__} logits [n, {config.num_labels}]: score() of the last "
+              "token that is not pad_token_id (<|endoftext|>, so the token before the appended one), eval mode "
+              "(float32)")
+    st_model = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
+    st = st_encode(st_model, texts)
+    st_error = relative_error(st, out["lasttoken_pooled_normalized"])
+    assert st_error < 1e-5, f"{spec.name}: sentence-transformers differs from the pooled golden: {st_error}"
+    g.add("st_embeddings", st, "SentenceTransformer(folder).encode(texts, batch_size=16): Pooling(lasttoken) -> "
+          "Normalize, no prompt (float32)")
+    query = st_model.encode(texts[:8], prompt_name="query", batch_size=ST_BATCH, convert_to_tensor=True,
+                            show_progress_bar=False)
+    g.add("st_query_embeddings", query, "SentenceTransformer(folder).encode(texts[0:8], prompt_name='query'): the "
+          "prompt of config_sentence_transformers.json prepended to each text (float32)")
+    model64 = load_decoder(spec, folder, torch.float64)
+    out64 = decoder_forward(model64, batch)
+    for key in ("lasttoken_pooled", "lasttoken_pooled_normalized", "logits"):
+        if key in out64:
+            g.add_f64(key, out64[key], key)
+    token_rows = tokens_jsonl(tok, texts)
+    check_tokens_against_rust(folder, token_rows, texts)
+    info = {
+        "model": spec.name,
+        "model_dir": f"models/{spec.name}",
+        "golden_file": f"{spec.name}.safetensors",
+        "tokens_file": f"{spec.name}.tokens.jsonl",
+        "texts_file": "golden/texts.jsonl of the fixtures",
+        "n_texts": len(texts),
+        "architecture": cls.__name__,
+        "shape": {"hidden_size": H, "num_hidden_layers": config.num_hidden_layers,
+                  "num_attention_heads": config.num_attention_heads,
+                  "num_key_value_heads": config.num_key_value_heads,
+                  "head_dim": getattr(config, "head_dim", None) or H // config.num_attention_heads,
+                  "intermediate_size": config.intermediate_size,
+                  "max_position_embeddings": config.max_position_embeddings, "vocab_size": config.vocab_size,
+                  "num_labels": config.num_labels, "causal": getattr(config, "is_causal", True)},
+        "config": json.loads((folder / "config.json").read_text()),
+        "seed": spec.seed,
+        "weights": f"torch.manual_seed({spec.seed}); model = {cls.__name__}(config) (stock _init_weights, "
+                   "initializer_range 0.1); then, continuing the same RNG stream, every RMSNorm weight ~ N(1, 0.1) "
+                   "and every bias ~ N(0, 0.05); float32",
+        "safetensors_keys": file_keys,
+        "folder_files": folder_files(folder),
+        "tokenizer": {"class": type(tok).__name__, "vocab_size": len(tok),
+                      "source": "tests/golden/tokenizers/qwen3 (make_goldens.py there)",
+                      "post_processor": "TemplateProcessing $A <|endoftext|> (as Qwen3-Embedding's)",
+                      "pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id},
+        "tokenization": {"max_length": spec.max_length, "truncation": True, "padding": "longest (right padding)",
+                         "add_special_tokens": True},
+        "per_text_token_counts": [len(r["ids"]) for r in token_rows],
+        "sentence_transformers": {"modules": modules, "pooling": "lasttoken", "normalize": True,
+                                  "prompts": QWEN_PROMPTS, "st_vs_pooled_relative_error": st_error},
+        "attention_implementation": "eager",
+        "left_out": [f"last_hidden_state of texts {HIDDEN_TEXTS}..{len(texts) - 1} (size budget)",
+                     "training goldens (stoke does not fine-tune decoders)"],
+        "produced_by": produced_by(),
+    }
+    save_goldens(spec.name, g, info, token_rows)
+    model_default = decoder_model_class(spec, config).from_pretrained(str(folder)).eval()  # default attention
+    again = decoder_forward(model_default, batch)["lasttoken_pooled"]
+    err = relative_error(again, g.tensors["lasttoken_pooled.f64"])
+    assert err < 1e-5, f"{spec.name}: recomputed with the default attention: {err}"
+    print(f"{spec.name}: recheck ok (lasttoken_pooled relative error {err:.2e} with the default attention)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="models to make (default: all): " + ", ".join(ORDER))
@@ -899,6 +1092,8 @@ def main() -> int:
     for name in args.names or ORDER:
         if name == "tiny-bert-dense":
             make_bert_dense(texts)
+        elif name in DECODER_SPECS:
+            make_decoder_model(DECODER_SPECS[name], texts)
         else:
             make_encoder_model(SPECS[name], texts)
         print(f"{name}: {sizes(name)['total_bytes']} bytes (folder + goldens)")

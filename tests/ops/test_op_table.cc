@@ -506,6 +506,33 @@ std::vector<OpCase> make_cases() {
       hp.weight_decay = 0.01;
       r.ops.adamw(p, g, m, v, r.in(ranges), scaled ? r.in(scale) : TensorView{}, hp);
     });
+
+  // --- decoder embedders (Qwen2, Qwen3): GQA with 4 query heads on 2 k/v
+  // heads, a head dim (24) neither hidden / heads nor a power of two.
+  for (DType at : acts) {
+    const int64_t Hd = 72, heads = 4, kv = 2, d = 24, C = (heads + 2 * kv) * d;
+    add("residual_rmsnorm", dname(at), at, Hd, [=](Run& r, Rng& rng) {
+      const TensorView h = r.inout("h", random_tensor(rng, DType::f32, {T, Hd}, -2, 3));
+      const TensorView x = r.in(random_tensor(rng, at, {T, Hd}));
+      r.ops.residual_rmsnorm(h, r.out("out", at, {T, Hd}), x, r.in(random_tensor(rng, DType::f32, {Hd}, 0.5, 1.5)),
+                             1e-6f);
+    });
+    add("residual_rmsnorm", std::string(dname(at)) + "_in_place", at, Hd, [=](Run& r, Rng& rng) {
+      const TensorView h = r.inout("h", random_tensor(rng, at, {T, Hd}, -2, 3));
+      r.ops.residual_rmsnorm(h, h, TensorView{}, r.in(random_tensor(rng, at, {Hd}, 0.5, 1.5)), 1e-6f);
+    });
+    add("head_rmsnorm", dname(at), at, d, [=](Run& r, Rng& rng) {
+      const TensorView qkv = r.inout("qkv", random_tensor(rng, at, {T, C}, -2, 2));
+      r.ops.head_rmsnorm(qkv, r.in(random_tensor(rng, DType::f32, {d}, 0.5, 1.5)),
+                         r.in(random_tensor(rng, DType::f32, {d}, 0.5, 1.5)), heads, kv, 1e-6f);
+    });
+    for (bool causal : {true, false})
+      add("attention_gqa", std::string(dname(at)) + (causal ? "_causal" : "_bidirectional"), at, 16,
+          [=](Run& r, Rng& rng) {
+            const TensorView qkv = r.in(random_tensor(rng, at, {T, C}, -2.5, 2.5));
+            r.ops.attention_gqa(r.out("out", at, {T, heads * d}), qkv, r.in(cu_seqlens(lens)), heads, kv, causal, 16);
+          });
+  }
   return cases;
 }
 

@@ -338,6 +338,44 @@ void add_attention_cases(std::vector<OpCase>& cases) {
     }
 }
 
+// Grouped-query attention (Qwen2 / Qwen3): (heads, kv_heads, d), causal or
+// not, sequences crossing the fast kernel's 128-query items and 8-row blocks.
+void add_attention_gqa_cases(std::vector<OpCase>& cases) {
+  const std::vector<std::vector<int>> batches = {{1}, {7, 1, 16}, {129, 0, 3, 128}, {300}};
+  struct Geometry {
+    int heads, kv_heads, d;
+  };
+  const std::vector<Geometry> geometries = {{4, 2, 24}, {4, 1, 16}, {2, 2, 64}, {6, 3, 7}};
+  for (const auto& lens : batches)
+    for (const Geometry& g : geometries) {
+      double work = 0;  // the reference's multiply-adds: keep the table fast
+      for (int n : lens) work += 2.0 * n * n * g.d * g.heads;
+      if (work > 1.8e7) continue;
+      for (bool causal : {true, false})
+        for (DType at : kActs)
+          for (int floats : {0, 8}) {
+            OpCase c;
+            c.name = std::string("attention_gqa_") + dname(at) + "_" + lens_name(lens) + "_h" +
+                     std::to_string(g.heads) + "_kv" + std::to_string(g.kv_heads) + "_d" + std::to_string(g.d) +
+                     (causal ? "_causal" : "") + (floats ? "_v" + std::to_string(floats) : "");
+            c.family = std::string("attention_gqa ") + dname(at);
+            c.tol = tolerance(at);
+            c.attention_floats = floats;
+            const uint64_t seed = seed_of(c.name);
+            c.run = [=](const Kernels& k) {
+              Rng rng(seed);
+              const int T = total(lens), C = (g.heads + 2 * g.kv_heads) * g.d;
+              Tensor qkv = random(rng, at, {T, C}, -2.5f, 2.5f);
+              Tensor cu = cu_seqlens(lens);
+              Tensor out = make(at, {T, g.heads * g.d});
+              k.attention_gqa(out.view, qkv.view, cu.view, g.heads, g.kv_heads, causal, longest(lens));
+              return values(out.view);
+            };
+            cases.push_back(std::move(c));
+          }
+    }
+}
+
 void add_pool_cases(std::vector<OpCase>& cases) {
   const std::vector<std::vector<int>> batches = {{1}, {3, 0, 7}, {16, 1, 64, 65, 0, 3, 127, 129}};
   const int64_t hidden[] = {1, 64, 129, 768};
@@ -462,6 +500,7 @@ std::vector<OpCase> all_cases() {
   add_layernorm_cases(cases);
   add_bias_gelu_cases(cases);
   add_attention_cases(cases);
+  add_attention_gqa_cases(cases);
   add_pool_cases(cases);
   add_l2_cases(cases);
   add_data_movement_cases(cases);
@@ -812,6 +851,45 @@ TEST(AttentionIsolation, SequenceAloneEqualsSequenceInBatch) {
         for (int i = 0; i < len * heads * d; ++i)
           ASSERT_EQ(again[static_cast<size_t>(first * heads * d + i)], single[static_cast<size_t>(i)]);
       }
+}
+
+TEST(AttentionGqaIsolation, SequenceAloneEqualsSequenceInBatch) {
+  // As above for grouped-query attention, causal and not: a sequence's output is
+  // the same bits alone as between others (4 query heads on 2 k/v heads, d = 24).
+  const int heads = 4, kv = 2, d = 24, C = (heads + 2 * kv) * d;
+  for (const Kernels* k : {&reference_kernels(), &fast_kernels()})
+    for (DType t : kActs)
+      for (bool causal : {true, false}) {
+        Rng rng(9);
+        const std::vector<int> lens = {5, 140, 1, 33};
+        const int T = total(lens), first = 5, len = 140;
+        Tensor qkv = random(rng, t, {T, C}, -2.5f, 2.5f), cu = cu_seqlens(lens), out = make(t, {T, heads * d});
+        k->attention_gqa(out.view, qkv.view, cu.view, heads, kv, causal, 140);
+        Tensor alone = make(t, {len, C});
+        std::memcpy(alone.view.data, static_cast<char*>(qkv.view.data) + size_t(first) * C * dtype_size(t),
+                    size_t(len) * C * dtype_size(t));
+        Tensor cu1 = cu_seqlens({len}), out1 = make(t, {len, heads * d});
+        k->attention_gqa(out1.view, alone.view, cu1.view, heads, kv, causal, len);
+        const std::vector<double> batch = values(out.view), single = values(out1.view);
+        for (int i = 0; i < len * heads * d; ++i)
+          ASSERT_EQ(batch[static_cast<size_t>(first * heads * d + i)], single[static_cast<size_t>(i)])
+              << k->name << " " << dname(t) << (causal ? " causal" : "") << " element " << i;
+      }
+}
+
+TEST(AttentionGqa, CausalFirstTokenSeesItselfOnly) {
+  // Query 0 of a causal sequence attends to key 0 alone: its output is its own v, exactly
+  // (one weight of 1), for every query head of the group.
+  const int heads = 4, kv = 2, d = 24, C = (heads + 2 * kv) * d;
+  for (const Kernels* k : {&reference_kernels(), &fast_kernels()}) {
+    Rng rng(5);
+    Tensor qkv = random(rng, DType::f32, {9, C}, -2.5f, 2.5f), cu = cu_seqlens({9}), out = make(DType::f32, {9, heads * d});
+    k->attention_gqa(out.view, qkv.view, cu.view, heads, kv, true, 9);
+    const std::vector<double> o = values(out.view), x = values(qkv.view);
+    for (int h = 0; h < heads; ++h)
+      for (int c = 0; c < d; ++c)
+        ASSERT_EQ(o[static_cast<size_t>(h * d + c)], x[static_cast<size_t>((heads + kv + h / 2) * d + c)]) << k->name;
+  }
 }
 
 TEST(RotaryIsolation, SequenceAloneEqualsSequenceInBatch) {

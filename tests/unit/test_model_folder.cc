@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -422,6 +423,105 @@ TEST(HfConfigParse, WhatStokeCannotComputeIsRefusedInOneLine) {
                                                  "m/config.json");
                                }),
                   "field \"position_embedding_type\": \"relative_key\" is not supported");
+}
+
+// ---- decoders: Qwen3 and Qwen2 --------------------------------------------------
+
+// Both config schemas: what transformers 5 writes (rope_parameters, layer_types)
+// and what hub folders carry (rope_theta, rope_scaling, no head_dim for Qwen2).
+TEST(HfConfigParse, Qwen3TransformersFiveSchema) {
+  const HfConfig c = parse_hf_config(R"({"model_type": "qwen3", "vocab_size": 300, "hidden_size": 40,
+      "intermediate_size": 56, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "head_dim": 18, "hidden_act": "silu", "max_position_embeddings": 128, "rms_norm_eps": 1e-06,
+      "tie_word_embeddings": true, "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+      "attention_bias": false, "use_sliding_window": false, "sliding_window": null, "max_window_layers": 28,
+      "layer_types": ["full_attention", "full_attention"], "attention_dropout": 0.0, "pad_token_id": null})",
+                                     "config.json");
+  EXPECT_TRUE(c.arch->decoder);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.head_dim(), 18);  // not hidden / heads
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(c.layer_norm_eps, 1e-6);
+  EXPECT_EQ(c.pad_token_id, -1);
+  EXPECT_TRUE(c.causal);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.type_vocab_size, 0);
+  // The tensors: q 4 x 18 rows, k and v 2 x 18, no biases, the q/k norms, gate/up/down, final norm.
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& t : expected_tensors(c)) shapes[t.name] = t.shape;
+  EXPECT_EQ(shapes.at("embed_tokens.weight"), (std::vector<int64_t>{300, 40}));
+  EXPECT_EQ(shapes.at("layers.1.self_attn.q_proj.weight"), (std::vector<int64_t>{72, 40}));
+  EXPECT_EQ(shapes.at("layers.1.self_attn.k_proj.weight"), (std::vector<int64_t>{36, 40}));
+  EXPECT_EQ(shapes.at("layers.0.self_attn.o_proj.weight"), (std::vector<int64_t>{40, 72}));
+  EXPECT_EQ(shapes.at("layers.0.self_attn.q_norm.weight"), (std::vector<int64_t>{18}));
+  EXPECT_EQ(shapes.at("layers.0.mlp.gate_proj.weight"), (std::vector<int64_t>{56, 40}));
+  EXPECT_EQ(shapes.at("layers.0.mlp.down_proj.weight"), (std::vector<int64_t>{40, 56}));
+  EXPECT_EQ(shapes.at("norm.weight"), (std::vector<int64_t>{40}));
+  EXPECT_EQ(shapes.at("score.weight"), (std::vector<int64_t>{2, 40}));
+  EXPECT_EQ(shapes.count("layers.0.self_attn.q_proj.bias"), 0u);
+  EXPECT_EQ(shapes.count("layers.0.self_attn.o_proj.bias"), 0u);
+  EXPECT_EQ(shapes.size(), 1u + 2u * 11u + 2u);
+  EXPECT_EQ(std::string(c.checkpoint_prefix()), "model.");
+}
+
+TEST(HfConfigParse, Qwen2HubSchema) {
+  // As Qwen2 / gte-Qwen2 folders write it: top-level rope_theta, rope_scaling null, no head_dim.
+  const HfConfig c = parse_hf_config(R"({"model_type": "qwen2", "hidden_size": 48, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "intermediate_size": 64, "num_hidden_layers": 1, "vocab_size": 100,
+      "rope_theta": 1000000.0, "rope_scaling": null, "rms_norm_eps": 1e-05, "is_causal": false})",
+                                     "config.json");
+  EXPECT_EQ(c.head_dim(), 12);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_TRUE(c.attention_bias);  // Qwen2: q/k/v biases always, o none
+  EXPECT_FALSE(c.causal);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& t : expected_tensors(c)) shapes[t.name] = t.shape;
+  EXPECT_EQ(shapes.at("layers.0.self_attn.k_proj.bias"), (std::vector<int64_t>{24}));
+  EXPECT_EQ(shapes.count("layers.0.self_attn.o_proj.bias"), 0u);
+  EXPECT_EQ(shapes.count("layers.0.self_attn.q_norm.weight"), 0u);
+  // transformers' defaults: Qwen3's head_dim is 128 whatever the hidden size; Qwen2's hidden / heads.
+  EXPECT_EQ(parse_hf_config(R"({"model_type": "qwen3"})", "c.json").head_dim(), 128);
+  EXPECT_EQ(parse_hf_config(R"({"model_type": "qwen2"})", "c.json").head_dim(), 128);
+  EXPECT_EQ(parse_hf_config(R"({"model_type": "qwen3", "rope_theta": 5.0})", "c.json").rope_theta, 5.0);
+  EXPECT_EQ(parse_hf_config(R"({"model_type": "qwen3"})", "c.json").rope_theta, 10000.0);
+}
+
+TEST(HfConfigParse, QwenFeaturesStokeDoesNotRunAreRefusedByName) {
+  struct Case {
+    const char* json;
+    Errc code;
+    const char* field;
+    const char* what;
+  };
+  const Case cases[] = {
+      {R"({"model_type": "qwen3", "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6}})",
+       Errc::unsupported, "\"rope_parameters\"", "\"yarn\""},
+      {R"({"model_type": "qwen2", "rope_scaling": {"type": "dynamic", "factor": 2.0}})", Errc::unsupported,
+       "\"rope_scaling\"", "\"dynamic\""},
+      {R"({"model_type": "qwen2", "use_sliding_window": true})", Errc::unsupported, "\"use_sliding_window\"", "true"},
+      {R"({"model_type": "qwen3", "layer_types": ["full_attention", "sliding_attention"]})", Errc::unsupported,
+       "\"layer_types\"", "sliding_attention"},
+      {R"({"model_type": "qwen3", "hidden_act": "gelu"})", Errc::unsupported, "\"hidden_act\"", "silu"},
+      {R"({"model_type": "qwen3", "num_attention_heads": 6, "num_key_value_heads": 4})", Errc::format,
+       "\"num_key_value_heads\"", "does not divide"},
+      {R"({"model_type": "qwen2", "auto_map": {"AutoModel": "modeling_qwen.Qwen2Model"}})", Errc::unsupported,
+       "\"auto_map\"", "modeling_qwen.Qwen2Model"},
+      {R"({"model_type": "qwen3", "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}})",
+       Errc::unsupported, "\"rope_parameters\"", "partial_rotary_factor"},
+  };
+  for (const Case& c : cases) {
+    const std::string msg = expect_error(c.code, [&] { parse_hf_config(c.json, "config.json"); });
+    EXPECT_CONTAINS(msg, std::string("config.json: field ") + c.field);
+    EXPECT_CONTAINS(msg, c.what);
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  // Remote code whose attention is stated is read from its fields (never run).
+  const HfConfig gte = parse_hf_config(
+      R"({"model_type": "qwen2", "auto_map": {"AutoModel": "modeling_qwen.Qwen2Model"}, "is_causal": false})",
+      "config.json");
+  EXPECT_EQ(gte.remote_code, "modeling_qwen.Qwen2Model");
+  EXPECT_FALSE(gte.causal);
 }
 
 TEST(HfConfigParse, LabelsAndProblemType) {

@@ -132,6 +132,17 @@ TEST(TokenizerFamilies, RobertaVocabJsonAndMergesTxt) {
   expect_goldens(*tok, "roberta-vocab-merges");
 }
 
+// Qwen3-Embedding's tokenizer: NFC, Split with Qwen2's regex, ByteLevel without
+// its own regex, byte-level BPE, "$A <|endoftext|>" appended by the template.
+TEST(TokenizerFamilies, Qwen3SplitRegexByteLevelBpe) {
+  auto tok = load_tokenizer(golden_folder("qwen3"));
+  EXPECT_EQ(tok->kind(), TokenizerKind::bpe);
+  expect_goldens(*tok, "qwen3");
+  const Encoding enc = tok->encode("hello", EncodeOptions{0, false});
+  ASSERT_FALSE(enc.ids.empty());
+  EXPECT_EQ(enc.ids.back(), tok->token_to_id("<|endoftext|>"));
+}
+
 TEST(TokenizerFamilies, DistilBert) { expect_goldens(*load_tokenizer(golden_folder("distilbert")), "distilbert"); }
 TEST(TokenizerFamilies, Electra) { expect_goldens(*load_tokenizer(golden_folder("electra")), "electra"); }
 TEST(TokenizerFamilies, MPNet) { expect_goldens(*load_tokenizer(golden_folder("mpnet")), "mpnet"); }
@@ -227,6 +238,10 @@ TEST(TokenizerFamilies, UnsupportedPiecesAreRefusedByName) {
       {"camembert", [](json& j) { j["model"]["unk_id"] = 99999; }, "field \"model.unk_id\": 99999"},
       {"roberta", [](json& j) { j["model"]["merges"][0] = "nonexistent token"; }, "merge 0 \"nonexistent token\""},
       {"camembert", [](json& j) { j["model"]["type"] = "WordLevel"; }, "field \"model.type\": \"WordLevel\""},
+      {"qwen3", [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\s+"; },
+       "field \"pre_tokenizer.pretokenizers[0].pattern\": {\"Regex\":\"\\\\s+\"} is not supported"},
+      {"qwen3", [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; },
+       "field \"pre_tokenizer.pretokenizers[0].behavior\": \"Removed\""},
   };
   for (const Case& c : cases_) {
     const fs::path dir = golden_folder(c.folder);

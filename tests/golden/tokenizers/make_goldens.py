@@ -30,7 +30,7 @@ import shutil
 import sys
 import tempfile
 
-from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers, trainers, decoders
+from tokenizers import AddedToken, Regex, Tokenizer, models, normalizers, pre_tokenizers, processors, trainers, decoders
 import transformers
 from transformers import (
     BertTokenizer,
@@ -38,6 +38,7 @@ from transformers import (
     DistilBertTokenizer,
     ElectraTokenizer,
     MPNetTokenizer,
+    Qwen2Tokenizer,
     RobertaTokenizer,
     XLMRobertaTokenizer,
 )
@@ -285,6 +286,42 @@ def main():
                    {"class": "BertTokenizer", "fixture_files": {"tokenizer.json": "models/tiny-bert/tokenizer.json"},
                     "extra_count": 1,
                     "note": "what transformers gives; stoke refuses this folder"})
+    # ---- Qwen3-Embedding: Qwen2Tokenizer (NFC, Split with Qwen2's regex, ByteLevel
+    # without its own regex, byte-level BPE), with the TemplateProcessing
+    # post-processor Qwen3-Embedding's tokenizer.json carries: "$A <|endoftext|>".
+    qwen_regex = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                  r"\s*[\r\n]+|\s+(?!\S)|\s+")
+    bpe = Tokenizer(models.BPE())
+    bpe.normalizer = normalizers.NFC()
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(qwen_regex), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    trainer = trainers.BpeTrainer(vocab_size=1500, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    bpe.train_from_iterator(train, trainer=trainer)
+    model = json.loads(bpe.to_str())["model"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+    qwen = Qwen2Tokenizer(vocab=model["vocab"], merges=merges)
+    qwen.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    d = save(qwen, "qwen3")
+    p = os.path.join(d, "tokenizer.json")
+    with open(p, encoding="utf-8") as f:
+        tj = json.load(f)
+    eos = qwen.convert_tokens_to_ids("<|endoftext|>")
+    template = Tokenizer(models.BPE())
+    template.post_processor = processors.TemplateProcessing(
+        single="$A:0 <|endoftext|>:0", pair="$A:0 <|endoftext|>:0 $B:1 <|endoftext|>:1",
+        special_tokens=[("<|endoftext|>", eos)])
+    tj["post_processor"] = json.loads(template.to_str())["post_processor"]
+    with open(p, "w", encoding="utf-8") as f:
+        json.dump(tj, f, indent=2, ensure_ascii=False)
+    tok = Qwen2Tokenizer.from_pretrained(d)
+    assert tok("a")["input_ids"][-1] == eos, "the template must append <|endoftext|>"
+    extra = ["it's IT'S It'Ll we'VE 'ſ", "a\n\n  b\r\n\tc", "x  \t\ny  ", "(hello) [world] {x}!!\n\nnext",
+             "<|endoftext|> in text<|im_start|>user\nhi<|im_end|>", "Instruct: Given a query\nQuery: what?",
+             "12345 ٣٤٥ ½", "  \n", "a 1 b  2"]
+    write_expected("qwen3", cases_for(tok, texts, extra), {"class": "Qwen2Tokenizer", "fixture_files": {},
+                                                           "extra_count": len(extra)})
     write_cases()
 
 
