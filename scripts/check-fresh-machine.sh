@@ -66,15 +66,20 @@ mount -t devpts -o newinstance,ptmxmode=0666 devpts "$root/dev/pts" && mounts+=(
 mount -t tmpfs -o mode=1777 shm "$root/dev/shm" && mounts+=("$root/dev/shm")
 mount -t proc proc "$root/proc" && mounts+=("$root/proc")
 # A machine has /sys and a cgroup hierarchy: slurmd refuses to start without
-# one even when, as in the Slurm test, no cgroup is used. Both read-only, so
+# one even when, as in the Slurm test, no cgroup is used. All read-only, so
 # nothing in the root can change the host through them: a cgroup2 mount where
-# the host has cgroup v2, else the empty tmpfs a cgroup v1 hierarchy sits on.
+# the host has cgroup v2; else the v1 layout slurmd looks for, a tmpfs holding
+# the named "systemd" hierarchy.
 mkdir -p "$root/sys"
 mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$root/sys" && mounts+=("$root/sys")
+cg="$root/sys/fs/cgroup"
 if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ]; then
-  mount -t cgroup2 -o ro,nosuid,nodev,noexec cgroup2 "$root/sys/fs/cgroup" && mounts+=("$root/sys/fs/cgroup")
+  mount -t cgroup2 -o ro,nosuid,nodev,noexec cgroup2 "$cg" && mounts+=("$cg")
 else
-  mount -t tmpfs -o ro,nosuid,nodev,noexec,size=4k cgroup "$root/sys/fs/cgroup" && mounts+=("$root/sys/fs/cgroup")
+  mount -t tmpfs -o nosuid,nodev,noexec,size=4k cgroup "$cg" && mounts+=("$cg")
+  mkdir "$cg/systemd"
+  mount -t cgroup -o ro,nosuid,nodev,noexec,none,name=systemd cgroup "$cg/systemd" && mounts+=("$cg/systemd")
+  mount -o remount,ro "$cg"
 fi
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 
