@@ -10,8 +10,8 @@
 # How: mmdebstrap builds a minimal bookworm root in a temp folder; the committed
 # tree (git archive of HEAD, so nothing uncommitted or ignored leaks in) and the
 # fixtures are copied in beside each other as on a developer's machine; the root
-# gets its own /dev nodes made with mknod and its own proc, devpts and shm
-# mounts — never a bind mount of the host's /dev, where a package's maintainer
+# gets its own /dev nodes made with mknod and its own proc, devpts, shm and
+# read-only sysfs mounts — never a bind mount of the host's /dev, where a package's maintainer
 # script could replace the host's /dev/null. Then both README commands run in a
 # chroot. The CUDA toolkit is not a Debian package, so the fresh root builds
 # the CPU backend only (the CUDA compile is CI's job). Needs root and network
@@ -65,6 +65,22 @@ ln -s pts/ptmx "$root/dev/ptmx"
 mount -t devpts -o newinstance,ptmxmode=0666 devpts "$root/dev/pts" && mounts+=("$root/dev/pts")
 mount -t tmpfs -o mode=1777 shm "$root/dev/shm" && mounts+=("$root/dev/shm")
 mount -t proc proc "$root/proc" && mounts+=("$root/proc")
+# A machine has /sys and a cgroup hierarchy: slurmd refuses to start without
+# one even when, as in the Slurm test, no cgroup is used. All read-only, so
+# nothing in the root can change the host through them: a cgroup2 mount where
+# the host has cgroup v2; else the v1 layout slurmd looks for, a tmpfs holding
+# the named "systemd" hierarchy.
+mkdir -p "$root/sys"
+mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$root/sys" && mounts+=("$root/sys")
+cg="$root/sys/fs/cgroup"
+if [ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ]; then
+  mount -t cgroup2 -o ro,nosuid,nodev,noexec cgroup2 "$cg" && mounts+=("$cg")
+else
+  mount -t tmpfs -o nosuid,nodev,noexec,size=4k cgroup "$cg" && mounts+=("$cg")
+  mkdir "$cg/systemd"
+  mount -t cgroup -o ro,nosuid,nodev,noexec,none,name=systemd cgroup "$cg/systemd" && mounts+=("$cg/systemd")
+  mount -o remount,ro "$cg"
+fi
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 
 echo "== the committed tree ($(git rev-parse --short HEAD)) and the fixtures"

@@ -11,6 +11,7 @@ packages=(
   clang libclang-rt-14-dev libomp-dev   # libFuzzer targets (clang builds need its OpenMP)
   python3 python3-venv python3-sentencepiece sentencepiece   # benchmark peers
   python3-dev   # the Python package's extension (pip install ./python, scripts/python-tests.sh)
+  ca-certificates   # Debian's pip (in every venv) checks PyPI against the system's CA bundle
   libopenmpi-dev openmpi-bin   # data-parallel training (optional at build time; its tests skip without mpirun)
   chromium   # test_html_report renders the doctor's HTML report headless (skipped without it)
   # The Slurm test (scripts/slurm/test-array.sh, ~1 minute) runs a single-node

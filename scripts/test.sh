@@ -33,6 +33,6 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir build/asan --output-on-failure -j "$(nproc)" -E '^(Doctor|Tune|TrainLearning)\.'
 
 echo "== fuzz targets"
-scripts/build.sh fuzz
+scripts/build.sh fuzz fuzz_targets
 scripts/fuzz.sh build/fuzz "${STOKE_FUZZ_SECONDS:-10}"
 echo "all tests passed"

@@ -63,6 +63,10 @@ void add_embed_flags(CLI::App* embed, EmbedCli& cli, const char* output_help) {
     embed->add_flag("--resume", emb.resume,
                     "Continue the job whose manifest is in the output folder (a fresh start when there is none; "
                     "needs a regular --input file)");
+    // Under embed and doctor embed; `stoke tune embed` has its own (the gate of its int8 trial).
+    add_real(embed, "--min-centered-cosine", emb.min_centered_cosine, {-1, 1},
+             "--precision int8 measures itself against f32 on the first texts and warns below this mean "
+             "cosine (after removing the mean vector)");
   }
   embed->add_option("--pooling", emb.pooling,
                     "cls, mean, max, mean_sqrt_len or lasttoken (default: the model's sentence-transformers pooling, else mean)");
@@ -145,6 +149,8 @@ void add_train_flags(CLI::App* train, TrainCli& cli, const char* output_help) {
   add_int(train, "--grad-accum", trn.grad_accum, {1, 1 << 16}, "Micro-batches per optimizer step");
   add_int(train, "--bucket-mb", trn.bucket_mb, {1, 1 << 16},
           "Data-parallel runs (mpirun/srun): MiB of gradients per all-reduce bucket");
+  add_int(train, "--comm-timeout", trn.comm_timeout, {1, 1 << 20},
+          "Data-parallel runs on CUDA: seconds an NCCL all-reduce may take before the job is aborted");
   add_real(train, "--lr", trn.lr, {0, 10, true}, "Peak learning rate (before --lr-scale-from)");
   add_int(train, "--lr-scale-from", trn.lr_scale_from, {0, 1 << 24},
           "Scale --lr by effective batch / B0 (linear scaling rule; 0: off)");

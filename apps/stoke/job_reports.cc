@@ -81,6 +81,7 @@ void report_embed(const EmbedSummary& s, const EmbedOptions& o) {
                  static_cast<unsigned long long>(s.other_tasks), static_cast<unsigned long long>(s.resumed),
                  static_cast<unsigned long long>(s.shards), s.padding_efficiency, s.bound_by.c_str(),
                  s.stage_report.c_str());
+    if (s.quality) std::fprintf(stderr, "  %s\n", embed_quality_line(*s.quality).c_str());
     if (!s.gpu_report.empty()) std::fprintf(stderr, "  %s\n", s.gpu_report.c_str());
   }
 }
@@ -99,6 +100,7 @@ void report_classify(const ClassifySummary& s, const ClassifyOptions& cls) {
                  static_cast<unsigned long long>(s.tokens), static_cast<unsigned long long>(s.batches), s.seconds,
                  s.device.c_str(), per_second(static_cast<double>(s.records), s.seconds).c_str(), s.mode.c_str(),
                  static_cast<unsigned long long>(s.truncated), static_cast<unsigned long long>(s.host_syncs));
+    if (s.quality) std::fprintf(stderr, "  %s\n", classify_quality_line(*s.quality).c_str());
     if (!s.gpu_report.empty()) std::fprintf(stderr, "  %s\n", s.gpu_report.c_str());
   }
 }

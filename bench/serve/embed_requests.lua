@@ -2,7 +2,9 @@
 -- drawn in turn from a file of JSON string literals, one per line
 -- (bench/serve/run.sh writes it from the fortunes). Each wrk thread starts at
 -- a different offset.
---   wrk -s embed_requests.lua ... -- TEXTS_FILE TEXTS_PER_REQUEST [openai]
+--   wrk -s embed_requests.lua ... -- TEXTS_FILE TEXTS_PER_REQUEST [openai [PATH]]
+-- openai: OpenAI's body ({"input": [...]}) to /v1/embeddings, or to PATH
+-- (infinity-emb serves it at /embeddings).
 
 local texts = {}
 local per_request = 1
@@ -15,7 +17,7 @@ function init(args)
   openai = args[3] == "openai"
   counter = math.random(#texts)
   wrk.method = "POST"
-  wrk.path = openai and "/v1/embeddings" or "/embed"
+  wrk.path = args[4] or (openai and "/v1/embeddings" or "/embed")
   wrk.headers["Content-Type"] = "application/json"
 end
 

@@ -1,5 +1,8 @@
 #include "jobs.h"
 
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <set>
 #include <string>
 #include <vector>
@@ -46,11 +49,27 @@ class OptionReader {
   static const char* expected() {
     if constexpr (std::is_same_v<T, bool>) return "True or False";
     else if constexpr (std::is_same_v<T, std::string>) return "a str";
+    else if constexpr (std::is_same_v<T, double>) return "a number";
     else return "an int";
   }
   nb::dict d_;
   std::set<std::string> seen_;
 };
+
+// The manifest's "quality" (--precision int8), as the manifest spells it.
+nb::dict quality_dict(const EmbedQuality& q) {
+  nb::dict d;
+  const nlohmann::ordered_json j = to_json(q);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const char* key = it.key().c_str();
+    if (it->is_string()) d[key] = it->get<std::string>();
+    else if (it->is_number_unsigned()) d[key] = it->get<uint64_t>();
+    else if (it->is_number()) d[key] = it->get<double>();
+    else d[key] = nb::none();  // NaN agreement (a NaN row) is written as null
+  }
+  d["kept"] = q.kept;  // read from the first run's manifest (a resume)
+  return d;
+}
 
 nb::dict summary_dict(const EmbedSummary& s) {
   nb::dict d;
@@ -78,7 +97,46 @@ nb::dict summary_dict(const EmbedSummary& s) {
   d["host_syncs"] = s.host_syncs;
   d["workers"] = s.workers;
   d["batch_tokens"] = s.batch_tokens;
+  if (s.quality)
+    d["quality"] = quality_dict(*s.quality);
+  else
+    d["quality"] = nb::none();
   return d;
+}
+
+// Runs the job on a thread of its own while this one (Python's main thread,
+// where signal handlers run) polls for signals: Ctrl-C sets the job's cancel
+// flag, the job stops between batches with its last commit standing (as a
+// kill leaves it: resume=True continues), and the handler's exception
+// (KeyboardInterrupt) is raised here once the job has returned.
+EmbedSummary run_embed_interruptible(EmbedOptions& o) {
+  std::atomic<bool> cancel{false};
+  o.cancel = &cancel;
+  bool interrupted = false;
+  std::future<EmbedSummary> job;
+  {
+    nb::gil_scoped_release nogil;
+    job = std::async(std::launch::async, [&o] {
+      resolve_model_flag(o.common);
+      return run_embed(o);
+    });
+    while (job.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+      if (interrupted) continue;
+      nb::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) {
+        interrupted = true;
+        cancel.store(true, std::memory_order_relaxed);
+      }
+    }
+  }
+  if (interrupted) {
+    try {
+      job.get();  // what the cancelled run threw, if anything, gives way to the interrupt
+    } catch (...) {
+    }
+    throw nb::python_error();  // the handler's exception, still set on this thread
+  }
+  return job.get();  // ready: rethrows the job's Error for the translators (errors.cc)
 }
 
 nb::dict embed_job(const std::string& model, const std::string& input, const std::string& output, nb::dict flags) {
@@ -122,14 +180,9 @@ nb::dict embed_job(const std::string& model, const std::string& input, const std
   r.read("shard_size", o.shard_size);
   r.read("shard_index", o.shard_index);
   r.read("num_shards", o.num_shards);
+  r.read("min_centered_cosine", o.min_centered_cosine);
   r.check_unknown();
-  EmbedSummary s;
-  {
-    nb::gil_scoped_release nogil;
-    resolve_model_flag(o.common);
-    s = run_embed(o);
-  }
-  return summary_dict(s);
+  return summary_dict(run_embed_interruptible(o));
 }
 
 nb::dict verify(const std::vector<std::string>& folders) {

@@ -288,19 +288,25 @@ STOKE_OP(add, (const TensorView& y, const TensorView& x), (y, x))
 
 // out = x * mask / (1 - p) element-wise (x, out: activations of one dtype,
 // same shape; out may be x). mask[i] = (uniform_i >= p), uniform_i drawn by
-// Philox4x32-10 from (seed, step, tensor_id, flat index i) in the layout of
-// core/philox.h, so every backend draws the same mask. The product is one
+// Philox4x32-10 from (seed, step, tensor_id, row_offset * W + i) in the
+// layout of core/philox.h (i the flat index, W = numel / dim(0) the elements
+// of one row), so every backend draws the same mask. row_offset: the rows
+// that precede x in the whole batch's tensor — a batch split by rows (data
+// parallelism: each rank a slice) draws the whole batch's mask with each
+// part's first row as its offset; 0 for a whole batch. The product is one
 // f32 multiply by the f32 scale 1 / (1 - p), rounded once to out's dtype.
 // p in [0, 1]: p = 0 copies x; p = 1 writes zeros.
 STOKE_OP(dropout,
-         (const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step, uint32_t tensor_id),
-         (out, x, p, seed, step, tensor_id))
+         (const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step, uint32_t tensor_id,
+          uint64_t row_offset),
+         (out, x, p, seed, step, tensor_id, row_offset))
 
 // dx = dy * mask / (1 - p) with the mask of the forward call with the same
-// (p, seed, step, tensor_id) and shape, recomputed (no mask is stored).
+// (p, seed, step, tensor_id, row_offset) and shape, recomputed (no mask is stored).
 STOKE_OP(dropout_backward,
-         (const TensorView& dx, const TensorView& dy, float p, uint64_t seed, uint32_t step, uint32_t tensor_id),
-         (dx, dy, p, seed, step, tensor_id))
+         (const TensorView& dx, const TensorView& dy, float p, uint64_t seed, uint32_t step, uint32_t tensor_id,
+          uint64_t row_offset),
+         (dx, dy, p, seed, step, tensor_id, row_offset))
 
 // Softmax cross-entropy, forward and backward in one pass, as
 // torch.nn.functional.cross_entropy(logits, labels, label_smoothing=eps):

@@ -21,8 +21,12 @@ class Ops {
   // Dropout on the attention probabilities (BERT's attention_probs_dropout),
   // for attention_train and attention_backward:
   // out = (P * mask / (1 - p)) · v, the mask drawn as the dropout op draws
-  // (core/philox.h) with element index (t * heads + h) * max_seqlen + j for
-  // query row t (packed), head h and key j (0-based within its sequence).
+  // (core/philox.h) with element index ((row_offset + t) * heads + h) * 2^32 + j
+  // for query row t (packed), head h and key j (0-based within its sequence).
+  // The row stride is a constant, not the batch's max_seqlen, so a query's
+  // mask does not depend on which other sequences share its batch: a batch
+  // split in two (data parallelism) with row_offset = the tokens before each
+  // part draws the whole batch's masks.
   // p in [0, 1] (else an error): p = 0 is no dropout; p = 1 gives zero out
   // and gradients.
   struct AttentionDropout {
@@ -30,6 +34,13 @@ class Ops {
     uint64_t seed = 0;
     uint32_t step = 0;
     uint32_t tensor_id = 0;
+    uint64_t row_offset = 0;  // query rows (tokens) before this call's first, in the whole batch
+    static constexpr int kKeyBits = 32;  // keys of one query row: indices [row << 32, row << 32 + len)
+    // The flat mask index of key 0 of packed query row t, head h.
+    uint64_t row_index(int64_t t, int64_t h, int64_t heads) const {
+      return ((row_offset + static_cast<uint64_t>(t)) * static_cast<uint64_t>(heads) + static_cast<uint64_t>(h))
+             << kKeyBits;
+    }
   };
 
   // The hyperparameters of one adamw step. Host doubles, as Python floats are

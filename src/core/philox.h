@@ -17,7 +17,9 @@
 //   output  = 4 uint32 words; word j belongs to element 4 * block + j
 //   uniform = (word >> 8) * 2^-24, a float in [0, 1) with 24 random bits,
 //             exactly representable, so every device computes the same float
-// element_index is the flat row-major index into the tensor the mask covers;
+// element_index is the flat row-major index into the tensor the mask covers
+// — the whole batch's: a call on a slice of rows adds the rows before it
+// (the ops' row_offset), so data-parallel ranks draw one process's masks;
 // tensor_id names the tensor (each dropout site of the model has its own);
 // step is the micro-step that draws (every forward that uses masks gets its
 // own number, so gradient-accumulation micro-batches differ from each other).

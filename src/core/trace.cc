@@ -26,6 +26,10 @@ void Trace::record(const char* name, const char* category, Clock::time_point sta
     return std::chrono::duration_cast<std::chrono::microseconds>(t - origin_).count();
   };
   std::lock_guard<std::mutex> lock(mu_);
+  if (full()) {
+    ++dropped_;
+    return;
+  }
   events_.push_back(Event{name, category, us(start), std::max<int64_t>(us(end) - us(start), 0), thread_index(), arg});
 }
 
@@ -38,6 +42,10 @@ void Trace::record_counter(const std::string& name, Clock::time_point when, doub
   if (!std::isfinite(value)) return;
   const int64_t ts = std::chrono::duration_cast<std::chrono::microseconds>(when - origin_).count();
   std::lock_guard<std::mutex> lock(mu_);
+  if (full()) {
+    ++dropped_;
+    return;
+  }
   counters_.push_back(Counter{name, ts, value});
 }
 
@@ -47,6 +55,16 @@ void Trace::set_metadata(std::string json_object_text) {
     throw Error(Errc::invalid_argument, "trace metadata must be a JSON object, got: " + json_object_text.substr(0, 40));
   std::lock_guard<std::mutex> lock(mu_);
   metadata_ = std::move(json_object_text);
+}
+
+void Trace::set_event_limit(size_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  event_limit_ = limit;
+}
+
+uint64_t Trace::dropped_events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_;
 }
 
 size_t Trace::event_count() const {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstddef>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,10 @@ class Trace {
   // {"traceEvents": [...], "otherData": {...}}: the caller writes it (atomically) where asked.
   std::string to_json() const;
   size_t event_count() const;  // spans only
+  // At most `limit` spans and counters are kept (a long-running server's
+  // trace stays bounded): later ones are dropped and counted. Default: no limit.
+  void set_event_limit(size_t limit);
+  uint64_t dropped_events() const;
   // The time every event is measured from (the trace's construction).
   Clock::time_point origin() const { return origin_; }
 
@@ -64,6 +69,9 @@ class Trace {
   std::string metadata_;
   std::vector<std::pair<uint32_t, std::string>> thread_names_;
   std::vector<std::thread::id> threads_;
+  size_t event_limit_ = SIZE_MAX;
+  uint64_t dropped_ = 0;
+  bool full() const { return events_.size() + counters_.size() >= event_limit_; }  // mu_ held
 };
 
 // RAII span: records [construction, destruction) into a trace (nullptr: no-op).

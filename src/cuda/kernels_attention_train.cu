@@ -3,8 +3,8 @@
 // probabilities, and the backward, as src/cpu/ref/ref_attention.cc defines
 // them (its header has the formulas). Dropout: the mask element of query row
 // t (packed), head h, key j is Philox's uniform at flat index
-// (t * heads + h) * max_seqlen + j (core/philox.h), so the CPU and the GPU
-// drop the very same probabilities.
+// ((row_offset + t) * heads + h) * 2^32 + j (Ops::AttentionDropout,
+// core/philox.h), so the CPU and the GPU drop the very same probabilities.
 //
 // Every block is one (packed token, head): the forward and dQ take the token
 // as the query, dK and dV as the key; each output element is one thread's
@@ -30,11 +30,15 @@ struct Dropout {
   float p, scale;
   uint64_t seed;
   uint32_t step, tensor_id;
+  uint64_t row_offset;
 };
 
-__device__ __forceinline__ float mask_factor(const Dropout& dr, int64_t t, int h, int heads, int max_seqlen, int j) {
+// The index layout of Ops::AttentionDropout::row_index (a host function):
+// ((row_offset + t) * heads + h) << kKeyBits, plus the key j.
+__device__ __forceinline__ float mask_factor(const Dropout& dr, int64_t t, int h, int heads, int j) {
   if (dr.p == 0.0f) return 1.0f;
-  const uint64_t index = static_cast<uint64_t>((t * heads + h) * int64_t{max_seqlen}) + static_cast<uint64_t>(j);
+  const uint64_t row = (dr.row_offset + static_cast<uint64_t>(t)) * static_cast<uint64_t>(heads) + static_cast<uint64_t>(h);
+  const uint64_t index = (row << Ops::AttentionDropout::kKeyBits) + static_cast<uint64_t>(j);
   return philox::element_uniform(dr.seed, dr.step, dr.tensor_id, index) >= dr.p ? dr.scale : 0.0f;
 }
 
@@ -87,7 +91,7 @@ __global__ void attention_train_kernel(void* out, float* lse, const void* qkv, E
   for (int j = threadIdx.x; j < len; j += blockDim.x) {
     const float p = expf(pm[j] - mx);
     sum += p;
-    pm[j] = p * mask_factor(dr, t, h, heads, max_seqlen, j);
+    pm[j] = p * mask_factor(dr, t, h, heads, j);
   }
   sum = block_sum(sum, scratch);  // its barriers also publish pm
   const int64_t out_row = t * int64_t{heads} * d + c.q;
@@ -136,7 +140,7 @@ __global__ void attention_dq_kernel(void* dqkv, Elem dq_e, const void* dout, Ele
       dp += gv[k] * load(qkv, e, row + c.v + k);
     }
     const float p = expf(s * scale - l);
-    ds[j] = p * (dp * mask_factor(dr, t, h, heads, max_seqlen, j) - Di);
+    ds[j] = p * (dp * mask_factor(dr, t, h, heads, j) - Di);
   }
   __syncthreads();
   for (int k = threadIdx.x; k < d; k += blockDim.x) {
@@ -176,7 +180,7 @@ __global__ void attention_dkv_kernel(void* dqkv, Elem dq_e, const void* dout, El
       Di += g * load(out, out_e, ti * D + c.q + k);
     }
     const float p = expf(s * scale - lse[ti * heads + h]);
-    const float m = mask_factor(dr, ti, h, heads, max_seqlen, j);
+    const float m = mask_factor(dr, ti, h, heads, j);
     ds[i] = p * (dp * m - Di);
     pm[i] = p * m;
   }
@@ -194,7 +198,7 @@ __global__ void attention_dkv_kernel(void* dqkv, Elem dq_e, const void* dout, El
 }
 
 Dropout dropout_of(const Ops::AttentionDropout& d) {
-  return {d.p, d.p < 1.0f ? 1.0f / (1.0f - d.p) : 0.0f, d.seed, d.step, d.tensor_id};  // the dropout op's f32 factor
+  return {d.p, d.p < 1.0f ? 1.0f / (1.0f - d.p) : 0.0f, d.seed, d.step, d.tensor_id, d.row_offset};  // the dropout op's f32 factor
 }
 
 }  // namespace

@@ -374,6 +374,7 @@ Diagnosis diagnose_from_json(const nlohmann::json& m) {
       f.allreduce_bytes_per_step = j.value("allreduce_bytes_per_step", uint64_t{0});
       return diagnose_train(f);
     }
+    if (job == "serve") return diagnose_serve(j);
     throw Error(Errc::format, "doctor: unknown job \"" + job + "\" in the trace's metadata");
   } catch (const nlohmann::json::exception& e) {
     throw Error(Errc::format, std::string("doctor: the trace's metadata is not a stoke run summary: ") + e.what());

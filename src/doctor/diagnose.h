@@ -66,12 +66,14 @@ inline constexpr double kCommunicationBoundShare = 0.2;
 
 Diagnosis diagnose_embed(const EmbedFacts& facts);
 Diagnosis diagnose_train(const TrainFacts& facts);
+// The facts `stoke serve --trace` writes (diagnose_serve.cc).
+Diagnosis diagnose_serve(const nlohmann::json& facts);
 
 // Facts to and from JSON (stored in a trace's metadata, so `stoke doctor
 // --trace FILE` diagnoses a trace written by any run).
 nlohmann::json to_json(const EmbedFacts& f);
 nlohmann::json to_json(const TrainFacts& f);
-// {"job": "embed"|"train", "facts": {...}} -> the diagnosis; throws Error(format).
+// {"job": "embed"|"train"|"serve", "facts": {...}} -> the diagnosis; throws Error(format).
 Diagnosis diagnose_from_json(const nlohmann::json& metadata);
 
 // The diagnosis as the terminal shows it.

@@ -1,7 +1,9 @@
 #include "jobs/classify_job.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <optional>
 
 #include "core/error.h"
@@ -10,9 +12,11 @@
 #include "core/trace.h"
 #include "jobs/doctor_job.h"
 #include "jobs/gpu_usage.h"
+#include "jobs/int8_quality.h"
 #include "jobs/job_threads.h"
 #include "io/atomic_file.h"
 #include "pipeline/encode_pipeline.h"
+#include "pipeline/input_files.h"
 #include "jobs/model_session.h"
 #include "jobs/output_file.h"
 #include "jobs/skipped_records.h"
@@ -113,6 +117,40 @@ void append_result(std::string& out, const float* logits, const HfConfig& c, Hea
   out += "}\n";
 }
 
+// The label(s) a row of logits decides, as text, for comparing int8's with
+// f32's: the argmax (softmax), each label's p > 0.5 (sigmoid); a regression
+// head decides none.
+std::function<std::string(const float*)> label_decider(const HfConfig& c, Head head) {
+  const size_t C = static_cast<size_t>(c.num_labels());
+  switch (head) {
+    case Head::softmax:
+      return [C](const float* logits) { return std::to_string(std::max_element(logits, logits + C) - logits); };
+    case Head::sigmoid_multi:
+    case Head::sigmoid_single:
+      return [C](const float* logits) {
+        std::string on(C, '0');
+        for (size_t i = 0; i < C; ++i) on[i] = logits[i] > 0 ? '1' : '0';  // sigmoid(x) > 0.5
+        return on;
+      };
+    case Head::regression: break;
+  }
+  return {};
+}
+
+// --precision int8: the first texts classified by the int8 model and by f32
+// (jobs/int8_quality.h); a stream cannot be read twice.
+std::optional<ClassifyQuality> int8_classify_quality(const ClassifyOptions& o, const ModelSession& s,
+                                                     const EncodePipelineOptions& po, Head head,
+                                                     ClassifySummary& summary) {
+  if (o.common.input == "-" || is_stream(o.common.input)) {
+    summary.notes.push_back("--precision int8: no quality sample (the input is a stream, read once)");
+    return std::nullopt;
+  }
+  const Int8SampleRows rows = run_int8_sample(s, po, /*need_classifier=*/true);
+  if (rows.texts == 0) return std::nullopt;
+  return classify_quality(rows, label_decider(s.text.folder.config, head));
+}
+
 // The head the model's config asks for; refuses a config stoke cannot report.
 Head checked_head(const HfConfig& cfg) {
   if (cfg.num_labels() < 1) throw Error(Errc::invalid_argument, "config.json: the model has no labels to classify into");
@@ -165,12 +203,14 @@ EncodePipelineOptions classify_pipeline_options(const ClassifyOptions& o, const 
 // classify writes no manifest: the trace is its one JSON record of the run,
 // with the facts `stoke doctor --trace` reads.
 void write_classify_trace(Trace& trace, const ClassifyOptions& o, const ModelSession& s, const PipelineStats& ps,
-                          const EncodePipelineOptions& po, const std::optional<GpuSamplerSummary>& gpu_used) {
+                          const EncodePipelineOptions& po, const std::optional<GpuSamplerSummary>& gpu_used,
+                          const std::optional<ClassifyQuality>& quality) {
   const bool native = device_has_native_bf16(s.device_name);
   json metadata{{"job", "classify"},
                 {"facts", doctor::to_json(pipeline_facts(ps, po.workers, po.batch_tokens, po.sort_window,
                                                          o.common.precision, native))}};
   if (gpu_used) metadata["gpu"] = gpu_summary_json(*gpu_used);
+  if (quality) metadata["quality"] = to_json(*quality);
   trace.set_metadata(metadata.dump());
   write_file_atomic(o.common.trace, std::string_view(trace.to_json()));
 }
@@ -191,6 +231,9 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   // every stage thread, and the run's facts for `stoke doctor --trace`.
   JobThreads threads(*s.backend, trace.get(), trace.get(), {});
   const EncodePipelineOptions po = classify_pipeline_options(o, s, skip_bad, trace.get(), threads);
+  ClassifySummary summary;
+  // Before the output file opens: the sample writes nothing.
+  if (s.int8) summary.quality = int8_classify_quality(o, s, po, head, summary);
   OutputFile output(o.output);
   SkippedRecords skipped(o.output, o.errors, o.common.input == "-" ? std::string("<stdin>") : o.common.input);
   JsonlSink sink(output, skipped, cfg, head);
@@ -198,7 +241,6 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   const PipelineStats ps = run_encode_pipeline(
       s.encoder, *s.backend, *s.text.tokenizer, po, sink,
       [&](const PipelineProgress& p) { progress.update(p.texts, p.bytes_read, p.tokens); });
-  ClassifySummary summary;
   summary.records = ps.texts;
   summary.pairs = sink.pairs;
   output.commit();
@@ -219,7 +261,7 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
   if (gpu_used) summary.gpu_report = gpu_summary_line(*gpu_used);
   if (trace) {
     threads.stop();  // every device span is in the trace from here on
-    write_classify_trace(*trace, o, s, ps, po, gpu_used);
+    write_classify_trace(*trace, o, s, ps, po, gpu_used, summary.quality);
   }
   return summary;
 }

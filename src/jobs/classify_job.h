@@ -8,10 +8,12 @@
 // several mean softmax. Pairs (--pair-field) make a cross-encoder / reranker.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "jobs/common_options.h"
+#include "jobs/int8_quality.h"
 
 namespace stoke {
 
@@ -32,6 +34,7 @@ struct ClassifySummary {
   double seconds = 0;
   std::vector<std::string> notes;  // what the run adapted (a token budget halved for memory)
   std::string gpu_report;  // "gpu: util ..." (jobs/gpu_usage.h); "" when not sampled
+  std::optional<ClassifyQuality> quality;  // --precision int8: labels and logits against f32 on the first texts
 };
 
 ClassifySummary run_classify(const ClassifyOptions& options);

@@ -57,6 +57,7 @@ DoctorResult doctor_embed(const DoctorOptions& o) {
     temp = std::make_unique<TempFolder>("stoke-doctor");
     e.output = (temp->path() / "out").string();
     e.stop_after_seconds = o.seconds;  // a temporary output may hold a prefix
+    e.int8_quality_sample = false;     // a profile of the pipeline, into a folder no one keeps
   } else {
     r.output = e.output;
   }

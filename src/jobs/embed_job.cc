@@ -21,6 +21,7 @@
 #include "jobs/doctor_job.h"
 #include "jobs/embed_output.h"
 #include "jobs/gpu_usage.h"
+#include "jobs/int8_quality.h"
 #include "jobs/job_threads.h"
 #include "jobs/model_session.h"
 #include "jobs/model_source_record.h"
@@ -93,15 +94,6 @@ std::string tokenizer_sha256(const fs::path& model_dir) {
     h.update(sha256_file(model_dir / name));
   }
   return h.hex_digest();
-}
-
-// An input that exists and is neither a file nor a folder: a FIFO, a
-// process substitution's /dev/fd/N, a character device. A missing path is not
-// one: the reader names it.
-bool is_stream(const std::string& path) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  return !ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st);
 }
 
 int default_workers(const std::string& device_name) {
@@ -302,6 +294,7 @@ EncodePipelineOptions pipeline_options(const EmbedOptions& o, const InputSet& in
   po.stop_after_seconds = o.stop_after_seconds;
   po.debug_sync_each_batch = o.debug_sync_each_batch;
   po.on_thread_start = threads.on_thread_start();
+  po.cancel = o.cancel;
   return po;
 }
 
@@ -438,6 +431,32 @@ EmbedSummary starting_summary(const EmbedOptions& o, const ModelSession& s, cons
   return summary;
 }
 
+// --precision int8: the manifest's "quality" — kept from the first run on a
+// resume, else measured on the first records (jobs/int8_quality.h) before
+// anything is committed, so every manifest of the folder carries it. A
+// stream cannot be read twice: no sample then, and a note says so.
+void record_int8_quality(const EmbedOptions& o, const ModelSession& s, const EncodePipelineOptions& po,
+                         const EmbedOutputStart& begin, bool streamed, json& manifest, EmbedSummary& summary) {
+  std::optional<EmbedQuality> q = embed_quality_from_json(begin.quality);
+  if (q) {
+    manifest["quality"] = begin.quality;
+  } else {
+    if (!o.int8_quality_sample) return;
+    if (streamed) {
+      summary.notes.push_back("--precision int8: no quality sample (the input is a stream, read once); `stoke tune "
+                              "embed` on a file measures int8 against f32");
+      return;
+    }
+    const Int8SampleRows rows = run_int8_sample(s, po, /*need_classifier=*/false);
+    summary.cancelled = rows.cancelled;
+    if (rows.cancelled || rows.texts == 0) return;
+    q = embed_quality(rows, o.min_centered_cosine);
+    manifest["quality"] = to_json(*q);
+  }
+  summary.quality = q;
+  if (const std::string w = embed_quality_warning(*q); !w.empty()) summary.notes.push_back(w);
+}
+
 // This task's records among the first `records` (record r is task r mod N's).
 struct TaskShare {
   uint64_t count, index;
@@ -541,8 +560,13 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   if (task.source != "flags")
     summary.notes.push_back("task " + std::to_string(task.index) + " of " + std::to_string(task.count) + " from " +
                             task.source + " (" + task.detail + ")");
-  if (begin.already_complete) return summary;
+  if (begin.already_complete) {
+    summary.quality = embed_quality_from_json(begin.quality);
+    return summary;
+  }
   po.resume_record = begin.committed.records;
+  if (s.int8) record_int8_quality(o, s, po, begin, streamed, manifest, summary);
+  if (summary.cancelled) return summary;  // nothing committed yet
 
   const TaskShare share = in.files_partition ? TaskShare{1, 0} : TaskShare{o.num_shards, o.shard_index};
   json run_info = json::object();
@@ -563,6 +587,15 @@ EmbedSummary run_embed(const EmbedOptions& options) {
 
   summarize(ps, po, o, s, summary);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (ps.cancelled) {
+    // As a kill leaves it: the last commit stands, the open shard is
+    // abandoned (the writer removes its temp files), --resume continues.
+    summary.cancelled = true;
+    summary.shards = writer.committed().shards.size();
+    summary.notes.push_back("interrupted: " + std::to_string(writer.committed().rows) + " rows committed in " +
+                            std::to_string(summary.shards) + " shards; --resume continues from there");
+    return summary;
+  }
   run_info = run_json(ps, summary);
   if (const auto g = gpu.finish()) {
     summary.gpu_report = gpu_summary_line(*g);

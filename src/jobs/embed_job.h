@@ -4,6 +4,7 @@
 // into tasks for job arrays.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "core/trace.h"
 #include "jobs/common_options.h"
+#include "jobs/int8_quality.h"
 #include "pipeline/encode_pipeline.h"
 
 namespace stoke {
@@ -44,17 +46,27 @@ struct EmbedOptions {
   std::string partition = "records";
   bool serial = false;                // --serial: no overlap (for comparison)
   bool debug_sync_each_batch = false; // --debug-sync-each-batch: a host sync per batch (for doctor's tests)
+  double min_centered_cosine = 0.99;  // --min-centered-cosine: below it, an int8 run warns (jobs/int8_quality.h)
   // Set by doctor and tune, not by flags.
   double stop_after_seconds = 0;      // read records for this long, then finish what was read
   Trace* trace = nullptr;             // record into this trace (device spans included)
   std::function<void(const std::string&)> on_thread_start;  // every pipeline thread and the device thread
+  bool int8_quality_sample = true;    // tune's trials measure int8 against their own f32 trial: false
+  // Set by the Python binding from another thread (Ctrl-C): the run stops
+  // between batches as a kill would stop it — the folder keeps its last
+  // commit, resumable — and returns with EmbedSummary::cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct EmbedSummary {
   uint64_t texts = 0, tokens = 0, truncated = 0, replaced_utf8 = 0, batches = 0;
   uint64_t records = 0, skipped = 0, other_tasks = 0, resumed = 0, shards = 0;
   bool already_complete = false;
+  bool cancelled = false;             // EmbedOptions::cancel stopped it: the output is its last commit
   std::vector<std::string> notes;     // what resume did
+  // --precision int8: the manifest's "quality" (measured now, or kept from
+  // the first run); nullopt for other precisions and unmeasured runs.
+  std::optional<EmbedQuality> quality;
   std::string bound_by;               // the stage that bounded the run, in words
   std::string stage_report;           // busy / waiting per stage, one line each
   std::string gpu_report;             // "gpu: util ..." (jobs/gpu_usage.h); "" when not sampled

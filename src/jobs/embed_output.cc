@@ -298,6 +298,7 @@ EmbedOutputStart resume_embed_output(const fs::path& dir, const json& manifest) 
   check_same_identity(dir, previous, manifest);
   keep_intact_shards(dir, previous, committed, start);
   clear_uncommitted(dir, committed);
+  if (previous.contains("quality")) start.quality = previous["quality"];
   start.committed = std::move(committed);
   start.resumed = true;
   return start;

@@ -24,6 +24,10 @@ struct EmbedOutputStart {
   bool resumed = false;            // a manifest was found and trusted
   bool already_complete = false;   // nothing left to do
   std::vector<std::string> notes;  // what resume redid or cleared, for the user
+  // The resumed manifest's "quality" (an int8 run's measured agreement with
+  // f32, jobs/int8_quality.h), kept as the first run measured it; null when
+  // it has none or nothing was resumed.
+  nlohmann::ordered_json quality;
 };
 
 // Prepares `dir`. `manifest` holds the identity fields of this run (see

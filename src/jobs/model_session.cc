@@ -82,4 +82,13 @@ ModelSession open_model_session(const CommonOptions& options, bool need_classifi
   return s;
 }
 
+LoadedEncoder load_f32_reference(const ModelSession& s, bool need_classifier) {
+  EncoderLoadOptions load;
+  load.dtype = DType::f32;
+  load.need_classifier = need_classifier;
+  LoadedEncoder e = load_encoder(s.text.folder.config, open_model_folder_weights(s.text.folder), *s.backend, load);
+  if (!need_classifier) load_dense_modules(e, s.text.folder.dir, s.text.folder.st.dense, *s.backend);
+  return e;
+}
+
 }  // namespace stoke

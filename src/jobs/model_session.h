@@ -26,6 +26,11 @@ struct ModelSession {
 // GPU), a precision not offered.
 ModelSession open_model_session(const CommonOptions& options, bool need_classifier);
 
+// The session's model again in f32 on the session's backend (the Dense
+// modules too, for embed): the reference an int8 run measures itself against
+// (jobs/int8_quality.h). f32 weights in host memory are used where they lie.
+LoadedEncoder load_f32_reference(const ModelSession& session, bool need_classifier);
+
 DType parse_precision(const std::string& text);
 // Whether the device a backend names ("cpu", "cuda:N") multiplies bf16 at
 // full speed: the CPU with AVX512-BF16 or AMX; every GPU stoke builds for

@@ -15,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "core/trace.h"
 #include "dist/communicator.h"
+#include "dist/data_parallel_path.h"
 #include "dist/fingerprint.h"
 #include "io/atomic_file.h"
 #include "io/model_folder.h"
@@ -34,6 +35,10 @@
 #include "train/train_data.h"
 #include "train/trainer.h"
 #include "text/tokenizer_loader.h"
+#ifdef STOKE_HAVE_NCCL
+#include "cuda/cuda_backend.h"
+#include "cuda/nccl/nccl_allreduce.h"
+#endif
 
 namespace stoke {
 
@@ -525,6 +530,36 @@ int64_t smallest_over_ranks(dist::Communicator& comm, int64_t batch, std::vector
   return smallest;
 }
 
+// The gradient all-reduce on a GPU: NCCL, bootstrapped from a unique id
+// rank 0 makes and MPI carries to the others (rank 0's failure to make one
+// stops every rank with its line). Null on the CPU backend (MPI on the
+// executor) and in one process; a device without NCCL in this build was
+// refused by dist::gradient_path before.
+std::unique_ptr<DeviceAllReduce> open_device_allreduce(dist::GradientPath path, Backend& backend,
+                                                       dist::Communicator& comm, const TrainOptions& o) {
+  if (path != dist::GradientPath::device) return nullptr;
+#ifdef STOKE_HAVE_NCCL
+  std::string id;
+  if (comm.rank() == 0) {
+    try {
+      id = "=" + cuda::nccl_unique_id();
+    } catch (const Error& e) {
+      id = std::string("!") + e.what();
+    }
+  }
+  id = comm.broadcast(id);
+  if (id.empty() || id[0] != '=') {
+    comm.fail_together();
+    throw Error(Errc::io, id.empty() ? "rank 0 sent no NCCL id" : id.substr(1));
+  }
+  return cuda::open_nccl_allreduce(dynamic_cast<cuda::CudaBackend&>(backend), comm.rank(), comm.size(), id.substr(1),
+                                   static_cast<double>(o.comm_timeout));
+#else
+  (void)backend, (void)comm, (void)o;
+  throw Error(Errc::unsupported, "this stoke was built without NCCL");
+#endif
+}
+
 // Everything that must be equal on every rank: the resume identity plus the
 // flags that decide when ranks meet (logging, evaluation, saving).
 json rank_settings(const TrainOptions& o, const json& identity) {
@@ -538,6 +573,7 @@ json rank_settings(const TrainOptions& o, const json& identity) {
   s["load_best"] = o.load_best;
   s["metric"] = o.metric;
   s["bucket_mb"] = o.bucket_mb;
+  s["comm_timeout"] = o.comm_timeout;
   s["resume"] = o.resume;
   s["resume_from"] = o.resume_from;
   s["text_field"] = o.common.text_field;
@@ -549,13 +585,36 @@ json rank_settings(const TrainOptions& o, const json& identity) {
 
 }  // namespace
 
+namespace {
+
+TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_ptr<dist::Communicator>& comm);
+
+}  // namespace
+
 TrainSummary run_train(const TrainOptions& o) {
   const DType dtype = check_train_options(o);
+  // One process, or one rank of a data-parallel job (mpirun / srun).
+  const std::unique_ptr<dist::Communicator> comm = dist::open_communicator();
+  if (comm->size() == 1) return train_ranked(o, dtype, comm);
+  // A rank that fails says which it is: the launcher then ends the job (the
+  // communicator is not finalised while an error leaves), and the one line
+  // that explains it names the rank and the cause.
+  const std::string who = "rank " + std::to_string(comm->rank()) + " of " + std::to_string(comm->size()) + ": ";
+  try {
+    return train_ranked(o, dtype, comm);
+  } catch (const Error& e) {
+    throw Error(e.code(), who + e.what());
+  } catch (const std::bad_alloc&) {
+    throw Error(Errc::device, who + "out of memory (host allocation failed)");
+  }
+}
+
+namespace {
+
+TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_ptr<dist::Communicator>& comm) {
   TrainSummary sum;
   sum.output = o.output;
   sum.precision = o.common.precision;
-  // One process, or one rank of a data-parallel job (mpirun / srun).
-  const std::unique_ptr<dist::Communicator> comm = dist::open_communicator();
   sum.rank = comm->rank();
   sum.ranks = comm->size();
   const bool writer = sum.rank == 0;
@@ -569,12 +628,14 @@ TrainSummary run_train(const TrainOptions& o) {
   ModelTokenizer mt = open_model_tokenizer(o.common.model, o.common.max_length);
   head_activation(*mt.folder.config.arch);  // a head no op computes is refused before the data is read
   const json config_raw = read_json_file(mt.folder.model_dir / "config.json");
-  auto backend = open_backend(parse_device(o.common.device), BackendUse::training);
+  // `--device cuda` under a launcher: each rank its node-local GPU.
+  DeviceSpec device = parse_device(o.common.device);
+  if (sum.ranks > 1 && o.common.device == "cuda") device.index = dist::local_rank();
+  auto backend = open_backend(device, BackendUse::training);
   sum.device = backend->name();
-  if (sum.ranks > 1 && !backend->can_enqueue_host())
-    throw Error(Errc::unsupported, "data-parallel training on " + sum.device +
-                                       ": the gradient all-reduce runs on the CPU backend's executor; NCCL for CUDA "
-                                       "is not built yet (use --device cpu, or one process)");
+  const dist::BackendTraits traits{sum.device, backend->can_enqueue_host(), sum.device.rfind("cuda", 0) == 0};
+  const dist::GradientPath path = dist::gradient_path(sum.ranks, traits, dist::built_with_nccl());
+  const std::unique_ptr<DeviceAllReduce> device_allreduce = open_device_allreduce(path, *backend, *comm, o);
   std::unique_ptr<Trace> own_trace = o.common.trace.empty() || o.trace ? nullptr : std::make_unique<Trace>();
   Trace* trace = o.trace ? o.trace : own_trace.get();
   sum.native_bf16 = device_has_native_bf16(sum.device);
@@ -594,6 +655,7 @@ TrainSummary run_train(const TrainOptions& o) {
   sum.bucket_mb = o.bucket_mb;
   if (sum.ranks > 1)
     sum.notes.push_back("data parallel over " + std::to_string(sum.ranks) + " ranks (" + comm->name() +
+                        (device_allreduce ? "; gradients summed by " + device_allreduce->name() : std::string()) +
                         "): global batch " + std::to_string(sum.global_batch) + " = --batch-size " +
                         std::to_string(sum.batch_size) + " x " + std::to_string(sum.ranks) + " ranks x --grad-accum " +
                         std::to_string(o.grad_accum));
@@ -603,6 +665,7 @@ TrainSummary run_train(const TrainOptions& o) {
   // ---- the loop
   const DropoutProbabilities dropout = dropout_rates(o, data.config);
   train::TrainerOptions t = trainer_options(o, sum.batch_size, sum.lr, dropout, trace, *comm);
+  t.device_allreduce = device_allreduce.get();
   if (!writer) t.quiet = true;
   t.identity = run_identity(o, data, mt.max_length, t, dropout, sum.ranks);
   dist::check_same_settings(*comm, rank_settings(o, t.identity));
@@ -634,6 +697,8 @@ TrainSummary run_train(const TrainOptions& o) {
   if (sum.ranks > 1) {
     run["data_parallel"] = {{"ranks", sum.ranks},
                             {"communicator", comm->name()},
+                            {"gradient_allreduce", device_allreduce ? device_allreduce->name()
+                                                                    : std::string(dist::gradient_path_name(path))},
                             {"global_batch", sum.global_batch},
                             {"bucket_mb", o.bucket_mb},
                             {"allreduce_bytes_per_step", r.reduce.bytes_per_step},
@@ -656,5 +721,7 @@ TrainSummary run_train(const TrainOptions& o) {
   comm->barrier();
   return sum;
 }
+
+}  // namespace
 
 }  // namespace stoke

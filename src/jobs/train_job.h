@@ -27,6 +27,7 @@ struct TrainOptions {
   std::string memory_budget;         // --memory-budget (bytes, or with K/M/G suffix; "" = from free memory)
   int64_t grad_accum = 1;
   int64_t bucket_mb = 25;            // --bucket-mb: gradient all-reduce buckets (data-parallel runs)
+  int64_t comm_timeout = 600;        // --comm-timeout: seconds before NCCL's watchdog aborts a stuck all-reduce
   double lr = 5e-5;
   int64_t lr_scale_from = 0;         // > 0: scale lr by effective batch / this
   std::string lr_scale = "linear";   // linear | sqrt

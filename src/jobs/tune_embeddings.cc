@@ -88,6 +88,7 @@ CosineAgreement cosine_agreement(const std::vector<float>& a, const std::vector<
     }
     double cos = na == 0 && nc == 0 ? 1.0 : dot / std::max(std::sqrt(na * nc), 1e-30);  // one text: both at the mean
     if (std::isnan(cos)) cos = -1;
+    r.centered_worst = std::min(r.centered_worst, cos);
     centered += cos;
   }
   r.centered_mean = centered / static_cast<double>(r.rows);

@@ -1,6 +1,7 @@
 // What `stoke tune` reads back from its trials' output folders: the
 // embeddings, whatever --output-dtype wrote them as, and how closely a lower
-// precision's vectors agree with f32's.
+// precision's vectors agree with f32's (also an int8 embed's own quality
+// sample: jobs/int8_quality.h).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@ struct CosineAgreement {
   // sides: raw cosine hides losses on anisotropic embeddings (every vector
   // shares a large common direction), centered cosine does not.
   double centered_mean = 1;
+  double centered_worst = 1;  // the smallest centered cosine
 };
 CosineAgreement cosine_agreement(const std::vector<float>& reference, const std::vector<float>& candidate,
                                  int64_t dims);

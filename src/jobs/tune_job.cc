@@ -295,6 +295,7 @@ class EmbedTuning {
     e.common.precision = s.precision;
     e.common.trace.clear();
     e.stop_after_seconds = o_.seconds_per_trial;
+    e.int8_quality_sample = false;  // the int8 trial is measured against the f32 trial itself
     const EmbedSummary r = run_embed(e);
     device_native_bf16_ = r.native_bf16;
     device_name_ = r.device;

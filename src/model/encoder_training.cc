@@ -226,7 +226,8 @@ TensorView EncoderTrainingRunner::rel_buckets_view(const Step& st) const {
 }
 
 Ops::AttentionDropout EncoderTrainingRunner::Step::attn_drop(int64_t l) const {
-  return Ops::AttentionDropout{knobs.dropout.attention, knobs.seed, knobs.step, SequenceTraining::site(l, 0)};
+  return Ops::AttentionDropout{knobs.dropout.attention, knobs.seed, knobs.step, SequenceTraining::site(l, 0),
+                               knobs.token_offset};
 }
 
 // ---- forward, keeping what the backward reads
@@ -255,6 +256,7 @@ void EncoderTrainingRunner::forward(const Step& st) const {
   train.attention = k.dropout.attention;
   train.seed = k.seed;
   train.step = k.step;
+  train.token_offset = k.token_offset;
   train.low = st.low;
   // Embeddings; ELECTRA's are of size E, dropped out, then projected to H.
   embeddings_forward(ops, p, in, project ? s.emb.rows(T) : s.h[0].rows(T), s.h[0].rows(T), TensorView{},
@@ -295,7 +297,7 @@ void EncoderTrainingRunner::loss(const Step& st, const TensorView& metrics) cons
   const TensorView head_in = st.drop_before_dense ? s.first_drop.rows(B) : first;
   const TensorView logits = s.logits.rows(B), dlogits = s.dlogits.rows(B);
   ops.gather_rows(first, s.h[p.layers.size()].rows(T), st.rows);
-  if (st.drop_before_dense) ops.dropout(head_in, first, pc, k.seed, k.step, kHeadSite);
+  if (st.drop_before_dense) ops.dropout(head_in, first, pc, k.seed, k.step, kHeadSite, k.sequence_offset);
   if (st.act == Activation::gelu_erf) {  // GELU's backward reads the pre-activation
     ops.linear(hid, head_in, p.head_dense_w, TensorView{}, Activation::none);
     ops.bias_gelu_train(hid, s.head_pre.rows(B), p.head_dense_b);
@@ -303,7 +305,7 @@ void EncoderTrainingRunner::loss(const Step& st, const TensorView& metrics) cons
     ops.linear(hid, head_in, p.head_dense_w, p.head_dense_b, st.act);
   }
   const TensorView out_in = pc > 0 ? hid_drop : hid;
-  if (pc > 0) ops.dropout(hid_drop, hid, pc, k.seed, k.step, st.out_site);
+  if (pc > 0) ops.dropout(hid_drop, hid, pc, k.seed, k.step, st.out_site, k.sequence_offset);
   ops.linear(logits, out_in, p.head_out_w, p.head_out_b, Activation::none);
   if (k.regression)
     ops.mse_loss(dlogits, metrics, logits, st.targets, k.loss_scale);
@@ -325,7 +327,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
   const TensorView out_in = pc > 0 ? hid_drop : hid;
   const TensorView g_a = s.g_a.rows(B), g_b = s.g_b.rows(B);
   ops.linear_backward(g_a, g.head_out_w, g.head_out_b, s.dlogits.rows(B), out_in, p.head_out_w);  // g_a = d out_in
-  if (pc > 0) ops.dropout_backward(g_a, g_a, pc, k.seed, k.step, st.out_site);                  // d hid
+  if (pc > 0) ops.dropout_backward(g_a, g_a, pc, k.seed, k.step, st.out_site, k.sequence_offset);  // d hid
   if (st.act == Activation::gelu_erf) {
     ops.bias_gelu_backward(g_a, g.head_dense_b, g_a, s.head_pre.rows(B));
     ops.linear_backward(g_b, g.head_dense_w, TensorView{}, g_a, head_in, p.head_dense_w);     // g_b = d head_in
@@ -336,7 +338,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
       ops.tanh_backward(g_a, g_a, hid);
     ops.linear_backward(g_b, g.head_dense_w, g.head_dense_b, g_a, head_in, p.head_dense_w);   // g_b = d head_in
   }
-  if (st.drop_before_dense) ops.dropout_backward(g_b, g_b, pc, k.seed, k.step, kHeadSite);
+  if (st.drop_before_dense) ops.dropout_backward(g_b, g_b, pc, k.seed, k.step, kHeadSite, k.sequence_offset);
   // d h[L]: the first token of each sequence gets g_b, every other token 0.
   TensorView dh = s.d_h.rows(T), dx = s.d_x.rows(T);
   ops.pool_backward(dh, g_b, TensorView{}, st.cu, PoolingMode::cls);
@@ -352,7 +354,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     ops.layernorm_backward(ds, gw.ffn_ln_gamma, gw.ffn_ln_beta, dh, a.fo.rows(T), a.hm.rows(T), a.m2.vec(T),
                            a.r2.vec(T), w.ffn_ln_gamma);                       // ds = d fo' = d hm (residual)
     const TensorView dfo = ph > 0 ? dt : ds;
-    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 2));
+    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 2), k.token_offset);
     ops.linear_backward(di, gw.ffn_out_w, gw.ffn_out_b, dfo, a.ffa.rows(T), w.ffn_out_w);
     ops.bias_gelu_backward(di, gw.ffn_in_b, di, a.ffpre.rows(T));
     ops.linear_backward(dx, gw.ffn_in_w, TensorView{}, di, hm_in, w.ffn_in_w);
@@ -361,7 +363,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     ops.layernorm_backward(ds, gw.attn_ln_gamma, gw.attn_ln_beta, dx, a.ao.rows(T), s.h[li].rows(T), a.m1.vec(T),
                            a.r1.vec(T), w.attn_ln_gamma);                      // ds = d ao' = d x (residual)
     const TensorView dao = ph > 0 ? dt : ds;
-    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 1));
+    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 1), k.token_offset);
     ops.linear_backward(dx, gw.attn_out_w, gw.attn_out_b, dao, a.ctx.rows(T), w.attn_out_w);  // dx = d ctx
     if (p.rel_bias.empty()) {
       ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen,
@@ -387,7 +389,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     de = s.d_emb.rows(T);
     ops.linear_backward(de, g.emb_proj_w, g.emb_proj_b, dh, s.emb.rows(T), p.emb_proj_w);  // de = d e
   }
-  if (ph > 0) ops.dropout_backward(de, de, ph, k.seed, k.step, 0);
+  if (ph > 0) ops.dropout_backward(de, de, ph, k.seed, k.step, 0, k.token_offset);
   ops.embed_layernorm_backward(g.word_embeddings, g.position_embeddings, g.token_type_embeddings, g.emb_ln_gamma,
                                g.emb_ln_beta, de, st.ids, st.positions, st.types, p.word_embeddings,
                                p.position_embeddings, p.token_type_embeddings, s.em.vec(T), s.er.vec(T),

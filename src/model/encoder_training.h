@@ -28,6 +28,12 @@ struct MicroBatchKnobs {
   DropoutRates dropout;
   uint64_t seed = 0;        // dropout masks: Philox key
   uint32_t step = 0;        // micro-step number (each draws its own masks)
+  // Where this micro-batch starts in the whole micro-batch its masks belong
+  // to: the tokens and the sequences before it. A data-parallel rank trains a
+  // slice of the global micro-batch and passes its slice's offsets, so it
+  // draws exactly the masks one process draws for those examples; 0 for a
+  // whole batch.
+  uint64_t token_offset = 0, sequence_offset = 0;
   float label_smoothing = 0.0f;
   float loss_scale = 1.0f;  // the loss's weight in the gradient: 1 / examples of the optimizer step
   bool regression = false;  // one output trained with MSE on `targets` (else cross-entropy on `labels`)

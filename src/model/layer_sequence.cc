@@ -38,7 +38,7 @@ void embeddings_forward(const Ops& ops, const EncoderParams& p, const SequenceIn
   if (train) {
     ops.embed_layernorm_train(e, mean, rstd, in.ids, in.positions, in.types, p.word_embeddings,
                               p.position_embeddings, p.token_type_embeddings, p.emb_ln_gamma, p.emb_ln_beta, in.eps);
-    if (train->hidden > 0) ops.dropout(e, e, train->hidden, train->seed, train->step, 0);
+    if (train->hidden > 0) ops.dropout(e, e, train->hidden, train->seed, train->step, 0, train->token_offset);
   } else {
     ops.embed_layernorm(e, in.ids, in.positions, in.types, p.word_embeddings, p.position_embeddings,
                         p.token_type_embeddings, p.emb_ln_gamma, p.emb_ln_beta, in.eps,
@@ -70,7 +70,8 @@ void layer_forward(const Ops& ops, const EncoderLayerParams& w, const SequenceIn
   if (train && train->low) ops.convert(v.x_in, v.x);
   layer_linear(ops, v.qkv, v.x_in, w.qkv_w, w.qkv_meta, w.qkv_b, Activation::none);
   const Ops::AttentionDropout drop =
-      train ? Ops::AttentionDropout{train->attention, train->seed, train->step, SequenceTraining::site(l, 0)}
+      train ? Ops::AttentionDropout{train->attention, train->seed, train->step, SequenceTraining::site(l, 0),
+                                    train->token_offset}
             : Ops::AttentionDropout{};
   if (!in.rel.empty()) {  // MPNet: scores + the relative-position bias
     if (train)
@@ -83,7 +84,8 @@ void layer_forward(const Ops& ops, const EncoderLayerParams& w, const SequenceIn
     ops.attention(v.ctx, v.qkv, in.cu, in.heads, in.max_seqlen);
   }
   layer_linear(ops, v.ao, v.ctx, w.attn_out_w, w.attn_out_meta, w.attn_out_b, Activation::none);
-  if (ph > 0) ops.dropout(v.ao, v.ao, ph, train->seed, train->step, SequenceTraining::site(l, 1));
+  if (ph > 0)
+    ops.dropout(v.ao, v.ao, ph, train->seed, train->step, SequenceTraining::site(l, 1), train->token_offset);
   if (train) {
     ops.residual_layernorm_train(v.hm, v.m1, v.r1, v.ao, v.x, w.attn_ln_gamma, w.attn_ln_beta, in.eps);
     if (train->low) ops.convert(v.hm_low, v.hm);
@@ -99,7 +101,8 @@ void layer_forward(const Ops& ops, const EncoderLayerParams& w, const SequenceIn
     layer_linear(ops, v.ffa, hm_in, w.ffn_in_w, w.ffn_in_meta, w.ffn_in_b, Activation::gelu_erf);
   }
   layer_linear(ops, v.fo, v.ffa, w.ffn_out_w, w.ffn_out_meta, w.ffn_out_b, Activation::none);
-  if (ph > 0) ops.dropout(v.fo, v.fo, ph, train->seed, train->step, SequenceTraining::site(l, 2));
+  if (ph > 0)
+    ops.dropout(v.fo, v.fo, ph, train->seed, train->step, SequenceTraining::site(l, 2), train->token_offset);
   if (train)
     ops.residual_layernorm_train(v.out, v.m2, v.r2, v.fo, v.hm, w.ffn_ln_gamma, w.ffn_ln_beta, in.eps);
   else

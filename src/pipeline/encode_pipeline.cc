@@ -115,6 +115,7 @@ class Pipeline {
     if (host_load_ != 0) backend_.set_host_load(0);
     stats_.records = reader.records();
     stats_.stopped_early = stopped_early_.load(std::memory_order_relaxed);  // every stage has joined
+    stats_.cancelled = cancelled_.load(std::memory_order_relaxed);
     stats_.input_sha256 = reader.sha256_so_far();
     stats_.input_bytes = reader.bytes_read();
     stats_.seconds = since(t0);
@@ -131,6 +132,7 @@ class Pipeline {
   bool read_window(RecordReader& reader, Window& w) {
     w.first = reader.records();
     w.end = (w.first / opt_.sort_window + 1) * opt_.sort_window;
+    if (opt_.max_records > 0) w.end = std::min(w.end, std::max(opt_.max_records, w.first));
     const uint64_t N = opt_.task_count, task = opt_.task_index;
     InputRecord rec;
     while (reader.records() < w.end) {
@@ -144,10 +146,7 @@ class Pipeline {
         if (got < want) break;
         continue;
       }
-      if (opt_.stop_after_seconds > 0 && since(start_) > opt_.stop_after_seconds) {
-        stopped_early_.store(true, std::memory_order_relaxed);
-        break;
-      }
+      if (should_stop()) break;
       if (!reader.next(rec)) break;
       bytes_read_.store(reader.bytes_read(), std::memory_order_relaxed);
       records_read_.store(reader.records(), std::memory_order_relaxed);
@@ -471,14 +470,30 @@ class Pipeline {
     }
   }
 
+  // Whether a profile's deadline (stop_after_seconds) has passed or the
+  // caller cancelled; records why. Checked per record and per batch: a
+  // relaxed load and, with a deadline, a clock read.
+  bool should_stop() {
+    if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) {
+      cancelled_.store(true, std::memory_order_relaxed);
+      stopped_early_.store(true, std::memory_order_relaxed);
+      return true;
+    }
+    if (opt_.stop_after_seconds > 0 && since(start_) > opt_.stop_after_seconds) {
+      stopped_early_.store(true, std::memory_order_relaxed);
+      return true;
+    }
+    return false;
+  }
+
   // Enqueues every batch of window `w`; false when a profile's deadline
-  // (stop_after_seconds) passed first: then no more batches are enqueued and
-  // the window in hand is dropped unwritten (its rows would be incomplete).
+  // (stop_after_seconds) passed or the run was cancelled first: then no more
+  // batches are enqueued and the window in hand is dropped unwritten (its
+  // rows would be incomplete).
   bool enqueue_window(const WindowPtr& w, bool starved, PackedBatch& batch, Stages& st) {
     bool cancelled = false;
-    auto past_deadline = [&] { return opt_.stop_after_seconds > 0 && since(start_) > opt_.stop_after_seconds; };
     for_each_batch(*w, [&](std::vector<uint32_t> members) {
-      if (cancelled || (cancelled = past_deadline())) return;
+      if (cancelled || (cancelled = should_stop())) return;
       auto t = Clock::now();
       {
         TraceSpan span(opt_.trace, "pack");
@@ -523,6 +538,7 @@ class Pipeline {
   // happen). Relaxed is enough: it orders nothing, and run() reads it into
   // stats_ only after every stage thread has joined.
   std::atomic<bool> stopped_early_{false};
+  std::atomic<bool> cancelled_{false};      // the cancel flag was seen (as stopped_early_, relaxed)
   int host_load_ = 0;                       // what the backend was last told (executor thread only)
   Backend& backend_;
   const Tokenizer& tok_;

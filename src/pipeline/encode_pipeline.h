@@ -15,6 +15,7 @@
 // staging buffers are never reused under a pending copy.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -51,6 +52,14 @@ struct EncodePipelineOptions {
   // seconds have passed (0: read everything); the run then covers a prefix
   // of the input (PipelineStats::stopped_early).
   double stop_after_seconds = 0;
+  // Read only the first this many records of the input (0: all of them):
+  // the int8 quality sample (jobs/int8_quality.h).
+  uint64_t max_records = 0;
+  // Set from another thread to stop early, as the deadline above does: no
+  // record is read and no batch enqueued once it is seen, the window in hand
+  // is dropped unwritten, and the run returns with PipelineStats::cancelled.
+  // The sink has then seen every row of the windows before, in order.
+  const std::atomic<bool>* cancel = nullptr;
   // Debugging: a host sync after every batch is enqueued, the classic
   // mistake doctor must recognise (--debug-sync-each-batch).
   bool debug_sync_each_batch = false;
@@ -96,7 +105,8 @@ struct PipelineStats {
   double result_wait = 0;    // writer blocked on results: the host waiting for the device
   double seconds = 0;
   uint64_t host_syncs = 0;
-  bool stopped_early = false;  // stop_after_seconds cut the input short
+  bool stopped_early = false;  // stop_after_seconds (or a cancel) cut the input short
+  bool cancelled = false;      // the cancel flag cut it short
   int64_t batch_tokens = 0;    // the token budget used: the one asked for, halved once per...
   int memory_halvings = 0;     // ...time the device ran out of memory for its workspace
   std::string input_sha256;  // fingerprint of all bytes read (the whole input once complete)

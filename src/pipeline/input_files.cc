@@ -48,6 +48,13 @@ void add_pattern(const std::string& pattern, std::vector<std::string>& out) {
 
 }  // namespace
 
+bool is_stream(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  return !ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st) &&
+         !std::filesystem::is_directory(st);
+}
+
 std::vector<std::string> expand_input_paths(const std::vector<std::string>& given) {
   if (given.empty()) return {"-"};
   if (given.size() == 1 && given[0] == "-") return given;

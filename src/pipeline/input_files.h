@@ -17,6 +17,12 @@ namespace stoke {
 // path, a folder with no files, a pattern matching nothing, a file named twice.
 std::vector<std::string> expand_input_paths(const std::vector<std::string>& given);
 
+// An input that exists and is neither a file nor a folder: a FIFO, a
+// process substitution's /dev/fd/N, a character device — read once, as it
+// comes. A missing path is not one (the reader names it), nor is "-": callers
+// test for stdin themselves.
+bool is_stream(const std::string& path);
+
 // The names a manifest lists the files by: the paths with their common folder
 // removed ("a.jsonl", "part/b.jsonl"), so the record does not depend on where
 // the input lies.

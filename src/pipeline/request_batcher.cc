@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/trace.h"
 #include "pipeline/bounded_queue.h"
 #include "pipeline/bucketer.h"
 
@@ -184,10 +185,15 @@ struct RequestBatcherState {
     if (finish) complete(r, cancelled ? BatchRequest::State::cancelled : BatchRequest::State::done);
   }
 
+  void thread_started(const std::string& name) {
+    if (opt.trace) opt.trace->name_thread(name);
+    if (opt.on_thread_start) opt.on_thread_start(name);
+  }
+
   // ------------------------------------------------------------ tokenizers
 
   void tokenizer_loop(size_t worker) {
-    if (opt.on_thread_start) opt.on_thread_start("batcher-tokenizer-" + std::to_string(worker));
+    thread_started("batcher-tokenizer-" + std::to_string(worker));
     for (;;) {
       TokenizeChunk chunk;
       {
@@ -210,6 +216,8 @@ struct RequestBatcherState {
       cancelled = r.cancelled_ || r.state_ != BatchRequest::State::queued;
     }
     if (!cancelled) {
+      TraceSpan span(opt.trace, "tokenize");
+      span.set_arg(static_cast<int64_t>(chunk.end - chunk.begin));
       try {
         for (size_t i = chunk.begin; i < chunk.end; ++i) r.encodings_[i] = encode_item(r, i);
       } catch (...) {
@@ -250,6 +258,7 @@ struct RequestBatcherState {
       if (item.pair) in.pair = std::string_view(*item.pair);
       EncodeOptions eo = opt.encode;
       eo.truncate = r.options_.truncate;
+      eo.truncate_left = r.options_.truncate_left;
       e = tok.encode(in, eo);
     }
     if (max_length > 0 && e.ids.size() > max_length) {
@@ -257,7 +266,11 @@ struct RequestBatcherState {
         throw Error(Errc::invalid_argument, "input " + std::to_string(i) + " has " + std::to_string(e.ids.size()) +
                                                 " tokens, more than the maximum length " + std::to_string(max_length) +
                                                 " (truncate it, or ask for truncation)");
-      e.ids.resize(max_length);  // token ids given as they are: cut like a text
+      // Token ids given as they are: cut like a text, at the end asked for.
+      if (r.options_.truncate_left)
+        e.ids.erase(e.ids.begin(), e.ids.end() - static_cast<std::ptrdiff_t>(max_length));
+      else
+        e.ids.resize(max_length);
       e.type_ids.resize(max_length);
       e.truncated = true;
     }
@@ -363,7 +376,7 @@ struct RequestBatcherState {
   }
 
   void executor_loop() {
-    if (opt.on_thread_start) opt.on_thread_start("batcher-executor");
+    thread_started("batcher-executor");
     PackedBatch batch;
     for (;;) {
       auto generation = next_generation();
@@ -397,6 +410,7 @@ struct RequestBatcherState {
     for (const auto& cut : cut_batches(lengths, batch_tokens, opt.max_batch_size)) {
       BatchJob job;
       job.product = product;
+      Clock::time_point oldest_ready = Clock::time_point::max();
       std::vector<std::shared_ptr<BatchRequest>> dropped;  // requests with texts dropped here
       for (uint32_t m : cut) {
         Member& member = members[m];
@@ -408,6 +422,7 @@ struct RequestBatcherState {
           continue;
         }
         ++r.in_flight_;
+        oldest_ready = std::min(oldest_ready, r.tokenized_);
         if (!r.started_) {
           r.started_ = true;
           r.started_at_ = Clock::now();
@@ -418,18 +433,36 @@ struct RequestBatcherState {
       // A cancelled request whose last texts were just dropped is finished now.
       for (const auto& r : dropped) maybe_finish(r);
       if (job.members.empty()) continue;
+      if (opt.trace) {
+        // The executor's lane stays a sequence: a wait starts no earlier than the last cut.
+        const Clock::time_point now = Clock::now();
+        const Clock::time_point from = std::max(oldest_ready, last_cut_);
+        if (from < now) opt.trace->record("queue wait", "stage", from, now, static_cast<int64_t>(job.members.size()));
+        last_cut_ = now;
+      }
       enqueue(job, batch);
+      if (opt.trace) last_cut_ = Clock::now();
     }
   }
 
+  Clock::time_point last_cut_{};  // executor thread only: when its last traced span ended
+
   void enqueue(BatchJob& job, PackedBatch& batch) {
-    batch.clear();
-    for (const Member& m : job.members) {
-      const Encoding& e = m.request->encodings_[m.index];
-      batch.add(e.ids, e.type_ids, enc.config);
+    {
+      TraceSpan span(opt.trace, "copy");  // the ids into the packed batch (while earlier batches run)
+      span.set_arg(static_cast<int64_t>(job.members.size()));
+      batch.clear();
+      for (const Member& m : job.members) {
+        const Encoding& e = m.request->encodings_[m.index];
+        batch.add(e.ids, e.type_ids, enc.config);
+      }
+      job.tokens = batch.tokens();
     }
-    job.tokens = batch.tokens();
-    auto slot = free_slots.pop();
+    std::optional<size_t> slot;
+    {
+      TraceSpan span(opt.trace, "wait slot", "sync");
+      slot = free_slots.pop();
+    }
     if (!slot) throw Error(Errc::internal, "request batcher: output slots closed");
     job.slot = *slot;
     Slot& s = slots[job.slot];
@@ -448,6 +481,8 @@ struct RequestBatcherState {
     }
     in_flight_batches.fetch_add(1);
     try {
+      TraceSpan span(opt.trace, "copy");  // to the device, and the batch's work enqueued
+      span.set_arg(job.tokens);
       job.done = runner->run(batch, out);
     } catch (...) {
       in_flight_batches.fetch_sub(1);
@@ -463,10 +498,12 @@ struct RequestBatcherState {
   // ------------------------------------------------------------ collector
 
   void collector_loop() {
-    if (opt.on_thread_start) opt.on_thread_start("batcher-collector");
+    thread_started("batcher-collector");
     while (auto job = done_q.pop()) {
       std::exception_ptr error;
       try {
+        TraceSpan span(opt.trace, "compute", "sync");
+        span.set_arg(static_cast<int64_t>(job->members.size()));
         backend.wait(*job->done);  // the one host sync per batch
       } catch (...) {
         error = std::current_exception();
@@ -481,6 +518,8 @@ struct RequestBatcherState {
           complete(m.request, BatchRequest::State::failed, error);
         }
       } else {
+        TraceSpan span(opt.trace, "scatter");
+        span.set_arg(static_cast<int64_t>(job->members.size()));
         scatter(*job);
       }
       {

@@ -43,6 +43,10 @@
 #include "text/tokenizer.h"
 
 namespace stoke {
+class Trace;
+}
+
+namespace stoke {
 
 enum class BatchProduct {
   pooled,  // one row per text: the model's pooling, Dense modules and Normalize (sentence width)
@@ -63,6 +67,7 @@ struct BatchRequestOptions {
   // false: a text longer than the max length fails the request (Errc::invalid_argument,
   // naming the input's index and its token count) instead of being cut.
   bool truncate = true;
+  bool truncate_left = false;  // cut keeps the last tokens (TEI's truncation_direction Left)
   std::string prompt;  // put before every text (sentence-transformers prompts)
 };
 
@@ -80,6 +85,13 @@ struct RequestBatcherOptions {
   // Called first on every thread the batcher starts ("batcher-tokenizer-N",
   // "batcher-executor", "batcher-collector").
   std::function<void(const std::string&)> on_thread_start;
+  // Spans of each stage (nullptr: none): "tokenize" on the tokenizer threads;
+  // per batch on the executor "queue wait" (from when its oldest text was
+  // ready, or the previous batch was cut, to its cut), "wait slot" and "copy"
+  // (packing and handing the batch to the device); on the collector "compute"
+  // (waiting for the batch's result: the host sync) and "scatter". Must
+  // outlive the batcher.
+  Trace* trace = nullptr;
 };
 
 struct RequestBatcherState;

@@ -85,6 +85,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(server_.limits().header_limit);
     parser_->body_limit(server_.limits().payload_limit);
     target_.clear();
+    head_ = false;
     stream_.expires_after(server_.limits().header_timeout);
     http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
       self->on_header(ec);
@@ -96,6 +97,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto& header = parser_->get();
     target_ = std::string(header.target());
     keep_alive_ = header.keep_alive();
+    head_ = header.method() == http::verb::head;
     if (beast::iequals(header[http::field::expect], "100-continue")) {
       // curl asks before sending a large body; the payload limit already held.
       auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, header.version());
@@ -162,8 +164,16 @@ class Session : public std::enable_shared_from_this<Session> {
     cancel_ = nullptr;
     response.keep_alive(keep_alive_ && !server_.draining());
     response.prepare_payload();
-    auto held = std::make_shared<HttpResponse>(std::move(response));
     stream_.expires_after(server_.limits().body_timeout);  // a client that never reads cannot hold the connection
+    if (head_) {
+      // HEAD: the GET's header, Content-Length included, and no body (RFC 9110 9.3.2).
+      auto held = std::make_shared<http::response<http::empty_body>>(std::move(response.base()));
+      http::async_write(stream_, *held, [self = shared_from_this(), held, linger](beast::error_code ec, size_t) {
+        self->on_written(ec, held->need_eof(), linger);
+      });
+      return;
+    }
+    auto held = std::make_shared<HttpResponse>(std::move(response));
     http::async_write(stream_, *held, [self = shared_from_this(), held, linger](beast::error_code ec, size_t) {
       self->on_written(ec, held->need_eof(), linger);
     });
@@ -249,6 +259,7 @@ class Session : public std::enable_shared_from_this<Session> {
   HttpServer& server_;
   std::string target_;
   bool keep_alive_ = true;
+  bool head_ = false;        // the request being answered is a HEAD: its answer has no body
   bool busy_ = false;        // a request is being answered (its answer not yet written)
   bool holds_slot_ = false;  // it counts against --max-concurrent-requests
   bool closed_ = false;

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/trace.h"
 #include "serve/response_json.h"
 
 namespace stoke::serve {
@@ -138,6 +139,8 @@ void Call::run_batch(std::vector<BatchItem> items, const BatchRequestOptions& o,
     }
     const Metrics::Stages stages{r.tokenize_seconds, r.queue_seconds, r.inference_seconds};
     net::post(self->router.io(), [self, result, state, error, stages, format = std::move(format)] {
+      TraceSpan span(self->router.trace(), "write response");  // the answer's JSON, handed to the connection
+      span.set_arg(static_cast<int64_t>(result->token_counts.size()));
       const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - self->start_).count();
       self->router.metrics().observe_request(total, state == BatchRequest::State::done ? &stages : nullptr);
       try {

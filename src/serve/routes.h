@@ -65,6 +65,9 @@ class Router : public HttpHandler {
  public:
   Router(boost::asio::io_context& io, ServedModel& model, const ServeOptions& options, Metrics& metrics);
   void set_server(const HttpServer* server) { server_ = server; }
+  // --trace: a "write response" span for each answer formatted from a batch.
+  void set_trace(Trace* trace) { trace_ = trace; }
+  Trace* trace() const { return trace_; }
   // Ready once the warm-up pass succeeded; not while draining.
   void set_ready(bool ready) { ready_.store(ready); }
   bool ready() const { return ready_.load() && !(server_ && server_->draining()); }
@@ -87,6 +90,7 @@ class Router : public HttpHandler {
   const ServeOptions& options_;
   Metrics& metrics_;
   const HttpServer* server_ = nullptr;
+  Trace* trace_ = nullptr;
   std::string api_key_;
   std::atomic<bool> ready_{false};
 };

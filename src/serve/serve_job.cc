@@ -6,6 +6,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <functional>
+#include <memory>
+#include <string>
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -16,6 +19,7 @@
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/routes.h"
+#include "serve/serve_trace.h"
 #include "serve/served_model.h"
 
 namespace stoke {
@@ -67,12 +71,15 @@ struct StopSignal {
 
 int run_serve(const ServeOptions& o) {
   check_serve_options(o);
-  if (!o.common.trace.empty())
-    std::fprintf(stderr, "stoke serve: warning: --trace is not written by serve yet; ignored\n");
-  serve::ServedModel model(o);
+  std::unique_ptr<serve::ServeTrace> trace;
+  if (!o.common.trace.empty()) trace = std::make_unique<serve::ServeTrace>(o.common.trace);
+  std::function<void(const std::string&)> on_thread_start;
+  if (trace) on_thread_start = [t = trace.get()](const std::string& name) { t->on_thread_start(name); };
+  serve::ServedModel model(o, trace ? trace->trace() : nullptr, on_thread_start);
   auto io = std::make_unique<net::io_context>(static_cast<int>(o.io_threads));
   serve::Metrics metrics;
   serve::Router router(*io, model, o, metrics);
+  if (trace) router.set_trace(trace->trace());
   model.batcher().set_batch_observer(
       [&metrics](int64_t sequences, int64_t tokens) { metrics.observe_batch(sequences, tokens); });
   serve::HttpLimits limits;
@@ -94,7 +101,11 @@ int run_serve(const ServeOptions& o) {
     stop.raise();
   });
   std::vector<std::thread> threads;
-  for (int64_t i = 0; i < o.io_threads; ++i) threads.emplace_back([&io] { io->run(); });
+  for (int64_t i = 0; i < o.io_threads; ++i)
+    threads.emplace_back([&io, &on_thread_start, i] {
+      if (on_thread_start) on_thread_start("io-" + std::to_string(i));
+      io->run();
+    });
   const auto started = std::chrono::steady_clock::now();
   std::fprintf(stderr, "stoke serve: listening on http://%s:%u (model %s, %s, %s, max length %lld)\n", o.host.c_str(),
                static_cast<unsigned>(server.port()), model.name().c_str(), serve::model_kind_name(model.kind()),
@@ -141,6 +152,21 @@ int run_serve(const ServeOptions& o) {
                static_cast<unsigned long long>(metrics.requests()), static_cast<unsigned long long>(s.texts),
                static_cast<unsigned long long>(s.tokens), seconds > 0 ? static_cast<double>(s.tokens) / seconds : 0.0,
                seconds, busy.c_str());
+  if (trace) {
+    serve::ServeTraceSummary ts;
+    ts.model = model.name();
+    ts.device = model.session().device_name;
+    ts.precision = o.common.precision;
+    ts.seconds = seconds;
+    ts.requests = metrics.requests();
+    ts.batcher = s;
+    ts.workers = model.tokenizer_workers();
+    ts.io_threads = o.io_threads;
+    trace->write(ts);
+    std::fprintf(stderr, "stoke serve: trace written to %s (%llu events dropped past the first %zu)\n",
+                 trace->path().c_str(), static_cast<unsigned long long>(trace->trace()->dropped_events()),
+                 serve::kServeTraceEvents);
+  }
   return 0;
 }
 

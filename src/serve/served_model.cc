@@ -56,7 +56,7 @@ const char* model_kind_name(ModelKind k) {
   return "?";
 }
 
-ServedModel::ServedModel(const ServeOptions& o) {
+ServedModel::ServedModel(const ServeOptions& o, Trace* trace, std::function<void(const std::string&)> on_thread_start) {
   // The kind decides whether the classification head is loaded, so the folder is read first.
   const ModelFolder folder = open_model_folder(o.common.model);
   kind_ = decide_kind(o.model_kind, folder);
@@ -83,6 +83,8 @@ ServedModel::ServedModel(const ServeOptions& o) {
   bo.max_batch_size = o.max_batch_size;
   bo.workers = workers_ = tokenizer_threads(o, session_.device_name);
   bo.max_wait_seconds = o.max_wait_ms / 1000.0;
+  bo.trace = trace;
+  bo.on_thread_start = std::move(on_thread_start);
   if (kind_ != ModelKind::embedding) {
     const HfConfig& c = session_.encoder.config;
     head_ = c.problem_type == ProblemType::regression ? ScoreHead::raw

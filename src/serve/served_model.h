@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,7 +26,10 @@ class ServedModel {
  public:
   // Throws Error with one clear line (a folder that is not a model, a kind it
   // cannot be, a bad flag).
-  explicit ServedModel(const ServeOptions& options);
+  // trace (may be nullptr) gets the batcher's stage spans; on_thread_start
+  // (may be empty) is called first on each of the batcher's threads.
+  explicit ServedModel(const ServeOptions& options, Trace* trace = nullptr,
+              std::function<void(const std::string&)> on_thread_start = {});
   ~ServedModel();
 
   // One forward pass through the batcher; true when it gave finite values.

@@ -24,15 +24,29 @@ InputLimits limits_of(Call& call, bool allow_ids) {
   return l;
 }
 
-// TEI's `truncate` (default: --auto-truncate) and `truncation_direction`.
-bool truncate_of(Call& call, dom::object body) {
+// TEI's `truncate` (default: --auto-truncate) and `truncation_direction`
+// (Right keeps the first tokens, Left the last; special tokens stay).
+struct Truncation {
+  bool truncate = false;
+  bool left = false;
+};
+
+Truncation truncation_of(Call& call, dom::object body) {
+  Truncation t;
   if (auto dir = string_field(body, "truncation_direction")) {
     if (*dir == "Left" || *dir == "left")
-      throw validation_error("truncation_direction Left: stoke truncates on the right only", "truncation_direction");
-    if (*dir != "Right" && *dir != "right")
+      t.left = true;
+    else if (*dir != "Right" && *dir != "right")
       throw validation_error("truncation_direction \"" + *dir + "\": expected Right or Left", "truncation_direction");
   }
-  return bool_field(body, "truncate", call.options().auto_truncate);
+  t.truncate = bool_field(body, "truncate", call.options().auto_truncate);
+  return t;
+}
+
+void set_truncation(BatchRequestOptions& o, Call& call, dom::object body) {
+  const Truncation t = truncation_of(call, body);
+  o.truncate = t.truncate;
+  o.truncate_left = t.left;
 }
 
 void check_count(Call& call, size_t n, const char* field) {
@@ -88,7 +102,7 @@ void tei_embed(Call& call, bool all_tokens) {
   const int64_t dims = checked_dimensions(int_field(body, "dimensions"), width, "dimensions");
   BatchRequestOptions o;
   o.product = all_tokens ? BatchProduct::tokens : BatchProduct::pooled;
-  o.truncate = truncate_of(call, body);
+  set_truncation(o, call, body);
   o.prompt = call.model().prompt_for(string_field(body, "prompt_name"));
   call.run_batch(std::move(items), o, [all_tokens, normalize, dims](BatchResult& r) {
     std::string out;
@@ -141,7 +155,7 @@ void tei_predict(Call& call) {
   const bool raw_scores = bool_field(body, "raw_scores", false);
   BatchRequestOptions o;
   o.product = BatchProduct::logits;
-  o.truncate = truncate_of(call, body);
+  set_truncation(o, call, body);
   Call* c = &call;
   call.run_batch(std::move(items), o, [c, batch, raw_scores](BatchResult& r) {
     std::string out;
@@ -176,7 +190,7 @@ void tei_rerank(Call& call) {
   const bool return_text = bool_field(body, "return_text", false);
   BatchRequestOptions o;
   o.product = BatchProduct::logits;
-  o.truncate = truncate_of(call, body);
+  set_truncation(o, call, body);
   const ScoreHead head = call.model().score_head();
   call.run_batch(std::move(items), o, [raw_scores, return_text, head, kept = std::move(kept)](BatchResult& r) {
     const size_t n = kept.size();
@@ -217,14 +231,18 @@ void tei_tokenize(Call& call) {
   const size_t specials = tok.special_tokens_added(false);
   EncodeOptions eo;
   eo.max_length = static_cast<size_t>(call.model().max_length());
-  eo.truncate = bool_field(body, "truncate", call.options().auto_truncate);
+  const Truncation truncation = truncation_of(call, body);
+  eo.truncate = truncation.truncate;
+  eo.truncate_left = truncation.left;
   std::string out = "[";
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string text = prompt + items[i].text;
     std::vector<int32_t> ids;
+    bool truncated = false;
     if (add_special) {
       Encoding enc = tok.encode(text, eo);
       ids = std::move(enc.ids);
+      truncated = enc.truncated;
     } else {
       ids = tok.tokenize(text);
     }
@@ -233,15 +251,37 @@ void tei_tokenize(Call& call) {
                                  " tokens, more than the max length " + std::to_string(eo.max_length) +
                                  " (send truncate: true)",
                              "inputs");
+    // The text's ids (special tokens aside) are a run of its whole
+    // tokenization, the first ones or (left truncation) the last ones: each
+    // gets its offsets from there, when the tokenizer can tell them.
+    const size_t lead = add_special ? std::min(prefix, ids.size()) : 0;
+    const size_t seq = add_special ? ids.size() - std::min(ids.size(), specials) : ids.size();
+    std::vector<TokenOffset> offsets;
+    if (auto whole = tok.tokenize_with_offsets(text); whole && whole->ids.size() >= seq) {
+      const size_t from = truncated && eo.truncate_left ? whole->ids.size() - seq : 0;
+      if (std::equal(ids.begin() + static_cast<std::ptrdiff_t>(lead), ids.begin() + static_cast<std::ptrdiff_t>(lead + seq),
+                     whole->ids.begin() + static_cast<std::ptrdiff_t>(from)))
+        offsets.assign(whole->offsets.begin() + static_cast<std::ptrdiff_t>(from),
+                       whole->offsets.begin() + static_cast<std::ptrdiff_t>(from + seq));
+    }
     if (i) out.push_back(',');
     out.push_back('[');
     for (size_t t = 0; t < ids.size(); ++t) {
-      const bool special = add_special && (t < prefix || t + (specials - prefix) >= ids.size());
+      const bool special = add_special && (t < lead || t >= lead + seq);
       if (t) out.push_back(',');
       out += "{\"id\":" + std::to_string(ids[t]) + ",\"text\":";
-      append_string(out, tok.id_to_token(ids[t]));
-      out += special ? ",\"special\":true" : ",\"special\":false";
-      out += ",\"start\":null,\"stop\":null}";
+      // As TEI: a token of the text is its bytes of the input (offsets into
+      // what the client sent, the prompt excluded); a special token its name.
+      const TokenOffset* at = special || offsets.empty() ? nullptr : &offsets[t - lead];
+      if (at && at->start >= prompt.size()) {
+        const size_t start = at->start - prompt.size(), stop = at->end - prompt.size();
+        append_string(out, std::string_view(items[i].text).substr(start, stop - start));
+        out += ",\"special\":false,\"start\":" + std::to_string(start) + ",\"stop\":" + std::to_string(stop) + "}";
+      } else {
+        append_string(out, tok.id_to_token(ids[t]));
+        out += special ? ",\"special\":true" : ",\"special\":false";
+        out += ",\"start\":null,\"stop\":null}";
+      }
     }
     out.push_back(']');
   }

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "text/sentencepiece_check.h"
+#include "text/unicode_props.h"
 #include "core/utf8.h"
 
 namespace stoke {
@@ -189,6 +190,46 @@ void SentencePieceModel::encode(std::string_view text, std::vector<int32_t>& out
     out.push_back(id == unk || id == 0 ? kUnk : id + kFairseqOffset);
   }
   stats.lookups += ids.size();
+}
+
+bool SentencePieceModel::encode_with_offsets(std::string_view text, std::vector<int32_t>& out,
+                                             std::vector<TokenOffset>& offsets, EncodeStats& stats) const {
+  // A text whose unknown runs encode() shortens has offsets into the shortened
+  // text, not this one: unknown here.
+  if (!shorten_unknown_runs(text).empty()) return false;
+  sentencepiece::ImmutableSentencePieceText spt;
+  auto status = sp_->Encode(absl::string_view(text.data(), text.size()), spt.mutable_proto());
+  if (!status.ok()) throw Error(Errc::internal, label_ + ": SentencePiece encode failed: " + status.ToString());
+  const int unk = sp_->unk_id();
+  const size_t first = offsets.size();
+  std::vector<bool> lone_space;  // the piece is "▁" alone
+  for (const auto& piece : spt.pieces()) {
+    const int id = static_cast<int>(piece.id());
+    out.push_back(id == unk || id == 0 ? kUnk : id + kFairseqOffset);
+    TokenOffset o{piece.begin(), piece.end()};
+    // Hugging Face's convention (its Metaspace gives the "▁" of a word the
+    // position of the word's first character): a piece's whitespace is not
+    // part of its range...
+    const bool starts_with_space = piece.piece().rfind("\xE2\x96\x81", 0) == 0;
+    while (starts_with_space && o.start < o.end) {
+      size_t at = o.start;
+      if (!unicode::is_bert_whitespace(utf8_decode(text, at))) break;
+      o.start = static_cast<uint32_t>(at);
+    }
+    offsets.push_back(o);
+    lone_space.push_back(piece.piece() == "\xE2\x96\x81");
+  }
+  // ...and a "▁" alone covers the character after it (the next piece's first).
+  for (size_t k = 0; k < lone_space.size(); ++k) {
+    if (!lone_space[k] || first + k + 1 >= offsets.size()) continue;
+    size_t at = offsets[first + k + 1].start;
+    if (at >= text.size()) continue;
+    offsets[first + k].start = static_cast<uint32_t>(at);
+    utf8_decode(text, at);
+    offsets[first + k].end = static_cast<uint32_t>(at);
+  }
+  stats.lookups += spt.pieces_size();
+  return true;
 }
 
 std::string SentencePieceModel::id_to_token(int32_t id) const {

@@ -25,6 +25,9 @@ class SentencePieceModel final : public SubwordModel {
   ~SentencePieceModel() override;
 
   void encode(std::string_view text, std::vector<int32_t>& out, EncodeStats& stats) const override;
+  // libsentencepiece's own byte ranges (it aligns through its normalizer).
+  bool encode_with_offsets(std::string_view text, std::vector<int32_t>& out, std::vector<TokenOffset>& offsets,
+                           EncodeStats& stats) const override;
   std::string id_to_token(int32_t id) const override;
   int64_t vocab_size() const override;  // pieces + fairseq offset + <mask>
   int32_t token_to_id(std::string_view token) const override;

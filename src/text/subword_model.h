@@ -13,6 +13,11 @@
 
 namespace stoke {
 
+// Where a token came from: bytes [start, end) of the text given to the model.
+struct TokenOffset {
+  uint32_t start = 0, end = 0;
+};
+
 class SubwordModel {
  public:
   virtual ~SubwordModel() = default;
@@ -43,6 +48,16 @@ class SubwordModel {
   virtual void encode_normalized(std::string_view normalized, bool at_input_start, std::vector<int32_t>& out,
                                  EncodeStats& stats) const {
     encode_segment(normalized, at_input_start, out, stats);
+  }
+  // As encode_segment(text, ...), also appending each id's byte range in
+  // `text` (through normalization) to `offsets`. Only asked for (TEI's
+  // /tokenize), never on the encode path. False, with nothing appended, when
+  // this model cannot tell (then offsets are unknown); a model whose
+  // encode_segment depends on at_input_start must not implement it.
+  virtual bool encode_with_offsets(std::string_view text, std::vector<int32_t>& out,
+                                   std::vector<TokenOffset>& offsets, EncodeStats& stats) const {
+    (void)text, (void)out, (void)offsets, (void)stats;
+    return false;
   }
 };
 

@@ -85,6 +85,28 @@ void Tokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& out, 
   }
 }
 
+std::optional<Tokenizer::IdsWithOffsets> Tokenizer::tokenize_with_offsets(std::string_view text) const {
+  if (lowercase_input_ || !normalized_added_.empty() || text.size() > kMinPrefixBytes || !utf8_is_valid(text))
+    return std::nullopt;
+  IdsWithOffsets r;
+  EncodeStats stats;
+  for (const TextSpan& span : added_.split(text)) {
+    const auto base = static_cast<uint32_t>(span.text.data() - text.data());
+    if (span.token_id >= 0) {
+      r.ids.push_back(span.token_id);
+      r.offsets.push_back({base, base + static_cast<uint32_t>(span.text.size())});
+      continue;
+    }
+    const size_t first = r.offsets.size();
+    if (!model_->encode_with_offsets(span.text, r.ids, r.offsets, stats)) return std::nullopt;
+    for (size_t k = first; k < r.offsets.size(); ++k) {
+      r.offsets[k].start += base;
+      r.offsets[k].end += base;
+    }
+  }
+  return r;
+}
+
 namespace {
 
 // The first `bytes` bytes of text, backed off to a character start (a cut
@@ -94,6 +116,15 @@ std::string_view text_prefix(std::string_view text, size_t bytes) {
   size_t n = bytes;
   for (int back = 0; back < 3 && n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80; ++back) --n;
   return text.substr(0, n);
+}
+
+// The last `bytes` bytes of a text, starting on a UTF-8 boundary.
+std::string_view text_suffix(std::string_view text, size_t bytes) {
+  if (bytes >= text.size()) return text;
+  size_t at = text.size() - bytes;
+  for (int ahead = 0; ahead < 3 && at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80; ++ahead)
+    ++at;
+  return text.substr(at);
 }
 
 }  // namespace
@@ -117,7 +148,10 @@ std::vector<int32_t> Tokenizer::tokenize_bounded(std::string_view text, const En
   size_t bytes = std::max(kMinPrefixBytes, need * kTextBytesPerToken);
   while (bytes < text.size()) {
     EncodeStats attempt;
-    std::vector<int32_t> ids = tokenize(text_prefix(text, bytes), &attempt);
+    // Left truncation keeps the last tokens: those come from a suffix (the
+    // tokens at its start, the only ones the cut can change, are cut off).
+    std::vector<int32_t> ids =
+        tokenize(o.truncate_left ? text_suffix(text, bytes) : text_prefix(text, bytes), &attempt);
     if (ids.size() >= need) {  // truncated anyway, far before the cut
       stats.add(attempt);
       *cut = true;
@@ -161,8 +195,15 @@ Encoding Tokenizer::encode(const TextInput& input, const EncodeOptions& options,
                                               (is_pair ? ", the special tokens of a pair" : ", the special tokens"));
     }
     size_t to_remove = total - options.max_length;
+    // Keeps n ids of a sequence: the first ones, or the last ones (left truncation).
+    auto keep = [&](std::vector<int32_t>& ids, size_t n) {
+      if (options.truncate_left)
+        ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(n));
+      else
+        ids.resize(n);
+    };
     if (!is_pair) {
-      seq[0].resize(seq[0].size() - to_remove);
+      keep(seq[0], seq[0].size() - to_remove);
     } else {
       // longest_first, as transformers does it token by token: cut the longer
       // sequence, the second one on a tie.
@@ -179,8 +220,8 @@ Encoding Tokenizer::encode(const TextInput& input, const EncodeOptions& options,
       // Now a == b (or nothing left): alternate, the second first.
       b -= (to_remove + 1) / 2;
       a -= to_remove / 2;
-      seq[0].resize(a);
-      seq[1].resize(b);
+      keep(seq[0], a);
+      keep(seq[1], b);
     }
     enc.truncated = true;
     ++local.truncated;

@@ -63,6 +63,10 @@ inline constexpr size_t kUntruncatedTextBytes = size_t{1} << 20;
 struct EncodeOptions {
   size_t max_length = 0;   // 0: no limit
   bool truncate = true;    // when false, longer texts are returned whole
+  // Which end truncation cuts: false keeps the first tokens (transformers'
+  // default), true keeps the last (truncation_side="left", TEI's
+  // truncation_direction Left). Special tokens stay where the template puts them.
+  bool truncate_left = false;
 };
 
 // One record to encode: a text and an optional second text (pairs).
@@ -85,6 +89,18 @@ class Tokenizer {
   }
   // The ids of a text without special tokens or truncation (HF's tokenize + convert).
   std::vector<int32_t> tokenize(std::string_view text, EncodeStats* stats = nullptr) const;
+  // tokenize(), with each id's byte range in `text` (TEI's /tokenize start
+  // and stop). Empty when the offsets are unknown: the model cannot track them
+  // (tokenizer.json's Unigram and BPE pipelines), or the text is changed
+  // before the model sees it in a way not tracked (sentence-transformers'
+  // lowercasing, added tokens matched on normalized text, invalid UTF-8, a
+  // SentencePiece text with shortened unknown runs, over kMinPrefixBytes).
+  // Added tokens found in the text cover their own bytes.
+  struct IdsWithOffsets {
+    std::vector<int32_t> ids;
+    std::vector<TokenOffset> offsets;  // one per id
+  };
+  std::optional<IdsWithOffsets> tokenize_with_offsets(std::string_view text) const;
   // Encodes many records on a pool (nullptr: the calling thread); results in input order.
   std::vector<Encoding> encode_batch(std::span<const TextInput> inputs, const EncodeOptions& options,
                                      ThreadPool* pool, EncodeStats* stats = nullptr) const;

@@ -30,13 +30,17 @@ struct AsciiTable {
 };
 const AsciiTable kAscii;
 
-// Collects the current word's bytes and code-point count; flush() hands it to WordPiece.
+// Collects the current word's bytes and code-point count; flush() hands it to
+// WordPiece. With offsets, each byte's source: the input bytes of the code
+// point it was normalized from.
 struct WordBuffer {
   std::string bytes;
   size_t chars = 0;
+  std::vector<TokenOffset> source;  // per byte of `bytes` (offsets only)
   void clear() {
     bytes.clear();
     chars = 0;
+    source.clear();
   }
 };
 
@@ -111,16 +115,54 @@ void WordPieceModel::encode_word(std::string_view word, size_t chars, std::vecto
 }
 
 void WordPieceModel::encode(std::string_view text, std::vector<int32_t>& out, EncodeStats& stats) const {
+  encode_impl<false>(text, out, nullptr, stats);
+}
+
+bool WordPieceModel::encode_with_offsets(std::string_view text, std::vector<int32_t>& out,
+                                         std::vector<TokenOffset>& offsets, EncodeStats& stats) const {
+  encode_impl<true>(text, out, &offsets, stats);
+  return true;
+}
+
+// One pass for both: kOffsets adds the per-byte sources and each piece's
+// range; without it the code is the plain encoder's (no cost on that path).
+template <bool kOffsets>
+void WordPieceModel::encode_impl(std::string_view text, std::vector<int32_t>& out, std::vector<TokenOffset>* offsets,
+                                 EncodeStats& stats) const {
   WordBuffer word;
   word.bytes.reserve(64);
+  TokenOffset from;  // the code point being read (offsets only)
   auto flush = [&] {
+    const size_t mark = out.size();
     encode_word(word.bytes, word.chars, out, stats);
+    if constexpr (kOffsets) {
+      if (out.size() == mark + 1 && out[mark] == unk_id_) {
+        offsets->push_back({word.source.front().start, word.source.back().end});  // the whole word
+      } else {
+        size_t at = 0;  // pieces are the word's bytes in order ("##" aside)
+        for (size_t k = mark; k < out.size(); ++k) {
+          size_t len = vocab_[static_cast<size_t>(out[k])].size();
+          if (k > mark) len -= wp_.continuing_prefix.size();
+          offsets->push_back({word.source[at].start, word.source[at + len - 1].end});
+          at += len;
+        }
+      }
+    }
     word.clear();
+  };
+  auto add_byte = [&](char c) {
+    word.bytes.push_back(c);
+    if constexpr (kOffsets) word.source.push_back(from);
+  };
+  auto add_char = [&](char32_t cp) {
+    const size_t before = word.bytes.size();
+    utf8_append(word.bytes, cp);
+    if constexpr (kOffsets) word.source.insert(word.source.end(), word.bytes.size() - before, from);
+    ++word.chars;
   };
   auto emit_single = [&](char32_t cp) {  // punctuation / CJK: a word of its own
     flush();
-    utf8_append(word.bytes, cp);
-    word.chars = 1;
+    add_char(cp);
     flush();
   };
   const bool lower = norm_.lowercase;
@@ -130,11 +172,13 @@ void WordPieceModel::encode(std::string_view text, std::vector<int32_t>& out, En
   size_t i = 0;
   while (i < text.size()) {
     const unsigned char b = static_cast<unsigned char>(text[i]);
+    if constexpr (kOffsets) from.start = static_cast<uint32_t>(i);
     if (b < 0x80) {
       ++i;
+      if constexpr (kOffsets) from.end = static_cast<uint32_t>(i);
       switch (kAscii.cls[b]) {
         case kWordChar:
-          word.bytes.push_back(lower && b >= 'A' && b <= 'Z' ? static_cast<char>(b + 32) : static_cast<char>(b));
+          add_byte(lower && b >= 'A' && b <= 'Z' ? static_cast<char>(b + 32) : static_cast<char>(b));
           ++word.chars;
           break;
         case kSpace:
@@ -146,7 +190,7 @@ void WordPieceModel::encode(std::string_view text, std::vector<int32_t>& out, En
         case kRemoved:
           // With clean_text off, control characters stay inside the word.
           if (!clean) {
-            word.bytes.push_back(static_cast<char>(b));
+            add_byte(static_cast<char>(b));
             ++word.chars;
           }
           break;
@@ -154,6 +198,7 @@ void WordPieceModel::encode(std::string_view text, std::vector<int32_t>& out, En
       continue;
     }
     const char32_t cp = utf8_decode(text, i);
+    if constexpr (kOffsets) from.end = static_cast<uint32_t>(i);
     if (clean && unicode::is_bert_removed(cp)) continue;
     if (unicode::is_bert_whitespace(cp)) {
       flush();
@@ -174,8 +219,7 @@ void WordPieceModel::encode(std::string_view text, std::vector<int32_t>& out, En
         if (unicode::is_bert_punctuation(c)) {
           emit_single(c);
         } else {
-          utf8_append(word.bytes, c);
-          ++word.chars;
+          add_char(c);
         }
       }
     }

@@ -39,6 +39,8 @@ class WordPieceModel final : public SubwordModel {
   WordPieceModel(std::vector<std::string> vocab, BertNormalizerOptions norm, WordPieceOptions wp);
 
   void encode(std::string_view text, std::vector<int32_t>& out, EncodeStats& stats) const override;
+  bool encode_with_offsets(std::string_view text, std::vector<int32_t>& out, std::vector<TokenOffset>& offsets,
+                           EncodeStats& stats) const override;
   std::string id_to_token(int32_t id) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.size()); }
   int32_t token_to_id(std::string_view token) const override;
@@ -55,6 +57,9 @@ class WordPieceModel final : public SubwordModel {
  private:
   // Appends the WordPiece ids of one pre-tokenized word (chars = code points).
   void encode_word(std::string_view word, size_t chars, std::vector<int32_t>& out, EncodeStats& stats) const;
+  template <bool kOffsets>
+  void encode_impl(std::string_view text, std::vector<int32_t>& out, std::vector<TokenOffset>* offsets,
+                   EncodeStats& stats) const;
 
   std::vector<std::string> vocab_;
   std::unordered_map<std::string, int32_t> token_ids_;

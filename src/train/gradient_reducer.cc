@@ -24,12 +24,12 @@ void add_range(std::vector<std::pair<int64_t, int64_t>>& ranges, int64_t begin, 
 }  // namespace
 
 GradientReducer::GradientReducer(const TrainableEncoder& encoder, Backend& backend, dist::Communicator& comm,
-                                 int64_t bucket_bytes)
-    : grad_(encoder.grad_data()), backend_(backend), comm_(comm) {
-  if (!backend.can_enqueue_host())
+                                 int64_t bucket_bytes, DeviceAllReduce* device)
+    : grad_(encoder.grad_data()), backend_(backend), comm_(comm), device_(device) {
+  if (!device && !backend.can_enqueue_host())
     throw Error(Errc::unsupported, "data-parallel training on " + backend.name() +
-                                       ": the all-reduce runs on the CPU backend's executor; NCCL for CUDA is not "
-                                       "built yet (train on --device cpu, or one process per GPU job)");
+                                       ": the host all-reduce runs on the CPU backend's executor, and no device "
+                                       "all-reduce (NCCL) was given (dist/data_parallel_path.h decides which)");
   if (bucket_bytes <= 0) throw Error(Errc::invalid_argument, "--bucket-mb must be positive");
   // Each layer's slots, and the rest, as sorted ranges.
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_layer;  // -1: outside the layers
@@ -59,11 +59,12 @@ GradientReducer::GradientReducer(const TrainableEncoder& encoder, Backend& backe
   if (!rest.ranges.empty()) buckets_.push_back(std::move(rest));
   for (const Bucket& b : buckets_)
     for (const auto& r : b.ranges) stats_.bytes_per_step += static_cast<uint64_t>(r.second - r.first) * 4;
-  thread_ = std::thread([this] { communicate(); });
+  if (!device_) thread_ = std::thread([this] { communicate(); });
 }
 
 GradientReducer::~GradientReducer() {
   backend_.drain();
+  if (device_) return;  // no thread
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -79,6 +80,12 @@ void GradientReducer::layer_done(int64_t layer) {
     const int64_t need = buckets_[next_].last_layer;
     if (layer >= 0 && (need < 0 || layer > need)) break;
     const size_t k = next_++;
+    if (device_) {  // on the device stream, in order: nothing to hand over or wait for
+      device_->enqueue_sum(grad_, buckets_[k].ranges);
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.buckets;
+      continue;
+    }
     backend_.enqueue_host("allreduce hand-over", [this, k] { hand_over(k); });
   }
 }
@@ -86,6 +93,12 @@ void GradientReducer::layer_done(int64_t layer) {
 void GradientReducer::finish_step() {
   layer_done(-1);
   next_ = 0;
+  if (device_) {
+    device_->check();  // a failure the watchdog saw stops the run here, on every rank that sees it
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.steps;
+    return;
+  }
   backend_.enqueue_host("allreduce wait", [this] {
     const double t0 = now_seconds();
     std::unique_lock<std::mutex> lock(mu_);

@@ -14,6 +14,12 @@
 // Every rank hands the same buckets in the same order (the same model and
 // steps), so the collectives match. The host never waits: handing over and
 // the final wait are executor work items (Backend::enqueue_host).
+//
+// On a device backend (CUDA) a DeviceAllReduce (NCCL) is given instead: a
+// bucket that is final is enqueued on the device stream right there, in
+// stream order after its layer's backward and before the next layer's, and
+// the optimizer step that follows in the stream sees the sums — no thread,
+// no wait. Its timing is the device's (not in ReduceStats).
 #pragma once
 
 #include <condition_variable>
@@ -25,6 +31,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/device_allreduce.h"
 #include "dist/communicator.h"
 #include "model/trainable_encoder.h"
 
@@ -39,8 +46,9 @@ struct ReduceStats {
 
 class GradientReducer {
  public:
+  // device: null on the CPU backend (MPI on the executor), else the device's all-reduce.
   GradientReducer(const TrainableEncoder& encoder, Backend& backend, dist::Communicator& comm,
-                  int64_t bucket_bytes);
+                  int64_t bucket_bytes, DeviceAllReduce* device = nullptr);
   // Drains the backend (queued hand-overs reference this object), then stops the thread.
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
@@ -70,6 +78,7 @@ class GradientReducer {
   float* grad_;
   Backend& backend_;
   dist::Communicator& comm_;
+  DeviceAllReduce* device_ = nullptr;
   std::vector<Bucket> buckets_;
   size_t next_ = 0;  // host: the next bucket to hand over this step
 

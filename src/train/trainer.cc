@@ -83,7 +83,8 @@ Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptio
   std::sort(sorted.rbegin(), sorted.rend());
   for (int64_t i = 0; i < std::min<int64_t>(o_.batch_size, n); ++i) max_tokens_ += sorted[static_cast<size_t>(i)];
   runner_ = std::make_unique<EncoderTrainingRunner>(enc_, backend_, max_tokens_, o_.batch_size);
-  if (ranks_ > 1) reducer_ = std::make_unique<GradientReducer>(enc_, backend_, *o_.comm, o_.bucket_bytes);
+  if (ranks_ > 1)
+    reducer_ = std::make_unique<GradientReducer>(enc_, backend_, *o_.comm, o_.bucket_bytes, o_.device_allreduce);
   metrics_ = backend_.allocate(3 * sizeof(double));
   zeros_ = backend_.allocate_host(3 * sizeof(double));
   std::memset(zeros_->data(), 0, 3 * sizeof(double));
@@ -263,9 +264,10 @@ TrainReport Trainer::run() {
   std::vector<int32_t> labels;
   std::vector<float> targets;
   std::vector<uint32_t> idx;
-  // Dropout masks are drawn per rank: rank 0 draws the single process's
-  // masks for its slice, the others their own (see docs/training.md).
-  const uint64_t dropout_seed = o_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank_));
+  // Dropout masks are keyed by the example's place in the global
+  // micro-batch (its tokens and its row, MicroBatchKnobs' offsets), so each
+  // rank draws, for its slice, the masks one process with the whole global
+  // batch draws: the same seed everywhere.
 
   while (st_.step < total_steps_) {
     // One optimizer step: up to grad_accum micro-batches of this epoch.
@@ -274,17 +276,29 @@ TrainReport Trainer::run() {
     int64_t examples = 0;  // over every rank: the loss is their mean
     for (int64_t b = first; b < last; ++b) examples += static_cast<int64_t>(batches[static_cast<size_t>(b)].size());
     TraceSpan step_span(o_.trace, "enqueue step", "host");
+    // A fault injected here (STOKE_FAIL_AT / STOKE_CRASH_AT=train_step:n) is
+    // one rank failing mid-run, as an out-of-memory would: tests check that
+    // the whole job ends, naming the rank.
+    crash_point("train_step");
     optimizer_.zero_grad();
     for (int64_t b = first; b < last; ++b) {
       const std::vector<uint32_t>& global = batches[static_cast<size_t>(b)];
       const size_t begin = std::min(global.size(), static_cast<size_t>(rank_ * o_.batch_size));
       const size_t end = std::min(global.size(), begin + static_cast<size_t>(o_.batch_size));
       idx.assign(global.begin() + static_cast<long>(begin), global.begin() + static_cast<long>(end));
-      uint64_t global_tokens = 0;
-      for (uint32_t i : global) global_tokens += static_cast<uint64_t>(lengths_[i]);
+      uint64_t global_tokens = 0, tokens_before = 0;
+      for (size_t j = 0; j < global.size(); ++j) {
+        const uint64_t len = static_cast<uint64_t>(lengths_[global[j]]);
+        global_tokens += len;
+        if (j < begin) tokens_before += len;
+      }
       MicroBatchKnobs k;
       k.dropout = o_.dropout;
-      k.seed = dropout_seed;
+      k.seed = o_.seed;
+      // The slice packs right after the examples before it (pack_examples
+      // adds tokens in order, no padding): its tokens and rows start there.
+      k.token_offset = tokens_before;
+      k.sequence_offset = begin;
       k.step = static_cast<uint32_t>(st_.micro_step++);
       k.label_smoothing = o_.label_smoothing;
       k.loss_scale = 1.0f / static_cast<float>(examples);

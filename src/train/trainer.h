@@ -58,6 +58,7 @@ struct TrainerOptions {
   // micro-batch, gradients are summed over the ranks before each optimizer
   // step, and rank 0 alone writes the log and checkpoints. nullptr: one process.
   dist::Communicator* comm = nullptr;
+  DeviceAllReduce* device_allreduce = nullptr;  // the gradient sums on a GPU (NCCL); null: on the executor
   int64_t bucket_bytes = 25 << 20;    // all-reduce buckets (--bucket-mb)
   // Everything that must match for a resume (the job fills it).
   nlohmann::json identity;

@@ -3,6 +3,7 @@
 // XLM-R with Unigram tokenizer.json) and the sentence-transformers Dense
 // module, against the goldens of tests/golden (all 66 texts, each folder's
 // own tokenizer, max length, pooling and modules).
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -136,6 +137,17 @@ TEST(CliArchitectures, InspectShowsProjectionAndRelativeBias) {
   ASSERT_EQ(mpnet.status, 0) << mpnet.err;
   EXPECT_NE(mpnet.out.find("attention: relative-position bias, 32 buckets"), std::string::npos) << mpnet.out;
   EXPECT_EQ(mpnet.out.find("projected to hidden"), std::string::npos) << mpnet.out;
+}
+
+TEST(CliArchitectures, DecodersAreRefusedInOneLineUntilTheirForwardLands) {
+  for (const char* name : {"tiny-qwen3", "tiny-qwen2"}) {
+    const fs::path out = test::scratch_dir(std::string("arch-decoder-") + name);
+    const auto r = test::run_stoke("embed --model " + folder(name) + " --input " + texts() + " --output " +
+                                   out.string() + " --device cpu --overwrite");
+    EXPECT_NE(r.status, 0) << name;
+    EXPECT_NE(r.err.find("a decoder embedder) is read but does not run yet"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 }  // namespace

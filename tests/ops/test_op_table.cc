@@ -381,9 +381,12 @@ std::vector<OpCase> make_cases() {
       const TensorView dy = r.in(random_tensor(rng, at, {5, 65})), y = r.in(random_tensor(rng, at, {5, 65}, -0.9, 0.9));
       r.ops.relu_backward(r.out("dx", at, {5, 65}), dy, y);
     });
-    for (float p : {0.0f, 0.1f}) {
-      const Ops::AttentionDropout dropout{p, 1234, 5, 6};
-      const std::string what = dt + "_p" + std::to_string(static_cast<int>(p * 10));
+    // p = 0.1 also with a row offset (a data-parallel rank's slice of the batch).
+    for (const Ops::AttentionDropout dropout : {Ops::AttentionDropout{0.0f, 1234, 5, 6},
+                                                Ops::AttentionDropout{0.1f, 1234, 5, 6},
+                                                Ops::AttentionDropout{0.1f, 1234, 5, 6, 1000003}}) {
+      const std::string what = dt + "_p" + std::to_string(static_cast<int>(dropout.p * 10)) +
+                               (dropout.row_offset ? "_offset" : "");
       train("attention_train", what, at, 16, [=](Run& r, Rng& rng) {
         const TensorView qkv = r.in(random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5));
         r.ops.attention_train(r.out("out", at, {T, 32}), r.out("lse", DType::f32, {T, 2}), qkv,
@@ -400,9 +403,12 @@ std::vector<OpCase> make_cases() {
     }
     // MPNet's relative-position bias: rel [2 * 16 - 1, 2] (the CUDA backend
     // has the forward; its training variants are CPU only, as all training ops).
-    for (float p : {0.0f, 0.1f}) {
-      const Ops::AttentionDropout dropout{p, 1234, 5, 6};
-      const std::string what = dt + "_p" + std::to_string(static_cast<int>(p * 10));
+    for (const Ops::AttentionDropout dropout : {Ops::AttentionDropout{0.0f, 1234, 5, 6},
+                                                Ops::AttentionDropout{0.1f, 1234, 5, 6},
+                                                Ops::AttentionDropout{0.1f, 1234, 5, 6, 1000003}}) {
+      const float p = dropout.p;
+      const std::string what = dt + "_p" + std::to_string(static_cast<int>(p * 10)) +
+                               (dropout.row_offset ? "_offset" : "");
       if (p == 0.0f)
         add("attention_relpos", dt, at, 16, [=](Run& r, Rng& rng) {
           const TensorView qkv = r.in(random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5));
@@ -442,14 +448,22 @@ std::vector<OpCase> make_cases() {
     });
 
     // --- training: dropout, loss, optimizer
-    train("dropout", dt, at, 0, [=](Run& r, Rng& rng) {
-      const TensorView x = r.in(random_tensor(rng, at, {T, H}));
-      r.ops.dropout(r.out("out", at, {T, H}), x, 0.1f, 42, 3, 7);
-    });
-    train("dropout_backward", dt, at, 0, [=](Run& r, Rng& rng) {
-      const TensorView dy = r.in(random_tensor(rng, at, {T, H}));
-      r.ops.dropout_backward(r.out("dx", at, {T, H}), dy, 0.5f, 42, 3, 7);
-    });
+    // Row offsets: 0 (a whole batch) and a slice's first row, with rows of
+    // H = 63 elements (the offset lands inside a Philox block) and of 64
+    // (on a block boundary).
+    for (uint64_t offset : {uint64_t{0}, uint64_t{37}}) {
+      const std::string what = dt + (offset ? "_offset" : "");
+      train("dropout", what, at, 0, [=](Run& r, Rng& rng) {
+        const TensorView x = r.in(random_tensor(rng, at, {T, H}));
+        r.ops.dropout(r.out("out", at, {T, H}), x, 0.1f, 42, 3, 7, offset);
+        const TensorView x64 = r.in(random_tensor(rng, at, {T, 64}));
+        r.ops.dropout(r.out("out64", at, {T, 64}), x64, 0.1f, 42, 3, 7, offset);
+      });
+      train("dropout_backward", what, at, 0, [=](Run& r, Rng& rng) {
+        const TensorView dy = r.in(random_tensor(rng, at, {T, H}));
+        r.ops.dropout_backward(r.out("dx", at, {T, H}), dy, 0.5f, 42, 3, 7, offset);
+      });
+    }
     train("sum_squares", dt, at, T * H, [=](Run& r, Rng& rng) {
       const TensorView x = r.in(random_tensor(rng, at, {T, H}));
       r.ops.sum_squares(r.out("out", DType::f64, {1}), x);

@@ -14,8 +14,9 @@
 //    one), the training forwards give the inference forwards' outputs bit for
 //    bit, and the reductions and scatter-adds are bitwise reproducible.
 //    Attention dropout: its mask is the dropout op's over the flat index
-//    (t * heads + h) * max_seqlen + j, p = 0 is bitwise no dropout, p = 1 gives
-//    zeros, p outside [0, 1] is refused.
+//    ((row_offset + t) * heads + h) * 2^32 + j, a batch split in two with
+//    row offsets draws the whole batch's masks, p = 0 is bitwise no dropout,
+//    p = 1 gives zeros, p outside [0, 1] is refused.
 //
 // Finite-difference tolerance (relative error ||g - g_fd|| / ||g_fd|| over a
 // whole gradient): 1e-6. The reference kernels compute in double from inputs
@@ -189,13 +190,20 @@ Vec layernorm64(const Vec& s, const Vec& gamma, const Vec& beta, int64_t T, int6
 double gelu64(double u) { return 0.5 * u * (1.0 + std::erf(u / std::sqrt(2.0))); }
 
 // The attention-probability dropout factors of backend/ops.h written out from
-// the Philox layout: m[(t * heads + h) * max_seqlen + j] = f32(1 / (1 - p)) if
-// element_uniform >= p, else 0, for every t, h and j < max_seqlen.
+// the Philox layout, into a dense array: m[(t * heads + h) * max_seqlen + j] =
+// f32(1 / (1 - p)) if element_uniform at ((row_offset + t) * heads + h) * 2^32
+// + j is >= p, else 0, for every t, h and j < max_seqlen.
 Vec attention_mask64(const Ops::AttentionDropout& drop, int64_t T, int64_t heads, int64_t max_seqlen) {
   const float scale = drop.p < 1.0f ? 1.0f / (1.0f - drop.p) : 0.0f;
   Vec m(static_cast<size_t>(T * heads * max_seqlen));
-  for (size_t i = 0; i < m.size(); ++i)
-    m[i] = philox::element_uniform(drop.seed, drop.step, drop.tensor_id, i) >= drop.p ? scale : 0.0;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < max_seqlen; ++j) {
+        const uint64_t index = ((drop.row_offset + static_cast<uint64_t>(t)) * static_cast<uint64_t>(heads) +
+                                static_cast<uint64_t>(h)) * (uint64_t{1} << 32) + static_cast<uint64_t>(j);
+        m[static_cast<size_t>((t * heads + h) * max_seqlen + j)] =
+            philox::element_uniform(drop.seed, drop.step, drop.tensor_id, index) >= drop.p ? scale : 0.0;
+      }
   return m;
 }
 
@@ -502,9 +510,9 @@ TEST(FiniteDifference, Attention) {
 // With dropout on the probabilities: the mask is fixed by (seed, step,
 // tensor_id) and the flat index, so the loss is smooth in qkv and the central
 // differences see the masked function. max_seqlen is passed larger than the
-// longest sequence (the index's row stride is the argument, not the data), and
-// odd, so rows start inside Philox blocks. The reference forward is checked
-// against the float64 one too, closing the loop forward -> backward.
+// longest sequence (it must not matter: the index's row stride is fixed), and
+// a row offset is given. The reference forward is checked against the float64
+// one too, closing the loop forward -> backward.
 TEST(FiniteDifference, AttentionWithDropout) {
   for (const auto& hd : std::vector<std::pair<int, int>>{{1, 8}, {2, 5}}) {
     for (float p : {0.3f, 0.5f}) {
@@ -513,7 +521,7 @@ TEST(FiniteDifference, AttentionWithDropout) {
       const std::vector<int> lens = {3, 1, 4, 2};
       const int max_seqlen = 5;
       const int64_t T = total(lens), C = 3 * heads * d, D = heads * d;
-      const Ops::AttentionDropout drop{p, 0x0123456789abcdefull, 7, 3};
+      const Ops::AttentionDropout drop{p, 0x0123456789abcdefull, 7, 3, 12345};
       const Vec mask = attention_mask64(drop, T, heads, max_seqlen);
       int kept = 0, dropped = 0;  // over the elements the kernels read (j < len)
       int64_t first = 0;
@@ -620,11 +628,14 @@ void add_linear_cases(std::vector<Case>& cases) {
   for (Shape s : shapes)
     // (a, w, dy): dy f32 with bf16 a and w is the trainer's bf16 case (the fast
     // set rounds dy to bf16 for native bf16 GEMMs).
-    for (const auto& [at, wt, gt] : std::vector<std::tuple<DType, DType, DType>>{
+    for (const auto& types : std::vector<std::tuple<DType, DType, DType>>{
              {DType::f32, DType::f32, DType::f32},
              {DType::bf16, DType::f32, DType::bf16},
              {DType::bf16, DType::bf16, DType::bf16},
              {DType::bf16, DType::bf16, DType::f32}}) {
+      // Named copies, not structured bindings: clang 14 (the sanitizer builds)
+      // cannot capture a binding in a lambda.
+      const DType at = std::get<0>(types), wt = std::get<1>(types), gt = std::get<2>(types);
       const int variant = static_cast<int>(n++ % 3);  // 0: everything; 1: no da; 2: no db
       Case c;
       c.name = std::string("linear_backward_") + dname(at) + "_w" + dname(wt) + "_dy" + dname(gt) + "_M" +
@@ -836,7 +847,9 @@ void add_attention_case(std::vector<Case>& cases, const std::vector<int>& lens, 
                            (p > 0.0f ? "_p" + std::to_string(static_cast<int>(p * 100)) : "");
   // Both also with the fast kernels' 8-float vectors (as on a CPU without
   // AVX-512; 0 = the CPU's own width).
-  for (auto [train, floats] : {std::pair{true, 0}, std::pair{true, 8}, std::pair{false, 0}, std::pair{false, 8}}) {
+  for (const auto& variant : {std::pair{true, 0}, std::pair{true, 8}, std::pair{false, 0}, std::pair{false, 8}}) {
+    const bool train = variant.first;  // copies: clang 14 cannot capture a structured binding
+    const int floats = variant.second;
     Case c;
     c.name = (train ? "attention_train" : "attention_backward") + name + (floats ? "_v" + std::to_string(floats) : "");
     c.family =
@@ -1058,54 +1071,94 @@ TEST_P(Semantics, TrainingForwardsEqualInferenceForwards) {
   }
 }
 
-// The attention-probability mask is the dropout op's mask over the flat
-// [T, heads, max_seqlen] index. With q = 0 every score is 0, so P_ij = 1/len,
-// and with v_j the one-hot vector e_j, out[t, h, j] = m_tj / len: the output
-// shows each row's mask factors. They must be kept/dropped exactly where the
-// dropout op (the same kernel set's) keeps/drops ones laid out flat, and
-// equal its factor / len. max_seqlen = 7 and 2 heads: rows start at every
-// offset within a Philox block, so blocks shared across rows are covered.
+// The attention-probability mask is the dropout op's mask at the flat index
+// ((row_offset + t) * heads + h) * 2^32 + j. With q = 0 every score is 0, so
+// P_ij = 1/len, and with v_j the one-hot vector e_j, out[t, h, j] = m_tj / len:
+// the output shows each row's mask factors. They must be kept/dropped exactly
+// where the dropout op (the same kernel set's) keeps/drops ones at those
+// indices — a [2, 4] tensor of ones at row_offset index / 4 covers keys 0..7
+// — and equal its factor / len. With and without a row offset.
 TEST_P(Semantics, AttentionDropoutMaskIsTheDropoutOpsMask) {
   const std::vector<int> lens = {5, 1, 7, 3, 6};
   const int heads = 2, d = 8, max_seqlen = 7;
-  const int64_t T = total(lens), C = 3 * heads * d, D = heads * d, N = T * heads * max_seqlen;
-  for (float p : {0.1f, 0.5f}) {
-    const Ops::AttentionDropout drop{p, 0xfeedfacecafebeefull, 11, 5};
-    Rng rng(25);
-    Tensor qkv = random(rng, DType::f32, {T, C}), cu = cu_seqlens(lens);  // k random; q and v set below
-    int64_t first = 0;
-    for (int len : lens) {
-      for (int64_t j = 0; j < len; ++j)
-        for (int64_t h = 0; h < heads; ++h)
-          for (int64_t c = 0; c < d; ++c) {
-            set(qkv.view, (first + j) * C + h * d + c, 0.0);
-            set(qkv.view, (first + j) * C + 2 * D + h * d + c, c == j ? 1.0 : 0.0);
-          }
-      first += len;
-    }
-    Tensor out = make(DType::f32, {T, D}), lse = make(DType::f32, {T, heads});
-    k().attention_train(out.view, lse.view, qkv.view, cu.view, heads, max_seqlen, drop);
-    Tensor ones = make(DType::f32, {N}), factors = make(DType::f32, {N});
-    for (int64_t i = 0; i < N; ++i) set(ones.view, i, 1.0);
-    k().dropout(factors.view, ones.view, p, drop.seed, drop.step, drop.tensor_id);
-    int kept = 0, dropped = 0;
-    first = 0;
-    for (int len : lens) {
-      for (int64_t i = 0; i < len; ++i)
-        for (int64_t h = 0; h < heads; ++h)
-          for (int64_t j = 0; j < len; ++j) {
+  const int64_t T = total(lens), C = 3 * heads * d, D = heads * d;
+  for (float p : {0.1f, 0.5f})
+    for (uint64_t row_offset : {uint64_t{0}, uint64_t{1000003}}) {
+      const Ops::AttentionDropout drop{p, 0xfeedfacecafebeefull, 11, 5, row_offset};
+      Rng rng(25);
+      Tensor qkv = random(rng, DType::f32, {T, C}), cu = cu_seqlens(lens);  // k random; q and v set below
+      int64_t first = 0;
+      for (int len : lens) {
+        for (int64_t j = 0; j < len; ++j)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t c = 0; c < d; ++c) {
+              set(qkv.view, (first + j) * C + h * d + c, 0.0);
+              set(qkv.view, (first + j) * C + 2 * D + h * d + c, c == j ? 1.0 : 0.0);
+            }
+        first += len;
+      }
+      Tensor out = make(DType::f32, {T, D}), lse = make(DType::f32, {T, heads});
+      k().attention_train(out.view, lse.view, qkv.view, cu.view, heads, max_seqlen, drop);
+      Tensor ones = make(DType::f32, {2, 4}), factors = make(DType::f32, {2, 4});
+      for (int64_t i = 0; i < 8; ++i) set(ones.view, i, 1.0);
+      int kept = 0, dropped = 0;
+      first = 0;
+      for (int len : lens) {
+        for (int64_t i = 0; i < len; ++i)
+          for (int64_t h = 0; h < heads; ++h) {
             const int64_t t = first + i;
-            const double f = get(factors.view, (t * heads + h) * max_seqlen + j);
-            const double o = get(out.view, t * D + h * d + j);
-            ASSERT_EQ(o != 0.0, f != 0.0) << k().name << " p " << p << " row " << t << " head " << h << " key " << j;
-            EXPECT_NEAR(o * len, f, 1e-6 * f)
-                << k().name << " p " << p << " row " << t << " head " << h << " key " << j;
-            (f != 0.0 ? kept : dropped)++;
+            k().dropout(factors.view, ones.view, p, drop.seed, drop.step, drop.tensor_id, drop.row_index(t, h, heads) / 4);
+            for (int64_t j = 0; j < len; ++j) {
+              const double f = get(factors.view, j);
+              const double o = get(out.view, t * D + h * d + j);
+              ASSERT_EQ(o != 0.0, f != 0.0) << k().name << " p " << p << " row " << t << " head " << h << " key " << j;
+              EXPECT_NEAR(o * len, f, 1e-6 * f)
+                  << k().name << " p " << p << " row " << t << " head " << h << " key " << j;
+              (f != 0.0 ? kept : dropped)++;
+            }
           }
-      first += len;
+        first += len;
+      }
+      EXPECT_GT(kept, 0);
+      EXPECT_GT(dropped, 0);
     }
-    EXPECT_GT(kept, 0);
-    EXPECT_GT(dropped, 0);
+}
+
+// A batch split in two at a sequence boundary, each part run with the tokens
+// before it as row_offset (and its own, smaller max_seqlen), gives the whole
+// batch's out, lse and dqkv bit for bit: a query's masks depend on its own
+// row and keys only (what data-parallel ranks rely on).
+TEST_P(Semantics, AttentionDropoutOfTwoPartsIsTheWholeBatchs) {
+  const std::vector<int> lens = {5, 9, 2, 3, 6};
+  const int heads = 2, d = 8;
+  const int64_t T = total(lens), C = 3 * heads * d, D = heads * d;
+  const Ops::AttentionDropout drop{0.3f, 0xabcdef, 3, 7};
+  Rng rng(31);
+  Tensor qkv = random(rng, DType::f32, {T, C}, -2.0, 2.0), dout = random(rng, DType::f32, {T, D});
+  Tensor out = make(DType::f32, {T, D}), lse = make(DType::f32, {T, heads}), dqkv = make(DType::f32, {T, C});
+  k().attention_train(out.view, lse.view, qkv.view, cu_seqlens(lens).view, heads, longest(lens), drop);
+  k().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu_seqlens(lens).view, heads,
+                         longest(lens), drop);
+  const std::vector<int> first_part(lens.begin(), lens.begin() + 2), second_part(lens.begin() + 2, lens.end());
+  int64_t row = 0;
+  for (const std::vector<int>& part : {first_part, second_part}) {
+    const int64_t n = total(part);
+    auto rows = [&](const Tensor& t, int64_t width) {  // rows [row, row + n) of t as a tensor of their own
+      Tensor r = make(t.view.dtype, {n, width});
+      std::memcpy(r.view.data, static_cast<const float*>(t.view.data) + row * width, static_cast<size_t>(n * width) * 4);
+      return r;
+    };
+    Ops::AttentionDropout part_drop = drop;
+    part_drop.row_offset = static_cast<uint64_t>(row);
+    Tensor pqkv = rows(qkv, C), pdout = rows(dout, D), cu = cu_seqlens(part);
+    Tensor pout = make(DType::f32, {n, D}), plse = make(DType::f32, {n, heads}), pdqkv = make(DType::f32, {n, C});
+    k().attention_train(pout.view, plse.view, pqkv.view, cu.view, heads, longest(part), part_drop);
+    k().attention_backward(pdqkv.view, pdout.view, pqkv.view, pout.view, plse.view, cu.view, heads, longest(part),
+                           part_drop);
+    EXPECT_EQ(values(pout.view), values(rows(out, D).view)) << k().name << " out, part at row " << row;
+    EXPECT_EQ(values(plse.view), values(rows(lse, heads).view)) << k().name << " lse, part at row " << row;
+    EXPECT_EQ(values(pdqkv.view), values(rows(dqkv, C).view)) << k().name << " dqkv, part at row " << row;
+    row += n;
   }
 }
 

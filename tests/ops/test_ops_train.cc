@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -102,7 +103,7 @@ TEST(Dropout, FastEqualsReferenceBitForBit) {
           for (const Kernels* k : kSets) {
             Tensor in = x, out = make(t, {n});
             const TensorView& dst = in_place ? in.view : out.view;
-            k->dropout(dst, in.view, p, 0xfeedfacecafebeefull, 11, 5);
+            k->dropout(dst, in.view, p, 0xfeedfacecafebeefull, 11, 5, 0);
             outs.push_back(bytes(dst));
           }
           ASSERT_EQ(outs[0], outs[1]);
@@ -120,11 +121,51 @@ TEST(Dropout, MaskIsTheDocumentedPhiloxDraw) {
   Tensor x = random(rng, DType::f32, {n}, 0.5, 2.0);  // never zero: zero output means dropped
   for (const Kernels* k : kSets) {
     Tensor out = make(DType::f32, {n});
-    k->dropout(out.view, x.view, p, 77, 3, 12);
+    k->dropout(out.view, x.view, p, 77, 3, 12, 0);
     for (int64_t i = 0; i < n; ++i) {
       const float want = u[static_cast<size_t>(i)] >= p ? x.view.as<float>()[i] * scale : 0.0f;
       ASSERT_EQ(out.view.as<float>()[i], want) << k->name << " element " << i;
     }
+  }
+}
+
+// row_offset: a batch split by rows (data parallelism: each rank a slice)
+// draws, part by part, exactly the whole batch's mask when each part passes
+// the rows before it. Widths 64 (offsets on a Philox block boundary), 63 and
+// 7 (inside a block), split points at 1, the middle and the last row.
+TEST(Dropout, APartWithItsRowOffsetDrawsTheWholeBatchsMask) {
+  const int64_t T = 41;
+  for (DType t : {DType::f32, DType::bf16})
+    for (int64_t W : {64, 63, 7})
+      for (int64_t split : {1, 17, 40})
+        for (const Kernels* k : kSets) {
+          SCOPED_TRACE(std::string(k->name) + " " + dname(t) + " width " + std::to_string(W) + " split " +
+                       std::to_string(split));
+          Rng rng(static_cast<uint64_t>(W * 100 + split));
+          Tensor x = random(rng, t, {T, W}, 0.5, 2.0), whole = make(t, {T, W}), parts = make(t, {T, W});
+          k->dropout(whole.view, x.view, 0.1f, 0x5eed, 9, 4, 0);
+          const size_t row_bytes = static_cast<size_t>(W) * dtype_size(t);
+          const std::pair<int64_t, int64_t> halves[] = {{0, split}, {split, T - split}};  // first row, rows
+          for (const auto& [first, rows] : halves) {
+            TensorView in = x.view, out = parts.view;
+            in.data = static_cast<uint8_t*>(x.view.data) + static_cast<size_t>(first) * row_bytes;
+            out.data = static_cast<uint8_t*>(parts.view.data) + static_cast<size_t>(first) * row_bytes;
+            in.dims[0] = out.dims[0] = rows;
+            k->dropout(out, in, 0.1f, 0x5eed, 9, 4, static_cast<uint64_t>(first));
+          }
+          ASSERT_EQ(bytes(whole.view), bytes(parts.view));
+          // Another offset is another mask (the offset is not ignored).
+          Tensor shifted = make(t, {T, W});
+          k->dropout(shifted.view, x.view, 0.1f, 0x5eed, 9, 4, 1);
+          EXPECT_NE(bytes(whole.view), bytes(shifted.view));
+        }
+}
+
+TEST(Dropout, RefusesARowOffsetPastTheIndexRange) {
+  Tensor x = make(DType::f32, {4, 8}), out = make(DType::f32, {4, 8});
+  for (const Kernels* k : kSets) {
+    EXPECT_THROW(k->dropout(out.view, x.view, 0.1f, 1, 1, 1, uint64_t{1} << 62), Error) << k->name;
+    EXPECT_NO_THROW(k->dropout(out.view, x.view, 0.1f, 1, 1, 1, uint64_t{1} << 58)) << k->name;
   }
 }
 
@@ -135,7 +176,7 @@ TEST(Dropout, DropRateWithinStatisticalBounds) {
   for (int64_t i = 0; i < n; ++i) x.view.as<float>()[i] = 1.0f;
   for (float p : {0.01f, 0.1f, 0.5f, 0.9f}) {
     Tensor out = make(DType::f32, {n});
-    fast_kernels().dropout(out.view, x.view, p, 1234, 0, 0);
+    fast_kernels().dropout(out.view, x.view, p, 1234, 0, 0, 0);
     int64_t dropped = 0;
     double sum = 0.0;
     for (int64_t i = 0; i < n; ++i) {
@@ -157,9 +198,9 @@ TEST(Dropout, BackwardAppliesTheForwardMask) {
     for (const Kernels* k : kSets) {
       Tensor x = random(rng, t, {n}, 0.5, 2.0), dy = random(rng, t, {n});
       Tensor y = make(t, {n}), dx = make(t, {n}), dy_fwd = make(t, {n});
-      k->dropout(y.view, x.view, p, 99, 4, 2);
-      k->dropout_backward(dx.view, dy.view, p, 99, 4, 2);
-      k->dropout(dy_fwd.view, dy.view, p, 99, 4, 2);
+      k->dropout(y.view, x.view, p, 99, 4, 2, 0);
+      k->dropout_backward(dx.view, dy.view, p, 99, 4, 2, 0);
+      k->dropout(dy_fwd.view, dy.view, p, 99, 4, 2, 0);
       EXPECT_EQ(bytes(dx.view), bytes(dy_fwd.view)) << k->name << " " << dname(t);
       const float scale = 1.0f / (1.0f - p);
       for (int64_t i = 0; i < n; ++i) {
@@ -176,7 +217,7 @@ TEST(Dropout, DeterministicAndKeyedBySeedStepAndTensor) {
   Tensor x = random(rng, DType::f32, {n}, 0.5, 1.5);
   auto run = [&](uint64_t seed, uint32_t step, uint32_t tensor_id) {
     Tensor out = make(DType::f32, {n});
-    fast_kernels().dropout(out.view, x.view, 0.5f, seed, step, tensor_id);
+    fast_kernels().dropout(out.view, x.view, 0.5f, seed, step, tensor_id, 0);
     return bytes(out.view);
   };
   const auto base = run(1, 2, 3);
@@ -190,9 +231,9 @@ TEST(Dropout, ZeroCopiesAndOneZeroes) {
   Tensor x = from(DType::bf16, {5}, {1.5, -2.0, 0.0, 3.25, -0.125});
   for (const Kernels* k : kSets) {
     Tensor out = make(DType::bf16, {5});
-    k->dropout(out.view, x.view, 0.0f, 1, 1, 1);
+    k->dropout(out.view, x.view, 0.0f, 1, 1, 1, 0);
     EXPECT_EQ(bytes(out.view), bytes(x.view)) << k->name;
-    k->dropout(out.view, x.view, 1.0f, 1, 1, 1);
+    k->dropout(out.view, x.view, 1.0f, 1, 1, 1, 0);
     for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(get(out.view, i), 0.0) << k->name;
   }
 }
@@ -201,17 +242,17 @@ TEST(Dropout, RefusesBadCalls) {
   Tensor x = make(DType::f32, {8}), out16 = make(DType::f16, {8}), out7 = make(DType::f32, {7});
   Tensor out = make(DType::f32, {8});
   for (const Kernels* k : kSets) {
-    EXPECT_THROW(k->dropout(out16.view, x.view, 0.1f, 1, 1, 1), Error);  // dtype differs
-    EXPECT_THROW(k->dropout(out7.view, x.view, 0.1f, 1, 1, 1), Error);   // shape differs
-    EXPECT_THROW(k->dropout(out.view, x.view, 1.5f, 1, 1, 1), Error);    // p > 1
-    EXPECT_THROW(k->dropout(out.view, x.view, -0.1f, 1, 1, 1), Error);
-    EXPECT_THROW(k->dropout(out.view, x.view, NAN, 1, 1, 1), Error);
+    EXPECT_THROW(k->dropout(out16.view, x.view, 0.1f, 1, 1, 1, 0), Error);  // dtype differs
+    EXPECT_THROW(k->dropout(out7.view, x.view, 0.1f, 1, 1, 1, 0), Error);   // shape differs
+    EXPECT_THROW(k->dropout(out.view, x.view, 1.5f, 1, 1, 1, 0), Error);    // p > 1
+    EXPECT_THROW(k->dropout(out.view, x.view, -0.1f, 1, 1, 1, 0), Error);
+    EXPECT_THROW(k->dropout(out.view, x.view, NAN, 1, 1, 1, 0), Error);
     TensorView shifted = x.view;  // overlapping by all but one element
     shifted.data = x.view.as<float>() + 1;
     shifted.dims[0] = 7;
     TensorView head = x.view;
     head.dims[0] = 7;
-    EXPECT_THROW(k->dropout(shifted, head, 0.1f, 1, 1, 1), Error);
+    EXPECT_THROW(k->dropout(shifted, head, 0.1f, 1, 1, 1, 0), Error);
   }
 }
 
@@ -710,8 +751,8 @@ TEST(TrainOps, OneStepOnTheStreamWithOneHostSync) {
     k.sum_squares(direct.sumsq.view, direct.dz.view);
     k.clip_scale(direct.scale.view, direct.sumsq.view, 0.05f);
     k.adamw(direct.p.view, direct.dz.view, direct.m.view, direct.v.view, TensorView{}, direct.scale.view, hp);
-    k.dropout(direct.drop.view, x.view, 0.1f, 5, 6, 7);
-    k.dropout_backward(direct.dx.view, direct.drop.view, 0.1f, 5, 6, 7);
+    k.dropout(direct.drop.view, x.view, 0.1f, 5, 6, 7, 0);
+    k.dropout_backward(direct.dx.view, direct.drop.view, 0.1f, 5, 6, 7, 0);
     k.mse_loss(TensorView{}, direct.mse.view, pred.view, target.view, 1.0f);
   }
   Run queued = fresh();
@@ -721,8 +762,8 @@ TEST(TrainOps, OneStepOnTheStreamWithOneHostSync) {
   ops.sum_squares(queued.sumsq.view, queued.dz.view);
   ops.clip_scale(queued.scale.view, queued.sumsq.view, 0.05f);
   ops.adamw(queued.p.view, queued.dz.view, queued.m.view, queued.v.view, TensorView{}, queued.scale.view, hp);
-  ops.dropout(queued.drop.view, x.view, 0.1f, 5, 6, 7);
-  ops.dropout_backward(queued.dx.view, queued.drop.view, 0.1f, 5, 6, 7);
+  ops.dropout(queued.drop.view, x.view, 0.1f, 5, 6, 7, 0);
+  ops.dropout_backward(queued.dx.view, queued.drop.view, 0.1f, 5, 6, 7, 0);
   ops.mse_loss(TensorView{}, queued.mse.view, pred.view, target.view, 1.0f);
   backend.synchronize();
   EXPECT_EQ(backend.host_syncs(), 1u);

@@ -4,6 +4,7 @@
 // was committed and forms the same batches; a bad record stops with its line.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <fstream>
 
@@ -150,6 +151,58 @@ TEST_F(EncodePipeline, DeadlineStopsEarlyWithAnInOrderPrefix) {
   EXPECT_TRUE(st.stopped_early);
   EXPECT_LT(rows.size(), 24400u) << "the whole corpus in 0.2 s: the deadline was not reached";
   for (size_t i = 0; i < rows.size(); ++i) ASSERT_EQ(rows[i].record, i);
+}
+
+// The cancel flag (Ctrl-C in Python's embed_job): set from another thread
+// (here the writer's, mid-run), it stops the run as a deadline does — an
+// in-order prefix of whole windows, and the run says it was cancelled. Set
+// before the start, nothing is read.
+TEST_F(EncodePipeline, CancelStopsWithAnInOrderPrefix) {
+  class CancellingSink : public MemorySink {
+   public:
+    CancellingSink(int64_t width, std::atomic<bool>& cancel) : MemorySink(width), cancel_(cancel) {}
+    void row(const InputRecord& record, const Encoding& e, const float* values) override {
+      MemorySink::row(record, e, values);
+      if (rows.size() == 30) cancel_.store(true);
+    }
+
+   private:
+    std::atomic<bool>& cancel_;
+  };
+  std::atomic<bool> cancel{false};
+  EncodePipelineOptions po = options();
+  po.sort_window = 10;
+  po.cancel = &cancel;
+  CancellingSink sink(pipeline_row_width(session_->encoder, po), cancel);
+  const PipelineStats st = run_encode_pipeline(session_->encoder, *session_->backend, *session_->text.tokenizer, po, sink);
+  EXPECT_TRUE(st.cancelled);
+  EXPECT_TRUE(st.stopped_early);
+  EXPECT_GE(sink.rows.size(), 30u);
+  EXPECT_LT(sink.rows.size(), 150u);
+  EXPECT_EQ(sink.rows.size() % 10, 0u) << "whole windows only";
+  for (size_t i = 0; i < sink.rows.size(); ++i) ASSERT_EQ(sink.rows[i].record, i);
+  const auto [none, before] = run(po);  // the flag is still set
+  EXPECT_TRUE(before.cancelled);
+  EXPECT_TRUE(none.empty());
+  cancel.store(false);
+  const auto [all, after] = run(po);
+  EXPECT_FALSE(after.cancelled);
+  EXPECT_EQ(all.size(), 150u);
+}
+
+// max_records (the int8 quality sample): only the input's first records are
+// read, whatever the window.
+TEST_F(EncodePipeline, MaxRecordsReadsOnlyTheFirst) {
+  EncodePipelineOptions po = options();
+  po.sort_window = 64;
+  po.max_records = 40;
+  const auto [rows, st] = run(po);
+  ASSERT_EQ(rows.size(), 40u);
+  for (size_t i = 0; i < rows.size(); ++i) ASSERT_EQ(rows[i].record, i);
+  EXPECT_EQ(st.records, 40u);
+  EXPECT_FALSE(st.stopped_early);
+  po.max_records = 1000;  // more than the input holds
+  EXPECT_EQ(run(po).first.size(), 150u);
 }
 
 TEST_F(EncodePipeline, ResumeDropsCommittedRowsAndKeepsTheBatches) {

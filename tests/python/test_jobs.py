@@ -127,6 +127,77 @@ def test_kill_9_from_outside_mid_run_then_resume(tmp_path, corpus, reference):
     assert folder_bytes(out) == folder_bytes(reference)
 
 
+def test_int8_embed_job_reports_its_quality(tmp_path, corpus, reference):
+    out = tmp_path / "int8"
+    s = stoke.embed_job(model_dir("tiny-bert"), corpus, out, precision="int8", **FLAGS)
+    q = s["quality"]
+    assert q["reference_precision"] == "f32" and q["metric"] == "centered_cosine", q
+    assert q["sample_texts"] == 256 and q["threshold"] == 0.99 and q["kept"] is False, q
+    assert 0.98 <= q["min"] <= q["mean"] <= 1.0, q
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["quality"] == {k: v for k, v in q.items() if k != "kept"}
+    assert stoke.load_embeddings(out).quality == [manifest["quality"]]
+    # A finished folder resumed: the first run's measurement, not a new one.
+    again = stoke.embed_job(model_dir("tiny-bert"), corpus, out, precision="int8", resume=True, **FLAGS)
+    assert again["already_complete"] and again["quality"] == dict(q, kept=True)
+    # f32: no quality.
+    assert stoke.embed_job(model_dir("tiny-bert"), corpus, reference, resume=True, **FLAGS)["quality"] is None
+    assert stoke.load_embeddings(reference).quality == [None]
+
+
+INTERRUPT_SCRIPT = textwrap.dedent(
+    """
+    import json, signal, sys, time
+    import stoke
+    model, inp, out, flags = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    handled = []
+    def on_sigint(signum, frame):  # Python's own behaviour, timed: it runs when embed_job polls for signals
+        handled.append(time.monotonic())
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        stoke.embed_job(model, inp, out, **flags)
+        print("NOT INTERRUPTED", flush=True)
+    except KeyboardInterrupt:
+        print("INTERRUPTED %.3f s after the handler" % (time.monotonic() - handled[0]), flush=True)
+    """
+)
+
+
+def test_sigint_during_embed_job_stops_it_then_resume_is_byte_identical(tmp_path):
+    # Small windows: the job commits as it goes, and at its first commit has 9/10 of its work left — far
+    # more than the 50 ms embed_job waits between polls for signals.
+    corpus = write_jsonl(tmp_path / "long.jsonl", corpus_texts(4000))
+    flags = {"device": "cpu", "shard_size": 400, "sort_window": 100, "batch_tokens": 1024}
+    reference = tmp_path / "reference"
+    stoke.embed_job(model_dir("tiny-bert"), corpus, reference, **flags)
+    out = tmp_path / "interrupted"
+    script = tmp_path / "interrupt.py"
+    script.write_text(INTERRUPT_SCRIPT)
+    args = [sys.executable, str(script), str(model_dir("tiny-bert")), str(corpus), str(out), json.dumps(flags)]
+    # Ctrl-C mid-run: the job stops itself at its first commit (STOKE_STOP_AT: SIGSTOP), SIGINT is
+    # sent while it is stopped, and arrives the moment it continues.
+    p = subprocess.Popen(args, env=python_with({"STOKE_STOP_AT": "after-manifest:1"}), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        with open(f"/proc/{p.pid}/stat") as f:
+            if f.read().split(") ")[1].split()[0] == "T":
+                break
+        time.sleep(0.05)
+    os.kill(p.pid, signal.SIGINT)
+    os.kill(p.pid, signal.SIGCONT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 0, stderr
+    assert "INTERRUPTED" in stdout, stdout + stderr
+    assert float(stdout.split()[1]) < 2.0, stdout  # KeyboardInterrupt within a batch or so, not at the end
+    m = json.loads((out / "manifest.json").read_text())
+    assert not m["complete"] and 1 <= len(m["shards"]) < 10, m["shards"][-1]
+    summary = stoke.embed_job(model_dir("tiny-bert"), corpus, out, resume=True, **flags)
+    assert summary["resumed"] > 0
+    assert folder_bytes(out) == folder_bytes(reference)
+
+
 def test_load_embeddings_views_rows_in_record_order(tmp_path, corpus, reference):
     whole = read_folder_rows(reference)
     s = stoke.load_embeddings(reference)

@@ -8,6 +8,8 @@
 // is missing or stoke was built without MPI.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "io/safetensors.h"
 #include "support/fixtures.h"
 
@@ -156,6 +159,77 @@ TEST_P(TrainMpi, TwoRanksEqualOneProcessWithTheSameGlobalBatchAndRepeatBitwise) 
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainMpi, ::testing::Values("tiny-bert", "tiny-xlmr"));
+
+// A stoke built without MPI (the ASan build, -DSTOKE_MPI=OFF) that finds a
+// launcher's rank variables refuses `stoke train` in one line rather than
+// training independent copies; under a real mpirun every rank says it.
+TEST(TrainWithoutMpi, RefusesALaunchInOneLine) {
+  if (dist::built_with_mpi()) GTEST_SKIP() << "this stoke has MPI (the refusal is for builds without it)";
+  const fs::path dir = test::scratch_dir("cli-train-no-mpi");
+  const fs::path data = corpus_file("no-mpi", 8);
+  const auto r = test::run_stoke(flags("tiny-bert", data, dir / "run", 4), "/dev/null",
+                                 "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("started by an MPI launcher (OMPI_COMM_WORLD_SIZE=2) but this stoke was built without MPI"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line:\n" << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run" / "model.safetensors"));
+  if (test::run_command("command -v mpirun").status == 0) {
+    const auto m = mpirun(flags("tiny-bert", data, dir / "mpirun", 4));
+    EXPECT_NE(m.status, 0);
+    EXPECT_NE(m.err.find("built without MPI"), std::string::npos) << m.err;
+  }
+}
+
+// One rank failing mid-run (a fault injected at the start of its third step,
+// as an out-of-memory there would be) ends the whole job promptly — the other
+// rank is blocked in the step's all-reduce and must not hang — with a non-zero
+// status and the failing rank's line naming it and the cause.
+TEST(TrainMpiFailure, OneRankFailingMidRunEndsEveryRankNamingItAndTheCause) {
+  SKIP_WITHOUT_MPI();
+  const fs::path dir = test::scratch_dir("cli-train-mpi-fail");
+  const fs::path data = corpus_file("fail", 80);
+  const auto r = mpirun(flags("tiny-bert", data, dir / "run", 8), "STOKE_FAIL_AT=train_step:3");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.status, 124) << "the job hung until mpirun's timeout";
+  EXPECT_NE(r.err.find("rank 1 of 2: train_step: No space left on device (injected by STOKE_FAIL_AT)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir / "run" / "model.safetensors"));
+}
+
+// Dropout 0.1 at every site: each rank keys its masks by its slice's place in
+// the global micro-batch, so 2 ranks x 8 draw the masks of 1 process x 16 and
+// the weights agree as closely as with dropout 0 (RoBERTa-style head: its
+// two dropout sites; the unit test TrainDropoutSplit covers BERT's and MPNet's).
+TEST(TrainMpiDropout, TwoRanksDrawTheMasksOfOneProcessWithTheSameGlobalBatch) {
+  SKIP_WITHOUT_MPI();
+  const fs::path dir = test::scratch_dir("cli-train-mpi-dropout");
+  const fs::path data = corpus_file("dropout", 80);
+  auto with_dropout = [](std::string f) { return f.replace(f.find("--dropout 0"), 11, "--dropout 0.1"); };
+  const auto one = test::run_stoke(with_dropout(flags("tiny-xlmr", data, dir / "one", 16)), "/dev/null",
+                                   "OMP_NUM_THREADS=1");
+  ASSERT_EQ(one.status, 0) << one.err;
+  const auto ranked = mpirun(with_dropout(flags("tiny-xlmr", data, dir / "mpi", 8)));
+  ASSERT_EQ(ranked.status, 0) << ranked.err;
+  // Without dropout, the same run: dropout must have changed the weights (else the check is empty).
+  const auto plain = test::run_stoke(flags("tiny-xlmr", data, dir / "plain", 16), "/dev/null", "OMP_NUM_THREADS=1");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  const auto want = tensors(dir / "one" / "model.safetensors");
+  const auto got = tensors(dir / "mpi" / "model.safetensors");
+  const auto undropped = tensors(dir / "plain" / "model.safetensors");
+  double moved = 0;
+  for (const auto& [tensor, w] : want) {
+    if (tensor.find("attention.self.key.bias") != std::string::npos) continue;
+    EXPECT_LE(relative_difference(got.at(tensor), w), 1e-6) << tensor;
+    moved = std::max(moved, relative_difference(undropped.at(tensor), w));
+  }
+  EXPECT_GT(moved, 1e-4) << "dropout 0.1 left the weights as without dropout";
+  const auto l1 = log_losses(dir / "one"), lm = log_losses(dir / "mpi");
+  ASSERT_EQ(lm.size(), l1.size());
+  for (size_t i = 0; i < lm.size(); ++i) EXPECT_NEAR(lm[i].get<double>(), l1[i].get<double>(), 1e-5) << i;
+}
 
 // With --grad-accum 2 the all-reduce runs once per step, during the second
 // micro-batch's backward: the global batch 32 = 2 ranks x 8 x 2 = 1 x 16 x 2.

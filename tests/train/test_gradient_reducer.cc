@@ -8,9 +8,12 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "dist/communicator.h"
+#include "dist/data_parallel_path.h"
 #include "io/model_folder.h"
 #include "jobs/common_options.h"
 #include "jobs/model_session.h"
@@ -126,6 +129,90 @@ TEST(GradientReducer, RefusesANonPositiveBucket) {
   EXPECT_THROW(GradientReducer(s.enc, *s.backend, comm, 0), Error);
 }
 
+// A device all-reduce stand-in (NCCL's place on a GPU): records the ranges
+// it is asked to sum, sums them like two identical ranks, and can be made to
+// fail as NCCL's watchdog would after an abort.
+class FakeDeviceAllReduce final : public DeviceAllReduce {
+ public:
+  std::string name() const override { return "fake device all-reduce"; }
+  void enqueue_sum(float* data, const std::vector<std::pair<int64_t, int64_t>>& ranges) override {
+    check();
+    for (const auto& r : ranges) {
+      for (int64_t i = r.first; i < r.second; ++i) data[i] *= 2;
+      calls.push_back(r);
+    }
+    last_group = ranges;
+    ++groups;
+  }
+  void check() override {
+    if (!failure.empty()) throw Error(Errc::io, failure);
+  }
+  std::vector<std::pair<int64_t, int64_t>> calls, last_group;
+  int groups = 0;
+  std::string failure;
+};
+
+// With a device all-reduce the buckets are enqueued in backward order as the
+// layers finish (no executor hand-over, no thread), each element once per
+// step, and a failure the communicator recorded stops the step.
+TEST(GradientReducer, ADeviceAllReduceGetsTheBucketsInBackwardOrder) {
+  GradientBuffer s;
+  TwinRanks comm(s.enc.grad_data());
+  FakeDeviceAllReduce device;
+  const int64_t layers = s.enc.config.num_hidden_layers;
+  GradientReducer r(s.enc, *s.backend, comm, 1, &device);
+  EXPECT_EQ(r.bucket_count(), static_cast<size_t>(layers + 1));
+  r.layer_done(layers - 1);
+  EXPECT_EQ(device.groups, 1) << "the last layer's bucket goes as soon as its backward is enqueued";
+  for (int64_t l = layers - 2; l >= 0; --l) r.layer_done(l);
+  r.layer_done(-1);
+  r.finish_step();
+  s.backend->synchronize();
+  s.expect_doubled(1);
+  EXPECT_EQ(device.groups, layers + 1);
+  EXPECT_TRUE(comm.calls.empty()) << "the host communicator sums no gradient on the device path";
+  EXPECT_EQ(r.stats().steps, 1u);
+  ASSERT_FALSE(device.last_group.empty());
+  EXPECT_EQ(device.last_group.front().first, 0) << "the embeddings (offset 0) go in the last group";
+  device.failure = "NCCL: an all-reduce did not complete in 600 s (a rank died or hangs)";
+  EXPECT_THROW(r.finish_step(), Error);
+}
+
+// Which all-reduce a run uses, and the refusals, in one place.
+TEST(GradientPath, ChoosesByRanksBackendAndBuild) {
+  using dist::GradientPath;
+  const dist::BackendTraits cpu{"cpu", true, false}, cuda{"cuda:1", false, true}, other{"metal", false, false};
+  EXPECT_EQ(dist::gradient_path(1, cuda, false), GradientPath::none);
+  EXPECT_EQ(dist::gradient_path(1, cpu, false), GradientPath::none);
+  EXPECT_EQ(dist::gradient_path(2, cpu, false), GradientPath::host);
+  EXPECT_EQ(dist::gradient_path(2, cpu, true), GradientPath::host);
+  EXPECT_EQ(dist::gradient_path(8, cuda, true), GradientPath::device);
+  try {
+    dist::gradient_path(2, cuda, false);
+    FAIL() << "CUDA without NCCL must be refused";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(e.code(), Errc::unsupported);
+    EXPECT_NE(m.find("cuda:1 (2 ranks) needs NCCL"), std::string::npos) << m;
+    EXPECT_NE(m.find("--device cpu"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << "one line";
+  }
+  EXPECT_THROW(dist::gradient_path(2, other, true), Error);
+  EXPECT_STREQ(dist::gradient_path_name(GradientPath::device), "NCCL on the device stream");
+}
+
+TEST(GradientPath, LocalRankFromTheLauncher) {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) unsetenv(v);
+  EXPECT_EQ(dist::local_rank(), 0);
+  setenv("SLURM_LOCALID", "3", 1);
+  EXPECT_EQ(dist::local_rank(), 3);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+  EXPECT_EQ(dist::local_rank(), 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x", 1);  // not a number: the next variable
+  EXPECT_EQ(dist::local_rank(), 3);
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) unsetenv(v);
+}
+
 TEST(LaunchEnvironment, ReadsOpenMpiPmiAndPmixVariables) {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK", "PMIX_SIZE",
                         "PMIX_RANK"})
@@ -146,6 +233,34 @@ TEST(LaunchEnvironment, ReadsOpenMpiPmiAndPmixVariables) {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK"}) unsetenv(v);
   // Without a launcher the job is one process, MPI or not.
   EXPECT_EQ(dist::open_communicator()->size(), 1);
+}
+
+// A build without MPI (the ASan build: -DSTOKE_MPI=OFF) started by a launcher
+// of 2 ranks refuses in one line naming the variable, instead of training two
+// independent copies; a launcher of 1 rank is one process. (A build with MPI
+// would initialise MPI here: skipped.)
+TEST(LaunchEnvironment, ABuildWithoutMpiRefusesALaunchOfSeveralRanks) {
+  if (dist::built_with_mpi()) GTEST_SKIP() << "this build has MPI (the refusal is for builds without it)";
+  for (const auto& [size_var, rank_var] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                           std::pair{"PMI_SIZE", "PMI_RANK"}}) {
+    setenv(size_var, "2", 1);
+    setenv(rank_var, "1", 1);
+    try {
+      dist::open_communicator();
+      ADD_FAILURE() << size_var << ": a launch of 2 ranks must be refused";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(e.code(), Errc::unsupported);
+      EXPECT_NE(m.find(std::string(size_var) + "=2"), std::string::npos) << m;
+      EXPECT_NE(m.find("built without MPI"), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << "one line: " << m;
+    }
+    setenv(size_var, "1", 1);
+    setenv(rank_var, "0", 1);
+    EXPECT_EQ(dist::open_communicator()->size(), 1) << size_var;
+    unsetenv(size_var);
+    unsetenv(rank_var);
+  }
 }
 
 }  // namespace

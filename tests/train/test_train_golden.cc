@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <span>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -206,6 +208,87 @@ INSTANTIATE_TEST_SUITE_P(Models, TrainGolden,
                            // "tiny-bert" -> bert_reference (the existing names)
                            return std::string(info.param.model).substr(5) + "_" + info.param.kernels;
                          });
+
+// Dropout keyed by the place in the whole batch (MicroBatchKnobs'
+// token_offset and sequence_offset): the golden 8-text batch run whole, and
+// run as two halves each with the tokens and sequences before it as offsets
+// (what two data-parallel ranks do), give the same gradient — every dropout
+// site (embeddings, attention probabilities, attention and FFN outputs, the
+// head's one or two) draws the same masks — up to the order the two halves'
+// parameter gradients add in. Without the offsets the halves draw other masks
+// and the gradient moves far outside that tolerance. BERT (pooler head),
+// RoBERTa (dropout before the head's dense), MPNet (relative attention),
+// with the fast kernels; BERT also with the reference.
+TEST(TrainDropoutSplit, TwoHalvesWithOffsetsGiveTheWholeBatchsGradient) {
+  for (const char* model : {"tiny-bert", "tiny-roberta", "tiny-mpnet"})
+    for (const char* kernels : {"reference", "fast"}) {
+      if (std::string(kernels) == "reference" && std::string(model) != "tiny-bert") continue;  // the slow set once
+      SCOPED_TRACE(std::string(model) + " " + kernels);
+      const Fixture fx = open_fixture(model);
+      const HfConfig& c = fx.folder.config;
+      const ModelWeights weights = open_model_folder_weights(fx.folder);
+      cpu::CpuBackend backend(std::string(kernels) == "reference" ? cpu::reference_kernels() : cpu::fast_kernels());
+      auto enc = load_trainable_encoder(c, c, weights, backend, DType::f32, TrainableInit{}, nullptr);
+      const int64_t n = enc->layout.numel();
+      auto metrics_buf = backend.allocate(3 * sizeof(double));
+      const TensorView metrics(metrics_buf->data(), DType::f64, {3});
+      const std::vector<double> zero3(3, 0.0);
+      const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+      const PackedBatch whole = pack_golden(fx, "train.");
+      const std::vector<int32_t> labels = golden_labels(fx, "train.");
+      const int64_t B = whole.sequences(), half = B / 2;
+      EncoderTrainingRunner runner(*enc, backend, whole.tokens(), B);
+      MicroBatchKnobs knobs;
+      knobs.dropout = {0.1f, 0.1f, 0.1f};
+      knobs.seed = 1234;
+      knobs.step = 3;
+      knobs.loss_scale = 1.0f / static_cast<float>(B);
+      // Sequences [b0, b1) of the whole batch, packed on their own.
+      auto part = [&](int64_t b0, int64_t b1) {
+        PackedBatch p;
+        p.clear();
+        for (int64_t b = b0; b < b1; ++b) {
+          const auto from = static_cast<size_t>(whole.cu_seqlens[static_cast<size_t>(b)]);
+          const auto to = static_cast<size_t>(whole.cu_seqlens[static_cast<size_t>(b) + 1]);
+          p.add(std::span<const int32_t>(whole.ids.data() + from, to - from),
+                std::span<const int32_t>(whole.type_ids.data() + from, to - from), c);
+        }
+        return p;
+      };
+      auto gradient = [&](bool split, bool offsets) {
+        backend.copy_to_device(enc->grad_data(), zeros.data(), zeros.size() * 4);
+        backend.copy_to_device(metrics_buf->data(), zero3.data(), 3 * sizeof(double));
+        if (!split) {
+          runner.enqueue(whole, labels, {}, knobs, metrics);
+        } else {
+          for (const int64_t b0 : {int64_t{0}, half}) {
+            const int64_t b1 = b0 == 0 ? half : B;
+            MicroBatchKnobs k = knobs;
+            k.token_offset = offsets ? static_cast<uint64_t>(whole.cu_seqlens[static_cast<size_t>(b0)]) : 0;
+            k.sequence_offset = offsets ? static_cast<uint64_t>(b0) : 0;
+            const std::vector<int32_t> part_labels(labels.begin() + b0, labels.begin() + b1);
+            runner.enqueue(part(b0, b1), part_labels, {}, k, metrics);
+          }
+        }
+        std::vector<float> g(static_cast<size_t>(n));
+        backend.copy_to_host(g.data(), enc->grad_data(), g.size() * 4);
+        backend.synchronize();
+        return g;
+      };
+      const std::vector<float> want = gradient(false, false), got = gradient(true, true);
+      const std::vector<float> unkeyed = gradient(true, false);
+      double worst_unkeyed = 0;
+      for (const ParamSlot& s : enc->layout.slots()) {
+        if (s.role == TensorRole::key_bias) continue;  // zero up to rounding
+        const std::vector<float> g(got.begin() + s.offset, got.begin() + s.offset + s.numel);
+        const std::vector<float> u(unkeyed.begin() + s.offset, unkeyed.begin() + s.offset + s.numel);
+        const std::vector<double> w(want.begin() + s.offset, want.begin() + s.offset + s.numel);
+        EXPECT_LE(relative_error(g, w), 1e-5) << s.name;
+        worst_unkeyed = std::max(worst_unkeyed, relative_error(u, w));
+      }
+      EXPECT_GT(worst_unkeyed, 1e-2) << "halves without offsets drew the same masks: the check would not test them";
+    }
+}
 
 // The parameter names a stoke checkpoint is written with are exactly the
 // state_dict keys of transformers' AutoModelForSequenceClassification for

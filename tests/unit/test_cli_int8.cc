@@ -1,7 +1,8 @@
 // `--precision int8` end to end on the fixture models: embed writes vectors
-// close to f32's and records the precision (resume refuses to mix), classify
-// gives f32's labels, and the places int8 does not run (CUDA, train) refuse
-// in one line.
+// close to f32's and records the precision (resume refuses to mix) and its
+// measured agreement with f32 (the manifest's "quality", kept by a resume),
+// classify gives f32's labels and says how close it came, and the places
+// int8 does not run (CUDA, train) refuse in one line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <sstream>
 
 #include "core/file_util.h"
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "support/fixtures.h"
 
@@ -20,8 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-int run(const std::string& args, std::string* err = nullptr) {
-  const test::RunResult r = test::run_stoke(args);
+int run(const std::string& args, std::string* err = nullptr, const std::string& env = "") {
+  const test::RunResult r = test::run_stoke(args, "/dev/null", env);
   if (err) *err = r.err;
   return r.status;
 }
@@ -74,14 +76,83 @@ TEST(CliInt8, EmbedIsCloseToF32AndRecordsThePrecision) {
   EXPECT_NE(err.find("precision"), std::string::npos) << err;
 }
 
+// The manifest's "quality": int8 against f32 on the first texts (all 66
+// here), within the golden tests' bounds; verify accepts it; a resume keeps
+// the first run's object as it was; the summary says it.
+TEST(CliInt8, EmbedRecordsItsMeasuredQuality) {
+  const fs::path out = test::scratch_dir("embed-int8-quality");
+  const std::string base = "embed --model " + model("tiny-bert") + " --input " + texts() + " --output " +
+                           out.string() + " --precision int8 --shard-size 20";
+  std::string err;
+  // Killed right after the first commit: its manifest already carries the measurement.
+  EXPECT_NE(run(base + " --quiet", &err, "STOKE_CRASH_AT=after-manifest:1"), 0) << err;
+  json m = json::parse(read_file(out / "manifest.json"));
+  ASSERT_FALSE(m["complete"].get<bool>());
+  ASSERT_TRUE(m.contains("quality")) << m.dump();
+  json q = m["quality"];
+  EXPECT_EQ(q["reference_precision"], "f32");
+  EXPECT_EQ(q["metric"], "centered_cosine");
+  EXPECT_EQ(q["sample_texts"], 66);
+  EXPECT_GE(q["mean"].get<double>(), 0.98);
+  EXPECT_LE(q["mean"].get<double>(), 1.0 + 1e-9);
+  EXPECT_GE(q["min"].get<double>(), 0.98);
+  EXPECT_LE(q["min"].get<double>(), q["mean"].get<double>());
+  EXPECT_GE(q["raw_cosine_min"].get<double>(), 0.99);
+  EXPECT_EQ(q["threshold"], 0.99);
+  EXPECT_GT(q["seconds"].get<double>(), 0);
+  // The resume keeps what the first run measured: marked here, it comes back marked.
+  m["quality"]["seconds"] = 12345.0;
+  write_file_atomic(out / "manifest.json", std::string_view(m.dump(2)));
+  ASSERT_EQ(run(base + " --resume", &err), 0) << err;
+  EXPECT_NE(err.find("int8 vs f32 on the first 66 texts: centered cosine mean"), std::string::npos) << err;
+  EXPECT_NE(err.find("(measured by the first run)"), std::string::npos) << err;
+  m = json::parse(read_file(out / "manifest.json"));
+  EXPECT_TRUE(m["complete"].get<bool>());
+  q["seconds"] = 12345.0;
+  EXPECT_EQ(m["quality"], q);
+  EXPECT_EQ(run("verify " + out.string(), &err), 0) << err;
+  // Below --min-centered-cosine: one plain line, and the run goes on.
+  const fs::path strict = test::scratch_dir("embed-int8-strict");
+  ASSERT_EQ(run("embed --quiet --model " + model("tiny-bert") + " --input " + texts() + " --output " + strict.string() +
+                    " --precision int8 --min-centered-cosine 1",
+                &err),
+            0)
+      << err;
+  EXPECT_NE(err.find("stoke: --precision int8: the mean centered cosine to f32 on the first 66 texts is 0.9"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("below --min-centered-cosine 1: these vectors lose more than that allows here; --precision f32 "
+                     "keeps them\n"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(json::parse(read_file(strict / "manifest.json"))["quality"]["threshold"], 1.0);
+}
+
+TEST(CliInt8, OtherPrecisionsRecordNoQuality) {
+  for (const std::string precision : {"f32", "bf16"}) {
+    const fs::path out = test::scratch_dir("embed-quality-" + precision);
+    std::string err;
+    ASSERT_EQ(run("embed --quiet --model " + model("tiny-bert") + " --input " + texts() + " --output " + out.string() +
+                      " --precision " + precision,
+                  &err),
+              0)
+        << err;
+    EXPECT_FALSE(json::parse(read_file(out / "manifest.json")).contains("quality")) << precision;
+  }
+}
+
 TEST(CliInt8, ClassifyGivesF32Labels) {
   for (const std::string name : {"tiny-bert", "tiny-xlmr"}) {
     const fs::path out = test::scratch_dir("classify-int8-" + name);
     std::string err;
-    ASSERT_EQ(run("classify --quiet --precision int8 --model " + model(name) + " --input " + texts() + " --output " +
+    ASSERT_EQ(run("classify --precision int8 --model " + model(name) + " --input " + texts() + " --output " +
                       (out / "c.jsonl").string(),
                   &err),
               0)
+        << err;
+    // The summary's measurement: the first texts (all 66) classified by f32 too.
+    EXPECT_NE(err.find("int8 vs f32 on the first 66 texts: the same label(s) on 66 of 66, logits differ by at most"),
+              std::string::npos)
         << err;
     const std::vector<double> logits = golden(name, "logits.f64");
     std::istringstream in(read_file(out / "c.jsonl"));

@@ -80,8 +80,24 @@ TEST(TuneEmbeddings, CenteredCosineSeesWhatRawCosineHides) {
   EXPECT_EQ(q.rows, 4u);
   EXPECT_GT(q.worst, 0.99);                 // raw: looks fine
   EXPECT_NEAR(q.centered_mean, 0.0, 1e-9);  // centered: the differences are unrelated
+  EXPECT_LE(q.centered_worst, q.centered_mean);
   const CosineAgreement same = cosine_agreement(a, a, 3);
   EXPECT_NEAR(same.centered_mean, 1.0, 1e-12);
+  EXPECT_NEAR(same.centered_worst, 1.0, 1e-12);
+}
+
+// The worst centered cosine is one text's: one row turned around while the
+// others are exact gives a mean near 1 and a worst of -1.
+TEST(TuneEmbeddings, CenteredWorstIsTheWorstText) {
+  const std::vector<float> a = {3, 1, 1, 3, 2, 2, 0, 4, 1, 1, 4, 0};
+  std::vector<float> c = a;
+  // Row 2 mirrored through the reference's mean vector: centered, it points the other way.
+  const double mean[4] = {(3 + 2 + 1) / 3.0, (1 + 2 + 1) / 3.0, (1 + 0 + 4) / 3.0, (3 + 4 + 0) / 3.0};
+  for (int k = 0; k < 4; ++k) c[8 + k] = static_cast<float>(2 * mean[k] - a[8 + k]);
+  const CosineAgreement q = cosine_agreement(a, c, 4);
+  EXPECT_EQ(q.rows, 3u);
+  EXPECT_NEAR(q.centered_worst, -1.0, 1e-6);
+  EXPECT_NEAR(q.centered_mean, (1 + 1 - 1) / 3.0, 1e-6);
 }
 
 }  // namespace

@@ -83,7 +83,11 @@ TEST(CpuSampler, SpinningThreadIsBusySleepingThreadIsNot) {
   if (reference > 0.85) {
     EXPECT_GT(spin, 0.7);
   }
-  EXPECT_GT(spin, sleep + 0.1);
+  // Likewise: told apart from the sleeper when the spinner got some CPU (at
+  // nice 10 under two builds it got 0.09 of a core, and the sampler said 0.06).
+  if (reference > 0.3) {
+    EXPECT_GT(spin, sleep + 0.1);
+  }
   EXPECT_LT(sleep, 0.2);
   EXPECT_LT(sampler.busy_fraction("quitter"), 0.5);
   EXPECT_EQ(sampler.busy_fraction("nobody"), 0.0);

@@ -35,10 +35,16 @@ std::string unbroken_line(size_t bytes) {
 
 // ids of the whole text, uncapped (tokenize() has no cap), as encode() would
 // give them truncated to max_length with the single-text template.
-std::vector<int32_t> truncated_reference(const Tokenizer& tok, const std::string& text, size_t max_length) {
+// Left: the last ids kept instead of the first.
+std::vector<int32_t> truncated_reference(const Tokenizer& tok, const std::string& text, size_t max_length,
+                                         bool left = false) {
   std::vector<int32_t> ids = tok.tokenize(text);
   const size_t specials = tok.special_tokens_added(false);
-  ids.resize(std::min(ids.size(), max_length - specials));
+  const size_t keep = std::min(ids.size(), max_length - specials);
+  if (left)
+    ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(keep));
+  else
+    ids.resize(keep);
   std::vector<int32_t> out;
   for (const TemplatePiece& p : tok.post_processor().single)
     out.insert(out.end(), p.is_sequence ? ids.begin() : p.ids.begin(), p.is_sequence ? ids.end() : p.ids.end());
@@ -85,6 +91,28 @@ TEST(TokenizerBounded, CappedIdsEqualTheWholeTextsIds) {
   const size_t keep_a = 64 - x->special_tokens_added(true) - b.size();
   EXPECT_EQ(pair.ids.size(), 64u);
   EXPECT_TRUE(std::equal(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(keep_a), pair.ids.begin() + 1));
+}
+
+TEST(TokenizerBounded, LeftTruncationOfALongTextKeepsTheWholeTextsLastIds) {
+  // Left truncation encodes a suffix instead of a prefix; the ids it keeps
+  // are still those of the whole text. The second text ends in spaces, so its
+  // suffix must grow.
+  const std::string plain = unbroken_line(400 << 10);
+  const std::string sparse = "start " + unbroken_line(200 << 10) + std::string(150 << 10, ' ');
+  for (auto& tok : {xlmr(), bert()})
+    for (const std::string* text : {&plain, &sparse})
+      for (size_t max_length : {8u, 128u}) {
+        EncodeOptions o{max_length, true};
+        o.truncate_left = true;
+        EncodeStats stats;
+        const Encoding enc = tok->encode(*text, o, &stats);
+        EXPECT_EQ(enc.ids, truncated_reference(*tok, *text, max_length, true))
+            << tok->model().describe() << " max_length " << max_length;
+        if (tok->kind() != TokenizerKind::wordpiece) {  // (WordPiece makes the unbroken run one [UNK])
+          EXPECT_TRUE(enc.truncated);
+          EXPECT_LT(stats.encoded_bytes, text->size());  // a suffix only
+        }
+      }
 }
 
 TEST(TokenizerBounded, NoTruncationCapsSentencePieceAndCountsIt) {

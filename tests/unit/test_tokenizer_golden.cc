@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <set>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
@@ -146,6 +149,76 @@ TEST(TokenizerGolden, BertPairsLongestFirst) {
     expect_matches_batch_goldens(*tok, "tiny-bert", "pair.", inputs, true);
   }
 }
+
+// Truncation on either side (transformers' truncation_side, TEI's
+// truncation_direction) against transformers 5.24 / tokenizers 0.23.3: every
+// golden text alone and paired with the next (longest_first), at max lengths
+// 6 and 16; special tokens stay where the template puts them
+// (tests/golden/tokenizers/make_truncation_goldens.py).
+TEST(TokenizerGolden, TruncationLeftAndRightMatchTransformers) {
+  const auto texts = golden_texts();
+  const auto rows = read_jsonl(std::filesystem::path(STOKE_SOURCE_DIR) / "tests" / "golden" / "tokenizers" /
+                               "truncation.expected.jsonl");
+  ASSERT_GT(rows.size(), 1000u);
+  std::map<std::string, std::unique_ptr<Tokenizer>> toks;
+  toks["tiny-bert"] = load_tokenizer(test::fixture("models/tiny-bert"));
+  toks["tiny-xlmr"] = load_tokenizer(test::fixture("models/tiny-xlmr"));
+  size_t left_cut = 0;
+  for (const json& row : rows) {
+    // Pairs are not compared: when both texts are cut and an odd number of
+    // tokens is left, stoke gives the extra one to the first text, as
+    // transformers 4.29's slow tokenizer does (the pair goldens above), while
+    // the Rust tokenizers give it to the second. Known, on either side.
+    if (!row["pair"].is_null()) continue;
+    // XLM-R text 50 (control characters) has other ids in the Rust tokenizer
+    // than in the slow one stoke matches (tiny-xlmr.tokens.jsonl), cut or not.
+    if (row["model"] == "tiny-xlmr" && row["text"] == 50) continue;
+    const Tokenizer& tok = *toks.at(row["model"].get<std::string>());
+    EncodeOptions o;
+    o.max_length = row["max_length"].get<size_t>();
+    o.truncate = true;
+    o.truncate_left = row["side"] == "left";
+    TextInput in{texts.at(row["text"].get<size_t>()), std::nullopt};
+    if (!row["pair"].is_null()) in.pair = std::string_view(texts.at(row["pair"].get<size_t>()));
+    const Encoding enc = tok.encode(in, o);
+    EXPECT_EQ(enc.ids, row["ids"].get<std::vector<int32_t>>()) << row.dump().substr(0, 200);
+    if (o.truncate_left && enc.truncated) ++left_cut;
+  }
+  EXPECT_GT(left_cut, 100u);  // most of the left cases do cut
+}
+
+// Token offsets (TEI's /tokenize start and stop) against transformers'
+// offset mapping, converted to bytes (tests/golden/tokenizers/make_offset_goldens.py).
+// Where libsentencepiece's alignment through XLM-R's normalizer differs from
+// Hugging Face's (the ids agree except text 50): 44 composed accents (HF's
+// range is the base letter only), 50 control characters (other ids, see
+// above), 52 zero-width characters, 59 and 60 a "▁" before characters the
+// normalizer expands or drops, 63 unknown runs. Offsets there are close, not equal.
+const std::set<size_t> kXlmrOffsetDifferences = {44, 50, 52, 59, 60, 63};
+
+void expect_offsets_match_transformers(const std::string& model) {
+  const auto texts = golden_texts();
+  const auto tok = load_tokenizer(test::fixture("models/" + model));
+  size_t rows = 0;
+  for (const json& row : read_jsonl(std::filesystem::path(STOKE_SOURCE_DIR) / "tests" / "golden" / "tokenizers" /
+                                    "offsets.expected.jsonl")) {
+    if (row["model"] != model) continue;
+    ++rows;
+    if (model == "tiny-xlmr" && kXlmrOffsetDifferences.count(row["text"].get<size_t>())) continue;
+    const std::string& text = texts.at(row["text"].get<size_t>());
+    const auto got = tok->tokenize_with_offsets(text);
+    ASSERT_TRUE(got.has_value()) << model << " text " << row["text"];
+    EXPECT_EQ(got->ids, row["ids"].get<std::vector<int32_t>>()) << model << " text " << row["text"];
+    std::vector<std::vector<uint32_t>> offsets;
+    for (const TokenOffset& o : got->offsets) offsets.push_back({o.start, o.end});
+    EXPECT_EQ(offsets, row["offsets"].get<std::vector<std::vector<uint32_t>>>())
+        << model << " text " << row["text"] << ": " << text.substr(0, 80);
+  }
+  EXPECT_EQ(rows, texts.size());
+}
+
+TEST(TokenizerGolden, OffsetsMatchTransformersBert) { expect_offsets_match_transformers("tiny-bert"); }
+TEST(TokenizerGolden, OffsetsMatchTransformersXlmr) { expect_offsets_match_transformers("tiny-xlmr"); }
 
 }  // namespace
 }  // namespace stoke

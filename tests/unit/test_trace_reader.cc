@@ -148,5 +148,23 @@ TEST(TraceReader, MetadataMustBeAnObject) {
   EXPECT_EQ(doctor::parse_trace(trace.to_json(), "t").metadata_json, R"({"b":2})");
 }
 
+// A long-running server's trace is bounded: past the limit, spans and
+// counters are dropped and counted, and the file still reads back.
+TEST(TraceReader, EventLimitKeepsTheFirstEventsAndCountsTheRest) {
+  Trace trace;
+  trace.set_event_limit(5);
+  const auto t0 = trace.origin();
+  for (int i = 0; i < 4; ++i) trace.record("copy", "stage", t0 + i * 1ms, t0 + i * 1ms + 500us);
+  trace.record_counter("cpu io-0", t0 + 5ms, 0.5);
+  trace.record("late", "stage", t0 + 6ms, t0 + 7ms);
+  trace.record_counter("cpu io-0", t0 + 8ms, 0.25);
+  EXPECT_EQ(trace.event_count(), 4u);
+  EXPECT_EQ(trace.dropped_events(), 2u);
+  const doctor::ParsedTrace parsed = doctor::parse_trace(trace.to_json(), "t");
+  EXPECT_EQ(parsed.spans.size(), 4u);
+  EXPECT_EQ(parsed.utilization.size(), 1u);
+  for (const auto& span : parsed.spans) EXPECT_EQ(span.name, "copy");
+}
+
 }  // namespace
 }  // namespace stoke

@@ -51,13 +51,17 @@ class EmbeddingSet:
     A view over the memory-mapped shard files: indexing reads only the rows asked
     for (`s[i]`, `s[a:b]`, `s[[i, j]]`); `to_numpy()` makes the one copy a single
     array needs. `records[i]` is row i's record number in the input (records
-    skipped as bad have no row); `ids()` reads the ids files.
+    skipped as bad have no row); `ids()` reads the ids files. `quality[k]` is
+    folder k's int8-vs-f32 agreement from its manifest (None unless int8).
     """
 
     def __init__(self, folders: List[str]):
         self.folders = folders
         self._tasks = [_Task(f) for f in folders]
         self.dimensions = self._tasks[0].dimensions if self._tasks else 0
+        # --precision int8: each folder's measured agreement with f32 (its manifest's
+        # "quality"); None for a folder of another precision.
+        self.quality = [t.manifest.get("quality") for t in self._tasks]
         self.dtype = self._tasks[0].shards[0].dtype if self._tasks and self._tasks[0].shards else np.dtype(np.float32)
         task_of = [np.full(len(t.records), k, dtype=np.int32) for k, t in enumerate(self._tasks)]
         local = [np.arange(len(t.records), dtype=np.int64) for t in self._tasks]

@@ -24,14 +24,20 @@ def embed_job(
         **flags: the CLI's flags with underscores: input_format, text_field, id_field,
             max_length, device, precision, workers, batch_tokens, pooling, normalize,
             dimensions, prompt, prompt_name, output_dtype, max_batch_size, overwrite,
-            resume, on_error, sort_window, shard_size, shard_index, num_shards, trace;
-            and progress=True for a progress bar on stderr.
+            resume, on_error, sort_window, shard_size, shard_index, num_shards,
+            min_centered_cosine, trace; and progress=True for a progress bar on stderr.
 
     Returns the run's summary (texts, tokens, batches, shards, notes, seconds, ...).
+    With precision="int8", summary["quality"] is the manifest's "quality": the
+    int8 model against f32 on the first texts of the input (centered cosine
+    mean and min, the threshold, what the sample cost; "kept": True when a
+    resume read it from the first run); None for other precisions.
+
     A run killed at any moment (even with SIGKILL) is finished by the same call
     with resume=True, byte-identical to an uninterrupted run. The GIL is released
-    while the job runs; Ctrl-C takes effect when it returns (kill it and resume
-    instead to stop it at once).
+    while the job runs. Ctrl-C stops it between batches and raises
+    KeyboardInterrupt: the folder keeps what was committed, as after a kill, and
+    resume=True continues from there.
 
     Raises:
         ValueError: a bad flag (an unknown name, a wrong value), with the CLI's message.

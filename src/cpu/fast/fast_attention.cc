@@ -24,7 +24,8 @@
 // With attention dropout (a separate instantiation, so inference carries no
 // trace of it) each row of exp(S - max) is multiplied by its mask factors
 // (0 or f32(1 / (1 - p)), drawn by Philox at flat index
-// (t * heads + h) * max_seqlen + j) after its sum is taken, before P V: the
+// ((row_offset + t) * heads + h) * 2^32 + j,
+// Ops::AttentionDropout) after its sum is taken, before P V: the
 // denominator and lse stay the undropped ones.
 // GCC warns that passing a vector (below) by value would change the ABI
 // between ISAs; no vector ever crosses a function boundary here (the helpers
@@ -75,7 +76,7 @@ struct Geometry {
 // The attention-probability dropout of a training call.
 struct Dropout {
   MaskKey key;
-  int64_t max_seqlen;  // the row stride of the mask's flat index
+  Ops::AttentionDropout spec;  // the mask's flat index: spec.row_index
 };
 
 // The calling thread's scratch, sized for the longest sequence of the call
@@ -146,8 +147,7 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
     if constexpr (kDropout) {
       for (int64_t r = 0; r < n; ++r) {
         const int64_t t = it.first + it.i0 + r0 + r;
-        const float* f =
-            mask_factors(drop->key, static_cast<uint64_t>((t * g.heads + it.head) * drop->max_seqlen), len, w.f.data());
+        const float* f = mask_factors(drop->key, drop->spec.row_index(t, it.head, g.heads), len, w.f.data());
         float* x = s + r * Lp;
 #pragma omp simd
         for (int64_t j = 0; j < len; ++j) x[j] *= f[j];
@@ -228,7 +228,7 @@ void attention(const TensorView& out, const TensorView& qkv, const TensorView& c
 void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv, const TensorView& cu_seqlens,
                      int heads, int max_seqlen, const Ops::AttentionDropout& dropout) {
   const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout);
-  const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step, dropout.tensor_id), max_seqlen};
+  const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step, dropout.tensor_id), dropout};
   attention_with_lse(shape, out, qkv, cu_seqlens, lse.as<float>(), dropout.p > 0.0f ? &drop : nullptr);
 }
 

@@ -18,11 +18,10 @@ namespace stoke::cpu::fast {
 
 namespace {
 
-float mask_at(const Ops::AttentionDropout& dropout, int64_t t, int64_t h, int64_t heads, int64_t max_seqlen,
-              int64_t j) {
+float mask_at(const Ops::AttentionDropout& dropout, int64_t t, int64_t h, int64_t heads, int64_t j) {
   if (dropout.p == 0.0f) return 1.0f;
   const float scale = dropout.p < 1.0f ? 1.0f / (1.0f - dropout.p) : 0.0f;
-  const uint64_t index = static_cast<uint64_t>((t * heads + h) * max_seqlen + j);
+  const uint64_t index = dropout.row_index(t, h, heads) + static_cast<uint64_t>(j);
   return philox::element_uniform(dropout.seed, dropout.step, dropout.tensor_id, index) >= dropout.p ? scale : 0.0f;
 }
 
@@ -61,7 +60,7 @@ void forward(const TensorView& out, const TensorView& lse, const TensorView& qkv
         }
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (int64_t j = 0; j < len; ++j) {
-          const float w = p[static_cast<size_t>(j)] * mask_at(dropout, first + i, h, nh, M, j);
+          const float w = p[static_cast<size_t>(j)] * mask_at(dropout, first + i, h, nh, j);
           const float* v = x + (first + j) * C + vc;
           for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += w * v[c];
         }
@@ -135,10 +134,10 @@ void attention_relpos_backward(const TensorView& dqkv, const TensorView& drel, c
             dpj += gi[c] * v[c];
           }
           p[static_cast<size_t>(j)] = std::exp(s * scale + r[(j - i + M - 1) * nh + h] - l[ti * nh + h]);
-          dp[static_cast<size_t>(j)] = dpj * mask_at(dropout, ti, h, nh, M, j);
+          dp[static_cast<size_t>(j)] = dpj * mask_at(dropout, ti, h, nh, j);
         }
         for (int64_t j = 0; j < len; ++j) {
-          const float pj = p[static_cast<size_t>(j)], pdj = pj * mask_at(dropout, ti, h, nh, M, j);
+          const float pj = p[static_cast<size_t>(j)], pdj = pj * mask_at(dropout, ti, h, nh, j);
           const float ds = pj * (dp[static_cast<size_t>(j)] - Di);
           gr[(j - i + M - 1) * nh + h] += ds;
           const float* k = x + (first + j) * C + kc;

@@ -15,7 +15,8 @@
 // [len, len] matrix is kept).
 // With attention dropout (a separate instantiation) the row's mask factors
 // m_j (0 or f32(1 / (1 - p)), the forward's, redrawn from Philox at flat index
-// (t * heads + h) * max_seqlen + j) enter as
+// ((row_offset + t) * heads + h) * 2^32 + j,
+// Ops::AttentionDropout) enter as
 //                      Pd = P m,  DS = P (DP m - rowsum(dO * out)),  dV^T += dO^T Pd
 // GCC warns that passing a vector by value would change the ABI between ISAs;
 // none crosses a function boundary here (see fast_attention_tiles.h).
@@ -50,7 +51,7 @@ struct Geometry {
 // The attention-probability dropout of the forward being differentiated.
 struct Dropout {
   MaskKey key;
-  int64_t max_seqlen;  // the row stride of the mask's flat index
+  Ops::AttentionDropout spec;  // the mask's flat index: spec.row_index
 };
 
 // Sized for the longest sequence of the call; every matrix padded with zeros
@@ -197,7 +198,7 @@ STOKE_CPU_CLONES void backward_item(const float* qkv, const float* out, const fl
         continue;
       }
       const int64_t t = it.first + r0 + r;
-      const uint64_t mask_first = kDropout ? static_cast<uint64_t>((t * g.heads + it.head) * drop->max_seqlen) : 0;
+      const uint64_t mask_first = kDropout ? drop->spec.row_index(t, it.head, g.heads) : 0;
       row_softmax_grad<kDropout>(len, Lp, lse[t * g.heads + it.head], Ds[r], kDropout ? &drop->key : nullptr,
                                  mask_first, w.f.data(), s + r * Lp, ds + r * Lp);
     }
@@ -242,7 +243,7 @@ void attention_backward(const TensorView& dqkv, const TensorView& dout, const Te
   const float* l = lse.as<const float>();
   const int64_t n_items = static_cast<int64_t>(items.size());
   const bool parallel = n_items > 1 && work >= static_cast<double>(kParallelMinElements) * 16;
-  const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step, dropout.tensor_id), max_seqlen};
+  const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step, dropout.tensor_id), dropout};
   const bool dropping = dropout.p > 0.0f;  // p = 0: the code without dropout, bit for bit
   with_vector_floats([&](auto lanes) {
     constexpr int L = decltype(lanes)::value;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iterator>
 #include <string>
 #include <utility>
@@ -54,6 +55,17 @@ void need_act_vector(const char* op, const char* name, const TensorView& t, int6
 void need_dropout_p(const char* op, const Ops::AttentionDropout& dropout) {
   if (!(dropout.p >= 0.0f && dropout.p <= 1.0f))
     fail(op, fmt::format("attention dropout p = {}, expected a probability in [0, 1]", dropout.p));
+}
+
+// Every (row, head) of the mask's index, row_offset included, fits the 32
+// bits above the key's (Ops::AttentionDropout::row_index).
+void need_dropout_rows(const char* op, const Ops::AttentionDropout& dropout, int64_t T, int64_t heads) {
+  if (dropout.p == 0.0f) return;  // no mask is drawn
+  const uint64_t limit = uint64_t{1} << (64 - Ops::AttentionDropout::kKeyBits);
+  const uint64_t rows = limit / static_cast<uint64_t>(std::max<int64_t>(heads, 1));
+  if (dropout.row_offset >= rows || static_cast<uint64_t>(T) > rows - dropout.row_offset)
+    fail(op, fmt::format("attention dropout row_offset {} + {} rows x {} heads, expected under 2^32 (row, head) pairs",
+                         dropout.row_offset, T, heads));
 }
 
 }  // namespace
@@ -254,6 +266,7 @@ AttentionShape check_attention_train(const TensorView& out, const TensorView& ls
   const char* op = "attention_train";
   need_dropout_p(op, dropout);
   const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen, where);
+  need_dropout_rows(op, dropout, s.T, s.heads);
   need(op, "lse", lse, 2);
   need_dtype(op, "lse", lse, DType::f32);
   need_dim(op, "lse", lse, 0, s.T);
@@ -270,6 +283,7 @@ AttentionShape check_attention_backward(const TensorView& dqkv, const TensorView
   const char* op = "attention_backward";
   need_dropout_p(op, dropout);
   const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen, where);
+  need_dropout_rows(op, dropout, s.T, s.heads);
   need_rows(op, "dout", dout, s.T, s.heads * s.d);
   need(op, "lse", lse, 2);
   need_dtype(op, "lse", lse, DType::f32);

@@ -11,7 +11,7 @@
 // (D_i from dout and out, as FlashAttention does: one dot product, not a row).
 // With dropout on the probabilities, m_ij = mask_ij * f32(1 / (1 - p)) (0 where
 // dropped; the mask drawn per element from Philox at flat index
-// (t * heads + h) * max_seqlen + j, t the packed row of query i):
+// ((row_offset + t) * heads + h) * 2^32 + j, t the packed row of query i):
 //   out_i = sum_j P_ij m_ij v_j     (lse_i stays the undropped log-denominator)
 //   dV_j = sum_i P_ij m_ij dout_i   dP_ij = m_ij (dout_i · v_j)
 // and dS, D, dQ, dK as above (D_i = dout_i · out_i = sum_j P_ij dP_ij still).
@@ -31,15 +31,14 @@ namespace stoke::cpu::ref {
 namespace {
 
 // m_ij of query row t, head h, keys [0, len) into m (all 1 when p = 0).
-void mask_row(const Ops::AttentionDropout& dropout, int64_t t, int64_t h, int64_t heads, int64_t max_seqlen,
-              std::vector<double>& m) {
+void mask_row(const Ops::AttentionDropout& dropout, int64_t t, int64_t h, int64_t heads, std::vector<double>& m) {
   if (dropout.p == 0.0f) {
     std::fill(m.begin(), m.end(), 1.0);
     return;
   }
   const float scale = dropout.p < 1.0f ? 1.0f / (1.0f - dropout.p) : 0.0f;  // the dropout op's f32 factor
   for (size_t j = 0; j < m.size(); ++j) {
-    const uint64_t index = static_cast<uint64_t>((t * heads + h) * max_seqlen) + j;
+    const uint64_t index = dropout.row_index(t, h, heads) + j;
     const bool keep = philox::element_uniform(dropout.seed, dropout.step, dropout.tensor_id, index) >= dropout.p;
     m[j] = keep ? static_cast<double>(scale) : 0.0;
   }
@@ -78,7 +77,7 @@ void forward(const TensorView& out, const TensorView& lse, const TensorView& qkv
     for (int64_t h = 0; h < nh; ++h) {
       const int64_t qc = h * d, kc = nh * d + h * d, vc = 2 * nh * d + h * d;
       for (int64_t i = 0; i < len; ++i) {
-        mask_row(dropout, first + i, h, nh, M, m);
+        mask_row(dropout, first + i, h, nh, m);
         double mx = -INFINITY;
         for (int64_t j = 0; j < len; ++j) {
           double s = 0.0;
@@ -126,7 +125,7 @@ void backward(const TensorView& dqkv, const TensorView& drel, const TensorView& 
       for (int64_t i = 0; i < len; ++i) {
         const int64_t ti = first + i;
         const double l = load(lse, ti * nh + h);
-        mask_row(dropout, ti, h, nh, M, m);
+        mask_row(dropout, ti, h, nh, m);
         double Di = 0.0;
         for (int64_t c = 0; c < d; ++c) Di += load(dout, ti * D + h * d + c) * load(out, ti * D + h * d + c);
         for (int64_t j = 0; j < len; ++j) {

@@ -20,11 +20,11 @@ namespace {
 // product of x and the factor is exact in double (two 24-bit significands), so
 // rounding it once to float gives the very bits of an f32 multiply.
 void apply_mask(const char* op, const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step,
-                uint32_t tensor_id) {
-  const int64_t n = check_dropout(op, out, x, p);
+                uint32_t tensor_id, uint64_t row_offset) {
+  const DropoutRange r = check_dropout(op, out, x, p, row_offset);
   const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const bool keep = philox::element_uniform(seed, step, tensor_id, static_cast<uint64_t>(i)) >= p;
+  for (int64_t i = 0; i < r.n; ++i) {
+    const bool keep = philox::element_uniform(seed, step, tensor_id, r.first + static_cast<uint64_t>(i)) >= p;
     store(out, i, load(x, i) * static_cast<double>(keep ? scale : 0.0f));
   }
 }
@@ -39,15 +39,16 @@ void add_metrics(const TensorView& metrics, double loss_sum, double correct, dou
 
 }  // namespace
 
-void dropout(const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step, uint32_t tensor_id) {
-  apply_mask("dropout", out, x, p, seed, step, tensor_id);
+void dropout(const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step, uint32_t tensor_id,
+             uint64_t row_offset) {
+  apply_mask("dropout", out, x, p, seed, step, tensor_id, row_offset);
 }
 
 // The mask is a function of (seed, step, tensor_id, index) only, so the
 // backward is the forward applied to dy.
 void dropout_backward(const TensorView& dx, const TensorView& dy, float p, uint64_t seed, uint32_t step,
-                      uint32_t tensor_id) {
-  apply_mask("dropout_backward", dx, dy, p, seed, step, tensor_id);
+                      uint32_t tensor_id, uint64_t row_offset) {
+  apply_mask("dropout_backward", dx, dy, p, seed, step, tensor_id, row_offset);
 }
 
 void cross_entropy(const TensorView& dlogits, const TensorView& metrics, const TensorView& logits,

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"
@@ -43,7 +45,7 @@ void need_finite(const char* op, const char* name, double v) {
 
 }  // namespace
 
-int64_t check_dropout(const char* op, const TensorView& out, const TensorView& x, float p) {
+DropoutRange check_dropout(const char* op, const TensorView& out, const TensorView& x, float p, uint64_t row_offset) {
   need_any_rank(op, "x", x);
   need_any_rank(op, "out", out);
   if (!is_act(x.dtype)) fail(op, fmt::format("x is {}, expected F32, BF16 or F16", describe(x)));
@@ -52,7 +54,13 @@ int64_t check_dropout(const char* op, const TensorView& out, const TensorView& x
     fail(op, fmt::format("out is {}, expected the shape of x {}", out.shape_string(), x.shape_string()));
   if (!(p >= 0.0f && p <= 1.0f)) fail(op, fmt::format("p = {} must be in [0, 1]", p));
   need_in_place_or_apart(op, "out", out, "x", x);
-  return x.numel();
+  DropoutRange r;
+  r.n = x.numel();
+  const uint64_t row = x.rank > 0 && x.dim(0) > 0 ? static_cast<uint64_t>(r.n / x.dim(0)) : 1;
+  if (row_offset > (UINT64_MAX - static_cast<uint64_t>(r.n)) / std::max<uint64_t>(row, 1))
+    fail(op, fmt::format("row_offset {} x {} elements per row overflows the 64-bit mask index", row_offset, row));
+  r.first = row_offset * row;
+  return r;
 }
 
 LossShape check_cross_entropy(const TensorView& dlogits, const TensorView& metrics, const TensorView& logits,

@@ -13,9 +13,16 @@
 
 namespace stoke::cpu {
 
-// Element count; out and x are activations of one dtype and one shape, out is
-// x itself or does not overlap it, p in [0, 1].
-int64_t check_dropout(const char* op, const TensorView& out, const TensorView& x, float p);
+// The elements a dropout call masks: n of them, drawn at flat indices
+// [first, first + n) of the whole batch's tensor (first = row_offset x the
+// elements of one row of x).
+struct DropoutRange {
+  int64_t n = 0;
+  uint64_t first = 0;
+};
+// out and x are activations of one dtype and one shape, out is x itself or
+// does not overlap it, p in [0, 1], and the indices with row_offset fit 64 bits.
+DropoutRange check_dropout(const char* op, const TensorView& out, const TensorView& x, float p, uint64_t row_offset);
 
 struct LossShape {
   int64_t B, C;  // rows (examples) and classes (1 for mse_loss)

@@ -1,0 +1,159 @@
+#include "jobs/int8_quality.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "jobs/tune_embeddings.h"
+
+namespace stoke {
+
+namespace {
+
+// The sample's rows, in record order (the pipeline hands them on in order).
+class SampleSink : public RowSink {
+ public:
+  explicit SampleSink(int64_t width) : width_(static_cast<size_t>(width)) {}
+  void row(const InputRecord&, const Encoding&, const float* values) override {
+    rows.insert(rows.end(), values, values + width_);
+  }
+  void skipped(const InputRecord&) override {}
+  std::vector<float> rows;
+
+ private:
+  size_t width_;
+};
+
+std::string texts_phrase(uint64_t texts) {
+  return "on the first " + std::to_string(texts) + (texts == 1 ? " text" : " texts");
+}
+
+}  // namespace
+
+Int8SampleRows run_int8_sample(const ModelSession& s, EncodePipelineOptions po, bool need_classifier) {
+  const auto t0 = std::chrono::steady_clock::now();
+  po.max_records = kInt8SampleRecords;
+  // Record r of the input, whichever task asks: every task of a job reports
+  // the same sample (a task reading files of its own samples those).
+  po.task_index = 0;
+  po.task_count = 1;
+  po.resume_record = 0;
+  po.skip_bad_records = true;
+  po.stop_after_seconds = 0;
+  po.debug_sync_each_batch = false;
+  po.trace = nullptr;         // the measurement's spans would read as the job's
+  po.on_thread_start = nullptr;
+  Int8SampleRows out;
+  out.width = pipeline_row_width(s.encoder, po);
+  SampleSink int8(out.width), reference(out.width);
+  PipelineStats ps = run_encode_pipeline(s.encoder, *s.backend, *s.text.tokenizer, po, int8);
+  out.cancelled = ps.cancelled;
+  if (!out.cancelled) {
+    const LoadedEncoder f32 = load_f32_reference(s, need_classifier);
+    ps = run_encode_pipeline(f32, *s.backend, *s.text.tokenizer, po, reference);
+    out.cancelled = ps.cancelled;
+  }
+  out.int8 = std::move(int8.rows);
+  out.reference = std::move(reference.rows);
+  out.texts = out.width > 0 ? std::min(out.int8.size(), out.reference.size()) / static_cast<size_t>(out.width) : 0;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+EmbedQuality embed_quality(const Int8SampleRows& rows, double threshold) {
+  const CosineAgreement a = cosine_agreement(rows.reference, rows.int8, rows.width);
+  EmbedQuality q;
+  q.texts = a.rows;
+  q.centered_mean = a.centered_mean;
+  q.centered_min = a.centered_worst;
+  q.raw_min = a.worst;
+  q.threshold = threshold;
+  q.seconds = rows.seconds;
+  return q;
+}
+
+nlohmann::ordered_json to_json(const EmbedQuality& q) {
+  return {{"reference_precision", "f32"},
+          {"metric", "centered_cosine"},
+          {"sample", "first_records"},
+          {"sample_texts", q.texts},
+          {"mean", q.centered_mean},
+          {"min", q.centered_min},
+          {"raw_cosine_min", q.raw_min},
+          {"threshold", q.threshold},
+          {"seconds", q.seconds}};
+}
+
+std::optional<EmbedQuality> embed_quality_from_json(const nlohmann::ordered_json& j) {
+  if (!j.is_object() || j.value("metric", "") != "centered_cosine") return std::nullopt;
+  for (const char* key : {"sample_texts", "mean", "min", "raw_cosine_min", "threshold", "seconds"})
+    if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
+  EmbedQuality q;
+  q.texts = j["sample_texts"].get<uint64_t>();
+  q.centered_mean = j["mean"].get<double>();
+  q.centered_min = j["min"].get<double>();
+  q.raw_min = j["raw_cosine_min"].get<double>();
+  q.threshold = j["threshold"].get<double>();
+  q.seconds = j["seconds"].get<double>();
+  q.kept = true;
+  return q;
+}
+
+std::string embed_quality_line(const EmbedQuality& q) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "int8 vs f32 %s: centered cosine mean %.4f, min %.4f (raw cosine min %.5f); the sample took %.2f s%s",
+                texts_phrase(q.texts).c_str(), q.centered_mean, q.centered_min, q.raw_min, q.seconds,
+                q.kept ? " (measured by the first run)" : "");
+  return buf;
+}
+
+std::string embed_quality_warning(const EmbedQuality& q) {
+  if (q.texts == 0 || q.centered_mean >= q.threshold) return "";
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "--precision int8: the mean centered cosine to f32 %s is %.4f (worst text %.4f), below "
+                "--min-centered-cosine %g: these vectors lose more than that allows here; --precision f32 keeps them",
+                texts_phrase(q.texts).c_str(), q.centered_mean, q.centered_min, q.threshold);
+  return buf;
+}
+
+ClassifyQuality classify_quality(const Int8SampleRows& rows, const std::function<std::string(const float*)>& label_of) {
+  ClassifyQuality q;
+  q.texts = rows.texts;
+  q.seconds = rows.seconds;
+  const size_t w = static_cast<size_t>(rows.width);
+  uint64_t same = 0;
+  for (size_t r = 0; r < rows.texts; ++r) {
+    const float* a = rows.reference.data() + r * w;
+    const float* c = rows.int8.data() + r * w;
+    for (size_t k = 0; k < w; ++k) {
+      const double d = std::fabs(static_cast<double>(a[k]) - c[k]);
+      q.max_logit_diff = std::isnan(d) ? INFINITY : std::max(q.max_logit_diff, d);  // a NaN differs most
+    }
+    if (label_of) same += label_of(a) == label_of(c);
+  }
+  if (label_of) q.same_labels = same;
+  return q;
+}
+
+std::string classify_quality_line(const ClassifyQuality& q) {
+  char buf[320];
+  const std::string labels =
+      q.same_labels ? "the same label(s) on " + std::to_string(*q.same_labels) + " of " + std::to_string(q.texts) + ", "
+                    : std::string();
+  std::snprintf(buf, sizeof buf, "int8 vs f32 %s: %slogits differ by at most %.4g; the sample took %.2f s",
+                texts_phrase(q.texts).c_str(), labels.c_str(), q.max_logit_diff, q.seconds);
+  return buf;
+}
+
+nlohmann::json to_json(const ClassifyQuality& q) {
+  nlohmann::json j = {{"reference_precision", "f32"}, {"sample", "first_records"}, {"sample_texts", q.texts}};
+  j["same_labels"] = q.same_labels ? nlohmann::json(*q.same_labels) : nlohmann::json();
+  j["max_logit_diff"] = std::isfinite(q.max_logit_diff) ? nlohmann::json(q.max_logit_diff) : nlohmann::json();
+  j["seconds"] = q.seconds;
+  return j;
+}
+
+}  // namespace stoke
