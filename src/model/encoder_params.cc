@@ -174,12 +174,6 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   if (options.int8_linears && arch.decoder)
     throw Error(Errc::unsupported, "--precision int8 does not run " + std::string(arch.display_name) +
                                        " (a decoder); use --precision f32 or bf16");
-  // The decoders' config, loader, tokenizer and ops are in; their forward pass
-  // (model/decoder_layer) is not yet: refuse in one line, not in an op's words.
-  if (arch.decoder)
-    throw Error(Errc::unsupported, std::string(arch.display_name) +
-                                       " (a decoder embedder) is read but does not run yet: its forward pass is"
-                                       " still being built; use an encoder model");
   if (options.need_classifier && !arch.decoder) head_activation(arch);  // refuse before reading any weight
   LoadedEncoder enc;
   enc.config = config;

@@ -139,16 +139,5 @@ TEST(CliArchitectures, InspectShowsProjectionAndRelativeBias) {
   EXPECT_EQ(mpnet.out.find("projected to hidden"), std::string::npos) << mpnet.out;
 }
 
-TEST(CliArchitectures, DecodersAreRefusedInOneLineUntilTheirForwardLands) {
-  for (const char* name : {"tiny-qwen3", "tiny-qwen2"}) {
-    const fs::path out = test::scratch_dir(std::string("arch-decoder-") + name);
-    const auto r = test::run_stoke("embed --model " + folder(name) + " --input " + texts() + " --output " +
-                                   out.string() + " --device cpu --overwrite");
-    EXPECT_NE(r.status, 0) << name;
-    EXPECT_NE(r.err.find("a decoder embedder) is read but does not run yet"), std::string::npos) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  }
-}
-
 }  // namespace
 }  // namespace stoke
