@@ -64,6 +64,29 @@ INSTANTIATE_TEST_SUITE_P(All, CudaGolden,
                            return n;
                          });
 
+// The decoder embedders (tests/golden tiny-qwen3, tiny-qwen2): RMSNorm, rotary,
+// grouped-query attention (the exact path), SwiGLU; eagerly and through graphs.
+class CudaDecoderGolden : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaDecoderGolden, MatchesHuggingFace) {
+  STOKE_REQUIRE_GPU(backend);
+  const Case& k = GetParam();
+  expect_decoder_matches_goldens(*backend, k.model, k.dtype, k.dtype == DType::f32 ? 1e-5 : 2e-2,
+                                 RunnerSetup{EncoderRunner::kGraphBucket, k.graphs});
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CudaDecoderGolden,
+                         ::testing::Values(Case{"tiny-qwen3", DType::f32, false}, Case{"tiny-qwen3", DType::bf16, true},
+                                           Case{"tiny-qwen2", DType::f32, true}, Case{"tiny-qwen2", DType::bf16, false}),
+                         [](const auto& info) {
+                           std::string n = std::string(info.param.model) + "_" +
+                                           std::string(dtype_name(info.param.dtype)) +
+                                           (info.param.graphs ? "_graphs" : "_eager");
+                           for (auto& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
 // A text alone equals the same text inside a mixed-length batch (f32, 1e-5),
 // through graphs and eagerly.
 TEST(CudaBatching, TextAloneEqualsTextInABatch) {

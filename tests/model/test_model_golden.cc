@@ -76,6 +76,32 @@ INSTANTIATE_TEST_SUITE_P(All, ModelGolden,
                            return n;
                          });
 
+// Decoder embedders (tests/golden tiny-qwen3: Qwen3ForSequenceClassification,
+// GQA 4 q / 2 kv heads, head_dim 18, q/k norms; tiny-qwen2: a bare Qwen2Model,
+// bidirectional ("is_causal": false), q/k/v biases, the hub config schema).
+class DecoderGolden : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DecoderGolden, MatchesHuggingFace) {
+  const Case& k = GetParam();
+  cpu::CpuBackend backend(std::string(k.kernels) == "fast" ? cpu::fast_kernels() : cpu::reference_kernels());
+  expect_decoder_matches_goldens(backend, k.model, k.dtype, k.dtype == DType::f32 ? 1e-5 : 2e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, DecoderGolden,
+                         ::testing::Values(Case{"tiny-qwen3", "reference", DType::f32},
+                                           Case{"tiny-qwen3", "fast", DType::f32},
+                                           Case{"tiny-qwen3", "fast", DType::bf16},
+                                           Case{"tiny-qwen2", "reference", DType::f32},
+                                           Case{"tiny-qwen2", "fast", DType::f32},
+                                           Case{"tiny-qwen2", "fast", DType::bf16}),
+                         [](const auto& info) {
+                           std::string n = std::string(info.param.model) + "_" + info.param.kernels + "_" +
+                                           std::string(dtype_name(info.param.dtype));
+                           for (auto& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
 // sentence-transformers Dense after pooling (tests/golden/tiny-bert-dense:
 // Pooling(cls) -> Dense(64 -> 24, tanh) -> Normalize): with and without
 // Normalize, and truncated after it, on both kernel sets.
@@ -119,7 +145,7 @@ TEST(ModelGoldenDense, PoolingDenseNormalizeMatchSentenceTransformers) {
 TEST(ModelBatching, TextAloneEqualsTextInABatch) {
   cpu::CpuBackend backend(cpu::fast_kernels());
   for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-distilbert", "tiny-electra", "tiny-roberta",
-                            "tiny-camembert", "tiny-xlmr5", "tiny-mpnet"})
+                            "tiny-camembert", "tiny-xlmr5", "tiny-mpnet", "tiny-qwen3", "tiny-qwen2"})
     expect_text_alone_equals_batch(backend, model, 1e-6);
 }
 
