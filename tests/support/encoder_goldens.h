@@ -171,6 +171,15 @@ inline void expect_decoder_matches_goldens(Backend& backend, const std::string& 
               std::string(dtype_name(dtype)).c_str(), hidden_error, pooled_error, logits_error);
 }
 
+// Either of the above, as the model folder's architecture says.
+inline void expect_matches_goldens(Backend& backend, const std::string& model, DType dtype, double tol,
+                                   RunnerSetup setup = {}) {
+  if (open_fixture(model).folder.config.arch->decoder)
+    expect_decoder_matches_goldens(backend, model, dtype, tol, setup);
+  else
+    expect_encoder_matches_goldens(backend, model, dtype, tol, setup);
+}
+
 // A text embedded alone gives the same vector (f32) as inside the golden
 // mixed-length batch, within `tol`.
 inline void expect_text_alone_equals_batch(Backend& backend, const std::string& model, double tol,
