@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "core/file_util.h"
+#include "core/machine_load.h"
 #include "support/fixtures.h"
 #include "support/random_bert.h"
 
@@ -157,17 +159,49 @@ TEST(Doctor, InjectedHostSyncPerTrainingStepIsSyncBound) {
   EXPECT_EQ(clean.out.find("sync-bound"), std::string::npos) << clean.out;
 }
 
+// CPU time of this process's finished children (stoke runs as one).
+double children_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_CHILDREN, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// A machine reading after a stoke child ran, with the child's CPU time
+// counted as this process's own: what is left is what other processes used.
+MachineLoadReading after_tune(double before_children) {
+  MachineLoadReading after = read_machine_load();
+  after.self_seconds += children_cpu_seconds() - before_children;
+  return after;
+}
+
 TEST(Tune, TokenizationBoundCaseGetsMoreWorkersAndAConfigEmbedAccepts) {
   const fs::path dir = test::scratch_dir("tune");
   const fs::path config = dir / "tuned.json";
   const fs::path micro = micro_model("tune");
+  const MachineLoadReading before = read_machine_load();
+  const double before_children = children_cpu_seconds();
   const auto r = test::run_stoke("tune embed --model " + micro.string() + " --input " + corpus() +
                                  kMicroFlags + " --workers 1 --seconds-per-trial 1.5 --max-workers 4 --write-config " +
                                  config.string());
+  const double others = other_processes_cores(before, after_tune(before_children));
   ASSERT_EQ(r.status, 0) << r.err;
   std::printf("%s", r.out.c_str());
   const json tuned = json::parse(read_file(config));
-  EXPECT_GT(tuned["workers"].get<int>(), 1) << r.out;
+  // A second worker pays only where a core is free for it. When other
+  // processes took the machine's cores during the trials (a build beside
+  // the tests), "no significant difference" is the right answer: then the
+  // check is that the choice follows tune's own measurements.
+  // The workers knob's rows come before batch-tokens'; "the best so far" marks a significant gain.
+  const std::string workers_rows = r.out.substr(0, r.out.find("  batch-tokens"));
+  const bool worker_faster = workers_rows.find("the best so far") != std::string::npos;
+  if (others >= 0 && others < 0.5) {
+    EXPECT_GT(tuned["workers"].get<int>(), 1) << r.out;
+  } else {
+    std::printf("other processes used %.2f cores during the trials: checking that the choice follows the measurements\n",
+                others);
+    EXPECT_EQ(tuned["workers"].get<int>() > 1, worker_faster) << r.out;
+  }
   EXPECT_TRUE(tuned.contains("batch-tokens"));
   EXPECT_TRUE(tuned.contains("precision"));
   const auto embed = test::run_stoke("embed --config " + config.string() + " --model " + micro.string() +
