@@ -203,7 +203,9 @@ TEST(TokenizerGolden, TruncationLeftAndRightMatchTransformers) {
 // offset mapping, converted to bytes (tests/golden/tokenizers/make_offset_goldens.py),
 // for the two fixtures and every folder of tests/golden/models: WordPiece,
 // Unigram with a Precompiled normalizer, byte-level BPE (RoBERTa's trim
-// included), Qwen2's NFC + Split + ByteLevel BPE.
+// included), Qwen2's NFC + Split + ByteLevel BPE; and the normalizers no
+// golden model has (NFD, NFKC, NFKD, StripAccents, Lowercase, Strip, Replace,
+// Prepend) in front of a Unigram and a byte-level BPE.
 // Where libsentencepiece's alignment through XLM-R's normalizer differs from
 // Hugging Face's (the ids agree except text 50): 44 composed accents (HF's
 // range is the base letter only), 50 control characters (other ids, see
@@ -211,9 +213,18 @@ TEST(TokenizerGolden, TruncationLeftAndRightMatchTransformers) {
 // normalizer expands or drops, 63 unknown runs. Offsets there are close, not equal.
 const std::set<size_t> kXlmrOffsetDifferences = {44, 50, 52, 59, 60, 63};
 
-std::filesystem::path offsets_model_dir(const std::string& model) {
-  if (model == "tiny-bert" || model == "tiny-xlmr") return test::fixture("models/" + model);
-  return std::filesystem::path(STOKE_SOURCE_DIR) / "tests" / "golden" / "models" / model;
+// A golden row's tokenizer: a fixture, a golden model folder, or
+// "FOLDER+VARIANT": a tokenizer.json of tests/golden/tokenizers with the
+// normalizer of offsets_normalizers.json put in.
+std::unique_ptr<Tokenizer> offsets_tokenizer(const std::string& model) {
+  if (model == "tiny-bert" || model == "tiny-xlmr") return load_tokenizer(test::fixture("models/" + model));
+  const auto golden = std::filesystem::path(STOKE_SOURCE_DIR) / "tests" / "golden";
+  const size_t plus = model.find('+');
+  if (plus == std::string::npos) return load_tokenizer(golden / "models" / model);
+  json spec = json::parse(read_file((golden / "tokenizers" / model.substr(0, plus) / "tokenizer.json").string()));
+  const json variants = json::parse(read_file((golden / "tokenizers" / "offsets_normalizers.json").string()));
+  spec["normalizer"] = variants.at(model.substr(plus + 1));
+  return load_tokenizer_json(spec.dump(), model);
 }
 
 TEST(TokenizerGolden, OffsetsMatchTransformersEveryModel) {
@@ -224,7 +235,7 @@ TEST(TokenizerGolden, OffsetsMatchTransformersEveryModel) {
                                     "offsets.expected.jsonl")) {
     const std::string model = row["model"].get<std::string>();
     auto& tok = toks[model];
-    if (!tok) tok = load_tokenizer(offsets_model_dir(model));
+    if (!tok) tok = offsets_tokenizer(model);
     ++rows[model];
     const size_t i = row["text"].get<size_t>();
     const std::string& text = texts.at(i);
@@ -239,7 +250,7 @@ TEST(TokenizerGolden, OffsetsMatchTransformersEveryModel) {
     EXPECT_EQ(offsets, row["offsets"].get<std::vector<std::vector<uint32_t>>>())
         << model << " text " << i << ": " << text.substr(0, 80);
   }
-  EXPECT_EQ(rows.size(), 11u);
+  EXPECT_EQ(rows.size(), 19u);
   for (const auto& [model, n] : rows) EXPECT_EQ(n, texts.size()) << model;
 }
 

@@ -20,6 +20,11 @@ TEI runs) is checked to give the same ids and offsets. Writes
 offsets.expected.jsonl beside this script, fixtures first, then the golden
 models by name:
     {"model", "text": i, "ids": [...], "offsets": [[start, stop], ...]}
+then the normalizers no golden model has (NFD, NFKC, NFKD, Lowercase,
+StripAccents, Strip, Prepend, Replace), each put in front of the Unigram
+(camembert) and the byte-level BPE (roberta) folders of this directory, as
+"model": "FOLDER+VARIANT"; offsets_normalizers.json holds each variant's
+normalizer (the Rust tokenizer from the edited tokenizer.json is the oracle).
 """
 
 import json
@@ -44,6 +49,21 @@ def byte_offsets(text, char_offsets):
     return [[byte_at[a], byte_at[b]] for a, b in char_offsets]
 
 
+# Normalizers put in front of a Unigram and a byte-level BPE tokenizer.json.
+VARIANTS = {
+    "nfd": {"type": "NFD"},
+    "nfkc": {"type": "NFKC"},
+    "nfkd-strip-lower": {"type": "Sequence", "normalizers": [
+        {"type": "NFKD"}, {"type": "StripAccents"}, {"type": "Lowercase"}]},
+    "replace-prepend-strip": {"type": "Sequence", "normalizers": [
+        {"type": "Strip", "strip_left": True, "strip_right": True},
+        {"type": "Replace", "pattern": {"String": "e"}, "content": "\u00eb\u00eb"},
+        {"type": "Replace", "pattern": {"String": ", "}, "content": ";"},
+        {"type": "Prepend", "prepend": "\u2581"}]},
+}
+VARIANT_BASES = ["camembert", "roberta"]
+
+
 def main():
     with open(os.path.join(FIXTURES, "golden", "texts.jsonl"), encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line in f if line.strip()]
@@ -62,9 +82,21 @@ def main():
                 assert r.ids == enc["input_ids"], (model, i)
                 assert byte_offsets(text, r.offsets) == offsets, (model, i)
             rows.append({"model": model, "text": i, "ids": enc["input_ids"], "offsets": offsets})
+    for base in VARIANT_BASES:
+        with open(os.path.join(HERE, base, "tokenizer.json"), encoding="utf-8") as f:
+            spec = json.load(f)
+        for name, normalizer in VARIANTS.items():
+            spec["normalizer"] = normalizer
+            rust = tokenizers.Tokenizer.from_str(json.dumps(spec))
+            for i, text in enumerate(texts):
+                r = rust.encode(text, add_special_tokens=False)
+                rows.append({"model": f"{base}+{name}", "text": i, "ids": r.ids,
+                             "offsets": byte_offsets(text, r.offsets)})
+    with open(os.path.join(HERE, "offsets_normalizers.json"), "w", encoding="utf-8") as f:
+        f.write(json.dumps(VARIANTS, indent=1, sort_keys=True) + "\n")
     with open(os.path.join(HERE, "offsets.expected.jsonl"), "w", encoding="utf-8") as f:
         for r in rows:
-            f.write(json.dumps(r) + "\n")
+            f.write(json.dumps(r, separators=(",", ":")) + "\n")
     print(f"{len(rows)} rows")
 
 
