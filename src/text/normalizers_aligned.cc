@@ -222,7 +222,7 @@ bool TextNormalizer::normalize_aligned(std::string_view text, AlignedText& out) 
         out.prepend(step.content);
         break;
       case NormalizerStep::Kind::strip_accents:
-        filter(out, [](char32_t c) { return !unicode::is_nonspacing_mark(c); });
+        filter(out, [](char32_t c) { return !unicode::is_mark(c); });
         break;
       case NormalizerStep::Kind::bert:
         return false;

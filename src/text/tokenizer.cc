@@ -129,23 +129,57 @@ bool lowered_aligned(AlignedText& t) {
 
 bool is_space_token_char(char32_t c) { return c == 0x120 || unicode::is_white_space(c); }  // 0x120: "Ġ"
 
-// RobertaProcessing's process_offsets (HF tokenizers' byte-level trim).
-void trim_offsets(std::vector<TokenOffset>& offsets, const std::vector<int32_t>& ids, const Tokenizer& tok,
+// RobertaProcessing's process_offsets (HF tokenizers' byte-level trim). HF
+// moves the offsets by characters (the Python binding converts them to
+// characters before post-processing; its offsets are the goldens): the
+// start past `leading` characters, the end back over `trailing` ones.
+void trim_offsets(std::string_view text, std::vector<TokenOffset>& offsets, const std::vector<std::string>& values,
                   bool add_prefix_space) {
-  for (size_t i = 0; i < ids.size(); ++i) {
-    const std::string token = tok.id_to_token(ids[i]);
+  for (size_t i = 0; i < offsets.size() && i < values.size(); ++i) {
+    const std::string& token = values[i];
     std::vector<char32_t> chars;
     for (size_t k = 0; k < token.size();) chars.push_back(utf8_decode(token, k));
-    uint32_t leading = 0, trailing = 0;
+    size_t leading = 0, trailing = 0;
     while (leading < chars.size() && is_space_token_char(chars[leading])) ++leading;
     while (trailing < chars.size() && is_space_token_char(chars[chars.size() - 1 - trailing])) ++trailing;
     TokenOffset& o = offsets[i];
-    if (leading > 0) {
-      const bool is_first = i == 0 || o.start == 0;
-      if (!(is_first && add_prefix_space && leading == 1)) o.start = std::min(o.start + leading, o.end);
+    if (leading > 0 && !((i == 0 || o.start == 0) && add_prefix_space && leading == 1)) {
+      size_t at = o.start;
+      for (size_t k = 0; k < leading && at < o.end; ++k) utf8_decode(text, at);
+      o.start = static_cast<uint32_t>(std::min<size_t>(at, o.end));
     }
-    if (trailing > 0 && o.end >= trailing) o.end = std::max(o.end - trailing, o.start);
+    if (trailing > 0) {
+      size_t at = o.end, k = 0;
+      for (; k < trailing && at > 0; ++k) {
+        --at;
+        while (at > 0 && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) --at;
+      }
+      if (k == trailing) o.end = static_cast<uint32_t>(std::max<size_t>(at, o.start));
+    }
   }
+}
+
+// An added token's range in `text` widened over the whitespace it strips
+// (lstrip: back to `floor`, where the previous span ended; rstrip: forward).
+TokenOffset with_stripped(std::string_view text, TokenOffset o, size_t floor, const AddedTokenMatcher& matcher,
+                          int32_t id) {
+  for (const AddedToken& t : matcher.tokens()) {
+    if (t.id != id || t.content.size() != o.end - o.start) continue;
+    while (t.lstrip && o.start > floor) {
+      size_t prev = o.start - 1;
+      while (prev > floor && (static_cast<unsigned char>(text[prev]) & 0xC0) == 0x80) --prev;
+      size_t i = prev;
+      if (!unicode::is_white_space(utf8_decode(text, i))) break;
+      o.start = static_cast<uint32_t>(prev);
+    }
+    while (t.rstrip && o.end < text.size()) {
+      size_t i = o.end;
+      if (!unicode::is_white_space(utf8_decode(text, i))) break;
+      o.end = static_cast<uint32_t>(i);
+    }
+    break;
+  }
+  return o;
 }
 
 }  // namespace
@@ -175,36 +209,29 @@ std::optional<Tokenizer::IdsWithOffsets> Tokenizer::tokenize_with_offsets(std::s
 
 bool Tokenizer::offsets_of(std::string_view text, IdsWithOffsets& r) const {
   EncodeStats stats;
+  // Each token's string as HF's encoding holds it (what trim_offsets reads):
+  // an added token's is the text it matched, whitespace it strips included.
+  std::vector<std::string> values;
+  const bool keep_values = post_.trim_offsets;
   auto shift = [&](size_t first, uint32_t base) {
     for (size_t k = first; k < r.offsets.size(); ++k) {
       r.offsets[k].start += base;
       r.offsets[k].end += base;
     }
   };
+  auto model_values = [&] {
+    while (keep_values && values.size() < r.ids.size()) values.push_back(id_to_token(r.ids[values.size()]));
+  };
   size_t plain_end = 0;  // where the previous span ended
   for (const TextSpan& span : added_.split(text)) {
     const auto base = static_cast<uint32_t>(span.text.data() - text.data());
     if (span.token_id >= 0) {
       // As HF: an added token that strips whitespace covers it.
-      TokenOffset o{base, base + static_cast<uint32_t>(span.text.size())};
-      for (const AddedToken& t : added_.tokens()) {
-        if (t.id != span.token_id || t.content != span.text) continue;
-        while (t.lstrip && o.start > plain_end) {
-          size_t prev = o.start - 1;
-          while (prev > plain_end && (static_cast<unsigned char>(text[prev]) & 0xC0) == 0x80) --prev;
-          size_t i = prev;
-          if (!unicode::is_white_space(utf8_decode(text, i))) break;
-          o.start = static_cast<uint32_t>(prev);
-        }
-        while (t.rstrip && o.end < text.size()) {
-          size_t i = o.end;
-          if (!unicode::is_white_space(utf8_decode(text, i))) break;
-          o.end = static_cast<uint32_t>(i);
-        }
-        break;
-      }
+      const TokenOffset o = with_stripped(text, {base, base + static_cast<uint32_t>(span.text.size())}, plain_end,
+                                          added_, span.token_id);
       r.ids.push_back(span.token_id);
       r.offsets.push_back(o);
+      if (keep_values) values.emplace_back(text.substr(o.start, o.end - o.start));
       plain_end = o.end;
       continue;
     }
@@ -214,23 +241,31 @@ bool Tokenizer::offsets_of(std::string_view text, IdsWithOffsets& r) const {
     if (normalized_added_.empty()) {
       if (!model_->encode_segment_with_offsets(span.text, at_start, r.ids, r.offsets, stats)) return false;
       shift(first, base);
+      model_values();
       continue;
     }
     AlignedText normalized;
     if (!model_->normalize_aligned(span.text, normalized)) return false;
+    size_t piece_end = 0;
     for (const TextSpan& piece : normalized_added_.split(normalized.text)) {
       const auto at = static_cast<size_t>(piece.text.data() - normalized.text.data());
       if (piece.token_id >= 0) {
+        const TokenOffset o = with_stripped(normalized.text, {static_cast<uint32_t>(at), static_cast<uint32_t>(at + piece.text.size())},
+                                            piece_end, normalized_added_, piece.token_id);
+        piece_end = o.end;
         r.ids.push_back(piece.token_id);
-        r.offsets.push_back(normalized.original(at, at + piece.text.size()));
-      } else if (!model_->encode_aligned(normalized.slice(at, at + piece.text.size()), at_start && at == 0, r.ids,
-                                         r.offsets, stats)) {
-        return false;
+        r.offsets.push_back(normalized.original(o.start, o.end));
+        if (keep_values) values.emplace_back(normalized.text.substr(o.start, o.end - o.start));
+      } else {
+        piece_end = at + piece.text.size();
+        if (!model_->encode_aligned(normalized.slice(at, piece_end), at_start && at == 0, r.ids, r.offsets, stats))
+          return false;
       }
+      model_values();
     }
     shift(first, base);
   }
-  if (post_.trim_offsets) trim_offsets(r.offsets, r.ids, *this, post_.trim_add_prefix_space);
+  if (post_.trim_offsets) trim_offsets(text, r.offsets, values, post_.trim_add_prefix_space);
   return true;
 }
 

@@ -98,8 +98,8 @@ class Tokenizer {
   // and stop), as Hugging Face tokenizers' offsets (in bytes): followed
   // through every normalizer, pre-tokenizer and model (aligned_text.h), and
   // through sentence-transformers' lowercasing and invalid UTF-8 (a U+FFFD
-  // covers the bytes it replaced). Added tokens cover their own bytes and the
-  // whitespace they strip. Empty when unknown: a text over kMinPrefixBytes
+  // covers the bytes it replaced). Added tokens cover their bytes and the
+  // whitespace they strip (as HF; trim_offsets may take it out again). Empty when unknown: a text over kMinPrefixBytes
   // (encode() cuts those), a BertNormalizer inside a Unigram/BPE pipeline,
   // a libsentencepiece text whose unknown runs encode() shortens.
   struct IdsWithOffsets {

@@ -240,7 +240,8 @@ TEST(TokenizerGolden, OffsetsMatchTransformersEveryModel) {
     const size_t i = row["text"].get<size_t>();
     const std::string& text = texts.at(i);
     const auto got = tok->tokenize_with_offsets(text);
-    ASSERT_TRUE(got.has_value()) << model << " text " << i;
+    EXPECT_TRUE(got.has_value()) << model << " text " << i;
+    if (!got) continue;
     // The ids are the encode path's, always.
     EXPECT_EQ(got->ids, tok->tokenize(text)) << model << " text " << i;
     if (model == "tiny-xlmr" && kXlmrOffsetDifferences.count(i)) continue;
