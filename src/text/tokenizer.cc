@@ -165,6 +165,7 @@ TokenOffset with_stripped(std::string_view text, TokenOffset o, size_t floor, co
                           int32_t id) {
   for (const AddedToken& t : matcher.tokens()) {
     if (t.id != id || t.content.size() != o.end - o.start) continue;
+    if (!t.strip_in_offsets) break;
     while (t.lstrip && o.start > floor) {
       size_t prev = o.start - 1;
       while (prev > floor && (static_cast<unsigned char>(text[prev]) & 0xC0) == 0x80) --prev;

@@ -97,6 +97,7 @@ AddedToken added_from_spec(const SpecialSpec& s, int32_t id) {
   t.single_word = s.single_word;
   t.lstrip = s.is_object ? s.lstrip : true;
   t.rstrip = s.is_object ? s.rstrip : true;
+  t.strip_in_offsets = s.is_object;
   return t;
 }
 
