@@ -253,7 +253,9 @@ void tei_tokenize(Call& call) {
                              "inputs");
     // The text's ids (special tokens aside) are a run of its whole
     // tokenization, the first ones or (left truncation) the last ones: each
-    // gets its offsets from there, when the tokenizer can tell them.
+    // gets its offsets from there. tokenize_with_offsets follows every
+    // tokenizer stoke loads; it has none only for a text over 64 KiB or a
+    // BertNormalizer inside a Unigram/BPE pipeline (then start/stop are null).
     const size_t lead = add_special ? std::min(prefix, ids.size()) : 0;
     const size_t seq = add_special ? ids.size() - std::min(ids.size(), specials) : ids.size();
     std::vector<TokenOffset> offsets;

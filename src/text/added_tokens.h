@@ -25,6 +25,11 @@ struct AddedToken {
   bool single_word = false;  // match only when not inside a word
   bool special = true;
   bool normalized = false;   // matched on normalized text (tokenizer.json's "normalized")
+  // Offsets only: whether the range of a match covers the whitespace it
+  // strips (HF). False for a special token given as a plain string beside a
+  // slow tokenizer's files: transformers 5 builds it without lstrip/rstrip
+  // (the ids are the same either way; the ranges are not).
+  bool strip_in_offsets = true;
 };
 
 // One piece of a split text: plain text (token_id < 0) or an added token.

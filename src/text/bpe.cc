@@ -105,7 +105,7 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out, Enc
     }
   }
   if (word.size() > kCachedWordBytes) {
-    merge_word(word, out, stats);
+    merge_word(word, out, nullptr, stats);
     return;
   }
   WordCache& cache = thread_cache(cache_owner_);
@@ -115,13 +115,27 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out, Enc
     return;
   }
   const size_t mark = out.size();
-  merge_word(word, out, stats);
+  merge_word(word, out, nullptr, stats);
   if (cache.words.size() < kCacheEntries)
     cache.words.emplace(std::string(word),
                         std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(mark), out.end()));
 }
 
-void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out, EncodeStats& stats) const {
+void BpeModel::encode_word_with_offsets(std::string_view word, std::vector<int32_t>& out,
+                                        std::vector<TokenOffset>& offsets, EncodeStats& stats) const {
+  if (word.empty()) return;
+  if (options_.ignore_merges) {
+    if (const int32_t id = token_to_id(word); id >= 0) {
+      out.push_back(id);
+      offsets.push_back({0, static_cast<uint32_t>(word.size())});
+      return;
+    }
+  }
+  merge_word(word, out, &offsets, stats);
+}
+
+void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out, std::vector<TokenOffset>* offsets,
+                          EncodeStats& stats) const {
   // Symbols as a doubly linked list over the word's characters.
   struct Symbol {
     int32_t id;
@@ -215,8 +229,13 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out, Enco
     push(left.prev);
     push(c.pos);
   }
-  for (const Symbol& s : sym)
-    if (s.len > 0) out.push_back(s.id);
+  uint32_t at = 0;
+  for (const Symbol& s : sym) {
+    if (s.len == 0) continue;
+    out.push_back(s.id);
+    if (offsets) offsets->push_back({at, at + static_cast<uint32_t>(s.len)});
+    at += static_cast<uint32_t>(s.len);
+  }
 }
 
 }  // namespace stoke

@@ -32,6 +32,8 @@ class BpeModel final : public WordModel {
            const std::string& label);
 
   void encode_word(std::string_view word, std::vector<int32_t>& out, EncodeStats& stats) const override;
+  void encode_word_with_offsets(std::string_view word, std::vector<int32_t>& out, std::vector<TokenOffset>& offsets,
+                                EncodeStats& stats) const override;
   std::string id_to_token(int32_t id) const override;
   int32_t token_to_id(std::string_view token) const override;
   int64_t vocab_size() const override { return vocab_size_; }
@@ -43,7 +45,11 @@ class BpeModel final : public WordModel {
   static constexpr size_t kCacheEntries = 1 << 16;
 
  private:
-  void merge_word(std::string_view word, std::vector<int32_t>& out, EncodeStats& stats) const;
+  // offsets: when set, each id's range in the word as tokenizers' Word gives
+  // it (the running sum of the symbols' byte lengths; a dropped unknown
+  // character shifts the ranges after it there too).
+  void merge_word(std::string_view word, std::vector<int32_t>& out, std::vector<TokenOffset>* offsets,
+                  EncodeStats& stats) const;
   static uint64_t pair_key(int32_t a, int32_t b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }

@@ -63,12 +63,26 @@ std::string strip(std::string_view text, bool left, bool right) {
   return std::string(text.substr(begin, end - begin));
 }
 
-std::string remove_marks(std::string_view text) {
+// all_marks: every M* (tokenizer.json's StripAccents); else Mn only (BERT's).
+std::string remove_marks(std::string_view text, bool all_marks = false) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
     const char32_t c = utf8_decode(text, i);
-    if (!unicode::is_nonspacing_mark(c)) utf8_append(out, c);
+    if (!(all_marks ? unicode::is_mark(c) : unicode::is_nonspacing_mark(c))) utf8_append(out, c);
+  }
+  return out;
+}
+
+// HF's NormalizedString::lowercase: each character on its own (Rust's
+// char::to_lowercase, full mapping), so no final sigma: "ΣΟΦΟΣ" -> "σοφοσ".
+std::string lower_each_char(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    char32_t lowered[3];
+    const int n = unicode::to_lower_full(utf8_decode(text, i), lowered);
+    for (int k = 0; k < n; ++k) utf8_append(out, lowered[k]);
   }
   return out;
 }
@@ -120,8 +134,7 @@ std::string TextNormalizer::normalize(std::string_view text) const {
         s = utf8proc_map_string(s, UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
         break;
       case NormalizerStep::Kind::lowercase:
-        // Rust's str::to_lowercase: full mapping, final sigma included.
-        s = python_lower(s);
+        s = lower_each_char(s);
         break;
       case NormalizerStep::Kind::replace:
         s = replace_all(s, step.pattern, step.content);
@@ -133,7 +146,7 @@ std::string TextNormalizer::normalize(std::string_view text) const {
         if (!s.empty()) s = step.content + s;
         break;
       case NormalizerStep::Kind::strip_accents:
-        s = remove_marks(s);
+        s = remove_marks(s, true);
         break;
       case NormalizerStep::Kind::bert:
         s = bert_normalize(s, step.bert);

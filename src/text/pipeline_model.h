@@ -42,6 +42,36 @@ class PipelineModel final : public SubwordModel {
                        [&](std::string_view word) { model_->encode_word(word, out, stats); });
   }
 
+  // Offsets: the normalizer and pre-tokenizer carry each byte's original
+  // range (aligned_text.h), the word model gives each id's range in its word.
+  bool normalize_aligned(std::string_view text, AlignedText& normalized) const override {
+    if (normalizer_.empty()) {
+      normalized = AlignedText::identity(text);
+      return true;
+    }
+    // The aligned text must be the one the ids come from; else unknown.
+    return normalizer_.normalize_aligned(text, normalized) && normalized.text == normalizer_.normalize(text);
+  }
+  bool encode_segment_with_offsets(std::string_view text, bool at_input_start, std::vector<int32_t>& out,
+                                   std::vector<TokenOffset>& offsets, EncodeStats& stats) const override {
+    AlignedText normalized;
+    return normalize_aligned(text, normalized) && encode_aligned(normalized, at_input_start, out, offsets, stats);
+  }
+  bool encode_aligned(const AlignedText& normalized, bool at_input_start, std::vector<int32_t>& out,
+                      std::vector<TokenOffset>& offsets, EncodeStats& stats) const override {
+    std::vector<AlignedWord> words;
+    pre_.split_aligned(normalized, at_input_start, words);
+    for (const AlignedWord& w : words) {
+      const size_t first = offsets.size();
+      model_->encode_word_with_offsets(w.text.text, out, offsets, stats);
+      for (size_t k = first; k < offsets.size(); ++k)
+        offsets[k] = offsets[k].start < offsets[k].end ? w.text.original(offsets[k].start, offsets[k].end)
+                                                       : TokenOffset{w.text.align.empty() ? 0u : w.text.align.front().start,
+                                                                     w.text.align.empty() ? 0u : w.text.align.front().start};
+    }
+    return true;
+  }
+
   const WordModel& word_model() const { return *model_; }
 
  private:

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "text/aligned_text.h"
+
 namespace stoke {
 
 enum class PrependScheme { always, first, never };
@@ -32,6 +34,12 @@ struct PreToken {
   bool at_input_start = false;
 };
 
+// A word with each byte's range in the original text (offsets only).
+struct AlignedWord {
+  AlignedText text;
+  bool at_input_start = false;
+};
+
 class PreTokenizer {
  public:
   PreTokenizer() = default;
@@ -44,6 +52,9 @@ class PreTokenizer {
   // string per word: the hot path of byte-level BPE.
   void for_each_word(std::string_view text, bool at_input_start,
                      const std::function<void(std::string_view)>& f) const;
+  // split(), carrying the alignment as HF's PreTokenizedString does
+  // (pre_tokenizers_aligned.cc): the same words, each byte aligned.
+  void split_aligned(const AlignedText& text, bool at_input_start, std::vector<AlignedWord>& out) const;
   const std::vector<PreTokenizerStep>& steps() const { return steps_; }
 
  private:

@@ -109,6 +109,22 @@ std::optional<std::string_view> PrecompiledCharsmap::transform(std::string_view 
   return std::nullopt;
 }
 
+size_t PrecompiledCharsmap::grapheme_end(std::string_view text, size_t i) {
+  size_t end = i;
+  char32_t prev = utf8_decode(text, end);
+  int32_t state = 0;
+  while (end < text.size()) {
+    size_t next = end;
+    const char32_t cp = utf8_decode(text, next);
+    if (utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(prev), static_cast<utf8proc_int32_t>(cp),
+                                         &state))
+      break;
+    prev = cp;
+    end = next;
+  }
+  return end;
+}
+
 std::string PrecompiledCharsmap::normalize(std::string_view text) const {
   if (units_.empty()) return std::string(text);
   std::string out;
@@ -118,21 +134,8 @@ std::string PrecompiledCharsmap::normalize(std::string_view text) const {
   // each character on its own; SentencePiece's own normalizer differs on
   // rare clusters, and the ids must be those transformers gives.
   size_t i = 0;
-  int32_t state = 0;
   while (i < text.size()) {
-    // One extended grapheme cluster: [i, end).
-    size_t end = i;
-    char32_t prev = utf8_decode(text, end);
-    state = 0;
-    while (end < text.size()) {
-      size_t next = end;
-      const char32_t cp = utf8_decode(text, next);
-      if (utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(prev), static_cast<utf8proc_int32_t>(cp),
-                                           &state))
-        break;
-      prev = cp;
-      end = next;
-    }
+    const size_t end = grapheme_end(text, i);
     const std::string_view grapheme = text.substr(i, end - i);
     if (grapheme.size() < 6) {
       if (auto rep = transform(grapheme)) {
@@ -154,6 +157,57 @@ std::string PrecompiledCharsmap::normalize(std::string_view text) const {
     i = end;
   }
   return out;
+}
+
+namespace {
+
+// HF's `replace` for Precompiled: the new characters with change 0, the last
+// ones inserted (1) when there are more, else the last entry of the list
+// (possibly an earlier character's, or none at all) takes the removal.
+void replace_changes(std::vector<CharChange>& out, std::string_view old_part, std::string_view new_part) {
+  const auto old_count = static_cast<int>(utf8_length(old_part));
+  const size_t first = out.size();
+  for (size_t i = 0; i < new_part.size();) out.push_back({utf8_decode(new_part, i), 0});
+  const int diff = static_cast<int>(out.size() - first) - old_count;
+  if (diff > 0) {
+    for (size_t k = out.size() - static_cast<size_t>(diff); k < out.size(); ++k) out[k].change = 1;
+  } else if (diff < 0 && !out.empty()) {
+    out.back().change += diff;
+  }
+}
+
+}  // namespace
+
+bool PrecompiledCharsmap::changes(std::string_view text, std::vector<CharChange>& out) const {
+  if (units_.empty()) return false;
+  bool modified = false;
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t end = grapheme_end(text, i);
+    const std::string_view grapheme = text.substr(i, end - i);
+    if (grapheme.size() < 6) {
+      if (auto rep = transform(grapheme)) {
+        modified = true;
+        replace_changes(out, grapheme, *rep);
+        i = end;
+        continue;
+      }
+    }
+    for (size_t k = i; k < end;) {
+      size_t next = k;
+      const char32_t c = utf8_decode(text, next);
+      const std::string_view ch = text.substr(k, next - k);
+      if (auto rep = transform(ch)) {
+        modified = true;
+        replace_changes(out, ch, *rep);
+      } else {
+        out.push_back({c, 0});
+      }
+      k = next;
+    }
+    i = end;
+  }
+  return modified;
 }
 
 }  // namespace stoke

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "text/aligned_text.h"
+
 namespace stoke {
 
 class PrecompiledCharsmap {
@@ -22,9 +24,14 @@ class PrecompiledCharsmap {
   static PrecompiledCharsmap from_base64(std::string_view base64, const std::string& label);
 
   std::string normalize(std::string_view text) const;
+  // The same pass as HF's transformations list (each new character and its
+  // change, see aligned_text.h); false when nothing is replaced.
+  bool changes(std::string_view text, std::vector<CharChange>& out) const;
   bool empty() const { return units_.empty(); }
 
  private:
+  // One extended grapheme cluster of text from i: its end.
+  static size_t grapheme_end(std::string_view text, size_t i);
   // The replacement of the shortest prefix of `chunk` that is a key, if any.
   std::optional<std::string_view> transform(std::string_view chunk) const;
 

@@ -153,4 +153,25 @@ void check_sentencepiece_model(std::string_view serialized, const std::string& l
   if (pieces == 0) w.fail("no pieces");
 }
 
+std::string sentencepiece_charsmap(std::string_view serialized, const std::string& label) {
+  Wire w(serialized, label, "model");
+  std::string charsmap;
+  while (!w.done()) {
+    auto [field, type] = w.tag();
+    if (field != 3 || type != 2) {
+      w.skip(type);
+      continue;
+    }
+    Wire spec(w.bytes(), label, "normalizer");
+    while (!spec.done()) {
+      auto [f, t] = spec.tag();
+      if (f == 2 && t == 2)
+        charsmap = std::string(spec.bytes());
+      else
+        spec.skip(t);
+    }
+  }
+  return charsmap;
+}
+
 }  // namespace stoke

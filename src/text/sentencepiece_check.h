@@ -14,5 +14,7 @@ namespace stoke {
 
 // Throws Error(format) naming `label` and the problem.
 void check_sentencepiece_model(std::string_view serialized, const std::string& label);
+// The normalizer's precompiled_charsmap of a checked model ("" when none).
+std::string sentencepiece_charsmap(std::string_view serialized, const std::string& label);
 
 }  // namespace stoke

@@ -9,7 +9,9 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "text/pipeline_model.h"
 #include "text/sentencepiece_check.h"
+#include "text/unigram.h"
 #include "text/unicode_props.h"
 #include "core/utf8.h"
 
@@ -23,6 +25,7 @@ SentencePieceModel::SentencePieceModel(const std::string& model_path)
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()), label_(model_path) {
   const std::string bytes = read_file(model_path);
   check_sentencepiece_model(bytes, model_path);
+  charsmap_ = sentencepiece_charsmap(bytes, model_path);
   auto status = sp_->LoadFromSerializedProto(bytes);
   if (!status.ok()) {
     throw Error(Errc::format, model_path + ": not a loadable SentencePiece model (" + status.ToString() + ")");
@@ -37,6 +40,7 @@ std::unique_ptr<SentencePieceModel> SentencePieceModel::from_bytes(const std::st
   m->sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
   m->label_ = label;
   check_sentencepiece_model(serialized, label);
+  m->charsmap_ = sentencepiece_charsmap(serialized, label);
   auto status = m->sp_->LoadFromSerializedProto(serialized);
   if (!status.ok()) {
     throw Error(Errc::format, label + ": not a loadable SentencePiece model (" + status.ToString() + ")");
@@ -192,8 +196,47 @@ void SentencePieceModel::encode(std::string_view text, std::vector<int32_t>& out
   stats.lookups += ids.size();
 }
 
+const SubwordModel& SentencePieceModel::hf_pipeline() const {
+  std::call_once(hf_once_, [this] {
+    // transformers' XLM-R conversion: the fairseq specials, then pieces 3..
+    // with their scores (piece k -> id k + 1), <mask> last; unknown = 3.
+    std::vector<std::pair<std::string, double>> vocab;
+    vocab.reserve(static_cast<size_t>(piece_count()) + 2);
+    for (const char* special : kFairseqSpecials) vocab.emplace_back(special, 0.0);
+    for (int k = 3; k < piece_count(); ++k) vocab.emplace_back(sp_->IdToPiece(k), sp_->GetScore(k));
+    vocab.emplace_back("<mask>", 0.0);
+    std::vector<NormalizerStep> norm;
+    if (!charsmap_.empty()) {
+      NormalizerStep step;
+      step.kind = NormalizerStep::Kind::precompiled;
+      step.charsmap = std::make_shared<PrecompiledCharsmap>(charsmap_, label_);
+      norm.push_back(std::move(step));
+    }
+    PreTokenizerStep split, meta;
+    split.kind = PreTokenizerStep::Kind::whitespace_split;
+    meta.kind = PreTokenizerStep::Kind::metaspace;
+    hf_ = std::make_unique<PipelineModel>(TextNormalizer(std::move(norm)), PreTokenizer({split, meta}),
+                                          std::make_unique<UnigramModel>(std::move(vocab), kUnk, false, label_));
+  });
+  return *hf_;
+}
+
 bool SentencePieceModel::encode_with_offsets(std::string_view text, std::vector<int32_t>& out,
                                              std::vector<TokenOffset>& offsets, EncodeStats& stats) const {
+  std::vector<int32_t> ids, hf_ids;
+  std::vector<TokenOffset> hf_offsets;
+  encode(text, ids, stats);
+  EncodeStats scratch;
+  if (hf_pipeline().encode_segment_with_offsets(text, true, hf_ids, hf_offsets, scratch) && hf_ids == ids) {
+    out.insert(out.end(), ids.begin(), ids.end());
+    offsets.insert(offsets.end(), hf_offsets.begin(), hf_offsets.end());
+    return true;
+  }
+  return spm_offsets(text, out, offsets, stats);
+}
+
+bool SentencePieceModel::spm_offsets(std::string_view text, std::vector<int32_t>& out,
+                                     std::vector<TokenOffset>& offsets, EncodeStats& stats) const {
   // A text whose unknown runs encode() shortens has offsets into the shortened
   // text, not this one: unknown here.
   if (!shorten_unknown_runs(text).empty()) return false;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 #include <string>
 
@@ -25,7 +26,10 @@ class SentencePieceModel final : public SubwordModel {
   ~SentencePieceModel() override;
 
   void encode(std::string_view text, std::vector<int32_t>& out, EncodeStats& stats) const override;
-  // libsentencepiece's own byte ranges (it aligns through its normalizer).
+  // Hugging Face's offsets: the pipeline transformers converts this model to
+  // (Precompiled + WhitespaceSplit + Metaspace + Unigram), built on first
+  // use, when its ids are these; else libsentencepiece's own byte ranges
+  // moved to HF's convention (close, not always equal).
   bool encode_with_offsets(std::string_view text, std::vector<int32_t>& out, std::vector<TokenOffset>& offsets,
                            EncodeStats& stats) const override;
   std::string id_to_token(int32_t id) const override;
@@ -46,7 +50,15 @@ class SentencePieceModel final : public SubwordModel {
   // text needs no change.
   std::string shorten_unknown_runs(std::string_view text) const;
 
+  // libsentencepiece's alignment, moved to HF's convention.
+  bool spm_offsets(std::string_view text, std::vector<int32_t>& out, std::vector<TokenOffset>& offsets,
+                   EncodeStats& stats) const;
+  const SubwordModel& hf_pipeline() const;
+
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::string charsmap_;  // the normalizer's table, for hf_pipeline()
+  mutable std::once_flag hf_once_;
+  mutable std::unique_ptr<SubwordModel> hf_;
   // Whether a code point may be dropped from inside a long run of unknown
   // characters: decided lazily by probing the model, cached per code point
   // (0 = not probed yet, 1 = yes, 2 = no). Races only repeat a probe.

@@ -9,14 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "text/aligned_text.h"
 #include "text/encode_stats.h"
 
 namespace stoke {
-
-// Where a token came from: bytes [start, end) of the text given to the model.
-struct TokenOffset {
-  uint32_t start = 0, end = 0;
-};
 
 class SubwordModel {
  public:
@@ -53,10 +49,28 @@ class SubwordModel {
   // `text` (through normalization) to `offsets`. Only asked for (TEI's
   // /tokenize), never on the encode path. False, with nothing appended, when
   // this model cannot tell (then offsets are unknown); a model whose
-  // encode_segment depends on at_input_start must not implement it.
+  // encode_segment depends on at_input_start implements
+  // encode_segment_with_offsets instead.
   virtual bool encode_with_offsets(std::string_view text, std::vector<int32_t>& out,
                                    std::vector<TokenOffset>& offsets, EncodeStats& stats) const {
     (void)text, (void)out, (void)offsets, (void)stats;
+    return false;
+  }
+  virtual bool encode_segment_with_offsets(std::string_view text, bool at_input_start, std::vector<int32_t>& out,
+                                           std::vector<TokenOffset>& offsets, EncodeStats& stats) const {
+    (void)at_input_start;
+    return encode_with_offsets(text, out, offsets, stats);
+  }
+  // For added tokens matched on normalized text (has_normalizer()): the
+  // normalized text with each byte's range in `text`, and encode_normalized
+  // with offsets into that original (through normalized.align). False: unknown.
+  virtual bool normalize_aligned(std::string_view text, AlignedText& normalized) const {
+    (void)text, (void)normalized;
+    return false;
+  }
+  virtual bool encode_aligned(const AlignedText& normalized, bool at_input_start, std::vector<int32_t>& out,
+                              std::vector<TokenOffset>& offsets, EncodeStats& stats) const {
+    (void)normalized, (void)at_input_start, (void)out, (void)offsets, (void)stats;
     return false;
   }
 };

@@ -85,26 +85,189 @@ void Tokenizer::tokenize_into(std::string_view text, std::vector<int32_t>& out, 
   }
 }
 
-std::optional<Tokenizer::IdsWithOffsets> Tokenizer::tokenize_with_offsets(std::string_view text) const {
-  if (lowercase_input_ || !normalized_added_.empty() || text.size() > kMinPrefixBytes || !utf8_is_valid(text))
-    return std::nullopt;
-  IdsWithOffsets r;
-  EncodeStats stats;
-  for (const TextSpan& span : added_.split(text)) {
-    const auto base = static_cast<uint32_t>(span.text.data() - text.data());
-    if (span.token_id >= 0) {
-      r.ids.push_back(span.token_id);
-      r.offsets.push_back({base, base + static_cast<uint32_t>(span.text.size())});
-      continue;
+namespace {
+
+// Invalid subparts replaced by U+FFFD, each covering the bytes it replaces.
+AlignedText sanitized_aligned(std::string_view text) {
+  AlignedText a;
+  a.text.reserve(text.size());
+  a.align.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t at = i;
+    const char32_t c = utf8_decode(text, i);
+    const size_t before = a.text.size();
+    utf8_append(a.text, c);
+    a.align.insert(a.align.end(), a.text.size() - before, TokenOffset{static_cast<uint32_t>(at), static_cast<uint32_t>(i)});
+  }
+  return a;
+}
+
+// python_lower(text.text), each lowered character aligned to the one it came
+// from. False if the lengths disagree (they cannot: checked, not assumed).
+bool lowered_aligned(AlignedText& t) {
+  const std::string lowered = python_lower(t.text);
+  AlignedText out;
+  out.text = lowered;
+  out.align.reserve(lowered.size());
+  size_t at = 0;
+  for (size_t i = 0; i < t.text.size();) {
+    const size_t start = i;
+    char32_t buf[3];
+    const int n = unicode::to_lower_full(utf8_decode(t.text, i), buf);
+    for (int k = 0; k < n; ++k) {
+      if (at >= lowered.size()) return false;
+      size_t next = at;
+      utf8_decode(lowered, next);
+      out.align.insert(out.align.end(), next - at, t.original(start, i));
+      at = next;
     }
-    const size_t first = r.offsets.size();
-    if (!model_->encode_with_offsets(span.text, r.ids, r.offsets, stats)) return std::nullopt;
+  }
+  if (at != lowered.size()) return false;
+  t = std::move(out);
+  return true;
+}
+
+bool is_space_token_char(char32_t c) { return c == 0x120 || unicode::is_white_space(c); }  // 0x120: "Ġ"
+
+// RobertaProcessing's process_offsets (HF tokenizers' byte-level trim). HF
+// moves the offsets by characters (the Python binding converts them to
+// characters before post-processing; its offsets are the goldens): the
+// start past `leading` characters, the end back over `trailing` ones.
+void trim_offsets(std::string_view text, std::vector<TokenOffset>& offsets, const std::vector<std::string>& values,
+                  bool add_prefix_space) {
+  for (size_t i = 0; i < offsets.size() && i < values.size(); ++i) {
+    const std::string& token = values[i];
+    std::vector<char32_t> chars;
+    for (size_t k = 0; k < token.size();) chars.push_back(utf8_decode(token, k));
+    size_t leading = 0, trailing = 0;
+    while (leading < chars.size() && is_space_token_char(chars[leading])) ++leading;
+    while (trailing < chars.size() && is_space_token_char(chars[chars.size() - 1 - trailing])) ++trailing;
+    TokenOffset& o = offsets[i];
+    if (leading > 0 && !((i == 0 || o.start == 0) && add_prefix_space && leading == 1)) {
+      size_t at = o.start;
+      for (size_t k = 0; k < leading && at < o.end; ++k) utf8_decode(text, at);
+      o.start = static_cast<uint32_t>(std::min<size_t>(at, o.end));
+    }
+    if (trailing > 0) {
+      size_t at = o.end, k = 0;
+      for (; k < trailing && at > 0; ++k) {
+        --at;
+        while (at > 0 && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) --at;
+      }
+      if (k == trailing) o.end = static_cast<uint32_t>(std::max<size_t>(at, o.start));
+    }
+  }
+}
+
+// An added token's range in `text` widened over the whitespace it strips
+// (lstrip: back to `floor`, where the previous span ended; rstrip: forward).
+TokenOffset with_stripped(std::string_view text, TokenOffset o, size_t floor, const AddedTokenMatcher& matcher,
+                          int32_t id) {
+  for (const AddedToken& t : matcher.tokens()) {
+    if (t.id != id || t.content.size() != o.end - o.start) continue;
+    if (!t.strip_in_offsets) break;
+    while (t.lstrip && o.start > floor) {
+      size_t prev = o.start - 1;
+      while (prev > floor && (static_cast<unsigned char>(text[prev]) & 0xC0) == 0x80) --prev;
+      size_t i = prev;
+      if (!unicode::is_white_space(utf8_decode(text, i))) break;
+      o.start = static_cast<uint32_t>(prev);
+    }
+    while (t.rstrip && o.end < text.size()) {
+      size_t i = o.end;
+      if (!unicode::is_white_space(utf8_decode(text, i))) break;
+      o.end = static_cast<uint32_t>(i);
+    }
+    break;
+  }
+  return o;
+}
+
+}  // namespace
+
+std::optional<Tokenizer::IdsWithOffsets> Tokenizer::tokenize_with_offsets(std::string_view text) const {
+  if (text.size() > kMinPrefixBytes) return std::nullopt;
+  const bool valid = utf8_is_valid(text);
+  IdsWithOffsets r;
+  if (valid && !lowercase_input_) {
+    if (!offsets_of(text, r)) return std::nullopt;
+    return r;
+  }
+  // The model sees another text: offsets into it, then mapped back.
+  AlignedText seen = valid ? AlignedText::identity(text) : sanitized_aligned(text);
+  if (lowercase_input_ && !lowered_aligned(seen)) return std::nullopt;
+  if (!offsets_of(seen.text, r)) return std::nullopt;
+  for (TokenOffset& o : r.offsets) {
+    if (o.start < o.end) {
+      o = seen.original(o.start, o.end);
+    } else {
+      const uint32_t at = o.start < seen.align.size() ? seen.align[o.start].start : static_cast<uint32_t>(text.size());
+      o = {at, at};
+    }
+  }
+  return r;
+}
+
+bool Tokenizer::offsets_of(std::string_view text, IdsWithOffsets& r) const {
+  EncodeStats stats;
+  // Each token's string as HF's encoding holds it (what trim_offsets reads):
+  // an added token's is the text it matched, whitespace it strips included.
+  std::vector<std::string> values;
+  const bool keep_values = post_.trim_offsets;
+  auto shift = [&](size_t first, uint32_t base) {
     for (size_t k = first; k < r.offsets.size(); ++k) {
       r.offsets[k].start += base;
       r.offsets[k].end += base;
     }
+  };
+  auto model_values = [&] {
+    while (keep_values && values.size() < r.ids.size()) values.push_back(id_to_token(r.ids[values.size()]));
+  };
+  size_t plain_end = 0;  // where the previous span ended
+  for (const TextSpan& span : added_.split(text)) {
+    const auto base = static_cast<uint32_t>(span.text.data() - text.data());
+    if (span.token_id >= 0) {
+      // As HF: an added token that strips whitespace covers it.
+      const TokenOffset o = with_stripped(text, {base, base + static_cast<uint32_t>(span.text.size())}, plain_end,
+                                          added_, span.token_id);
+      r.ids.push_back(span.token_id);
+      r.offsets.push_back(o);
+      if (keep_values) values.emplace_back(text.substr(o.start, o.end - o.start));
+      plain_end = o.end;
+      continue;
+    }
+    plain_end = base + span.text.size();
+    const bool at_start = base == 0;
+    const size_t first = r.offsets.size();
+    if (normalized_added_.empty()) {
+      if (!model_->encode_segment_with_offsets(span.text, at_start, r.ids, r.offsets, stats)) return false;
+      shift(first, base);
+      model_values();
+      continue;
+    }
+    AlignedText normalized;
+    if (!model_->normalize_aligned(span.text, normalized)) return false;
+    size_t piece_end = 0;
+    for (const TextSpan& piece : normalized_added_.split(normalized.text)) {
+      const auto at = static_cast<size_t>(piece.text.data() - normalized.text.data());
+      if (piece.token_id >= 0) {
+        const TokenOffset o = with_stripped(normalized.text, {static_cast<uint32_t>(at), static_cast<uint32_t>(at + piece.text.size())},
+                                            piece_end, normalized_added_, piece.token_id);
+        piece_end = o.end;
+        r.ids.push_back(piece.token_id);
+        r.offsets.push_back(normalized.original(o.start, o.end));
+        if (keep_values) values.emplace_back(normalized.text.substr(o.start, o.end - o.start));
+      } else {
+        piece_end = at + piece.text.size();
+        if (!model_->encode_aligned(normalized.slice(at, piece_end), at_start && at == 0, r.ids, r.offsets, stats))
+          return false;
+      }
+      model_values();
+    }
+    shift(first, base);
   }
-  return r;
+  if (post_.trim_offsets) trim_offsets(text, r.offsets, values, post_.trim_add_prefix_space);
+  return true;
 }
 
 namespace {
@@ -130,7 +293,7 @@ std::string_view text_suffix(std::string_view text, size_t bytes) {
 }  // namespace
 
 std::vector<int32_t> Tokenizer::tokenize_bounded(std::string_view text, const EncodeOptions& o, EncodeStats& stats,
-                                                 bool* cut) const {
+                                                 bool* cut, size_t min_tokens) const {
   *cut = false;
   // WordPiece needs a few bytes per byte of text (a word over
   // max_input_chars_per_word is one [UNK] however long): it is not bounded.
@@ -144,7 +307,7 @@ std::vector<int32_t> Tokenizer::tokenize_bounded(std::string_view text, const En
     ++stats.capped;
     return tokenize(text_prefix(text, kUntruncatedTextBytes), &stats);
   }
-  const size_t need = o.max_length + kPrefixMarginTokens;
+  const size_t need = std::max(o.max_length + kPrefixMarginTokens, min_tokens);
   size_t bytes = std::max(kMinPrefixBytes, need * kTextBytesPerToken);
   while (bytes < text.size()) {
     EncodeStats attempt;
@@ -183,7 +346,21 @@ Encoding Tokenizer::encode(const TextInput& input, const EncodeOptions& options,
   bool cut[2] = {false, false};
   seq[0] = tokenize_bounded(input.text, options, local, &cut[0]);
   const bool is_pair = input.pair.has_value();
-  if (is_pair) seq[1] = tokenize_bounded(*input.pair, options, local, &cut[1]);
+  if (is_pair) {
+    seq[1] = tokenize_bounded(*input.pair, options, local, &cut[1]);
+    // Pair truncation needs to know which side is longer: a cut side no
+    // longer than the whole other one is encoded from a longer prefix (or
+    // whole). Both cut (two texts over 64 KiB, each far over max_length): the
+    // prefixes decide, the one case the tie-break may differ from HF's.
+    for (int s = 0; s < 2; ++s) {
+      const int other = 1 - s;
+      if (cut[s] && !cut[other] && seq[s].size() <= seq[other].size()) {
+        EncodeStats again;
+        seq[s] = tokenize_bounded(s == 0 ? input.text : *input.pair, options, again, &cut[s],
+                                  seq[other].size() + 1);
+      }
+    }
+  }
 
   Encoding enc;
   const size_t specials = post_.added_tokens(is_pair);
@@ -205,23 +382,22 @@ Encoding Tokenizer::encode(const TextInput& input, const EncodeOptions& options,
     if (!is_pair) {
       keep(seq[0], seq[0].size() - to_remove);
     } else {
-      // longest_first, as transformers does it token by token: cut the longer
-      // sequence, the second one on a tie.
-      size_t a = seq[0].size(), b = seq[1].size();
-      if (a > b) {
-        const size_t cut = std::min(to_remove, a - b);
-        a -= cut;
-        to_remove -= cut;
-      } else if (b > a) {
-        const size_t cut = std::min(to_remove, b - a);
-        b -= cut;
-        to_remove -= cut;
+      // longest_first as Hugging Face's Rust tokenizers do it (what TEI and
+      // sentence-transformers' CrossEncoder run): the longer side is cut to
+      // what the shorter leaves, down to the shorter's length; if both must
+      // still lose tokens each keeps half the budget and an odd token goes to
+      // the longer side, to the second on a tie. (transformers' slow
+      // tokenizers, token by token, give it to the first.)
+      const size_t budget = options.max_length - specials;
+      const bool swap = seq[0].size() > seq[1].size();
+      size_t n1 = std::min(seq[0].size(), seq[1].size());  // the shorter
+      size_t n2 = n1 > budget ? n1 : std::max(n1, budget - n1);
+      if (n1 + n2 > budget) {
+        n1 = budget / 2;
+        n2 = n1 + budget % 2;
       }
-      // Now a == b (or nothing left): alternate, the second first.
-      b -= (to_remove + 1) / 2;
-      a -= to_remove / 2;
-      keep(seq[0], a);
-      keep(seq[1], b);
+      keep(seq[0], std::min(seq[0].size(), swap ? n2 : n1));
+      keep(seq[1], std::min(seq[1].size(), swap ? n1 : n2));
     }
     enc.truncated = true;
     ++local.truncated;

@@ -32,6 +32,11 @@ struct TemplatePiece {
 struct PostProcessor {
   std::vector<TemplatePiece> single;  // e.g. [CLS] $A [SEP]
   std::vector<TemplatePiece> pair;    // e.g. [CLS] $A [SEP] $B:1 [SEP]:1
+  // RobertaProcessing's trim_offsets: a token's leading and trailing spaces
+  // ("Ġ") are taken out of its offsets (add_prefix_space: but not the one
+  // space added before the first token).
+  bool trim_offsets = false;
+  bool trim_add_prefix_space = false;
   size_t added_tokens(bool is_pair) const;
 };
 
@@ -90,12 +95,13 @@ class Tokenizer {
   // The ids of a text without special tokens or truncation (HF's tokenize + convert).
   std::vector<int32_t> tokenize(std::string_view text, EncodeStats* stats = nullptr) const;
   // tokenize(), with each id's byte range in `text` (TEI's /tokenize start
-  // and stop). Empty when the offsets are unknown: the model cannot track them
-  // (tokenizer.json's Unigram and BPE pipelines), or the text is changed
-  // before the model sees it in a way not tracked (sentence-transformers'
-  // lowercasing, added tokens matched on normalized text, invalid UTF-8, a
-  // SentencePiece text with shortened unknown runs, over kMinPrefixBytes).
-  // Added tokens found in the text cover their own bytes.
+  // and stop), as Hugging Face tokenizers' offsets (in bytes): followed
+  // through every normalizer, pre-tokenizer and model (aligned_text.h), and
+  // through sentence-transformers' lowercasing and invalid UTF-8 (a U+FFFD
+  // covers the bytes it replaced). Added tokens cover their bytes and the
+  // whitespace they strip (as HF; trim_offsets may take it out again). Empty when unknown: a text over kMinPrefixBytes
+  // (encode() cuts those), a BertNormalizer inside a Unigram/BPE pipeline,
+  // a libsentencepiece text whose unknown runs encode() shortens.
   struct IdsWithOffsets {
     std::vector<int32_t> ids;
     std::vector<TokenOffset> offsets;  // one per id
@@ -127,10 +133,14 @@ class Tokenizer {
 
  private:
   void tokenize_into(std::string_view text, std::vector<int32_t>& out, EncodeStats& stats) const;
+  // tokenize_with_offsets() of text as the model sees it (lowercased, valid UTF-8).
+  bool offsets_of(std::string_view text, IdsWithOffsets& r) const;
   // tokenize(), in memory bounded by what the options keep (see kTextBytesPerToken).
   // *cut: the ids come from a prefix of the text.
+  // min_tokens: a cut prefix yields at least this many ids (pairs: enough to
+  // tell which side is longer).
   std::vector<int32_t> tokenize_bounded(std::string_view text, const EncodeOptions& options, EncodeStats& stats,
-                                        bool* cut) const;
+                                        bool* cut, size_t min_tokens = 0) const;
 
   TokenizerKind kind_;
   std::unique_ptr<SubwordModel> model_;

@@ -97,6 +97,7 @@ AddedToken added_from_spec(const SpecialSpec& s, int32_t id) {
   t.single_word = s.single_word;
   t.lstrip = s.is_object ? s.lstrip : true;
   t.rstrip = s.is_object ? s.rstrip : true;
+  t.strip_in_offsets = s.is_object;
   return t;
 }
 
@@ -244,7 +245,13 @@ PostProcessor parse_post_processor(const json& root, const SubwordModel& model, 
     return (*f)[1].get<int32_t>();
   };
   if (type == "BertProcessing") return bert_template(token_id_pair("cls"), token_id_pair("sep"));
-  if (type == "RobertaProcessing") return roberta_template(token_id_pair("cls"), token_id_pair("sep"));
+  if (type == "RobertaProcessing") {
+    PostProcessor roberta = roberta_template(token_id_pair("cls"), token_id_pair("sep"));
+    // Only offsets depend on these (tokenizers' defaults: both true).
+    roberta.trim_offsets = get_bool(*it, "trim_offsets", true, label);
+    roberta.trim_add_prefix_space = get_bool(*it, "add_prefix_space", true, label);
+    return roberta;
+  }
   if (type != "TemplateProcessing") {
     throw Error(Errc::unsupported, label + ": post_processor \"" + (type.empty() ? it->dump() : type) +
                                        "\" is not supported (supported: TemplateProcessing, BertProcessing, "
@@ -459,8 +466,13 @@ std::unique_ptr<Tokenizer> load_roberta_bpe_tokenizer(const fs::path& vocab_json
   // <mask> (its tokenizer.json files say lstrip for <mask>; they are read as written).
   special("mask_token", "<mask>", false);
   add_config_added_tokens(cfg, cfg_label, vocab_json.parent_path(), added);
+  // transformers builds RobertaProcessing with trim_offsets (default true)
+  // and the config's add_prefix_space.
+  PostProcessor post = roberta_template(bos, eos);
+  post.trim_offsets = get_bool(cfg, "trim_offsets", true, cfg_label);
+  post.trim_add_prefix_space = step.add_prefix_space;
   auto tok = std::make_unique<Tokenizer>(TokenizerKind::bpe, std::move(model), AddedTokenMatcher(added),
-                                         roberta_template(bos, eos), pad, unk);
+                                         std::move(post), pad, unk);
   tok->source = "vocab.json";
   tok->model_max_length = model_max_length(cfg);
   return tok;

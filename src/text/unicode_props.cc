@@ -117,6 +117,12 @@ bool is_regex_word(char32_t c) {
 
 bool is_nonspacing_mark(char32_t c) { return c >= 0x300 && category(c) == UTF8PROC_CATEGORY_MN; }
 
+bool is_mark(char32_t c) {
+  if (c < 0x300) return false;
+  const auto cat = category(c);
+  return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME;
+}
+
 int to_lower_full(char32_t c, char32_t out[3]) {
   if (c < 0x80) {
     out[0] = (c >= 'A' && c <= 'Z') ? c + 32 : c;

@@ -20,6 +20,9 @@ bool is_cjk_ideograph(char32_t c);
 bool is_python_space(char32_t c);
 // Non-spacing mark (category Mn): removed by accent stripping.
 bool is_nonspacing_mark(char32_t c);
+// Any mark (Mn, Mc, Me): what tokenizer.json's StripAccents removes (HF's
+// is_combining_mark), Devanagari's spacing vowel signs included.
+bool is_mark(char32_t c);
 
 // Unicode's White_Space property (Rust's char::is_whitespace, regex \s).
 bool is_white_space(char32_t c);

@@ -46,7 +46,8 @@ int32_t UnigramModel::token_to_id(std::string_view token) const {
   return it == ids_.end() ? -1 : it->second;
 }
 
-void UnigramModel::encode_word(std::string_view word, std::vector<int32_t>& out, EncodeStats& stats) const {
+void UnigramModel::encode_impl(std::string_view word, std::vector<int32_t>& out, std::vector<TokenOffset>* offsets,
+                               EncodeStats& stats) const {
   if (word.empty()) return;
   // best[e]: the best path over word[0, e) — its score, where its last piece
   // starts (npos: no path yet) and that piece's id.
@@ -103,13 +104,21 @@ void UnigramModel::encode_word(std::string_view word, std::vector<int32_t>& out,
   }
   for (size_t k = pieces.size(); k-- > 0;) {
     const std::string_view piece = word.substr(pieces[k].first, pieces[k].second - pieces[k].first);
+    const size_t mark = out.size();
+    const auto note = [&] {
+      if (offsets)
+        offsets->insert(offsets->end(), out.size() - mark,
+                        TokenOffset{static_cast<uint32_t>(pieces[k].first), static_cast<uint32_t>(pieces[k].second)});
+    };
     if (ids[k] != unk_id_) {
       out.push_back(ids[k]);
+      note();
       continue;
     }
     // The piece string may still be a vocabulary entry (a fused run can be).
     if (const int32_t id = token_to_id(piece); id >= 0) {
       out.push_back(id);
+      note();
       continue;
     }
     if (byte_fallback_) {
@@ -123,10 +132,12 @@ void UnigramModel::encode_word(std::string_view word, std::vector<int32_t>& out,
       }
       if (bytes.size() == piece.size()) {
         out.insert(out.end(), bytes.begin(), bytes.end());
+        note();
         continue;
       }
     }
     out.push_back(unk_id_);
+    note();
   }
 }
 

@@ -22,7 +22,13 @@ class UnigramModel final : public WordModel {
   UnigramModel(std::vector<std::pair<std::string, double>> vocab, int32_t unk_id, bool byte_fallback,
                const std::string& label);
 
-  void encode_word(std::string_view word, std::vector<int32_t>& out, EncodeStats& stats) const override;
+  void encode_word(std::string_view word, std::vector<int32_t>& out, EncodeStats& stats) const override {
+    encode_impl(word, out, nullptr, stats);
+  }
+  void encode_word_with_offsets(std::string_view word, std::vector<int32_t>& out, std::vector<TokenOffset>& offsets,
+                                EncodeStats& stats) const override {
+    encode_impl(word, out, &offsets, stats);
+  }
   std::string id_to_token(int32_t id) const override;
   int32_t token_to_id(std::string_view token) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.size()); }
@@ -30,6 +36,11 @@ class UnigramModel final : public WordModel {
   int32_t unk_id() const { return unk_id_; }
 
  private:
+  // offsets: when set, each id's piece range in the word (byte-fallback ids
+  // share their piece's range, as in tokenizers).
+  void encode_impl(std::string_view word, std::vector<int32_t>& out, std::vector<TokenOffset>* offsets,
+                   EncodeStats& stats) const;
+
   std::vector<std::pair<std::string, double>> vocab_;
   std::unordered_map<std::string, int32_t> ids_;
   VocabTrie trie_;

@@ -1,7 +1,8 @@
 // Arbitrary bytes as text (and as a pair) through both fixture tokenizers and
 // the Unigram and byte-level BPE golden folders (tests/golden/tokenizers, found
 // from the repository root, where the corpus replay runs; skipped elsewhere):
-// never a crash, every id inside the vocabulary, truncation respected.
+// never a crash, every id inside the vocabulary, truncation respected; offsets
+// (TEI's /tokenize) inside the text, one per id, the ids those of tokenize().
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -21,7 +22,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_tokenizers.push_back(stoke::load_tokenizer(dir + "/models/tiny-bert"));
   g_tokenizers.push_back(stoke::load_tokenizer(dir + "/models/tiny-xlmr"));
   for (const char* golden : {"tests/golden/tokenizers/xlmr-added", "tests/golden/tokenizers/roberta",
-                             "tests/golden/tokenizers/camembert"})
+                             "tests/golden/tokenizers/camembert", "tests/golden/tokenizers/qwen3"})
     if (std::filesystem::exists(std::string(golden) + "/tokenizer.json"))
       g_tokenizers.push_back(stoke::load_tokenizer(golden));
   return 0;
@@ -36,6 +37,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (id < 0 || id >= tok->vocab_size()) std::abort();
     const Encoding pair = tok->encode(TextInput{text.substr(0, size / 2), text.substr(size / 2)}, EncodeOptions{16, true});
     if (pair.ids.size() > 16 || pair.ids.size() != pair.type_ids.size()) std::abort();
+    if (const auto spans = tok->tokenize_with_offsets(text)) {
+      if (spans->ids.size() != spans->offsets.size() || spans->ids != tok->tokenize(text)) std::abort();
+      for (const TokenOffset& o : spans->offsets)
+        if (o.start > o.end || o.end > size) std::abort();
+    }
   }
   return 0;
 }

@@ -371,9 +371,7 @@ void expect_truncation_matches_transformers(const std::string& model) {
     if (row["model"] != model || row["max_length"] != 16 || !row["pair"].is_null()) continue;
     const std::string& text = texts.at(row["text"].get<size_t>());
     if (text.empty()) continue;  // the server refuses empty texts (400)
-    // XLM-R: text 50 has other ids in the Rust tokenizer; offsets of a few
-    // texts differ (test_tokenizer_golden.cc, kXlmrOffsetDifferences).
-    const bool xlmr_offsets_differ = model == "tiny-xlmr" && std::set<size_t>{44, 50, 52, 59, 60, 63}.count(row["text"].get<size_t>()) > 0;
+    // XLM-R: text 50 has other ids in the Rust tokenizer (test_tokenizer_golden.cc).
     if (model == "tiny-xlmr" && row["text"] == 50) continue;
     const std::string side = row["side"] == "left" ? "Left" : "Right";
     const json request = {{"inputs", text}, {"truncate", true}, {"truncation_direction", side}};
@@ -398,8 +396,7 @@ void expect_truncation_matches_transformers(const std::string& model) {
     const auto& whole = offsets_of.at(row["text"].get<size_t>());
     ASSERT_LE(offsets.size(), whole.size());
     const size_t from = side == "Left" ? whole.size() - offsets.size() : 0;
-    if (!xlmr_offsets_differ)
-      EXPECT_EQ(offsets, std::vector<std::vector<int64_t>>(whole.begin() + static_cast<std::ptrdiff_t>(from),
+    EXPECT_EQ(offsets, std::vector<std::vector<int64_t>>(whole.begin() + static_cast<std::ptrdiff_t>(from),
                                                          whole.begin() + static_cast<std::ptrdiff_t>(from + offsets.size())))
         << model << " " << side << " text " << row["text"];
     ++checked;

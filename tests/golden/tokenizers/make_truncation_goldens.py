@@ -14,6 +14,9 @@ truncation_side, the Rust `tokenizers` library's truncation direction, which
 TEI's truncation_direction sets), with special tokens, longest_first for
 pairs. Writes truncation.expected.jsonl beside this script:
     {"model", "max_length", "side", "text": i, "pair": j or null, "ids": [...]}
+and truncation_pairs.expected.jsonl: pairs of word lists of equal and
+unequal length cut to odd and even budgets (the pair tie-break, both sides cut):
+    {"model", "max_length", "side", "a": text, "b": text, "lengths": [na, nb], "ids": [...]}
 Every id comes from transformers' (Rust-backed) tokenizers; stoke is not used.
 The Rust tokenizer's own truncation is checked to give the same ids.
 """
@@ -62,6 +65,36 @@ def main():
         for r in rows:
             f.write(json.dumps(r) + "\n")
     print(f"{len(rows)} rows")
+    rows = []
+    # The pair tie-break: sides of equal and unequal length, budgets (max
+    # length less the special tokens) that leave an odd and an even number
+    # of tokens to share, so that both sides are cut.
+    words = [w for w in "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()]
+    for model in ["tiny-bert", "tiny-xlmr"]:
+        tok = AutoTokenizer.from_pretrained(os.path.join(FIXTURES, "models", model))
+        backend = tok.backend_tokenizer
+        specials = backend.num_special_tokens_to_add(True)
+        for side in ["left", "right"]:
+            tok.truncation_side = side
+            for la, lb in [(6, 6), (7, 6), (6, 7), (9, 4), (4, 9), (8, 8)]:
+                a, b = " ".join(words[:la]), " ".join(reversed(words[:lb]))
+                na = len(backend.encode(a, add_special_tokens=False).ids)
+                nb = len(backend.encode(b, add_special_tokens=False).ids)
+                for budget in sorted({na + nb - 1, na + nb - 2, min(na, nb) + 1, min(na, nb), 5, 6}):
+                    if budget <= 0 or budget >= na + nb:
+                        continue
+                    max_length = budget + specials
+                    ids = tok(a, b, truncation="longest_first", max_length=max_length)["input_ids"]
+                    backend.enable_truncation(max_length, strategy="longest_first", direction=side)
+                    rust = backend.encode(a, b).ids
+                    backend.no_truncation()
+                    assert rust == ids, (model, side, max_length, a, b)
+                    rows.append({"model": model, "max_length": max_length, "side": side, "a": a, "b": b,
+                                 "lengths": [na, nb], "ids": ids})
+    with open(os.path.join(HERE, "truncation_pairs.expected.jsonl"), "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    print(f"{len(rows)} pair rows")
 
 
 if __name__ == "__main__":
