@@ -35,6 +35,7 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
   ctx_ = backend_.allocate(T * H * act);      // (T, H) attention output
   tmp_ = backend_.allocate(T * H * 4);        // (T, H) f32 dense outputs before residual + LayerNorm
   ffn_ = backend_.allocate(T * I * act);      // (T, I)
+  if (c.arch->gated_ffn && !c.arch->decoder) ffgu_ = backend_.allocate(T * 2 * I * act);  // (T, 2I)
   head_a_ = backend_.allocate(B * H * 4);     // (B, H) first-token rows (f32)
   head_b_ = backend_.allocate(B * H * 4);     // (B, H) pooler / head dense output (f32)
   pooled_ = backend_.allocate(B * H * 4);     // (B, H) f32
@@ -232,6 +233,7 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
                              DType::i32, {R});
     relative_bias_forward(ops, in.rel, p.rel_bias, buckets);
   }
+  set_architecture_inputs(in, c, p);  // rotary, GLU
   const TensorView e = p.emb_proj_w.empty() ? h : device(*emb_, DType::f32, {T, c.embedding_size});
   embeddings_forward(ops, p, in, e, h, low, TensorView{}, TensorView{}, nullptr);
   LayerViews v;
@@ -242,6 +244,7 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   v.ctx = ctx;
   v.ao = v.fo = tmp;
   v.ffa = ffn;
+  if (ffgu_) v.ffgu = device(*ffgu_, dt, {T, 2 * I});
   for (size_t l = 0; l < p.layers.size(); ++l) layer_forward(ops, p.layers[l], in, v, static_cast<int64_t>(l), nullptr);
 
   if (s.pooled) {

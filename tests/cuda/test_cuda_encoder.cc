@@ -54,7 +54,10 @@ INSTANTIATE_TEST_SUITE_P(All, CudaGolden,
                                            Case{"tiny-distilbert", DType::f32, true}, Case{"tiny-distilbert", DType::bf16, false},
                                            Case{"tiny-roberta", DType::f32, true}, Case{"tiny-camembert", DType::f32, false},
                                            Case{"tiny-xlmr5", DType::bf16, true},
-                                           Case{"tiny-mpnet", DType::f32, false}, Case{"tiny-mpnet", DType::bf16, true}),
+                                           Case{"tiny-mpnet", DType::f32, false}, Case{"tiny-mpnet", DType::bf16, true},
+                                           // rotary + GLU encoders
+                                           Case{"tiny-gte", DType::f32, false}, Case{"tiny-gte", DType::bf16, true},
+                                           Case{"tiny-nomic", DType::f32, true}, Case{"tiny-nomic", DType::bf16, false}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.model) + "_" +
                                            std::string(dtype_name(info.param.dtype)) +
