@@ -4,7 +4,7 @@
     python tests/golden/check_checkpoint.py CHECKPOINT_DIR GOLDEN_NAME [--same-weights]
 
 GOLDEN_NAME is a model of tests/golden (tiny-distilbert, tiny-electra, tiny-roberta, tiny-camembert,
-tiny-xlmr5, tiny-mpnet) the checkpoint was trained from.  The script
+tiny-xlmr5, tiny-mpnet, tiny-gte, tiny-nomic) the checkpoint was trained from.  The script
 
  1. loads the checkpoint with AutoModelForSequenceClassification.from_pretrained and reports every
     missing, unexpected and shape-mismatched key (transformers would fill a missing one with random
@@ -124,7 +124,8 @@ def main() -> int:
         a = model(**batch).logits
         b = second(**batch).logits
     error = relative_error(a, b)
-    print(f"logits of {len(TEXTS)} texts, from_pretrained vs safetensors + load_state_dict: relative error {error:.2e}")
+    second_way = "itself (its save_pretrained equals the file)" if fused else "safetensors + load_state_dict"
+    print(f"logits of {len(TEXTS)} texts, from_pretrained vs {second_way}: relative error {error:.2e}")
     if not error <= 1e-6:
         fail(f"the two loads disagree (relative error {error:.2e} > 1e-6)")
 
