@@ -309,6 +309,10 @@ void parse_nomic_fields(const Fields& f, HfConfig& c) {
   for (const char* flag : {"rotary_emb_interleaved", "qkv_proj_bias", "mlp_fc1_bias", "mlp_fc2_bias", "prenorm",
                            "causal", "use_rms_norm", "parallel_block", "scale_attn_by_inverse_layer_idx"})
     if (f.boolean(flag, false)) f.fail(Errc::unsupported, flag, "true is not supported; runs: false");
+  // nomic-embed-text-v2-moe: mixture-of-experts feed-forward layers.
+  for (const char* moe : {"moe_every_n_layers", "num_experts"})
+    if (f.non_negative_int(moe, 0) > 0)
+      f.fail(Errc::unsupported, moe, "> 0 (mixture-of-experts layers) is not supported; runs: dense SwiGLU layers");
   if (!f.boolean("scale_attn_weights", true))
     f.fail(Errc::unsupported, "scale_attn_weights", "false is not supported; runs: true (scores / sqrt(head dim))");
   for (const char* scaling : {"rotary_scaling_factor", "rotary_emb_scale_base"})

@@ -673,6 +673,8 @@ TEST(HfConfigParse, NomicBertFeaturesStokeDoesNotRunAreRefusedByName) {
       {R"({"model_type": "nomic_bert", "rotary_scaling_factor": 2.0})", "\"rotary_scaling_factor\"", "2.0"},
       {R"({"model_type": "nomic_bert", "activation_function": "gelu"})", "\"activation_function\"", "swiglu"},
       {R"({"model_type": "nomic_bert", "head_dim": 32})", "\"head_dim\"", "64"},
+      {R"({"model_type": "nomic_bert", "moe_every_n_layers": 2, "num_experts": 8})", "\"moe_every_n_layers\"",
+       "mixture-of-experts"},
   };
   for (const Case& c : cases) {
     const std::string msg = expect_error(Errc::unsupported, [&] { parse_hf_config(c.json, "config.json"); });
