@@ -43,6 +43,7 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
   ctx_ = backend_.allocate(T * ctx_cols * act);  // (T, H) attention output
   tmp_ = backend_.allocate(T * H * 4);        // (T, H) f32 dense outputs before residual + LayerNorm
   ffn_ = backend_.allocate(T * (decoder ? 2 : 1) * I * act);  // (T, I)
+  if (c.arch->gated_ffn && !decoder) ffgu_ = backend_.allocate(T * 2 * I * act);  // (T, 2I) both GLU halves
   if (decoder) {
     norm_ = backend_.allocate(T * H * act);  // (T, H) RMSNorm output: the GEMM input
     glu_ = backend_.allocate(T * I * act);   // (T, I) silu(gate) * up
@@ -282,6 +283,7 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     dv.act = device(*glu_, dt, {T, I});
     decoder_forward(ops, p, din, dv);
   } else {
+    set_architecture_inputs(in, c, p);  // rotary, GLU
     const TensorView e = p.emb_proj_w.empty() ? h : device(*emb_, DType::f32, {T, c.embedding_size});
     embeddings_forward(ops, p, in, e, h, low, TensorView{}, TensorView{}, nullptr);
     LayerViews v;
@@ -292,6 +294,7 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     v.ctx = ctx;
     v.ao = v.fo = tmp;
     v.ffa = ffn;
+    if (ffgu_) v.ffgu = device(*ffgu_, dt, {T, 2 * I});
     for (size_t l = 0; l < p.layers.size(); ++l) layer_forward(ops, p.layers[l], in, v, static_cast<int64_t>(l), nullptr);
   }
 
