@@ -366,7 +366,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 1), k.token_offset);
     ops.linear_backward(dx, gw.attn_out_w, gw.attn_out_b, dao, a.ctx.rows(T), w.attn_out_w);  // dx = d ctx
     if (p.rel_bias.empty()) {
-      ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen,
+      ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen, 0,
                              st.attn_drop(l));
     } else {  // MPNet: the shared bias's gradient, summed over the layers
       const int64_t R = 2 * static_cast<int64_t>(st.maxlen) - 1;
