@@ -18,7 +18,7 @@
 
 namespace stoke {
 
-enum class ModelType { bert, roberta, xlm_roberta, camembert, electra, distilbert, mpnet, qwen2, qwen3 };
+enum class ModelType { bert, roberta, xlm_roberta, camembert, electra, distilbert, mpnet, qwen2, qwen3, modernbert };
 
 // How a token's position index is computed (packed_batch).
 enum class PositionScheme {
@@ -60,7 +60,9 @@ enum class TensorRole {
   // pre-attention / pre-FFN RMSNorms (weights only); ffn_in is SwiGLU's up.
   q_norm_weight, k_norm_weight,        // (d) per layer: Qwen3's per-head RMSNorm of q and k
   ffn_gate_weight,                     // (I, H) per layer: SwiGLU's gate
-  final_norm_weight,                   // (H) the RMSNorm after the last layer
+  qkv_weight,                          // (3H, H) per layer: q, k and v stored as one matrix (ModernBERT's Wqkv)
+  final_norm_weight,                   // (H) the RMSNorm after the last layer (ModernBERT: a LayerNorm)
+  head_norm_weight,                    // (H) ModernBERT's head: the LayerNorm after its dense and activation
   count
 };
 inline constexpr size_t kTensorRoles = static_cast<size_t>(TensorRole::count);
@@ -124,6 +126,14 @@ struct Architecture {
   TokenizerFamily tokenizer = TokenizerFamily::wordpiece;
   ConfigFields fields;
   ConfigDefaults defaults;
+  // ModernBERT: pre-norm layers (a LayerNorm without bias before attention
+  // and before the feed-forward, none before layer 0's attention), q/k/v in
+  // one stored matrix, rotary positions (no position or token type table),
+  // a GeGLU feed-forward, global and sliding-window local layers with their
+  // own rope theta, a final LayerNorm, no linear biases; the head pools
+  // (classifier_pooling), then dense, GELU, LayerNorm, classifier.
+  // model/prenorm_layer.h.
+  bool prenorm = false;
   // A decoder (Qwen2, Qwen3): pre-norm layers with RMSNorm, rotary positions
   // (no position or token type table), grouped-query attention, causal
   // unless config.json says "is_causal": false, a SwiGLU feed-forward and a

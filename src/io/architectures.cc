@@ -247,6 +247,55 @@ Architecture qwen(ModelType type, std::string_view model_type, std::string_view 
   return a;
 }
 
+// ModernBERT (answerdotai/ModernBERT-*, and the embedders built on it:
+// nomic-ai/modernbert-embed-base, Alibaba-NLP/gte-modernbert-base, ...):
+// Architecture::prenorm. ModernBertForSequenceClassification saves the base
+// model under "model." and its head ("head.dense", "head.norm") and
+// classifier ("classifier", with a bias) without; bare ModernBertModel
+// exports have no prefix. Config fields: hidden_activation, norm_eps, and
+// the rest read by parse_hf_config's ModernBERT part.
+Architecture modernbert() {
+  Architecture a = named(ModelType::modernbert, "modernbert", "ModernBERT", "model.",
+                         "ModernBertForSequenceClassification");
+  a.prenorm = true;
+  a.token_types = false;
+  a.tokenizer = TokenizerFamily::bytelevel_bpe;
+  a.fields.hidden_act = "hidden_activation";
+  a.fields.layer_norm_eps = "norm_eps";
+  a.fields.type_vocab_size = "";
+  a.fields.hidden_dropout = "mlp_dropout";
+  a.fields.attention_dropout = "attention_dropout";
+  a.fields.classifier_dropout = "classifier_dropout";
+  a.defaults = ConfigDefaults{};
+  a.defaults.vocab_size = 50368;
+  a.defaults.hidden_size = 768;
+  a.defaults.num_hidden_layers = 22;
+  a.defaults.num_attention_heads = 12;
+  a.defaults.intermediate_size = 1152;
+  a.defaults.max_position_embeddings = 8192;
+  a.defaults.type_vocab_size = 0;
+  a.defaults.layer_norm_eps = 1e-5;
+  a.defaults.pad_token_id = 50283;
+  a.defaults.hidden_dropout = 0.0;
+  a.defaults.attention_dropout = 0.0;
+  a.defaults.classifier_dropout = 0.0;
+  set(a, R::word_embeddings, "embeddings.tok_embeddings.weight");
+  set(a, R::embeddings_ln_weight, "embeddings.norm.weight");
+  set(a, R::qkv_weight, "layers.{}.attn.Wqkv.weight");
+  set(a, R::attn_out_weight, "layers.{}.attn.Wo.weight");
+  set(a, R::attn_ln_weight, "layers.{}.attn_norm.weight");  // absent in layer 0 (identity)
+  set(a, R::ffn_ln_weight, "layers.{}.mlp_norm.weight");
+  set(a, R::ffn_in_weight, "layers.{}.mlp.Wi.weight");      // (2I, H): [input | gate], GELU on the input half
+  set(a, R::ffn_out_weight, "layers.{}.mlp.Wo.weight");
+  set(a, R::final_norm_weight, "final_norm.weight");
+  set(a, R::head_dense_weight, "head.dense.weight");
+  set(a, R::head_norm_weight, "head.norm.weight");
+  set(a, R::head_out_weight, "classifier.weight");
+  set(a, R::head_out_bias, "classifier.bias");
+  a.head_activation = HeadActivation::gelu;
+  return a;
+}
+
 const std::vector<Architecture>& table() {
   static const std::vector<Architecture> t = {
       bert(),
@@ -261,6 +310,7 @@ const std::vector<Architecture>& table() {
       mpnet(),
       qwen(ModelType::qwen2, "qwen2", "Qwen2", "Qwen2ForSequenceClassification"),
       qwen(ModelType::qwen3, "qwen3", "Qwen3", "Qwen3ForSequenceClassification"),
+      modernbert(),
   };
   return t;
 }
@@ -268,7 +318,7 @@ const std::vector<Architecture>& table() {
 }  // namespace
 
 bool role_is_per_layer(TensorRole r) {
-  return (r >= R::query_weight && r <= R::ffn_ln_bias) || (r >= R::q_norm_weight && r <= R::ffn_gate_weight);
+  return (r >= R::query_weight && r <= R::ffn_ln_bias) || (r >= R::q_norm_weight && r <= R::qkv_weight);
 }
 
 std::string Architecture::tensor_name(TensorRole r, int64_t layer) const {

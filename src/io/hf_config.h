@@ -62,6 +62,11 @@ struct HfConfig {
   bool causal = true;               // false with "is_causal": false (bidirectional, as gte-Qwen2 runs)
   bool tie_word_embeddings = false; // read, not used: embeddings and classifiers never use the LM head
   std::string remote_code;          // "auto_map"'s AutoModel entry: named, never run; "" when absent
+  // ModernBERT (arch->prenorm); empty / 0 elsewhere. rope_theta above is the
+  // global layers' base.
+  std::vector<int> attention_window;  // per layer: 0 = global attention, w = local (|i - j| <= w = local_attention / 2)
+  double local_rope_theta = 0;        // the local layers' rotary base
+  bool classifier_mean_pooling = false;  // classifier_pooling "mean" (else "cls": the first token)
 
   int64_t num_labels() const { return static_cast<int64_t>(id2label.size()); }
   // Positions a sequence (special tokens included) may use. BERT:

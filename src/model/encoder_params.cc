@@ -1,6 +1,7 @@
 #include "model/encoder_params.h"
 #include "model/int8_weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -9,6 +10,7 @@
 #include "io/encoder_layout.h"
 #include "io/model_folder_error.h"
 #include "io/safetensors.h"
+#include "model/rotary_frequencies.h"
 
 namespace stoke {
 
@@ -106,6 +108,19 @@ class Placer {
     return v;
   }
 
+  // f32 values computed on the host (ModernBERT's zeros and rotary
+  // frequencies), copied to the backend once.
+  TensorView upload(std::vector<float> values, const std::vector<int64_t>& shape) {
+    std::vector<unsigned char> host(values.size() * 4);
+    std::memcpy(host.data(), values.data(), host.size());
+    auto buffer = backend_.allocate(std::max<size_t>(host.size(), 4));
+    backend_.copy_to_device(buffer->data(), host.data(), host.size());
+    TensorView v = shaped(buffer->data(), DType::f32, shape);
+    out_.buffers.push_back(std::move(buffer));
+    pending_.push_back(std::move(host));
+    return v;
+  }
+
   // One wait for all the copies, at the end of loading.
   void finish() {
     backend_.synchronize();
@@ -150,6 +165,9 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   if (options.int8_linears && !backend.device_is_host())  // before reading any weight
     throw Error(Errc::unsupported, "--precision int8 runs on the CPU only; use --device cpu (or --precision f32|bf16)");
   const Architecture& arch = *config.arch;
+  if (options.int8_linears && arch.prenorm)
+    throw Error(Errc::unsupported, "--precision int8 does not run " + std::string(arch.display_name) +
+                                       " yet; use --precision f32 or bf16");
   if (options.int8_linears && arch.decoder)
     throw Error(Errc::unsupported, "--precision int8 does not run " + std::string(arch.display_name) +
                                        " (a decoder); use --precision f32 or bf16");
@@ -196,7 +214,9 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     EncoderLayerParams layer;
     layer.qkv_w =
-        placer.place({view(R::query_weight, l), view(R::key_weight, l), view(R::value_weight, l)}, {qkv_rows, H});
+        arch.prenorm ? placer.place({view(R::qkv_weight, l)}, {qkv_rows, H})  // stored stacked (ModernBERT's Wqkv)
+                     : placer.place({view(R::query_weight, l), view(R::key_weight, l), view(R::value_weight, l)},
+                                    {qkv_rows, H});
     // The q/k/v GEMM writes the compute dtype. On a GPU its bias goes in that
     // dtype too, so cuBLASLt adds it in the GEMM's epilogue (documented for a
     // bias of the output's dtype) instead of a pass of ours over T x 3H; the
@@ -214,6 +234,19 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   p.head_dense_b = place_f32(arch.head_on_pooler ? R::pooler_bias : R::head_dense_bias);
   p.head_out_w = place_f32(R::head_out_weight);
   p.head_out_b = place_f32(R::head_out_bias);
+  if (arch.prenorm) {  // ModernBERT: bias-free LayerNorms, no position table, two rotary bases
+    p.head_norm = place_f32(R::head_norm_weight);
+    p.zeros = placer.upload(std::vector<float>(static_cast<size_t>(H), 0.0f), {H});
+    p.position_embeddings = TensorView(p.zeros.data, DType::f32, {1, H});
+    p.emb_ln_beta = p.zeros;
+    for (EncoderLayerParams& layer : p.layers) {
+      if (!layer.attn_ln_gamma.empty()) layer.attn_ln_beta = p.zeros;
+      layer.ffn_ln_beta = p.zeros;
+    }
+    const int64_t d = config.head_dim();
+    p.rope_global = placer.upload(default_rope_inv_freq(d, config.rope_theta), {d / 2});
+    p.rope_local = placer.upload(default_rope_inv_freq(d, config.local_rope_theta), {d / 2});
+  }
   placer.finish();
   if (options.int8_linears) quantize_layer_weights(enc, backend);
   enc.weights = std::move(weights);

@@ -61,7 +61,8 @@ ParamLayout::ParamLayout(const HfConfig& config) : config_(config) {
     s.offset = numel_;
     s.part = t.part;
     // Biases and LayerNorm weights (by role: DistilBERT calls them sa_layer_norm, ...).
-    const bool layer_norm = t.role == R::embeddings_ln_weight || t.role == R::attn_ln_weight || t.role == R::ffn_ln_weight;
+    const bool layer_norm = t.role == R::embeddings_ln_weight || t.role == R::attn_ln_weight ||
+                            t.role == R::ffn_ln_weight || t.role == R::final_norm_weight || t.role == R::head_norm_weight;
     s.decay = !(t.shape.size() == 1 && (layer_norm || ends_with(t.name, ".bias")));
     numel_ += s.numel;
     slots_.push_back(std::move(s));
@@ -91,8 +92,8 @@ EncoderParams ParamLayout::views(float* base) const {
   const int64_t H = config_.hidden_size;
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     EncoderLayerParams layer;
-    layer.qkv_w = v(R::query_weight, l);
-    layer.qkv_w.dims[0] = 3 * H;  // query, key, value stacked (see the layout)
+    layer.qkv_w = config_.arch->prenorm ? v(R::qkv_weight, l) : v(R::query_weight, l);
+    layer.qkv_w.dims[0] = 3 * H;  // query, key, value stacked (see the layout; ModernBERT stores them so)
     layer.qkv_b = v(R::query_bias, l);
     layer.qkv_b.dims[0] = 3 * H;
     for (const LayerParamField& f : kLayerParamFields) layer.*f.member = v(f.role, l);
@@ -103,6 +104,7 @@ EncoderParams ParamLayout::views(float* base) const {
   p.head_dense_b = v(pooler ? R::pooler_bias : R::head_dense_bias);
   p.head_out_w = v(R::head_out_weight);
   p.head_out_b = v(R::head_out_bias);
+  p.head_norm = v(R::head_norm_weight);
   return p;
 }
 

@@ -28,6 +28,7 @@ struct TrainableEncoder {
   DType dtype = DType::f32;         // compute dtype of the layers' GEMMs
   ParamLayout layout;
   std::unique_ptr<Buffer> master_buffer, grad_buffer, low_buffer;
+  std::unique_ptr<Buffer> fixed_buffer;  // ModernBERT: zeros and rotary frequencies (not parameters)
   EncoderParams master;             // f32 views into master_buffer
   EncoderParams grad;               // f32 views into grad_buffer, same layout
   EncoderParams compute;            // what the forward reads: GEMM weights in dtype, the rest = master

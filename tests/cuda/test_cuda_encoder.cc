@@ -54,7 +54,9 @@ INSTANTIATE_TEST_SUITE_P(All, CudaGolden,
                                            Case{"tiny-distilbert", DType::f32, true}, Case{"tiny-distilbert", DType::bf16, false},
                                            Case{"tiny-roberta", DType::f32, true}, Case{"tiny-camembert", DType::f32, false},
                                            Case{"tiny-xlmr5", DType::bf16, true},
-                                           Case{"tiny-mpnet", DType::f32, false}, Case{"tiny-mpnet", DType::bf16, true}),
+                                           Case{"tiny-mpnet", DType::f32, false}, Case{"tiny-mpnet", DType::bf16, true},
+                                           Case{"tiny-modernbert", DType::f32, false},
+                                           Case{"tiny-modernbert", DType::bf16, true}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.model) + "_" +
                                            std::string(dtype_name(info.param.dtype)) +

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -49,6 +50,7 @@ TEST(CliArchitectures, EmbedReproducesSentenceTransformers) {
                                                  std::tuple{"tiny-roberta", "st_embeddings", 48},
                                                  std::tuple{"tiny-camembert", "st_embeddings", 40},
                                                  std::tuple{"tiny-xlmr5", "st_embeddings", 24},
+                                                 std::tuple{"tiny-modernbert", "st_embeddings", 60},
                                                  std::tuple{"tiny-bert-dense", "st_embeddings.f64", 24}}) {
     const Fixture fx = open_fixture(name);
     const fs::path out = test::scratch_dir(std::string("arch-embed-") + name);
@@ -70,7 +72,8 @@ TEST(CliArchitectures, EmbedReproducesSentenceTransformers) {
 TEST(CliArchitectures, ClassifyReproducesTransformers) {
   // ELECTRA: dense -> GELU -> out_proj; DistilBERT: pre_classifier -> ReLU -> classifier.
   for (const std::string name :
-       {"tiny-electra", "tiny-distilbert", "tiny-mpnet", "tiny-roberta", "tiny-camembert", "tiny-xlmr5"}) {
+       {"tiny-electra", "tiny-distilbert", "tiny-mpnet", "tiny-roberta", "tiny-camembert", "tiny-xlmr5",
+        "tiny-modernbert"}) {
     const Fixture fx = open_fixture(name);
     const auto r = test::run_stoke("classify --quiet --model " + folder(name) + " --input " + texts() +
                                    " --output - --device cpu");
@@ -100,6 +103,19 @@ TEST(CliArchitectures, InspectShowsProjectionAndRelativeBias) {
   ASSERT_EQ(mpnet.status, 0) << mpnet.err;
   EXPECT_NE(mpnet.out.find("attention: relative-position bias, 32 buckets"), std::string::npos) << mpnet.out;
   EXPECT_EQ(mpnet.out.find("projected to hidden"), std::string::npos) << mpnet.out;
+}
+
+// ModernBERT trains without dropout in its layers (its hub configs set 0): --dropout above 0 is refused
+// in one line.
+TEST(CliArchitectures, ModernBertLayerDropoutIsRefusedInOneLine) {
+  const fs::path out = test::scratch_dir("arch-modernbert-train");
+  const fs::path data = out / "train.jsonl";
+  std::ofstream(data) << "{\"text\": \"a b c\", \"label\": 0}\n{\"text\": \"d e\", \"label\": 1}\n";
+  const auto r = test::run_stoke("train --model " + folder("tiny-modernbert") + " --train " + data.string() +
+                                 " --output " + (out / "ckpt").string() + " --device cpu --max-steps 1 --dropout 0.1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("ModernBERT trains without dropout in its layers"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 TEST(CliArchitectures, DecodersAreRefusedInOneLineUntilTheirForwardLands) {

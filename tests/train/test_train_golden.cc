@@ -158,7 +158,7 @@ TEST_P(TrainGolden, LossGradientsAndTwoAdamWSteps) {
 // still catch a missing term, which is an O(1) error.
 TEST(TrainGoldenBf16, LossGradientsAndStepsWithinBf16Tolerance) {
   for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-electra", "tiny-distilbert", "tiny-roberta", "tiny-camembert",
-                            "tiny-xlmr5", "tiny-mpnet"}) {
+                            "tiny-xlmr5", "tiny-mpnet", "tiny-modernbert"}) {
     const Fixture fx = open_fixture(model);
     const HfConfig& c = fx.folder.config;
     const ModelWeights weights = open_model_folder_weights(fx.folder);
@@ -203,7 +203,8 @@ INSTANTIATE_TEST_SUITE_P(Models, TrainGolden,
                                            Case{"tiny-roberta", "reference"}, Case{"tiny-roberta", "fast"},
                                            Case{"tiny-camembert", "reference"}, Case{"tiny-camembert", "fast"},
                                            Case{"tiny-xlmr5", "reference"}, Case{"tiny-xlmr5", "fast"},
-                                           Case{"tiny-mpnet", "reference"}, Case{"tiny-mpnet", "fast"}),
+                                           Case{"tiny-mpnet", "reference"}, Case{"tiny-mpnet", "fast"},
+                                           Case{"tiny-modernbert", "reference"}, Case{"tiny-modernbert", "fast"}),
                          [](const auto& info) {
                            // "tiny-bert" -> bert_reference (the existing names)
                            return std::string(info.param.model).substr(5) + "_" + info.param.kernels;
@@ -296,7 +297,8 @@ TEST(TrainDropoutSplit, TwoHalvesWithOffsetsGiveTheWholeBatchsGradient) {
 // unexpected keys.
 TEST(TrainCheckpointNames, EqualTransformersStateDictKeys) {
   for (const char* model :
-       {"tiny-distilbert", "tiny-electra", "tiny-roberta", "tiny-camembert", "tiny-xlmr5", "tiny-mpnet"}) {
+       {"tiny-distilbert", "tiny-electra", "tiny-roberta", "tiny-camembert", "tiny-xlmr5", "tiny-mpnet",
+        "tiny-modernbert"}) {
     const Fixture fx = open_fixture(model);
     const nlohmann::json info =
         nlohmann::json::parse(read_file(repo_golden_dir() / (std::string(model) + ".json")));
