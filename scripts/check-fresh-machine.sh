@@ -82,6 +82,15 @@ else
   mount -o remount,ro "$cg"
 fi
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The network's own certificate authorities (e.g. a TLS-intercepting egress
+# proxy's), which the host added by hand to /usr/local/share/ca-certificates:
+# part of the network the fresh machine sits on, not a package stoke needs.
+# ca-certificates (setup.sh installs it) adds them to the root's bundle, so
+# pip inside the root reaches PyPI as pip on the host does.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+fi
 
 echo "== the committed tree ($(git rev-parse --short HEAD)) and the fixtures"
 mkdir -p "$root/work/stoke" "$root/work/shared"
