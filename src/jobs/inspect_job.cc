@@ -81,6 +81,14 @@ void inspect_folder(const fs::path& dir, std::ostream& out) {
   if (c.relative_attention_num_buckets > 0)
     out << fmt::format("attention: relative-position bias, {} buckets shared by the layers\n",
                        c.relative_attention_num_buckets);
+  if (c.arch->prenorm) {  // ModernBERT: which layers are local, their window, the two rotary bases
+    std::string kinds;
+    for (size_t l = 0; l < c.attention_window.size(); ++l)
+      kinds += (l ? ", " : "") + (c.attention_window[l] ? fmt::format("local +-{}", c.attention_window[l])
+                                                         : std::string("global"));
+    out << fmt::format("attention: {}; rotary theta {} global, {} local; pre-norm, GeGLU, classifier pooling {}\n",
+                       kinds, c.rope_theta, c.local_rope_theta, c.classifier_mean_pooling ? "mean" : "cls");
+  }
   std::string labels;
   for (size_t i = 0; i < c.id2label.size(); ++i) labels += (i ? ", " : "") + c.id2label[i];
   const std::string problem(problem_type_name(c.problem_type));

@@ -17,6 +17,7 @@
 #include "core/file_util.h"
 #include "support/fixtures.h"
 #include "support/goldens.h"
+#include "support/jsonl.h"
 
 namespace stoke {
 namespace {
@@ -103,6 +104,26 @@ TEST(CliArchitectures, InspectShowsProjectionAndRelativeBias) {
   ASSERT_EQ(mpnet.status, 0) << mpnet.err;
   EXPECT_NE(mpnet.out.find("attention: relative-position bias, 32 buckets"), std::string::npos) << mpnet.out;
   EXPECT_EQ(mpnet.out.find("projected to hidden"), std::string::npos) << mpnet.out;
+  const auto modernbert = test::run_stoke("inspect " + folder("tiny-modernbert"));
+  ASSERT_EQ(modernbert.status, 0) << modernbert.err;
+  EXPECT_NE(modernbert.out.find("attention: global, local +-8, global; rotary theta 20000 global, 5000 local"),
+            std::string::npos)
+      << modernbert.out;
+}
+
+// ModernBERT's tokenizer.json form (ByteLevel BPE, [UNK] [CLS] [SEP] [PAD] [MASK] after the
+// vocabulary, TemplateProcessing "[CLS] $A [SEP]"): every text's ids and tokens as transformers gives them.
+TEST(CliArchitectures, ModernBertTokenizerMatchesTransformers) {
+  const auto r = test::run_stoke("tokenize --quiet --no-truncation --model " + folder("tiny-modernbert") + " --input " +
+                                 texts() + " --output -");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rows = test::jsonl_rows(r.out);
+  const auto golden_rows = test::read_jsonl(repo_golden_dir() / "tiny-modernbert.tokens.jsonl");
+  ASSERT_EQ(rows.size(), golden_rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i]["ids"], golden_rows[i]["ids"]) << "text " << i;
+    EXPECT_EQ(rows[i]["tokens"], golden_rows[i]["tokens"]) << "text " << i;
+  }
 }
 
 // ModernBERT trains without dropout in its layers (its hub configs set 0): --dropout above 0 is refused
