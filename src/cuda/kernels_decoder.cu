@@ -78,6 +78,10 @@ __global__ void __launch_bounds__(kKeyChunk)
   const int64_t first = cu[lo], len = cu[lo + 1] - first, i = t - first;
   const int g = h / (heads / kv_heads);
   const int64_t C = int64_t{heads + 2 * kv_heads} * d;
+  if (i >= len) {  // a graph bucket's padding row, in no sequence: zeros (block-uniform, before any barrier)
+    for (int c = threadIdx.x; c < d; c += blockDim.x) store(out, e, t * heads * d + int64_t{h} * d + c, 0.0f);
+    return;
+  }
   const int64_t q_col = int64_t{h} * d, k_col = int64_t{heads + g} * d, v_col = int64_t{heads + kv_heads + g} * d;
   for (int c = threadIdx.x; c < d; c += blockDim.x) {
     q_s[c] = load(qkv, e, t * C + q_col + c) * scale;

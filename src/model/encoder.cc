@@ -4,8 +4,10 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/decoder_layer.h"
 #include "model/layer_sequence.h"
 #include "model/prenorm_layer.h"
+#include "model/rotary_frequencies.h"
 
 namespace stoke {
 
@@ -32,10 +34,23 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
     emb_ = backend_.allocate(T * static_cast<size_t>(c.embedding_size) * 4);  // (T, E) f32 before the projection
   if (enc_.dtype != DType::f32)
     h_low_ = backend_.allocate(T * H * act);  // (T, H) the same in the compute dtype: GEMM input
-  qkv_ = backend_.allocate(T * 3 * H * act);  // (T, 3H)
-  ctx_ = backend_.allocate(T * H * act);      // (T, H) attention output
+  // A decoder's q/k/v and attention output are grouped-query widths, and its
+  // FFN GEMM writes gate | up (2I).
+  const bool decoder = c.arch->decoder;
+  const size_t D = static_cast<size_t>(c.head_dim()), heads = static_cast<size_t>(c.num_attention_heads);
+  const size_t qkv_cols = decoder ? (heads + 2 * static_cast<size_t>(c.num_key_value_heads)) * D : 3 * H;
+  const size_t ctx_cols = decoder ? heads * D : H;
+  qkv_ = backend_.allocate(T * qkv_cols * act);  // (T, 3H)
+  ctx_ = backend_.allocate(T * ctx_cols * act);  // (T, H) attention output
   tmp_ = backend_.allocate(T * H * 4);        // (T, H) f32 dense outputs before residual + LayerNorm
-  ffn_ = backend_.allocate(T * I * act);      // (T, I)
+  ffn_ = backend_.allocate(T * (decoder ? 2 : 1) * I * act);  // (T, I)
+  if (decoder) {
+    norm_ = backend_.allocate(T * H * act);  // (T, H) RMSNorm output: the GEMM input
+    glu_ = backend_.allocate(T * I * act);   // (T, I) silu(gate) * up
+    inv_freq_host_ = default_rope_inv_freq(c.head_dim(), c.rope_theta);
+    inv_freq_ = backend_.allocate(inv_freq_host_.size() * 4);
+    backend_.copy_to_device(inv_freq_->data(), inv_freq_host_.data(), inv_freq_host_.size() * 4);  // reads the member later
+  }
   head_a_ = backend_.allocate(B * H * 4);     // (B, H) first-token rows (f32)
   head_b_ = backend_.allocate(B * H * 4);     // (B, H) pooler / head dense output (f32)
   pooled_ = backend_.allocate(B * H * 4);     // (B, H) f32
@@ -142,6 +157,19 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   // T - 1 stands in, so the gather stays inside the batch).
   for (int64_t b = 0; b < B; ++b)
     h_rows[b] = static_cast<int32_t>(std::max<int64_t>(0, std::min<int64_t>(batch.cu_seqlens[static_cast<size_t>(b)], T - 1)));
+  // A decoder's classifier reads the last token that is not the pad token
+  // (transformers' *ForSequenceClassification rule; the first token when all
+  // are pad), or the last token when the config names no pad token.
+  if (c.arch->decoder)
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t first = batch.cu_seqlens[static_cast<size_t>(b)], end = batch.cu_seqlens[static_cast<size_t>(b) + 1];
+      int64_t row = end - 1;
+      if (c.pad_token_id >= 0) {
+        while (row >= first && batch.ids[static_cast<size_t>(row)] == c.pad_token_id) --row;
+        if (row < first) row = first;
+      }
+      if (end > first) h_rows[b] = static_cast<int32_t>(row);
+    }
   // Bucket padding: token 0 at position 0 for the rows past the batch (valid
   // table rows, in no sequence), empty sequences past the batch's.
   for (int64_t t = T; t < Tr; ++t) h_ids[t] = h_types[t] = h_pos[t] = 0;
@@ -256,6 +284,27 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     v.gate = device(*gate_, dt, {T, 2 * I});
     v.ffa = ffn;
     prenorm_encoder_forward(ops, p, c, in, v);
+  } else if (c.arch->decoder) {
+    const int64_t D = c.head_dim(), heads = c.num_attention_heads, kv = c.num_key_value_heads;
+    DecoderInputs din;
+    din.ids = ids;
+    din.cu = cu;
+    din.inv_freq = device(*inv_freq_, DType::f32, {static_cast<int64_t>(inv_freq_host_.size())});
+    din.max_seqlen = s.max_seqlen;
+    din.heads = static_cast<int>(heads);
+    din.kv_heads = static_cast<int>(kv);
+    din.head_dim = static_cast<int>(D);
+    din.eps = static_cast<float>(c.layer_norm_eps);
+    din.causal = c.causal;
+    DecoderViews dv;
+    dv.h = h;
+    dv.x = device(*norm_, dt, {T, H});
+    dv.qkv = device(*qkv_, dt, {T, (heads + 2 * kv) * D});
+    dv.ctx = device(*ctx_, dt, {T, heads * D});
+    dv.tmp = tmp;
+    dv.gate_up = device(*ffn_, dt, {T, 2 * I});
+    dv.act = device(*glu_, dt, {T, I});
+    decoder_forward(ops, p, din, dv);
   } else {
     const TensorView e = p.emb_proj_w.empty() ? h : device(*emb_, DType::f32, {T, c.embedding_size});
     embeddings_forward(ops, p, in, e, h, low, TensorView{}, TensorView{}, nullptr);
@@ -293,11 +342,18 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     const TensorView hidden = device(*head_b_, DType::f32, {B, H});
     if (c.arch->prenorm) {  // ModernBERT: pooled (cls or mean), dense, GELU, LayerNorm
       prenorm_head_forward(ops, p, c, h, cu, first, hidden, device(*zero_rows_, DType::f32, {B, H}));
+      if (s.logits)
+        ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none);
     } else {
       ops.gather_rows(first, h, rows);
-      ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, head_activation(*c.arch));
+      if (c.arch->decoder) {  // score(h[last non-pad token]): no hidden layer
+        if (s.logits) ops.linear(device(*logits_, DType::f32, {B, C}), first, p.head_out_w, p.head_out_b, Activation::none);
+      } else {
+        ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, head_activation(*c.arch));
+        if (s.logits)
+          ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none);
+      }
     }
-    if (s.logits) ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none);
   }
 }
 

@@ -102,6 +102,10 @@ class EncoderRunner {
   // block inputs, (T, 2I) Wi's output, (T) i32 zero positions, (B, H) f32 zeros.
   std::unique_ptr<Buffer> xn_, xn_low_, gate_, zero_positions_, zero_rows_;
   std::vector<int32_t> zero_host_;  // the zeros' host copy (read by the copies, on the stream)
+  // Decoders (model/decoder_layer.h): the normalised GEMM input, SwiGLU's
+  // output, and the rotary frequencies (f32, head_dim / 2) with their host copy.
+  std::unique_ptr<Buffer> norm_, glu_, inv_freq_;
+  std::vector<float> inv_freq_host_;
   std::vector<Staging> staging_;
   size_t next_slot_ = 0;
   bool graphs_on_ = false;

@@ -39,9 +39,10 @@ struct EncoderLayerParams {
   // Decoders (Qwen2, Qwen3: Architecture::decoder). qkv_w is then
   // ((heads + 2 kv_heads) d, H) and qkv_b the same rows or empty; attn_out_w
   // (H, heads d); attn_ln_gamma / ffn_ln_gamma the pre-attention / pre-FFN
-  // RMSNorm weights (no betas); ffn_in_w SwiGLU's up projection.
+  // RMSNorm weights (no betas); ffn_in_w SwiGLU's gate and up projections
+  // stacked, (2I, H): [gate; up], one GEMM.
   TensorView q_norm, k_norm;  // (d) f32: Qwen3's per-head RMSNorm of q and k; empty for Qwen2
-  TensorView ffn_gate_w;      // (I, H) SwiGLU's gate projection
+  TensorView ffn_gate_w;      // (I, H) the gate alone: only the trainable layout's view (unused: decoders do not train)
 };
 
 struct EncoderParams {

@@ -39,7 +39,7 @@ TEST_P(CudaGolden, MatchesHuggingFace) {
   STOKE_REQUIRE_GPU(backend);
   const Case& k = GetParam();
   // Room for the graph bucket above the batch's tokens.
-  expect_encoder_matches_goldens(*backend, k.model, k.dtype, k.dtype == DType::f32 ? 1e-5 : 2e-2,
+  expect_matches_goldens(*backend, k.model, k.dtype, k.dtype == DType::f32 ? 1e-5 : 2e-2,
                                  RunnerSetup{EncoderRunner::kGraphBucket, k.graphs});
 }
 
@@ -56,7 +56,10 @@ INSTANTIATE_TEST_SUITE_P(All, CudaGolden,
                                            Case{"tiny-xlmr5", DType::bf16, true},
                                            Case{"tiny-mpnet", DType::f32, false}, Case{"tiny-mpnet", DType::bf16, true},
                                            Case{"tiny-modernbert", DType::f32, false},
-                                           Case{"tiny-modernbert", DType::bf16, true}),
+                                           Case{"tiny-modernbert", DType::bf16, true},
+                                           // the decoders: RMSNorm, rotary, grouped-query attention, SwiGLU
+                                           Case{"tiny-qwen3", DType::f32, false}, Case{"tiny-qwen3", DType::bf16, true},
+                                           Case{"tiny-qwen2", DType::f32, true}, Case{"tiny-qwen2", DType::bf16, false}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.model) + "_" +
                                            std::string(dtype_name(info.param.dtype)) +

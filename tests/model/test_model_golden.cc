@@ -40,7 +40,7 @@ class ModelGolden : public ::testing::TestWithParam<Case> {};
 TEST_P(ModelGolden, MatchesHuggingFace) {
   const Case& k = GetParam();
   cpu::CpuBackend backend(std::string(k.kernels) == "fast" ? cpu::fast_kernels() : cpu::reference_kernels());
-  expect_encoder_matches_goldens(backend, k.model, k.dtype, k.dtype == DType::f32 ? 1e-5 : 2e-2);
+  expect_matches_goldens(backend, k.model, k.dtype, k.dtype == DType::f32 ? 1e-5 : 2e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ModelGolden,
@@ -70,7 +70,16 @@ INSTANTIATE_TEST_SUITE_P(All, ModelGolden,
                                            Case{"tiny-mpnet", "fast", DType::bf16},
                                            Case{"tiny-modernbert", "reference", DType::f32},
                                            Case{"tiny-modernbert", "fast", DType::f32},
-                                           Case{"tiny-modernbert", "fast", DType::bf16}),
+                                           Case{"tiny-modernbert", "fast", DType::bf16},
+                                           // decoders: tiny-qwen3 (Qwen3ForSequenceClassification, GQA 4 q / 2 kv
+                                           // heads, head_dim 18, q/k norms), tiny-qwen2 (a bare Qwen2Model,
+                                           // bidirectional, q/k/v biases, the hub config schema)
+                                           Case{"tiny-qwen3", "reference", DType::f32},
+                                           Case{"tiny-qwen3", "fast", DType::f32},
+                                           Case{"tiny-qwen3", "fast", DType::bf16},
+                                           Case{"tiny-qwen2", "reference", DType::f32},
+                                           Case{"tiny-qwen2", "fast", DType::f32},
+                                           Case{"tiny-qwen2", "fast", DType::bf16}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.model) + "_" + info.param.kernels + "_" +
                                            std::string(dtype_name(info.param.dtype));
@@ -122,7 +131,7 @@ TEST(ModelGoldenDense, PoolingDenseNormalizeMatchSentenceTransformers) {
 TEST(ModelBatching, TextAloneEqualsTextInABatch) {
   cpu::CpuBackend backend(cpu::fast_kernels());
   for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-distilbert", "tiny-electra", "tiny-roberta",
-                            "tiny-camembert", "tiny-xlmr5", "tiny-mpnet", "tiny-modernbert"})
+                            "tiny-camembert", "tiny-xlmr5", "tiny-mpnet", "tiny-qwen3", "tiny-qwen2", "tiny-modernbert"})
     expect_text_alone_equals_batch(backend, model, 1e-6);
 }
 

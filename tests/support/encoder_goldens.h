@@ -125,6 +125,61 @@ inline void expect_encoder_matches_goldens(Backend& backend, const std::string& 
   }
 }
 
+// A decoder (Qwen2, Qwen3) against its goldens: the last hidden state,
+// last-token pooling (normalized and not) and, with a classifier, the logits
+// (score of the last non-pad token).
+inline void expect_decoder_matches_goldens(Backend& backend, const std::string& model, DType dtype, double tol,
+                                           RunnerSetup setup = {}) {
+  const Fixture fx = open_fixture(model);
+  const HfConfig& c = fx.folder.config;
+  ASSERT_TRUE(c.arch->decoder) << model;
+  EncoderLoadOptions load;
+  load.dtype = dtype;
+  const bool head = fx.golden->find("logits") != nullptr;
+  load.need_classifier = head;
+  const LoadedEncoder enc = load_encoder(c, open_model_folder_weights(fx.folder), backend, load);
+  const PackedBatch batch = pack_golden(fx, "");
+  const size_t B = static_cast<size_t>(batch.sequences()), T = static_cast<size_t>(batch.tokens());
+  const size_t H = static_cast<size_t>(c.hidden_size), C = static_cast<size_t>(c.num_labels());
+  EncoderRunner runner(enc, backend, static_cast<int64_t>(T) + setup.extra_tokens, static_cast<int64_t>(B));
+  runner.set_graphs(setup.graphs);
+  std::vector<float> hidden(T * H), logits(B * C), pooled(B * H), normalized(B * H);
+  EncoderOutputs out;
+  out.hidden = hidden.data();
+  out.pooled = pooled.data();
+  out.pooling = PoolingMode::lasttoken;
+  out.logits = head ? logits.data() : nullptr;
+  backend.wait(*runner.run(batch, out));
+  EncoderOutputs norm;
+  norm.pooled = normalized.data();
+  norm.pooling = PoolingMode::lasttoken;
+  norm.normalize = true;
+  backend.wait(*runner.run(batch, norm));
+  const std::vector<double> want_hidden = golden_hidden_packed(fx);
+  hidden.resize(std::min(hidden.size(), want_hidden.size()));
+  const double hidden_error = relative_error(hidden, want_hidden);
+  EXPECT_LE(hidden_error, tol) << "last_hidden_state";
+  const double pooled_error = relative_error(pooled, best_golden(*fx.golden, "lasttoken_pooled"));
+  EXPECT_LE(pooled_error, tol) << "lasttoken_pooled";
+  EXPECT_LE(relative_error(normalized, best_golden(*fx.golden, "lasttoken_pooled_normalized")), tol);
+  double logits_error = 0;
+  if (head) {
+    logits_error = relative_error(logits, best_golden(*fx.golden, "logits"));
+    EXPECT_LE(logits_error, tol) << "logits";
+  }
+  std::printf("%s %s: last_hidden_state relative error %.3g, lasttoken_pooled %.3g, logits %.3g\n", model.c_str(),
+              std::string(dtype_name(dtype)).c_str(), hidden_error, pooled_error, logits_error);
+}
+
+// Either of the above, as the model folder's architecture says.
+inline void expect_matches_goldens(Backend& backend, const std::string& model, DType dtype, double tol,
+                                   RunnerSetup setup = {}) {
+  if (open_fixture(model).folder.config.arch->decoder)
+    expect_decoder_matches_goldens(backend, model, dtype, tol, setup);
+  else
+    expect_encoder_matches_goldens(backend, model, dtype, tol, setup);
+}
+
 // A text embedded alone gives the same vector (f32) as inside the golden
 // mixed-length batch, within `tol`.
 inline void expect_text_alone_equals_batch(Backend& backend, const std::string& model, double tol,
@@ -155,7 +210,13 @@ inline void expect_text_alone_equals_batch(Backend& backend, const std::string& 
       num += (alone[i] - batched[b * H + i]) * (alone[i] - batched[b * H + i]);
       den += alone[i] * alone[i];
     }
-    EXPECT_LE(std::sqrt(num / den), tol) << model << " text " << b;
+    // A decoder's text of only the pad token (the empty text: `<|endoftext|>`)
+    // has a zero embedding row, so its vector is exactly zero (as in
+    // transformers): then both must be zero.
+    if (den == 0)
+      EXPECT_EQ(num, 0) << model << " text " << b;
+    else
+      EXPECT_LE(std::sqrt(num / den), tol) << model << " text " << b;
   }
 }
 
