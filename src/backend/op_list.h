@@ -138,7 +138,8 @@ STOKE_OP(rotary_backward,
 // activations of one dtype; computed in f32 or wider, rounded once.
 STOKE_OP(glu, (const TensorView& out, const TensorView& x, const Ops::Glu& glu), (out, x, glu))
 // Backward of glu: dx[T, 2N] WRITTEN in x's layout (x's dtype or f32; dx may
-// be x itself) from dout[T, N] and the forward's x: dg = dout * u * act'(g),
+// be x itself) from dout[T, N] (x's dtype or f32: a trainer's f32 gradient
+// of a bf16 forward) and the forward's x: dg = dout * u * act'(g),
 // du = dout * act(g); silu' = s (1 + g (1 - s)) with s = sigmoid(g),
 // GELU_erf' = Phi(g) + g phi(g).
 STOKE_OP(glu_backward, (const TensorView& dx, const TensorView& dout, const TensorView& x, const Ops::Glu& glu),

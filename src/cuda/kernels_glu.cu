@@ -32,12 +32,12 @@ __global__ void glu_kernel(void* out, const void* x, Elem e, int64_t T, int64_t 
   store(out, e, j, glu_gate(g, silu) * u);
 }
 
-__global__ void glu_backward_kernel(void* dx, Elem dx_e, const void* dout, const void* x, Elem e, int64_t T, int64_t N,
-                                    int64_t g_off, int64_t u_off, bool silu) {
+__global__ void glu_backward_kernel(void* dx, Elem dx_e, const void* dout, Elem dout_e, const void* x, Elem e,
+                                    int64_t T, int64_t N, int64_t g_off, int64_t u_off, bool silu) {
   const int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (j >= T * N) return;
   const int64_t t = j / N, n = j - t * N, gi = t * 2 * N + g_off + n, ui = t * 2 * N + u_off + n;
-  const float g = load(x, e, gi), u = load(x, e, ui), d = load(dout, e, j);
+  const float g = load(x, e, gi), u = load(x, e, ui), d = load(dout, dout_e, j);
   store(dx, dx_e, gi, d * u * glu_gate_grad(g, silu));
   store(dx, dx_e, ui, d * glu_gate(g, silu));
 }
@@ -58,8 +58,9 @@ void launch_glu_backward(cudaStream_t s, const TensorView& dx, const TensorView&
                          const Ops::Glu& glu) {
   const int64_t T = dout.dim(0), N = dout.dim(1);
   if (T * N == 0) return;
-  glu_backward_kernel<<<blocks(T * N), kThreads, 0, s>>>(dx.data, elem_of(dx.dtype), dout.data, x.data,
-                                                         elem_of(x.dtype), T, N, glu.act_on_second ? N : 0,
+  glu_backward_kernel<<<blocks(T * N), kThreads, 0, s>>>(dx.data, elem_of(dx.dtype), dout.data,
+                                                         elem_of(dout.dtype), x.data, elem_of(x.dtype), T, N,
+                                                         glu.act_on_second ? N : 0,
                                                          glu.act_on_second ? 0 : N, glu.act == Ops::Glu::Act::silu);
   check_launch("glu_backward_kernel");
 }

@@ -18,12 +18,17 @@
 
 namespace stoke {
 
-enum class ModelType { bert, roberta, xlm_roberta, camembert, electra, distilbert, mpnet, qwen2, qwen3, modernbert };
+enum class ModelType { bert, roberta, xlm_roberta, camembert, electra, distilbert, mpnet, qwen2, qwen3, gte_hub, gte, nomic_bert,
+                       modernbert };
 
 // How a token's position index is computed (packed_batch).
 enum class PositionScheme {
   from_zero,      // BERT: 0, 1, 2, ...
   after_padding,  // RoBERTa / XLM-R: pad_token_id + 1, + 2, ...; pad tokens get pad_token_id
+  // Rotary encoders (GTE, NomicBERT): no position table. The rotary op numbers
+  // tokens from cu_seqlens; every position is 0, the row of a one-row zero
+  // table the embedding ops add (so they need no second form).
+  rotary,
 };
 
 // The activation of the classification head's hidden layer.
@@ -60,8 +65,10 @@ enum class TensorRole {
   // pre-attention / pre-FFN RMSNorms (weights only); ffn_in is SwiGLU's up.
   q_norm_weight, k_norm_weight,        // (d) per layer: Qwen3's per-head RMSNorm of q and k
   ffn_gate_weight,                     // (I, H) per layer: SwiGLU's gate
-  qkv_weight,                          // (3H, H) per layer: q, k and v stored as one matrix (ModernBERT's Wqkv)
   final_norm_weight,                   // (H) the RMSNorm after the last layer (ModernBERT: a LayerNorm)
+  // Rotary + GLU encoders (GTE, NomicBERT), after the decoder roles.
+  qkv_weight, qkv_bias,                // (3H, H), (3H) per layer: q, k, v stored fused (GTE's qkv_proj, Nomic's Wqkv, ModernBERT's Wqkv)
+  ffn_up_gate_weight,                  // (2I, H) per layer: the GLU's two halves stored fused (GTE's up_gate_proj)
   head_norm_weight,                    // (H) ModernBERT's head: the LayerNorm after its dense and activation
   count
 };
@@ -104,6 +111,8 @@ struct ConfigDefaults {
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
   double classifier_dropout = -1;  // < 0: the hidden dropout (transformers' rule for a null classifier_dropout)
+  double rope_theta = 10000.0;     // rotary architectures: the config class's default base
+  std::string_view hidden_act = "gelu";
 };
 
 struct Architecture {
@@ -140,6 +149,16 @@ struct Architecture {
   // final RMSNorm; its classifier (`score`, no bias) reads the last non-pad
   // token. Inference only. model/decoder_layer.h.
   bool decoder = false;
+  // Post-LN encoders with rotary positions and a gated feed-forward (GTE,
+  // NomicBERT; positions = PositionScheme::rotary): the layer sequence rotates
+  // q and k after the QKV GEMM, and the FFN is one GEMM into both GLU halves
+  // side by side, then glu (model/layer_sequence.h). glu_act_on_second: the
+  // halves are [up | gate] (GTE's up_gate_proj, Nomic's fc11 | fc12); false:
+  // [gate | up]. glu_inner_dropout: hidden dropout on act(gate) * up before
+  // the down projection (GteMLP's dropout).
+  bool gated_ffn = false;
+  bool glu_act_on_second = true;
+  bool glu_inner_dropout = false;
   // Tensor names without the checkpoint prefix; "{}" stands for the layer
   // index. Empty: the architecture has no such tensor.
   std::array<std::string_view, kTensorRoles> names{};

@@ -296,6 +296,95 @@ Architecture modernbert() {
   return a;
 }
 
+// GTE (Alibaba's "new" architecture: gte-*-en-v1.5, gte-multilingual-base,
+// arctic-embed-m-v2.0): post-LN, rotary positions (NeoX rotate-half), q/k/v
+// fused in one qkv_proj with biases, a GLU feed-forward [up | gate] without
+// bias (act = hidden_act, GELU) and a down projection with bias, word (+
+// token type) embeddings and LayerNorm, BERT's pooler + classifier.
+// transformers 5 saves GteModel with these same names (its conversion
+// mapping turns them back on save), under "gte." in the sequence
+// classifier; the hub's remote code uses "new.". Two config spellings:
+// model_type "new" (hub: rope_theta, rope_scaling, NewConfig's defaults) and
+// "gte" (transformers 5: rope_parameters, GteConfig's defaults).
+Architecture gte_like(ModelType type, std::string_view model_type, std::string_view prefix,
+                      std::string_view classifier) {
+  Architecture a = named(type, model_type, "GTE", prefix, classifier);
+  const bool hub = type == ModelType::gte_hub;
+  a.positions = PositionScheme::rotary;
+  a.gated_ffn = true;
+  a.glu_act_on_second = true;
+  a.glu_inner_dropout = true;
+  a.defaults.vocab_size = hub ? 30528 : 250048;
+  a.defaults.max_position_embeddings = hub ? 2048 : 8192;
+  a.defaults.type_vocab_size = 1;
+  a.defaults.pad_token_id = hub ? 0 : 1;
+  a.defaults.attention_dropout = 0.0;
+  a.defaults.rope_theta = hub ? 10000.0 : 160000.0;
+  set(a, R::word_embeddings, "embeddings.word_embeddings.weight");
+  set(a, R::token_type_embeddings, "embeddings.token_type_embeddings.weight");
+  set(a, R::embeddings_ln_weight, "embeddings.LayerNorm.weight");
+  set(a, R::embeddings_ln_bias, "embeddings.LayerNorm.bias");
+  set(a, R::qkv_weight, "encoder.layer.{}.attention.qkv_proj.weight");
+  set(a, R::qkv_bias, "encoder.layer.{}.attention.qkv_proj.bias");
+  set(a, R::attn_out_weight, "encoder.layer.{}.attention.o_proj.weight");
+  set(a, R::attn_out_bias, "encoder.layer.{}.attention.o_proj.bias");
+  set(a, R::attn_ln_weight, "encoder.layer.{}.attn_ln.weight");
+  set(a, R::attn_ln_bias, "encoder.layer.{}.attn_ln.bias");
+  set(a, R::ffn_up_gate_weight, "encoder.layer.{}.mlp.up_gate_proj.weight");
+  set(a, R::ffn_out_weight, "encoder.layer.{}.mlp.down_proj.weight");
+  set(a, R::ffn_out_bias, "encoder.layer.{}.mlp.down_proj.bias");
+  set(a, R::ffn_ln_weight, "encoder.layer.{}.mlp_ln.weight");
+  set(a, R::ffn_ln_bias, "encoder.layer.{}.mlp_ln.bias");
+  set(a, R::pooler_weight, "pooler.dense.weight");
+  set(a, R::pooler_bias, "pooler.dense.bias");
+  set(a, R::head_out_weight, "classifier.weight");
+  set(a, R::head_out_bias, "classifier.bias");
+  a.head_on_pooler = true;  // GtePooler / NewPooler: tanh(dense(h[first])), dropout, classifier
+  a.head_activation = HeadActivation::tanh;
+  return a;
+}
+
+// NomicBERT (nomic-embed-text-v1 / v1.5): post-LN, rotary (rotate-half),
+// q/k/v fused in Wqkv, SwiGLU with fc11 = up and fc12 = gate ([up | gate]),
+// fc2 down, no biases in the layers (the hub configs' qkv_proj_bias,
+// mlp_fc1_bias, mlp_fc2_bias are false; transformers 5 has none), word +
+// token type embeddings and emb_ln, BERT's pooler + classifier. transformers
+// 5 saves the hub's names, under "nomic_bert." in the sequence classifier.
+Architecture nomic_bert() {
+  Architecture a = named(ModelType::nomic_bert, "nomic_bert", "NomicBERT", "nomic_bert.",
+                         "NomicBertForSequenceClassification");
+  a.positions = PositionScheme::rotary;
+  a.gated_ffn = true;
+  a.glu_act_on_second = true;
+  a.glu_inner_dropout = false;
+  a.defaults.vocab_size = 30528;
+  a.defaults.max_position_embeddings = 2048;
+  a.defaults.hidden_dropout = 0.0;
+  a.defaults.attention_dropout = 0.0;
+  a.defaults.rope_theta = 1000.0;
+  a.defaults.hidden_act = "silu";
+  set(a, R::word_embeddings, "embeddings.word_embeddings.weight");
+  set(a, R::token_type_embeddings, "embeddings.token_type_embeddings.weight");
+  set(a, R::embeddings_ln_weight, "emb_ln.weight");
+  set(a, R::embeddings_ln_bias, "emb_ln.bias");
+  set(a, R::qkv_weight, "encoder.layers.{}.attn.Wqkv.weight");
+  set(a, R::attn_out_weight, "encoder.layers.{}.attn.out_proj.weight");
+  set(a, R::attn_ln_weight, "encoder.layers.{}.norm1.weight");
+  set(a, R::attn_ln_bias, "encoder.layers.{}.norm1.bias");
+  set(a, R::ffn_in_weight, "encoder.layers.{}.mlp.fc11.weight");
+  set(a, R::ffn_gate_weight, "encoder.layers.{}.mlp.fc12.weight");
+  set(a, R::ffn_out_weight, "encoder.layers.{}.mlp.fc2.weight");
+  set(a, R::ffn_ln_weight, "encoder.layers.{}.norm2.weight");
+  set(a, R::ffn_ln_bias, "encoder.layers.{}.norm2.bias");
+  set(a, R::pooler_weight, "pooler.dense.weight");
+  set(a, R::pooler_bias, "pooler.dense.bias");
+  set(a, R::head_out_weight, "classifier.weight");
+  set(a, R::head_out_bias, "classifier.bias");
+  a.head_on_pooler = true;  // NomicBertPooler: tanh(dense(h[first])), dropout, classifier
+  a.head_activation = HeadActivation::tanh;
+  return a;
+}
+
 const std::vector<Architecture>& table() {
   static const std::vector<Architecture> t = {
       bert(),
@@ -310,6 +399,9 @@ const std::vector<Architecture>& table() {
       mpnet(),
       qwen(ModelType::qwen2, "qwen2", "Qwen2", "Qwen2ForSequenceClassification"),
       qwen(ModelType::qwen3, "qwen3", "Qwen3", "Qwen3ForSequenceClassification"),
+      gte_like(ModelType::gte_hub, "new", "new.", "NewForSequenceClassification"),
+      gte_like(ModelType::gte, "gte", "gte.", "GteForSequenceClassification"),
+      nomic_bert(),
       modernbert(),
   };
   return t;
@@ -318,7 +410,8 @@ const std::vector<Architecture>& table() {
 }  // namespace
 
 bool role_is_per_layer(TensorRole r) {
-  return (r >= R::query_weight && r <= R::ffn_ln_bias) || (r >= R::q_norm_weight && r <= R::qkv_weight);
+  return (r >= R::query_weight && r <= R::ffn_ln_bias) || (r >= R::q_norm_weight && r <= R::ffn_gate_weight) ||
+         (r >= R::qkv_weight && r <= R::ffn_up_gate_weight);
 }
 
 std::string Architecture::tensor_name(TensorRole r, int64_t layer) const {

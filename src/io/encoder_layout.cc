@@ -38,6 +38,10 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
       case R::relative_attention_bias:
         return {{c.relative_attention_num_buckets, std::string(f.relative_attention_num_buckets)},
                 {c.num_attention_heads, std::string(f.num_attention_heads)}};
+      case R::qkv_weight: return {{3 * c.hidden_size, "3 * " + std::string(f.hidden_size)}, H};
+      case R::qkv_bias: return {{3 * c.hidden_size, "3 * " + std::string(f.hidden_size)}};
+      case R::ffn_up_gate_weight: return {{2 * c.intermediate_size, "2 * " + std::string(f.intermediate_size)}, H};
+      case R::ffn_gate_weight: return {I, H};
       case R::ffn_in_weight: return {I, H};
       case R::ffn_in_bias: return {I};
       case R::ffn_out_weight: return {H, I};
@@ -89,6 +93,7 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
     // embeddings_project otherwise).
     if ((r == R::embeddings_project_weight || r == R::embeddings_project_bias) && c.embedding_size == c.hidden_size)
       return;
+    if (r == R::token_type_embeddings && c.type_vocab_size == 0) return;  // gte-base-en-v1.5 has no type table
     ExpectedTensor t;
     t.name = a.tensor_name(r, layer);
     t.role = r;

@@ -30,6 +30,7 @@ int64_t HfConfig::usable_positions() const {
   switch (arch->positions) {
     case PositionScheme::from_zero: return max_position_embeddings;
     case PositionScheme::after_padding: return max_position_embeddings - pad_token_id - 1;
+    case PositionScheme::rotary: return max_position_embeddings;
   }
   return max_position_embeddings;
 }
@@ -192,7 +193,7 @@ void parse_labels(const Fields& f, HfConfig& c) {
 // "rope_parameters" {"rope_type", "rope_theta", ...}, or the hub's older
 // top-level "rope_theta" with "rope_scaling" (null or a dict). Only the
 // default RoPE runs; any scaling is refused by its type.
-double parse_rope_theta(const Fields& f) {
+double parse_rope_theta(const Fields& f, double default_theta = 10000.0) {
   auto rope_type_of = [&](std::string_view field, const json& dict) -> std::string {
     for (const char* key : {"rope_type", "type"}) {
       auto it = dict.find(key);
@@ -210,7 +211,7 @@ double parse_rope_theta(const Fields& f) {
     if (pf != rp->end() && !(pf->is_number() && pf->get<double>() == 1.0))
       f.fail(Errc::unsupported, "rope_parameters", "partial_rotary_factor " + found(*pf) + " is not supported; runs: 1");
     auto theta = rp->find("rope_theta");
-    if (theta == rp->end()) return f.positive_number("rope_theta", 10000.0);
+    if (theta == rp->end()) return f.positive_number("rope_theta", default_theta);
     if (!theta->is_number() || !(theta->get<double>() > 0) || !std::isfinite(theta->get<double>()))
       f.expected("rope_parameters", "a positive \"rope_theta\"", *theta);
     return theta->get<double>();
@@ -220,9 +221,10 @@ double parse_rope_theta(const Fields& f) {
     const std::string type = rope_type_of("rope_scaling", *rs);
     if (type != "default")
       f.fail(Errc::unsupported, "rope_scaling",
-             "type \"" + type + "\" is not supported; runs: null (no RoPE scaling)");
+             "type \"" + type + "\" is not supported; runs: null (no RoPE scaling)" +
+                 (type == "ntk" ? " (transformers has no \"ntk\" RoPE to check one against)" : ""));
   }
-  return f.positive_number("rope_theta", 10000.0);
+  return f.positive_number("rope_theta", default_theta);
 }
 
 // Qwen2 / Qwen3: grouped-query attention, head_dim, RoPE, biases, the
@@ -345,6 +347,83 @@ void parse_modernbert_fields(const Fields& f, HfConfig& c) {
   }
 }
 
+// NomicBERT's hub configs name the sizes as GPT-2 does (n_embd, n_head, ...)
+// and the activation "swiglu"; transformers 5 writes hidden_size, ... and
+// "silu". Where a hub name is present it is read (the hub models' values
+// are also transformers 5's defaults, which is how transformers reads them).
+void parse_nomic_hub_names(const Fields& f, HfConfig& c) {
+  c.hidden_size = f.positive_int("n_embd", c.hidden_size);
+  c.embedding_size = c.hidden_size;
+  c.num_attention_heads = f.positive_int("n_head", c.num_attention_heads);
+  c.num_hidden_layers = f.positive_int("n_layer", c.num_hidden_layers);
+  c.intermediate_size = f.positive_int("n_inner", c.intermediate_size);
+  c.max_position_embeddings = f.positive_int("n_positions", c.max_position_embeddings);
+  c.layer_norm_eps = f.positive_number("layer_norm_epsilon", c.layer_norm_eps);
+  c.hidden_dropout = f.number_or("resid_pdrop", c.hidden_dropout);
+  c.attention_dropout = f.number_or("attn_pdrop", c.attention_dropout);
+  if (f.get("embd_pdrop") && f.number_or("embd_pdrop", 0) != c.hidden_dropout)
+    f.fail(Errc::unsupported, "embd_pdrop", "differs from resid_pdrop; runs: one hidden dropout rate for both");
+  if (f.get("activation_function")) {
+    const std::string act = f.string("activation_function", "swiglu");
+    if (act != "swiglu")
+      f.fail(Errc::unsupported, "activation_function", "\"" + act + "\" is not supported; runs: \"swiglu\"");
+    c.hidden_act = "silu";
+  }
+}
+
+// NomicBERT's rotary and layer switches: what the hub models use and
+// transformers 5 implements, the rest refused by name.
+void parse_nomic_fields(const Fields& f, HfConfig& c) {
+  if (f.get("rotary_emb_base")) c.rope_theta = f.positive_number("rotary_emb_base", c.rope_theta);
+  if (const json* fr = f.get("rotary_emb_fraction"); fr && !(fr->is_number() && fr->get<double>() == 1.0))
+    f.fail(Errc::unsupported, "rotary_emb_fraction", found(*fr) + " is not supported; runs: 1.0 (every head column rotated)");
+  for (const char* flag : {"rotary_emb_interleaved", "qkv_proj_bias", "mlp_fc1_bias", "mlp_fc2_bias", "prenorm",
+                           "causal", "use_rms_norm", "parallel_block", "scale_attn_by_inverse_layer_idx"})
+    if (f.boolean(flag, false)) f.fail(Errc::unsupported, flag, "true is not supported; runs: false");
+  // nomic-embed-text-v2-moe: mixture-of-experts feed-forward layers.
+  for (const char* moe : {"moe_every_n_layers", "num_experts"})
+    if (f.non_negative_int(moe, 0) > 0)
+      f.fail(Errc::unsupported, moe, "> 0 (mixture-of-experts layers) is not supported; runs: dense SwiGLU layers");
+  if (!f.boolean("scale_attn_weights", true))
+    f.fail(Errc::unsupported, "scale_attn_weights", "false is not supported; runs: true (scores / sqrt(head dim))");
+  for (const char* scaling : {"rotary_scaling_factor", "rotary_emb_scale_base"})
+    if (const json* v = f.get(scaling)) f.fail(Errc::unsupported, scaling, found(*v) + " is not supported; runs: null");
+  const int64_t d = c.hidden_size / c.num_attention_heads;
+  if (f.get("head_dim") && f.positive_int("head_dim", d) != d)
+    f.fail(Errc::unsupported, "head_dim", "is not hidden_size / num_attention_heads = " + std::to_string(d) + "; runs: that");
+}
+
+// Rotary + GLU encoders (GTE): the rotary settings in either schema, the
+// GLU's activation, and the hub config's switches, refused where they differ
+// from what runs. Remote code (auto_map) is named, never run: its fields are
+// read as the transformers class reads them.
+void parse_rotary_encoder_fields(const Fields& f, HfConfig& c) {
+  const int64_t d = c.hidden_size / c.num_attention_heads;
+  if (d % 2 != 0)
+    f.fail(Errc::format, c.arch->fields.hidden_size,
+           "gives a head dim of " + std::to_string(d) + ", odd; rotary pairs need an even head dim");
+  c.rope_theta = parse_rope_theta(f, c.arch->defaults.rope_theta);
+  c.rotary_dim = d;
+  c.rotary_interleaved = false;
+  if (c.model_type == ModelType::nomic_bert) parse_nomic_fields(f, c);
+  if (c.hidden_act != "gelu" && c.hidden_act != "gelu_python" && c.hidden_act != "silu")
+    f.fail(Errc::unsupported, c.arch->fields.hidden_act,
+           "\"" + c.hidden_act + "\" is not supported; runs: \"gelu\", \"gelu_python\" (GeGLU, erf) or \"silu\" (SwiGLU)");
+  // NewConfig's switches (transformers 5's GteConfig has none of them).
+  const std::string norm = f.string("layer_norm_type", "layer_norm");
+  if (norm != "layer_norm")
+    f.fail(Errc::unsupported, "layer_norm_type", "\"" + norm + "\" is not supported; runs: \"layer_norm\"");
+  for (const char* flag : {"logn_attention_scale", "logn_attention_clip1"})
+    if (f.boolean(flag, false)) f.fail(Errc::unsupported, flag, "true is not supported; runs: false");
+  if (!f.boolean("pack_qkv", true))
+    f.fail(Errc::unsupported, "pack_qkv", "false is not supported; runs: true (one fused qkv_proj)");
+  if (const json* auto_map = f.get("auto_map")) {
+    if (!auto_map->is_object()) f.expected("auto_map", "an object of class -> remote code", *auto_map);
+    auto it = auto_map->find("AutoModel");
+    c.remote_code = it != auto_map->end() && it->is_string() ? it->get<std::string>() : found(*auto_map);
+  }
+}
+
 }  // namespace
 
 HfConfig parse_hf_config(std::string_view text, const std::string& label) {
@@ -379,7 +458,10 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
   c.num_attention_heads = f.positive_int(n.num_attention_heads, d.num_attention_heads);
   c.intermediate_size = f.positive_int(n.intermediate_size, d.intermediate_size);
   c.max_position_embeddings = f.positive_int("max_position_embeddings", d.max_position_embeddings);
-  c.type_vocab_size = a.token_types ? f.positive_int(n.type_vocab_size, d.type_vocab_size) : 0;
+  // Rotary encoders may have no type table (gte-base-en-v1.5: type_vocab_size 0).
+  c.type_vocab_size = !a.token_types                        ? 0
+                      : a.positions == PositionScheme::rotary ? f.non_negative_int(n.type_vocab_size, d.type_vocab_size)
+                                                              : f.positive_int(n.type_vocab_size, d.type_vocab_size);
   c.embedding_size = c.hidden_size;
   if (a.embedding_projection)
     c.embedding_size = f.positive_int(n.embedding_size, d.embedding_size > 0 ? d.embedding_size : c.hidden_size);
@@ -388,12 +470,15 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
         f.positive_int(n.relative_attention_num_buckets, d.relative_attention_num_buckets);
   c.layer_norm_eps = n.layer_norm_eps.empty() ? d.layer_norm_eps : f.positive_number(n.layer_norm_eps, d.layer_norm_eps);
   c.pad_token_id = f.non_negative_int("pad_token_id", d.pad_token_id);
-  c.hidden_act = f.string(n.hidden_act, "gelu");
-  c.position_embedding_type = f.string("position_embedding_type", "absolute");
+  c.hidden_act = f.string(n.hidden_act, std::string(d.hidden_act));
+  const bool rotary = a.positions == PositionScheme::rotary;
+  const std::string position_kind = rotary ? "rope" : "absolute";
+  c.position_embedding_type = f.string("position_embedding_type", position_kind);
   c.hidden_dropout = f.number_or(n.hidden_dropout, d.hidden_dropout);
   c.attention_dropout = f.number_or(n.attention_dropout, d.attention_dropout);
   c.classifier_dropout = f.number_or(n.classifier_dropout, d.classifier_dropout < 0 ? c.hidden_dropout
                                                                                         : d.classifier_dropout);
+  if (a.type == ModelType::nomic_bert) parse_nomic_hub_names(f, c);
 
   if (a.decoder) {
     // pad_token_id is null in Qwen configs: -1, no pad token (the classifier
@@ -416,13 +501,14 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
            std::to_string(c.max_position_embeddings) + " leaves no usable position: " + c.model_type_name +
                " numbers positions from pad_token_id + 1 = " + std::to_string(c.pad_token_id + 1));
   }
-  if (!a.decoder && c.hidden_act != "gelu" && c.hidden_act != "gelu_python") {
+  if (rotary) parse_rotary_encoder_fields(f, c);
+  if (!a.decoder && !rotary && c.hidden_act != "gelu" && c.hidden_act != "gelu_python") {
     f.fail(Errc::unsupported, n.hidden_act,
            "\"" + c.hidden_act + "\" is not supported; runs: \"gelu\", \"gelu_python\" (the exact erf GELU)");
   }
-  if (c.position_embedding_type != "absolute") {
+  if (c.position_embedding_type != position_kind) {
     f.fail(Errc::unsupported, "position_embedding_type",
-           "\"" + c.position_embedding_type + "\" is not supported; runs: \"absolute\"");
+           "\"" + c.position_embedding_type + "\" is not supported; runs: \"" + position_kind + "\"");
   }
   // DistilBERT: sinusoidal positions are a frozen table training must not
   // update; stoke trains every table, so it refuses rather than drift.

@@ -62,6 +62,11 @@ struct HfConfig {
   bool causal = true;               // false with "is_causal": false (bidirectional, as gte-Qwen2 runs)
   bool tie_word_embeddings = false; // read, not used: embeddings and classifiers never use the LM head
   std::string remote_code;          // "auto_map"'s AutoModel entry: named, never run; "" when absent
+  // Rotary encoders (arch->positions == PositionScheme::rotary: GTE, NomicBERT);
+  // rope_theta above is their base too. rotary_dim: the rotated columns of
+  // each head (= head_dim unless partial); hidden_act names the GLU's activation.
+  int64_t rotary_dim = 0;
+  bool rotary_interleaved = false;  // pairs (2i, 2i + 1) instead of NeoX rotate-half
   // ModernBERT (arch->prenorm); empty / 0 elsewhere. rope_theta above is the
   // global layers' base.
   std::vector<int> attention_window;  // per layer: 0 = global attention, w = local (|i - j| <= w = local_attention / 2)

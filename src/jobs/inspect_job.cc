@@ -81,6 +81,11 @@ void inspect_folder(const fs::path& dir, std::ostream& out) {
   if (c.relative_attention_num_buckets > 0)
     out << fmt::format("attention: relative-position bias, {} buckets shared by the layers\n",
                        c.relative_attention_num_buckets);
+  if (c.arch->positions == PositionScheme::rotary)  // GTE, NomicBERT
+    out << fmt::format("positions: rotary (theta {}, {} of {} head columns{}); feed-forward: gated ({}GLU){}\n",
+                       c.rope_theta, c.rotary_dim, c.head_dim(), c.rotary_interleaved ? ", interleaved" : "",
+                       c.hidden_act == "silu" ? "Swi" : "Ge",
+                       c.remote_code.empty() ? "" : "; remote code " + c.remote_code + " read from config.json, not run");
   if (c.arch->prenorm) {  // ModernBERT: which layers are local, their window, the two rotary bases
     std::string kinds;
     for (size_t l = 0; l < c.attention_window.size(); ++l)

@@ -51,6 +51,7 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
     inv_freq_ = backend_.allocate(inv_freq_host_.size() * 4);
     backend_.copy_to_device(inv_freq_->data(), inv_freq_host_.data(), inv_freq_host_.size() * 4);  // reads the member later
   }
+  if (c.arch->gated_ffn && !c.arch->decoder) ffgu_ = backend_.allocate(T * 2 * I * act);  // (T, 2I)
   head_a_ = backend_.allocate(B * H * 4);     // (B, H) first-token rows (f32)
   head_b_ = backend_.allocate(B * H * 4);     // (B, H) pooler / head dense output (f32)
   pooled_ = backend_.allocate(B * H * 4);     // (B, H) f32
@@ -306,6 +307,7 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     dv.act = device(*glu_, dt, {T, I});
     decoder_forward(ops, p, din, dv);
   } else {
+    set_architecture_inputs(in, c, p);  // rotary, GLU
     const TensorView e = p.emb_proj_w.empty() ? h : device(*emb_, DType::f32, {T, c.embedding_size});
     embeddings_forward(ops, p, in, e, h, low, TensorView{}, TensorView{}, nullptr);
     LayerViews v;
@@ -316,8 +318,8 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     v.ctx = ctx;
     v.ao = v.fo = tmp;
     v.ffa = ffn;
-    for (size_t l = 0; l < p.layers.size(); ++l)
-      layer_forward(ops, p.layers[l], in, v, static_cast<int64_t>(l), nullptr);
+    if (ffgu_) v.ffgu = device(*ffgu_, dt, {T, 2 * I});
+    for (size_t l = 0; l < p.layers.size(); ++l) layer_forward(ops, p.layers[l], in, v, static_cast<int64_t>(l), nullptr);
   }
 
   if (s.pooled) {

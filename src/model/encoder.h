@@ -95,6 +95,7 @@ class EncoderRunner {
   // Device workspace.
   std::unique_ptr<Buffer> ids_, types_, positions_, cu_, cls_rows_;
   std::unique_ptr<Buffer> rel_buckets_, rel_;  // MPNet: (2P - 1) buckets, (2P - 1, heads) bias
+  std::unique_ptr<Buffer> ffgu_;  // gated encoders: (T, 2I) the FFN GEMM's output, both GLU halves
   std::vector<int32_t> rel_bucket_host_;        // the buckets' host copy (read by the copy, on the stream)
   std::unique_ptr<Buffer> dense_a_, dense_b_;  // (B, out) the Dense modules' outputs
   std::unique_ptr<Buffer> emb_, h_, h_low_, qkv_, ctx_, tmp_, ffn_, head_a_, head_b_, pooled_, pooled_dims_, logits_;

@@ -142,6 +142,18 @@ class Placer {
     return v;
   }
 
+  // Host floats (computed, not stored) placed as f32.
+  TensorView place_floats(const std::vector<float>& values, const std::vector<int64_t>& shape) {
+    std::vector<unsigned char> host(values.size() * 4);
+    std::memcpy(host.data(), values.data(), host.size());
+    auto buffer = backend_.allocate(host.size());
+    backend_.copy_to_device(buffer->data(), host.data(), host.size());
+    TensorView v = shaped(buffer->data(), DType::f32, shape);
+    out_.buffers.push_back(std::move(buffer));
+    pending_.push_back(std::move(host));  // the copy reads it later, on the stream (a move keeps the data)
+    return v;
+  }
+
   // One wait for all the copies, at the end of loading.
   void finish() {
     backend_.synchronize();
@@ -164,6 +176,14 @@ void copy_stored_as_f32(const StoredTensor& src, float* dst) {
     return;
   }
   for (size_t i = 0; i < n; ++i) dst[i] = stored_at(src, i);
+}
+
+RotaryTables rotary_tables(const HfConfig& c) {
+  RotaryTables t;
+  if (c.arch->positions != PositionScheme::rotary) return t;
+  t.inv_freq = default_rope_inv_freq(c.rotary_dim, c.rope_theta);
+  t.zero_row.assign(static_cast<size_t>(c.embedding_size), 0.0f);
+  return t;
 }
 
 Activation head_activation(const Architecture& a) {
@@ -223,31 +243,51 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   EncoderParams& p = enc.params;
   for (const EncoderParamField& f : kEmbeddingParamFields) p.*f.member = place_f32(f.role);
   const int64_t H = config.hidden_size;
+  if (arch.positions == PositionScheme::rotary) {
+    RotaryTables rt = rotary_tables(config);
+    const int64_t half = static_cast<int64_t>(rt.inv_freq.size());
+    p.rope_inv_freq = placer.place_floats(rt.inv_freq, {half});
+    p.position_embeddings = placer.place_floats(rt.zero_row, {1, config.embedding_size});
+  }
+  // Gated encoders: both GLU halves in one (2I, H) matrix (fused in the file, or stacked here).
+  const bool glu_encoder = arch.gated_ffn && !arch.decoder;
   // Decoders: grouped-query q/k/v rows, biases only where the config has them.
   const int64_t qkv_rows =
       arch.decoder ? (config.num_attention_heads + 2 * config.num_key_value_heads) * config.head_dim() : 3 * H;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     EncoderLayerParams layer;
-    layer.qkv_w =
-        arch.prenorm ? placer.place({view(R::qkv_weight, l)}, {qkv_rows, H})  // stored stacked (ModernBERT's Wqkv)
-                     : placer.place({view(R::query_weight, l), view(R::key_weight, l), view(R::value_weight, l)},
-                                    {qkv_rows, H});
+    const bool fused_qkv = arch.has(R::qkv_weight);  // GTE, NomicBERT
+    layer.qkv_w = fused_qkv ? placer.place({view(R::qkv_weight, l)}, {qkv_rows, H})
+                            : placer.place({view(R::query_weight, l), view(R::key_weight, l), view(R::value_weight, l)},
+                                           {qkv_rows, H});
     // The q/k/v GEMM writes the compute dtype. On a GPU its bias goes in that
     // dtype too, so cuBLASLt adds it in the GEMM's epilogue (documented for a
     // bias of the output's dtype) instead of a pass of ours over T x 3H; the
     // CPU keeps it f32 (its kernels add either in the same pass).
     const DType qkv_bias_dtype = backend.device_is_host() ? DType::f32 : options.dtype;
-    if (view(R::query_bias, l))
+    if (fused_qkv && view(R::qkv_bias, l))
+      layer.qkv_b = placer.place_as(qkv_bias_dtype, {view(R::qkv_bias, l)}, {qkv_rows});
+    else if (view(R::query_bias, l))
       layer.qkv_b = placer.place_as(qkv_bias_dtype, {view(R::query_bias, l), view(R::key_bias, l), view(R::value_bias, l)},
                                     {qkv_rows});
     for (const LayerParamField& f : kLayerParamFields) {
-      if (arch.decoder && (f.role == R::ffn_in_weight || f.role == R::ffn_gate_weight)) continue;  // stacked below
+      if ((arch.decoder || glu_encoder) && (f.role == R::ffn_in_weight || f.role == R::ffn_gate_weight))
+        continue;  // stacked below
       layer.*f.member = f.gemm_weight ? place(f.role, l) : place_f32(f.role, l);
     }
     // A decoder's SwiGLU reads gate and up from one GEMM: [gate; up] stacked (2I, H).
     if (arch.decoder)
       layer.ffn_in_w = placer.place({view(R::ffn_gate_weight, l), view(R::ffn_in_weight, l)},
                                     {2 * config.intermediate_size, H});
+    if (glu_encoder) {
+      const int64_t I2 = 2 * config.intermediate_size;
+      if (arch.has(R::ffn_up_gate_weight))
+        layer.ffn_in_w = placer.place({view(R::ffn_up_gate_weight, l)}, {I2, H});
+      else if (arch.glu_act_on_second)  // [up | gate]
+        layer.ffn_in_w = placer.place({view(R::ffn_in_weight, l), view(R::ffn_gate_weight, l)}, {I2, H});
+      else
+        layer.ffn_in_w = placer.place({view(R::ffn_gate_weight, l), view(R::ffn_in_weight, l)}, {I2, H});
+    }
     p.layers.push_back(layer);
   }
   // The head's hidden layer is the pooler (BERT) or the head's own dense.

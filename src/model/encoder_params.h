@@ -36,6 +36,9 @@ struct EncoderLayerParams {
   // then i8 codes, and these hold their per-channel scales and row sums
   // ((2, N) f32, linear_int8's wq_meta). Empty otherwise.
   TensorView qkv_meta, attn_out_meta, ffn_in_meta, ffn_out_meta;
+  // Gated encoders (Architecture::gated_ffn: GTE, NomicBERT): ffn_in_w is
+  // (2I, H), both GLU halves in the architecture's order (its fused tensor,
+  // or its up and gate stacked), ffn_in_b empty, ffn_gate_w empty.
   // Decoders (Qwen2, Qwen3: Architecture::decoder). qkv_w is then
   // ((heads + 2 kv_heads) d, H) and qkv_b the same rows or empty; attn_out_w
   // (H, heads d); attn_ln_gamma / ffn_ln_gamma the pre-attention / pre-FFN
@@ -55,6 +58,10 @@ struct EncoderParams {
   TensorView emb_proj_b;             // (H)
   TensorView rel_bias;               // (NB, heads)  MPNet's relative-position bucket table; empty elsewhere
   TensorView final_norm;             // (H)  a decoder's RMSNorm after the last layer; empty for encoders
+  // Rotary encoders (GTE, NomicBERT): the rotary op's frequencies, and
+  // position_embeddings above is then a (1, E) zero table (see
+  // PositionScheme::rotary). Fixed: neither is trained nor saved.
+  TensorView rope_inv_freq;          // (rotary_dim / 2) f32
   std::vector<EncoderLayerParams> layers;  // L of them
   // Classification head: hidden = act(head_dense(h[first token])), logits =
   // head_out(hidden). The dense is BERT's pooler, RoBERTa's classifier.dense,
@@ -76,6 +83,15 @@ struct EncoderParams {
   TensorView rope_global;            // (head_dim / 2) f32 rotary frequencies of the global layers
   TensorView rope_local;             // (head_dim / 2) f32 those of the local (sliding-window) layers
 };
+
+// The fixed tensors of a rotary encoder, on the host: the rotary op's
+// frequencies (transformers' default RoPE of the config's theta) and the
+// one-row zero position table. Empty vectors for other architectures.
+struct RotaryTables {
+  std::vector<float> inv_freq;  // (rotary_dim / 2)
+  std::vector<float> zero_row;  // (E)
+};
+RotaryTables rotary_tables(const HfConfig& config);
 
 // Which member holds each role's tensor, for the loader (load_encoder) and
 // the training layout (ParamLayout::views) alike. The stacked q/k/v and the

@@ -25,7 +25,7 @@ struct EncoderTrainingRunner::Saved {
     TensorView vec(int64_t n) const { return TensorView(buf->data(), dtype, {n}); }
   };
   struct LayerSlabs {
-    Slab x_low, qkv, ctx, lse, ao, m1, r1, hm, hm_low, ffa, ffpre, fo, m2, r2;
+    Slab x_low, qkv, ctx, lse, ao, m1, r1, hm, hm_low, ffgu, ffa, ffpre, fo, m2, r2;
   };
   std::vector<Slab> h;             // L + 1 residual streams (f32): h[l] = input of layer l
   std::vector<LayerSlabs> layers;
@@ -40,6 +40,7 @@ struct EncoderTrainingRunner::Saved {
   Slab d_h, d_x, d_s, d_t;         // (T, H) f32 gradients
   Slab d_i;                        // (T, I) f32
   Slab d_qkv;                      // (T, 3H) f32
+  Slab d_gu;                       // (T, 2I) f32 gated encoders: the GLU input's gradient
   // ModernBERT (Architecture::prenorm). Per layer, beside LayerSlabs (its qkv,
   // ctx, lse, ffa; ao holds h + attention after the block): the LayerNorms'
   // outputs, compute copies and statistics, and Wi's output. h[l + 1] holds
@@ -71,6 +72,7 @@ EncoderTrainingRunner::EncoderTrainingRunner(const TrainableEncoder& encoder, Ba
   const int64_t C = std::max<int64_t>(c.num_labels(), 1), heads = c.num_attention_heads;
   const DType dt = enc_.dtype;
   const bool low = dt != DType::f32;
+  const bool gated = c.arch->gated_ffn;
   auto slab = [&](DType t, int64_t rows, int64_t cols) {
     Saved::Slab s;
     s.dtype = t;
@@ -91,8 +93,9 @@ EncoderTrainingRunner::EncoderTrainingRunner(const TrainableEncoder& encoder, Ba
     x.r1 = slab(DType::f32, T, 1);
     x.hm = slab(DType::f32, T, H);
     if (low) x.hm_low = slab(dt, T, H);
+    if (gated) x.ffgu = slab(dt, T, 2 * I);  // glu's input (its backward reads it)
     x.ffa = slab(dt, T, I);
-    x.ffpre = slab(DType::f32, T, I);
+    if (!gated) x.ffpre = slab(DType::f32, T, I);  // GELU's pre-activation
     x.fo = slab(DType::f32, T, H);
     x.m2 = slab(DType::f32, T, 1);
     x.r2 = slab(DType::f32, T, 1);
@@ -119,6 +122,7 @@ EncoderTrainingRunner::EncoderTrainingRunner(const TrainableEncoder& encoder, Ba
   for (Saved::Slab* b : {&s.d_h, &s.d_x, &s.d_s, &s.d_t}) *b = slab(DType::f32, T, H);
   s.d_i = slab(DType::f32, T, I);
   s.d_qkv = slab(DType::f32, T, 3 * H);
+  if (gated) s.d_gu = slab(DType::f32, T, 2 * I);
 
   if (c.arch->prenorm) {
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -164,13 +168,17 @@ EncoderTrainingRunner::~EncoderTrainingRunner() { backend_.drain(); }
 int64_t EncoderTrainingRunner::bytes_per_token(const HfConfig& c, DType dt) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, L = c.num_hidden_layers;
   const int64_t a = static_cast<int64_t>(dtype_size(dt)), low = dt == DType::f32 ? 0 : 1;
+  // Gated encoders keep glu's (2I) input instead of GELU's (I) f32 pre-activation, and one (2I) f32 gradient.
+  const bool gated = c.arch->gated_ffn;
+  const int64_t ffn_saved = gated ? I * a + 2 * I * a : I * a + I * 4;
   const int64_t per_layer = low * 2 * H * a + 3 * H * a + H * a + c.num_attention_heads * 4 + 3 * H * 4 + 4 * 4 +
-                            I * a + I * 4;
+                            ffn_saved;
   const int64_t projection = c.embedding_size != H ? 2 * c.embedding_size * 4 : 0;
   // ModernBERT: two normalised copies, their statistics and Wi's output per layer; the final norm; d Wi.
   const int64_t prenorm =
       c.arch->prenorm ? L * (2 * H * 4 + low * 2 * H * a + 4 * 4 + 2 * I * a) + H * 4 + 2 * 4 + 4 + 2 * I * 4 : 0;
-  return (L + 1) * H * 4 + L * per_layer + 2 * 4 + 4 * H * 4 + I * 4 + 3 * H * 4 + 3 * 4 + projection + prenorm;
+  return (L + 1) * H * 4 + L * per_layer + 2 * 4 + 4 * H * 4 + I * 4 + 3 * H * 4 + 3 * 4 + projection +
+         (gated ? 2 * I * 4 : 0) + prenorm;
 }
 
 int64_t EncoderTrainingRunner::bytes_per_sequence(const HfConfig& c) {
@@ -303,6 +311,7 @@ void EncoderTrainingRunner::forward(const Step& st) const {
   in.max_seqlen = st.maxlen;
   in.heads = st.heads;
   in.eps = st.eps;
+  set_architecture_inputs(in, enc_.config, p);  // rotary, GLU
   if (!p.rel_bias.empty()) {
     in.rel = s.rel.rows(2 * static_cast<int64_t>(st.maxlen) - 1);
     relative_bias_forward(ops, in.rel, p.rel_bias, rel_buckets_view(st));
@@ -330,8 +339,9 @@ void EncoderTrainingRunner::forward(const Step& st) const {
     if (st.low) v.hm_low = a.hm_low.rows(T);
     v.m1 = a.m1.vec(T);
     v.r1 = a.r1.vec(T);
+    if (a.ffgu.buf) v.ffgu = a.ffgu.rows(T);
     v.ffa = a.ffa.rows(T);
-    v.ffpre = a.ffpre.rows(T);
+    if (a.ffpre.buf) v.ffpre = a.ffpre.rows(T);
     v.fo = a.fo.rows(T);
     v.out = s.h[l + 1].rows(T);
     v.m2 = a.m2.vec(T);
@@ -399,6 +409,9 @@ void EncoderTrainingRunner::backward(const Step& st) const {
   TensorView dh = s.d_h.rows(T), dx = s.d_x.rows(T);
   ops.pool_backward(dh, g_b, TensorView{}, st.cu, PoolingMode::cls);
   const TensorView ds = s.d_s.rows(T), dt = s.d_t.rows(T), di = s.d_i.rows(T), dqkv = s.d_qkv.rows(T);
+  SequenceInputs arch;  // rotary and GLU settings, as the forward took them
+  set_architecture_inputs(arch, enc_.config, p);
+  const TensorView dgu = arch.gated ? s.d_gu.rows(T) : TensorView{};
   for (size_t li = p.layers.size(); li-- > 0;) {
     const int64_t l = static_cast<int64_t>(li);
     const EncoderLayerParams& w = p.layers[li];
@@ -412,8 +425,15 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     const TensorView dfo = ph > 0 ? dt : ds;
     if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 2), k.token_offset);
     ops.linear_backward(di, gw.ffn_out_w, gw.ffn_out_b, dfo, a.ffa.rows(T), w.ffn_out_w);
-    ops.bias_gelu_backward(di, gw.ffn_in_b, di, a.ffpre.rows(T));
-    ops.linear_backward(dx, gw.ffn_in_w, TensorView{}, di, hm_in, w.ffn_in_w);
+    if (arch.gated) {  // [dropout], glu, the GEMM of both halves
+      if (ph > 0 && arch.glu_dropout)
+        ops.dropout_backward(di, di, ph, k.seed, k.step, SequenceTraining::glu_site(l), k.token_offset);
+      ops.glu_backward(dgu, di, a.ffgu.rows(T), arch.glu);
+      ops.linear_backward(dx, gw.ffn_in_w, gw.ffn_in_b, dgu, hm_in, w.ffn_in_w);
+    } else {
+      ops.bias_gelu_backward(di, gw.ffn_in_b, di, a.ffpre.rows(T));
+      ops.linear_backward(dx, gw.ffn_in_w, TensorView{}, di, hm_in, w.ffn_in_w);
+    }
     ops.add(dx, ds);                                                             // d hm, both paths
     // Attention block: hm = LN(dropout(ao) + x)
     ops.layernorm_backward(ds, gw.attn_ln_gamma, gw.attn_ln_beta, dx, a.ao.rows(T), s.h[li].rows(T), a.m1.vec(T),
@@ -432,6 +452,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
                                     st.attn_drop(l));
       if (!last) ops.add(s.d_rel.rows(R), s.d_rel_l.rows(R));
     }
+    if (!arch.inv_freq.empty()) ops.rotary_backward(dqkv, st.cu, arch.inv_freq, arch.rope);  // d q, d k before rotary
     ops.linear_backward(dh, gw.qkv_w, gw.qkv_b, dqkv, x_in, w.qkv_w);          // dh = d x via the branch
     ops.add(dh, ds);                                                             // + the residual path
     if (backward_hook_) backward_hook_(l);

@@ -31,6 +31,22 @@ void relative_bias_forward(const Ops& ops, const TensorView& rel, const TensorVi
   ops.gather_rows(rel, table, buckets);
 }
 
+void set_architecture_inputs(SequenceInputs& in, const HfConfig& c, const EncoderParams& p) {
+  if (!p.rope_inv_freq.empty()) {
+    in.inv_freq = p.rope_inv_freq;
+    in.rope.heads = static_cast<int>(2 * c.num_attention_heads);  // the q heads, then the k heads
+    in.rope.head_dim = static_cast<int>(c.hidden_size / c.num_attention_heads);
+    in.rope.interleaved = c.rotary_interleaved;
+    in.rope.scale = 1.0f;
+  }
+  if (c.arch->gated_ffn && !c.arch->decoder) {
+    in.gated = true;
+    in.glu.act = c.hidden_act == "silu" ? Ops::Glu::Act::silu : Ops::Glu::Act::gelu_erf;
+    in.glu.act_on_second = c.arch->glu_act_on_second;
+    in.glu_dropout = c.arch->glu_inner_dropout;
+  }
+}
+
 void embeddings_forward(const Ops& ops, const EncoderParams& p, const SequenceInputs& in, const TensorView& e,
                         const TensorView& h, const TensorView& h_low, const TensorView& mean, const TensorView& rstd,
                         const SequenceTraining* train) {
@@ -69,6 +85,7 @@ void layer_forward(const Ops& ops, const EncoderLayerParams& w, const SequenceIn
   // Attention block: hm = LN(dropout(attention(x) W_o) + x)
   if (train && train->low) ops.convert(v.x_in, v.x);
   layer_linear(ops, v.qkv, v.x_in, w.qkv_w, w.qkv_meta, w.qkv_b, Activation::none);
+  if (!in.inv_freq.empty()) ops.rotary(v.qkv, in.cu, in.inv_freq, in.rope);  // q and k, in place
   const Ops::AttentionDropout drop =
       train ? Ops::AttentionDropout{train->attention, train->seed, train->step, SequenceTraining::site(l, 0),
                                     train->token_offset}
@@ -94,7 +111,12 @@ void layer_forward(const Ops& ops, const EncoderLayerParams& w, const SequenceIn
   }
   // FFN block: out = LN(dropout(GELU(hm W_1 + b_1) W_2) + hm)
   const TensorView hm_in = v.hm_low.empty() ? v.hm : v.hm_low;
-  if (train) {  // the backward reads GELU's pre-activation
+  if (in.gated) {  // both halves in one GEMM, then act(gate) * up (the backward reads ffgu)
+    layer_linear(ops, v.ffgu, hm_in, w.ffn_in_w, w.ffn_in_meta, w.ffn_in_b, Activation::none);
+    ops.glu(v.ffa, v.ffgu, in.glu);
+    if (ph > 0 && in.glu_dropout)
+      ops.dropout(v.ffa, v.ffa, ph, train->seed, train->step, SequenceTraining::glu_site(l), train->token_offset);
+  } else if (train) {  // the backward reads GELU's pre-activation
     ops.linear(v.ffa, hm_in, w.ffn_in_w, TensorView{}, Activation::none);
     ops.bias_gelu_train(v.ffa, v.ffpre, w.ffn_in_b);
   } else {

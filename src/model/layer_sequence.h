@@ -30,7 +30,20 @@ struct SequenceInputs {
   int heads = 0;
   float eps = 0;
   TensorView rel;        // (2 * max_seqlen - 1, heads) f32 relative-position bias (MPNet); empty: none
+  // Rotary encoders (GTE, NomicBERT): q and k of the packed qkv rotated after
+  // the QKV GEMM, positions restarting at 0 in every sequence (from cu).
+  TensorView inv_freq;   // (rotary_dim / 2) f32; empty: no rotary
+  Ops::Rotary rope;
+  // Gated encoders: the FFN GEMM writes both GLU halves (LayerViews::ffgu),
+  // glu makes the activation; glu_dropout: the hidden dropout on it (GTE).
+  bool gated = false;
+  Ops::Glu glu;
+  bool glu_dropout = false;
 };
+
+// The architecture's parts of SequenceInputs (rotary, GLU) from its config
+// and parameters; both runners call it.
+void set_architecture_inputs(SequenceInputs& in, const HfConfig& c, const EncoderParams& p);
 
 // MPNet's relative-position bucket (transformers' relative_position_bucket:
 // T5's, bidirectional, max distance 128) of every key-minus-query distance
@@ -49,6 +62,8 @@ struct SequenceTraining {
   uint64_t token_offset = 0;        // the batch's first token in the whole batch (the masks' row_offset)
   bool low = false;                 // GEMMs in bf16 / f16: convert their inputs
   static uint32_t site(int64_t l, int which) { return static_cast<uint32_t>(1 + 3 * l + which); }
+  // Layer l's GLU output (GTE): its own range, so the sites above keep their numbers.
+  static uint32_t glu_site(int64_t l) { return static_cast<uint32_t>((1u << 21) + l); }
 };
 
 // One layer's buffers for one batch (all (T, ·)). Inference points several at
@@ -64,6 +79,7 @@ struct LayerViews {
   TensorView hm;      // (T, H) f32 after the attention block's LayerNorm
   TensorView hm_low;  // (T, H) hm in the compute dtype; empty in f32
   TensorView m1, r1;  // (T) f32 LayerNorm statistics, training
+  TensorView ffgu;    // (T, 2I) gated encoders: the FFN GEMM's output, both GLU halves
   TensorView ffa;     // (T, I) the FFN activation
   TensorView ffpre;   // (T, I) f32 its pre-activation, training
   TensorView fo;      // (T, H) f32 FFN output projection
@@ -81,6 +97,8 @@ void embeddings_forward(const Ops& ops, const EncoderParams& p, const SequenceIn
                         const SequenceTraining* train);
 
 // Layer l: hm = LN(dropout(attention(x) W_o) + x), out = LN(dropout(GELU(hm W_1) W_2) + hm).
+// Rotary encoders rotate q and k between the QKV GEMM and attention; gated
+// ones replace GELU(hm W_1) by [dropout](glu(hm W_1)), W_1 of both halves.
 void layer_forward(const Ops& ops, const EncoderLayerParams& w, const SequenceInputs& in, const LayerViews& v,
                    int64_t l, const SequenceTraining* train);
 

@@ -17,12 +17,15 @@ void PackedBatch::clear() {
 void PackedBatch::add(std::span<const int32_t> seq_ids, std::span<const int32_t> seq_types, const HfConfig& config) {
   if (cu_seqlens.empty()) cu_seqlens.push_back(0);
   const bool roberta_positions = config.arch->positions == PositionScheme::after_padding;
+  const bool rotary = config.arch->positions == PositionScheme::rotary;
   const int32_t pad = static_cast<int32_t>(config.pad_token_id);
   int32_t counted = 0;
   for (size_t i = 0; i < seq_ids.size(); ++i) {
     ids.push_back(seq_ids[i]);
     type_ids.push_back(i < seq_types.size() ? seq_types[i] : 0);
-    if (!roberta_positions) {
+    if (rotary) {
+      positions.push_back(0);  // the one-row zero table's row; the rotary op numbers tokens itself
+    } else if (!roberta_positions) {
       positions.push_back(static_cast<int32_t>(i));
     } else if (seq_ids[i] == pad) {
       positions.push_back(pad);

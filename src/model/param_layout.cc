@@ -33,10 +33,23 @@ ParamLayout::ParamLayout(const HfConfig& config) : config_(config) {
       if (order[i] == r) return i;
     return -1;
   };
+  // A gated encoder that stores its GLU halves apart (NomicBERT's fc11, fc12):
+  // the second right after the first, so the two are one (2I, H) matrix.
+  const Architecture& arch = *config.arch;
+  const bool glu_apart = arch.gated_ffn && !arch.decoder && !arch.has(R::ffn_up_gate_weight);
+  const R glu_first = arch.glu_act_on_second ? R::ffn_in_weight : R::ffn_gate_weight;
+  const R glu_second = arch.glu_act_on_second ? R::ffn_gate_weight : R::ffn_in_weight;
   std::vector<ExpectedTensor> ordered;
   for (size_t i = 0; i < expected.size(); ++i) {
     const ExpectedTensor& t = expected[i];
     if (t.part == ExpectedTensor::pooler && !config.arch->head_on_pooler) continue;
+    if (glu_apart && t.role == glu_second) continue;  // placed with the first half
+    if (glu_apart && t.role == glu_first) {
+      ordered.push_back(t);
+      for (const ExpectedTensor& u : expected)
+        if (u.role == glu_second && u.layer == t.layer) ordered.push_back(u);
+      continue;
+    }
     if (rank(t.role) < 0) {
       ordered.push_back(t);
       continue;
@@ -92,11 +105,19 @@ EncoderParams ParamLayout::views(float* base) const {
   const int64_t H = config_.hidden_size;
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     EncoderLayerParams layer;
-    layer.qkv_w = config_.arch->prenorm ? v(R::qkv_weight, l) : v(R::query_weight, l);
-    layer.qkv_w.dims[0] = 3 * H;  // query, key, value stacked (see the layout; ModernBERT stores them so)
-    layer.qkv_b = v(R::query_bias, l);
+    const bool fused_qkv = config_.arch->has(R::qkv_weight);  // stored as one tensor (GTE, NomicBERT)
+    layer.qkv_w = v(fused_qkv ? R::qkv_weight : R::query_weight, l);
+    layer.qkv_w.dims[0] = 3 * H;  // query, key, value stacked (see the layout)
+    layer.qkv_b = v(fused_qkv ? R::qkv_bias : R::query_bias, l);
     layer.qkv_b.dims[0] = 3 * H;
     for (const LayerParamField& f : kLayerParamFields) layer.*f.member = v(f.role, l);
+    const Architecture& a = *config_.arch;
+    if (a.gated_ffn && !a.decoder) {  // both GLU halves: one (2I, H) matrix (see the layout)
+      const bool fused = a.has(R::ffn_up_gate_weight);
+      layer.ffn_in_w = v(fused ? R::ffn_up_gate_weight : a.glu_act_on_second ? R::ffn_in_weight : R::ffn_gate_weight, l);
+      layer.ffn_in_w.dims[0] = 2 * config_.intermediate_size;
+      layer.ffn_gate_w = TensorView{};
+    }
     p.layers.push_back(layer);
   }
   const bool pooler = config_.arch->head_on_pooler;

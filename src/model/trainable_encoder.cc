@@ -32,8 +32,8 @@ void draw_normal(float* dst, int64_t n, double std, uint64_t seed, uint32_t tens
 // The layers' weight matrices: the GEMMs that run in the compute dtype.
 bool is_gemm_weight(TensorRole r) {
   return r == TensorRole::query_weight || r == TensorRole::key_weight || r == TensorRole::value_weight ||
-         r == TensorRole::qkv_weight || r == TensorRole::attn_out_weight || r == TensorRole::ffn_in_weight ||
-         r == TensorRole::ffn_out_weight;
+         r == TensorRole::attn_out_weight || r == TensorRole::ffn_in_weight || r == TensorRole::ffn_out_weight ||
+         r == TensorRole::qkv_weight || r == TensorRole::ffn_up_gate_weight || r == TensorRole::ffn_gate_weight;
 }
 
 TensorView flat(void* data, int64_t n) {
@@ -149,6 +149,20 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
     }
   }
   enc->compute = enc->master;
+  // Rotary encoders: the fixed frequencies and the zero position table
+  // (neither trained nor saved; the gradient has no position table).
+  const RotaryTables rt = rotary_tables(config);
+  if (!rt.inv_freq.empty()) {
+    const size_t fb = rt.inv_freq.size() * 4, zb = rt.zero_row.size() * 4;
+    enc->fixed_buffer = backend.allocate(fb + zb);
+    char* base = static_cast<char*>(enc->fixed_buffer->data());
+    backend.copy_to_device(base, rt.inv_freq.data(), fb);
+    backend.copy_to_device(base + fb, rt.zero_row.data(), zb);
+    enc->compute.rope_inv_freq = TensorView(base, DType::f32, {static_cast<int64_t>(rt.inv_freq.size())});
+    enc->compute.position_embeddings = TensorView(base + fb, DType::f32, {1, config.embedding_size});
+    enc->master.rope_inv_freq = enc->compute.rope_inv_freq;
+    enc->master.position_embeddings = enc->compute.position_embeddings;
+  }
   if (dtype != DType::f32) {
     // The layers' GEMM weights in the compute dtype, one buffer.
     int64_t low = 0;

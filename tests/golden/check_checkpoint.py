@@ -4,7 +4,7 @@
     python tests/golden/check_checkpoint.py CHECKPOINT_DIR GOLDEN_NAME [--same-weights]
 
 GOLDEN_NAME is a model of tests/golden (tiny-distilbert, tiny-electra, tiny-roberta, tiny-camembert,
-tiny-xlmr5, tiny-mpnet) the checkpoint was trained from.  The script
+tiny-xlmr5, tiny-mpnet, tiny-gte, tiny-nomic) the checkpoint was trained from.  The script
 
  1. loads the checkpoint with AutoModelForSequenceClassification.from_pretrained and reports every
     missing, unexpected and shape-mismatched key (transformers would fill a missing one with random
@@ -83,7 +83,10 @@ def main() -> int:
     print(f"loaded {args.checkpoint} as {type(model).__name__}")
 
     stored = load_file(str(weights_file))
-    want = set(golden["state_dict_keys"])
+    # GTE, NomicBERT: transformers 5 saves (and reads) the hub's fused names (qkv_proj, up_gate_proj,
+    # Wqkv), not its module names: the checkpoint must hold what save_pretrained writes.
+    fused = golden.get("safetensors_keys") is not None and set(golden["safetensors_keys"]) != set(golden["state_dict_keys"])
+    want = set(golden["safetensors_keys"] if fused else golden["state_dict_keys"])
     for key in sorted(want - set(stored)):
         fail(f"{weights_file.name}: tensor {key} missing (transformers' state_dict has it)")
     for key in sorted(set(stored) - want):
@@ -92,10 +95,23 @@ def main() -> int:
     # The checkpoint's own config: training may have given it a new head (another label count).
     config = transformers.AutoConfig.from_pretrained(str(args.checkpoint))
     second = transformers.AutoModelForSequenceClassification.from_config(config).eval()
-    try:
-        second.load_state_dict({k: v for k, v in stored.items() if k in want}, strict=True)
-    except RuntimeError as e:
-        fail(f"load_state_dict(strict=True): {str(e).splitlines()[0]}")
+    if fused:
+        # The second way: transformers saves the model it loaded; the file must hold exactly stoke's tensors.
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            model.save_pretrained(tmp)
+            again = load_file(str(Path(tmp) / "model.safetensors"))
+        for key in sorted(set(again) ^ set(stored)):
+            fail(f"save_pretrained of the loaded model: tensor {key} in one file only")
+        for key in sorted(set(again) & set(stored)):
+            if not torch.equal(again[key], stored[key]):
+                fail(f"save_pretrained of the loaded model: tensor {key} differs from the checkpoint's")
+        second = model
+    else:
+        try:
+            second.load_state_dict({k: v for k, v in stored.items() if k in want}, strict=True)
+        except RuntimeError as e:
+            fail(f"load_state_dict(strict=True): {str(e).splitlines()[0]}")
 
     # transformers 5 builds an empty tokenizer from config.json alone, so a checkpoint
     # without tokenizer.json takes the golden folder's
@@ -108,7 +124,8 @@ def main() -> int:
         a = model(**batch).logits
         b = second(**batch).logits
     error = relative_error(a, b)
-    print(f"logits of {len(TEXTS)} texts, from_pretrained vs safetensors + load_state_dict: relative error {error:.2e}")
+    second_way = "itself (its save_pretrained equals the file)" if fused else "safetensors + load_state_dict"
+    print(f"logits of {len(TEXTS)} texts, from_pretrained vs {second_way}: relative error {error:.2e}")
     if not error <= 1e-6:
         fail(f"the two loads disagree (relative error {error:.2e} > 1e-6)")
 

@@ -9,7 +9,8 @@ What it makes (README.md next to this script says what every tensor means):
   tests/golden/<name>.safetensors    the golden tensors
   tests/golden/<name>.tokens.jsonl   per text: ids, tokens, pieces, decoded (no truncation)
 for <name> in tiny-distilbert, tiny-electra, tiny-roberta, tiny-bert-dense, tiny-xlmr5,
-tiny-camembert, tiny-mpnet, tiny-qwen3, tiny-qwen2 (or the names given on the command line).
+tiny-camembert, tiny-mpnet, tiny-qwen3, tiny-qwen2, tiny-gte, tiny-nomic (or the names given on the command
+line).
 
 Pinned versions (the script refuses others): torch 2.15.0 (CPU), transformers 5.24.0,
 tokenizers 0.23.3, sentence-transformers 6.2.0.
@@ -298,9 +299,28 @@ def mpnet_config(vocab: int):
         bos_token_id=0, eos_token_id=2, num_labels=3)
 
 
+def gte_config(vocab: int):
+    # Head dim 18 (not a power of two), 2I = 140 GLU columns, a rope theta of its own, two token types.
+    return transformers.GteConfig(
+        vocab_size=vocab, hidden_size=54, num_hidden_layers=2, num_attention_heads=3, intermediate_size=70,
+        hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=128,
+        type_vocab_size=2, initializer_range=0.1, layer_norm_eps=1e-12, pad_token_id=0, num_labels=3,
+        rope_parameters={"rope_type": "default", "rope_theta": 5000.0})
+
+
+def nomic_config(vocab: int):
+    # Head dim 10 (not a power of two), SwiGLU, its own rope theta, two token types.
+    return transformers.NomicBertConfig(
+        vocab_size=vocab, hidden_size=40, num_hidden_layers=2, num_attention_heads=4, intermediate_size=52,
+        hidden_act="silu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, max_position_embeddings=112,
+        type_vocab_size=2, initializer_range=0.1, layer_norm_eps=1e-12, pad_token_id=0, num_labels=2,
+        rope_parameters={"rope_type": "default", "rope_theta": 2000.0})
+
+
 CLASSIFIERS = {"distilbert": "DistilBertForSequenceClassification", "electra": "ElectraForSequenceClassification",
                "roberta": "RobertaForSequenceClassification", "camembert": "CamembertForSequenceClassification",
                "xlm-roberta": "XLMRobertaForSequenceClassification", "mpnet": "MPNetForSequenceClassification",
+               "gte": "GteForSequenceClassification", "nomic_bert": "NomicBertForSequenceClassification",
                "modernbert": "ModernBertForSequenceClassification"}
 ROBERTA_HEAD = "the classification head's tanh(dense(last_hidden_state[:, 0])), the input of classifier.out_proj"
 SPECS = {
@@ -322,6 +342,12 @@ SPECS = {
     "tiny-mpnet": Spec("tiny-mpnet", 25, 112, mpnet_config, mpnet_tokenizer, "cls_head_hidden",
                        "MPNetClassificationHead: tanh(dense(last_hidden_state[:, 0])), the input of "
                        "classifier.out_proj", "mean", True),
+    "tiny-gte": Spec("tiny-gte", 26, 96, gte_config, wordpiece_tokenizer("BertTokenizer"), "pooler_output",
+                     "GtePooler: tanh(pooler.dense(last_hidden_state[:, 0])), the input of classifier (dropout is "
+                     "identity in eval)", "cls", True),
+    "tiny-nomic": Spec("tiny-nomic", 27, 80, nomic_config, wordpiece_tokenizer("BertTokenizer"), "pooler_output",
+                       "NomicBertPooler: tanh(pooler.dense(last_hidden_state[:, 0])), the input of classifier "
+                       "(dropout is identity in eval)", "mean", True),
     "tiny-modernbert": Spec("tiny-modernbert", 28, 140, lambda v: modernbert_config(v - 5), modernbert_tokenizer,
                             "pooled_head_hidden",
                             "ModernBertPredictionHead: head.norm(gelu(head.dense(pooled))), pooled the masked mean "
@@ -329,7 +355,7 @@ SPECS = {
                             "mean", True),
 }
 ORDER = ["tiny-distilbert", "tiny-electra", "tiny-roberta", "tiny-bert-dense", "tiny-xlmr5", "tiny-camembert",
-         "tiny-mpnet", "tiny-qwen3", "tiny-qwen2", "tiny-modernbert"]
+         "tiny-mpnet", "tiny-qwen3", "tiny-qwen2", "tiny-gte", "tiny-nomic", "tiny-modernbert"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -510,6 +536,68 @@ def train_two_steps(folder: Path, tok, texts, spec_max_length, labels1, labels2,
     opt.step()
     after2 = {n: p.detach().clone() for n, p in model.named_parameters()}
     return b1, b2, loss1.detach(), grads, after1, loss2.detach(), after2
+
+
+def gte_saved_names(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """GteModel's module names -> the names save_pretrained writes (the hub's: transformers 5 reverts its
+    conversion on save): q/k/v fused into qkv_proj, up and gate into up_gate_proj ([up | gate]), the
+    layers under encoder.layer, attn_ln / mlp_ln. Gradients and optimizer steps are per element, so
+    the fused tensors' gradients and steps are the parts' concatenated."""
+    import re
+    out: dict[str, torch.Tensor] = {}
+    parts: dict[str, dict[str, torch.Tensor]] = {}
+    for name, t in tensors.items():
+        m = re.fullmatch(r"(.*)layers\.(\d+)\.(.+)", name)
+        if not m:
+            out[name] = t
+            continue
+        base = f"{m.group(1)}encoder.layer.{m.group(2)}."
+        rest = m.group(3)
+        fused = re.fullmatch(r"self_attn\.([qkv])_proj\.(weight|bias)", rest)
+        glu = re.fullmatch(r"mlp\.(up|gate)_proj\.weight", rest)
+        if fused:
+            parts.setdefault(f"{base}attention.qkv_proj.{fused.group(2)}", {})[fused.group(1)] = t
+        elif glu:
+            parts.setdefault(f"{base}mlp.up_gate_proj.weight", {})[glu.group(1)] = t
+        else:
+            rest = (rest.replace("self_attn.o_proj", "attention.o_proj")
+                    .replace("post_attention_layernorm", "attn_ln").replace("post_mlp_layernorm", "mlp_ln"))
+            out[base + rest] = t
+    for name, p in parts.items():
+        order = ("q", "k", "v") if "qkv_proj" in name else ("up", "gate")
+        out[name] = torch.cat([p[k] for k in order], dim=0)
+    return out
+
+
+def nomic_saved_names(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """NomicBertModel's module names -> the hub names save_pretrained writes: q/k/v fused into Wqkv,
+    up/gate/down as fc11/fc12/fc2, the layers under encoder.layers, norm1/norm2, emb_ln."""
+    import re
+    out: dict[str, torch.Tensor] = {}
+    qkv: dict[str, dict[str, torch.Tensor]] = {}
+    renames = [("self_attn.o_proj", "attn.out_proj"), ("mlp.up_proj", "mlp.fc11"), ("mlp.gate_proj", "mlp.fc12"),
+               ("mlp.down_proj", "mlp.fc2"), ("post_attention_layernorm", "norm1"), ("post_mlp_layernorm", "norm2")]
+    for name, t in tensors.items():
+        name = name.replace("embeddings.LayerNorm", "emb_ln")
+        m = re.fullmatch(r"(.*)layers\.(\d+)\.(.+)", name)
+        if not m:
+            out[name] = t
+            continue
+        base = f"{m.group(1)}encoder.layers.{m.group(2)}."
+        rest = m.group(3)
+        fused = re.fullmatch(r"self_attn\.([qkv])_proj\.weight", rest)
+        if fused:
+            qkv.setdefault(f"{base}attn.Wqkv.weight", {})[fused.group(1)] = t
+            continue
+        for a, b in renames:
+            rest = rest.replace(a, b)
+        out[base + rest] = t
+    for name, p in qkv.items():
+        out[name] = torch.cat([p[k] for k in ("q", "k", "v")], dim=0)
+    return out
+
+
+SAVED_NAMES = {"gte": gte_saved_names, "nomic_bert": nomic_saved_names}
 
 
 def word_embedding_name(model) -> str:
@@ -747,6 +835,14 @@ def make_encoder_model(spec: Spec, texts: list[str]) -> None:
     labels2 = [x % config.num_labels for x in TRAIN_LABELS_2]
     b1, b2, loss, grads, after1, loss2, after2 = train_two_steps(folder, tok, texts, spec.max_length, labels1,
                                                                  labels2, torch.float32)
+    saved_names = SAVED_NAMES.get(config.model_type)
+    if saved_names:  # the goldens name tensors as the checkpoint file does (and as stoke's checkpoints do)
+        with safetensors.safe_open(str(folder / "model.safetensors"), "pt") as f:
+            file_tensors = {k: f.get_tensor(k) for k in f.keys()}
+        renamed = saved_names(dict(model.state_dict()))
+        assert sorted(renamed) == sorted(file_tensors), f"{spec.name}: renamed keys differ from the file's"
+        assert all(torch.equal(renamed[k], file_tensors[k]) for k in renamed), f"{spec.name}: renaming is wrong"
+        grads, after1, after2 = saved_names(grads), saved_names(after1), saved_names(after2)
     add_inputs(g, "train.", b1, "training step 1 batch (texts 0..7), padded to its own longest")
     g.add("train.labels", torch.tensor(labels1), f"training step 1 labels {labels1}")
     add_inputs(g, "train2.", b2, "training step 2 batch (texts 8..15), padded to its own longest")
@@ -755,8 +851,9 @@ def make_encoder_model(spec: Spec, texts: list[str]) -> None:
     g.add("loss_step2", loss2, "mean cross-entropy of training step 2, computed with the after_step parameters "
           "(float32)")
     word = word_embedding_name(model)
+    initial = saved_names(dict(model.state_dict())) if saved_names else model.state_dict()
     rows = sorted(set(b1["input_ids"].flatten().tolist()) | set(b2["input_ids"].flatten().tolist()))
-    check_untouched_rows(word, rows, model.state_dict()[word], grads[word], after1[word], after2[word])
+    check_untouched_rows(word, rows, initial[word], grads[word], after1[word], after2[word])
     rows_t = torch.tensor(rows, dtype=torch.int64)
     g.add("train.word_embedding_rows", rows_t, f"the {len(rows)} rows of {word} (token ids) that occur in either "
           "training batch, ascending; the *_rows.* goldens hold these rows only. Every other row has gradient exactly "

@@ -48,6 +48,8 @@ TEST(CliArchitectures, EmbedReproducesSentenceTransformers) {
   for (const auto& [name, golden_name, width] : {std::tuple{"tiny-electra", "st_embeddings", 48},
                                                  std::tuple{"tiny-distilbert", "st_embeddings", 40},
                                                  std::tuple{"tiny-mpnet", "st_embeddings", 32},
+                                                 std::tuple{"tiny-gte", "st_embeddings", 54},
+                                                 std::tuple{"tiny-nomic", "st_embeddings", 40},
                                                  std::tuple{"tiny-roberta", "st_embeddings", 48},
                                                  std::tuple{"tiny-camembert", "st_embeddings", 40},
                                                  std::tuple{"tiny-xlmr5", "st_embeddings", 24},
@@ -76,7 +78,7 @@ TEST(CliArchitectures, ClassifyReproducesTransformers) {
   // ELECTRA: dense -> GELU -> out_proj; DistilBERT: pre_classifier -> ReLU -> classifier.
   for (const std::string name :
        {"tiny-electra", "tiny-distilbert", "tiny-mpnet", "tiny-roberta", "tiny-camembert", "tiny-xlmr5", "tiny-qwen3",
-        "tiny-modernbert"}) {
+        "tiny-modernbert", "tiny-gte", "tiny-nomic"}) {
     const Fixture fx = open_fixture(name);
     const auto r = test::run_stoke("classify --quiet --model " + folder(name) + " --input " + texts() +
                                    " --output - --device cpu");
@@ -140,6 +142,10 @@ TEST(CliArchitectures, InspectShowsProjectionAndRelativeBias) {
   ASSERT_EQ(mpnet.status, 0) << mpnet.err;
   EXPECT_NE(mpnet.out.find("attention: relative-position bias, 32 buckets"), std::string::npos) << mpnet.out;
   EXPECT_EQ(mpnet.out.find("projected to hidden"), std::string::npos) << mpnet.out;
+  const auto gte = test::run_stoke("inspect " + folder("tiny-gte"));
+  ASSERT_EQ(gte.status, 0) << gte.err;
+  EXPECT_NE(gte.out.find("positions: rotary (theta 5000, 18 of 18 head columns); feed-forward: gated (GeGLU)"),
+            std::string::npos) << gte.out;
   const auto modernbert = test::run_stoke("inspect " + folder("tiny-modernbert"));
   ASSERT_EQ(modernbert.status, 0) << modernbert.err;
   EXPECT_NE(modernbert.out.find("attention: global, local +-8, global; rotary theta 20000 global, 5000 local"),

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <utility>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <tuple>
 #include <nlohmann/json.hpp>
@@ -79,7 +80,13 @@ INSTANTIATE_TEST_SUITE_P(All, ModelGolden,
                                            Case{"tiny-qwen3", "fast", DType::bf16},
                                            Case{"tiny-qwen2", "reference", DType::f32},
                                            Case{"tiny-qwen2", "fast", DType::f32},
-                                           Case{"tiny-qwen2", "fast", DType::bf16}),
+                                           Case{"tiny-qwen2", "fast", DType::bf16},
+                                           Case{"tiny-gte", "reference", DType::f32},
+                                           Case{"tiny-gte", "fast", DType::f32},
+                                           Case{"tiny-gte", "fast", DType::bf16},
+                                           Case{"tiny-nomic", "reference", DType::f32},
+                                           Case{"tiny-nomic", "fast", DType::f32},
+                                           Case{"tiny-nomic", "fast", DType::bf16}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.model) + "_" + info.param.kernels + "_" +
                                            std::string(dtype_name(info.param.dtype));
@@ -131,7 +138,8 @@ TEST(ModelGoldenDense, PoolingDenseNormalizeMatchSentenceTransformers) {
 TEST(ModelBatching, TextAloneEqualsTextInABatch) {
   cpu::CpuBackend backend(cpu::fast_kernels());
   for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-distilbert", "tiny-electra", "tiny-roberta",
-                            "tiny-camembert", "tiny-xlmr5", "tiny-mpnet", "tiny-qwen3", "tiny-qwen2", "tiny-modernbert"})
+                            "tiny-camembert", "tiny-xlmr5", "tiny-mpnet", "tiny-qwen3", "tiny-qwen2", "tiny-modernbert",
+                            "tiny-gte", "tiny-nomic"})
     expect_text_alone_equals_batch(backend, model, 1e-6);
 }
 
@@ -169,6 +177,64 @@ TEST(ModernBertGolden, TransformersFiveSchemaAndClsPooling) {
   const double e = relative_error(logits_of(cls), best_golden(*fx.golden, "logits_cls_pooling"));
   EXPECT_LE(e, 1e-5);
   std::printf("tiny-modernbert classifier_pooling cls: logits relative error %.3g\n", e);
+}
+
+// GTE as a hub folder writes it (model_type "new", rope_theta, NewConfig's
+// switches, remote code in auto_map — never run — and the "new." prefix)
+// runs exactly as the transformers 5 folder of the same weights: the same
+// logits and pooled vectors, bit for bit, and the goldens.
+TEST(ModelGoldenGte, HubSchemaFolderRunsAsTheTransformersFolder) {
+  const Fixture fx = open_fixture("tiny-gte");
+  const std::filesystem::path src = repo_golden_dir() / "models" / "tiny-gte";
+  const std::filesystem::path hub = test::scratch_dir("gte-hub-schema");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(src / f, hub / f, std::filesystem::copy_options::overwrite_existing);
+  const HfConfig& c = fx.folder.config;
+  nlohmann::json cfg = {{"model_type", "new"}, {"architectures", {"NewForSequenceClassification"}},
+                        {"auto_map", {{"AutoConfig", "Alibaba-NLP/new-impl--configuration.NewConfig"},
+                                      {"AutoModel", "Alibaba-NLP/new-impl--modeling.NewModel"}}},
+                        {"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size},
+                        {"num_hidden_layers", c.num_hidden_layers}, {"num_attention_heads", c.num_attention_heads},
+                        {"intermediate_size", c.intermediate_size}, {"hidden_act", "gelu"},
+                        {"max_position_embeddings", c.max_position_embeddings}, {"type_vocab_size", c.type_vocab_size},
+                        {"layer_norm_eps", c.layer_norm_eps}, {"pad_token_id", c.pad_token_id},
+                        {"position_embedding_type", "rope"}, {"rope_theta", c.rope_theta}, {"rope_scaling", nullptr},
+                        {"layer_norm_type", "layer_norm"}, {"logn_attention_scale", false},
+                        {"logn_attention_clip1", false}, {"pack_qkv", true}, {"unpad_inputs", true},
+                        {"use_memory_efficient_attention", false}, {"id2label", {{"0", "a"}, {"1", "b"}, {"2", "c"}}}};
+  std::ofstream(hub / "config.json") << cfg.dump(2);
+  const auto file = SafetensorsFile::open(src / "model.safetensors");
+  std::vector<TensorToWrite> renamed;
+  for (const StoredTensor& t : file->tensors()) {
+    const std::string n = t.name.rfind("gte.", 0) == 0 ? "new." + t.name.substr(4) : t.name;
+    renamed.push_back({n, t.dtype, t.shape, t.data});
+  }
+  write_safetensors(hub / "model.safetensors", renamed);
+
+  const ModelFolder hub_folder = open_model_folder(hub);
+  EXPECT_EQ(hub_folder.config.model_type_name, "new");
+  EXPECT_EQ(hub_folder.config.rope_theta, c.rope_theta);
+  cpu::CpuBackend backend(cpu::fast_kernels());
+  EncoderLoadOptions load;
+  load.need_classifier = true;
+  const PackedBatch batch = pack_golden(fx, "");
+  const int64_t B = batch.sequences(), T = batch.tokens(), C = c.num_labels(), H = c.hidden_size;
+  auto run = [&](const ModelFolder& folder) {
+    const LoadedEncoder enc = load_encoder(folder.config, open_model_folder_weights(folder), backend, load);
+    EncoderRunner runner(enc, backend, T, B);
+    std::vector<float> logits(static_cast<size_t>(B * C)), pooled(static_cast<size_t>(B * H));
+    EncoderOutputs out;
+    out.logits = logits.data();
+    out.pooled = pooled.data();
+    out.pooling = PoolingMode::cls;
+    backend.wait(*runner.run(batch, out));
+    logits.insert(logits.end(), pooled.begin(), pooled.end());
+    return logits;
+  };
+  const std::vector<float> a = run(fx.folder), b = run(hub_folder);
+  EXPECT_EQ(a, b);
+  const std::vector<float> hub_logits(b.begin(), b.begin() + B * C);
+  EXPECT_LE(relative_error(hub_logits, best_golden(*fx.golden, "logits")), 1e-5);
 }
 
 // Token ids, positions and type ids are checked on the host before any kernel.

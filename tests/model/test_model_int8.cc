@@ -132,7 +132,8 @@ INSTANTIATE_TEST_SUITE_P(All, ModelInt8,
                                            Int8Case{"tiny-xlmr", "fast"}, Int8Case{"tiny-distilbert", "fast"},
                                            Int8Case{"tiny-electra", "fast"}, Int8Case{"tiny-roberta", "fast"},
                                            Int8Case{"tiny-camembert", "fast"}, Int8Case{"tiny-xlmr5", "fast"},
-                                           Int8Case{"tiny-mpnet", "fast"}),
+                                           Int8Case{"tiny-mpnet", "fast"}, Int8Case{"tiny-gte", "fast"},
+                                           Int8Case{"tiny-nomic", "fast"}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.model) + "_" + info.param.kernels;
                            for (auto& ch : n)

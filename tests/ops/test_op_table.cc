@@ -324,6 +324,12 @@ std::vector<OpCase> make_cases() {
             r.ops.glu_backward(r.out("dx_f32", DType::f32, {T, 2 * 37}), dout, x, glu);
             r.ops.glu_backward(x, dout, x, glu);
           }).training = true;
+        if (at != DType::f32)  // a trainer's f32 gradient of a low-precision forward
+          add("glu_backward", what + "_f32_dout", at, 0, [=](Run& r, Rng& rng) {
+            const TensorView x = r.in(random_tensor(rng, at, {T, 2 * 37}, -6, 6));
+            const TensorView dout = r.in(random_tensor(rng, DType::f32, {T, 37}));
+            r.ops.glu_backward(r.out("dx", DType::f32, {T, 2 * 37}), dout, x, glu);
+          }).training = true;
       }
 
   // --- training: forward variants that keep what backward needs, and backward ops

@@ -158,7 +158,7 @@ TEST_P(TrainGolden, LossGradientsAndTwoAdamWSteps) {
 // still catch a missing term, which is an O(1) error.
 TEST(TrainGoldenBf16, LossGradientsAndStepsWithinBf16Tolerance) {
   for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-electra", "tiny-distilbert", "tiny-roberta", "tiny-camembert",
-                            "tiny-xlmr5", "tiny-mpnet", "tiny-modernbert"}) {
+                            "tiny-xlmr5", "tiny-mpnet", "tiny-modernbert", "tiny-gte", "tiny-nomic"}) {
     const Fixture fx = open_fixture(model);
     const HfConfig& c = fx.folder.config;
     const ModelWeights weights = open_model_folder_weights(fx.folder);
@@ -204,7 +204,9 @@ INSTANTIATE_TEST_SUITE_P(Models, TrainGolden,
                                            Case{"tiny-camembert", "reference"}, Case{"tiny-camembert", "fast"},
                                            Case{"tiny-xlmr5", "reference"}, Case{"tiny-xlmr5", "fast"},
                                            Case{"tiny-mpnet", "reference"}, Case{"tiny-mpnet", "fast"},
-                                           Case{"tiny-modernbert", "reference"}, Case{"tiny-modernbert", "fast"}),
+                                           Case{"tiny-modernbert", "reference"}, Case{"tiny-modernbert", "fast"},
+                                           Case{"tiny-gte", "reference"}, Case{"tiny-gte", "fast"},
+                                           Case{"tiny-nomic", "reference"}, Case{"tiny-nomic", "fast"}),
                          [](const auto& info) {
                            // "tiny-bert" -> bert_reference (the existing names)
                            return std::string(info.param.model).substr(5) + "_" + info.param.kernels;
@@ -221,7 +223,7 @@ INSTANTIATE_TEST_SUITE_P(Models, TrainGolden,
 // RoBERTa (dropout before the head's dense), MPNet (relative attention),
 // with the fast kernels; BERT also with the reference.
 TEST(TrainDropoutSplit, TwoHalvesWithOffsetsGiveTheWholeBatchsGradient) {
-  for (const char* model : {"tiny-bert", "tiny-roberta", "tiny-mpnet"})
+  for (const char* model : {"tiny-bert", "tiny-roberta", "tiny-mpnet", "tiny-gte"})
     for (const char* kernels : {"reference", "fast"}) {
       if (std::string(kernels) == "reference" && std::string(model) != "tiny-bert") continue;  // the slow set once
       SCOPED_TRACE(std::string(model) + " " + kernels);
@@ -294,16 +296,19 @@ TEST(TrainDropoutSplit, TwoHalvesWithOffsetsGiveTheWholeBatchsGradient) {
 // The parameter names a stoke checkpoint is written with are exactly the
 // state_dict keys of transformers' AutoModelForSequenceClassification for
 // that folder (the goldens' json lists them), so it loads with no missing or
-// unexpected keys.
+// unexpected keys. GTE: the names transformers 5 itself saves (its
+// conversion mapping fuses q/k/v and up/gate on save and splits them on load).
 TEST(TrainCheckpointNames, EqualTransformersStateDictKeys) {
   for (const char* model :
        {"tiny-distilbert", "tiny-electra", "tiny-roberta", "tiny-camembert", "tiny-xlmr5", "tiny-mpnet",
-        "tiny-modernbert"}) {
+        "tiny-modernbert", "tiny-gte", "tiny-nomic"}) {
     const Fixture fx = open_fixture(model);
     const nlohmann::json info =
         nlohmann::json::parse(read_file(repo_golden_dir() / (std::string(model) + ".json")));
     std::set<std::string> want, got;
-    for (const auto& k : info.at("state_dict_keys")) want.insert(k.get<std::string>());
+    const bool fused = std::string(model) == "tiny-gte" || std::string(model) == "tiny-nomic";
+    const char* keys = fused ? "safetensors_keys" : "state_dict_keys";
+    for (const auto& k : info.at(keys)) want.insert(k.get<std::string>());
     const ParamLayout layout(fx.folder.config);
     for (const ParamSlot& s : layout.slots()) got.insert(s.name);
     EXPECT_EQ(got, want) << model;

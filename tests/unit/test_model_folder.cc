@@ -524,6 +524,166 @@ TEST(HfConfigParse, QwenFeaturesStokeDoesNotRunAreRefusedByName) {
   EXPECT_FALSE(gte.causal);
 }
 
+// GTE in both schemas: the hub's "new" (gte-multilingual-base's fields:
+// rope_theta, rope_scaling null, NewConfig's switches, remote code named in
+// auto_map and never run) and transformers 5's "gte" (rope_parameters). Both
+// read the same tensor names: transformers 5 saves the hub's.
+TEST(HfConfigParse, GteHubSchema) {
+  const HfConfig c = parse_hf_config(R"({"model_type": "new", "architectures": ["NewForTokenClassification"],
+      "auto_map": {"AutoConfig": "Alibaba-NLP/new-impl--configuration.NewConfig",
+                   "AutoModel": "Alibaba-NLP/new-impl--modeling.NewModel"},
+      "attention_probs_dropout_prob": 0.0, "classifier_dropout": 0.0, "hidden_act": "gelu",
+      "hidden_dropout_prob": 0.1, "hidden_size": 48, "intermediate_size": 80, "layer_norm_eps": 1e-12,
+      "layer_norm_type": "layer_norm", "logn_attention_clip1": false, "logn_attention_scale": false,
+      "max_position_embeddings": 8192, "num_attention_heads": 4, "num_hidden_layers": 2, "pack_qkv": true,
+      "pad_token_id": 1, "position_embedding_type": "rope", "rope_scaling": null, "rope_theta": 160000,
+      "type_vocab_size": 1, "unpad_inputs": true, "use_memory_efficient_attention": true, "vocab_size": 250})",
+                                     "config.json");
+  EXPECT_EQ(std::string(c.arch->display_name), "GTE");
+  EXPECT_EQ(c.arch->positions, PositionScheme::rotary);
+  EXPECT_TRUE(c.arch->gated_ffn);
+  EXPECT_EQ(c.rope_theta, 160000.0);
+  EXPECT_EQ(c.rotary_dim, 12);
+  EXPECT_EQ(c.remote_code, "Alibaba-NLP/new-impl--modeling.NewModel");
+  EXPECT_EQ(c.usable_positions(), 8192);
+  EXPECT_EQ(std::string(c.checkpoint_prefix()), "new.");
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& t : expected_tensors(c)) shapes[t.name] = t.shape;
+  EXPECT_EQ(shapes.at("encoder.layer.1.attention.qkv_proj.weight"), (std::vector<int64_t>{144, 48}));
+  EXPECT_EQ(shapes.at("encoder.layer.1.attention.qkv_proj.bias"), (std::vector<int64_t>{144}));
+  EXPECT_EQ(shapes.at("encoder.layer.0.mlp.up_gate_proj.weight"), (std::vector<int64_t>{160, 48}));
+  EXPECT_EQ(shapes.at("encoder.layer.0.mlp.down_proj.weight"), (std::vector<int64_t>{48, 80}));
+  EXPECT_EQ(shapes.at("embeddings.token_type_embeddings.weight"), (std::vector<int64_t>{1, 48}));
+  EXPECT_EQ(shapes.count("embeddings.position_embeddings.weight"), 0u);
+  EXPECT_EQ(shapes.count("encoder.layer.0.mlp.up_gate_proj.bias"), 0u);
+  // gte-base-en-v1.5 has no token type table.
+  const HfConfig base = parse_hf_config(R"({"model_type": "new", "type_vocab_size": 0})", "c.json");
+  EXPECT_EQ(base.type_vocab_size, 0);
+  for (const auto& t : expected_tensors(base)) EXPECT_NE(t.role, TensorRole::token_type_embeddings);
+  // NewConfig's and GteConfig's defaults.
+  EXPECT_EQ(base.rope_theta, 10000.0);
+  EXPECT_EQ(parse_hf_config(R"({"model_type": "gte"})", "c.json").rope_theta, 160000.0);
+}
+
+TEST(HfConfigParse, GteTransformersFiveSchema) {
+  const HfConfig c = parse_hf_config(R"({"model_type": "gte", "architectures": ["GteForSequenceClassification"],
+      "hidden_size": 54, "num_attention_heads": 3, "intermediate_size": 70, "num_hidden_layers": 2,
+      "vocab_size": 300, "max_position_embeddings": 128, "type_vocab_size": 2, "pad_token_id": 0,
+      "rope_parameters": {"rope_theta": 5000.0, "rope_type": "default"}, "tie_word_embeddings": true})",
+                                     "config.json");
+  EXPECT_EQ(c.rope_theta, 5000.0);
+  EXPECT_EQ(c.rotary_dim, 18);
+  EXPECT_FALSE(c.rotary_interleaved);
+  EXPECT_EQ(c.hidden_act, "gelu");
+  EXPECT_EQ(std::string(c.checkpoint_prefix()), "gte.");
+  EXPECT_EQ(c.remote_code, "");
+}
+
+TEST(HfConfigParse, GteFeaturesStokeDoesNotRunAreRefusedByName) {
+  struct Case {
+    const char* json;
+    const char* field;
+    const char* what;
+  };
+  const Case cases[] = {
+      // gte-base-en-v1.5 / gte-large-en-v1.5: transformers has no "ntk" RoPE to check one against.
+      {R"({"model_type": "new", "rope_scaling": {"type": "ntk", "factor": 2.0}})", "\"rope_scaling\"", "\"ntk\""},
+      {R"({"model_type": "gte", "rope_parameters": {"rope_type": "linear", "factor": 2.0}})", "\"rope_parameters\"",
+       "\"linear\""},
+      {R"({"model_type": "new", "layer_norm_type": "rms_norm"})", "\"layer_norm_type\"", "rms_norm"},
+      {R"({"model_type": "new", "logn_attention_scale": true})", "\"logn_attention_scale\"", "true"},
+      {R"({"model_type": "new", "pack_qkv": false})", "\"pack_qkv\"", "false"},
+      {R"({"model_type": "new", "position_embedding_type": "absolute"})", "\"position_embedding_type\"", "\"rope\""},
+      {R"({"model_type": "gte", "hidden_act": "gelu_new"})", "\"hidden_act\"", "gelu_new"},
+  };
+  for (const Case& c : cases) {
+    const std::string msg = expect_error(Errc::unsupported, [&] { parse_hf_config(c.json, "config.json"); });
+    EXPECT_CONTAINS(msg, std::string("config.json: field ") + c.field);
+    EXPECT_CONTAINS(msg, c.what);
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  const std::string odd = expect_error(Errc::format, [&] {
+    parse_hf_config(R"({"model_type": "gte", "hidden_size": 30, "num_attention_heads": 2})", "config.json");
+  });
+  EXPECT_CONTAINS(odd, "odd");
+}
+
+// NomicBERT in both schemas: the hub's (nomic-embed-text-v1.5's GPT-2-style
+// names, "swiglu", rotary_emb_*, the bias switches) and transformers 5's.
+TEST(HfConfigParse, NomicBertHubSchema) {
+  const HfConfig c = parse_hf_config(R"({"model_type": "nomic_bert", "activation_function": "swiglu",
+      "auto_map": {"AutoModel": "nomic-ai/nomic-bert-2048--modeling_hf_nomic_bert.NomicBertModel"},
+      "attn_pdrop": 0.0, "causal": false, "embd_pdrop": 0.0, "resid_pdrop": 0.0, "layer_norm_epsilon": 1e-12,
+      "mlp_fc1_bias": false, "mlp_fc2_bias": false, "qkv_proj_bias": false, "n_embd": 48, "n_head": 4,
+      "n_inner": 80, "n_layer": 2, "n_positions": 8192, "prenorm": false, "rotary_emb_base": 1000,
+      "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": false, "rotary_emb_scale_base": null,
+      "rotary_scaling_factor": null, "scale_attn_by_inverse_layer_idx": false, "scale_attn_weights": true,
+      "type_vocab_size": 2, "use_rms_norm": false, "vocab_size": 128, "use_flash_attn": true})",
+                                     "config.json");
+  EXPECT_EQ(std::string(c.arch->display_name), "NomicBERT");
+  EXPECT_EQ(c.hidden_size, 48);
+  EXPECT_EQ(c.num_attention_heads, 4);
+  EXPECT_EQ(c.intermediate_size, 80);
+  EXPECT_EQ(c.num_hidden_layers, 2);
+  EXPECT_EQ(c.max_position_embeddings, 8192);
+  EXPECT_EQ(c.hidden_act, "silu");
+  EXPECT_EQ(c.rope_theta, 1000.0);
+  EXPECT_EQ(c.rotary_dim, 12);
+  EXPECT_EQ(c.remote_code, "nomic-ai/nomic-bert-2048--modeling_hf_nomic_bert.NomicBertModel");
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& t : expected_tensors(c)) shapes[t.name] = t.shape;
+  EXPECT_EQ(shapes.at("encoder.layers.1.attn.Wqkv.weight"), (std::vector<int64_t>{144, 48}));
+  EXPECT_EQ(shapes.at("encoder.layers.0.mlp.fc11.weight"), (std::vector<int64_t>{80, 48}));
+  EXPECT_EQ(shapes.at("encoder.layers.0.mlp.fc12.weight"), (std::vector<int64_t>{80, 48}));
+  EXPECT_EQ(shapes.at("encoder.layers.0.mlp.fc2.weight"), (std::vector<int64_t>{48, 80}));
+  EXPECT_EQ(shapes.at("emb_ln.weight"), (std::vector<int64_t>{48}));
+  EXPECT_EQ(shapes.count("encoder.layers.0.attn.Wqkv.bias"), 0u);
+  EXPECT_EQ(shapes.count("encoder.layers.0.attn.out_proj.bias"), 0u);
+  EXPECT_EQ(std::string(c.checkpoint_prefix()), "nomic_bert.");
+}
+
+TEST(HfConfigParse, NomicBertTransformersFiveSchema) {
+  const HfConfig c = parse_hf_config(R"({"model_type": "nomic_bert", "hidden_size": 40, "num_attention_heads": 4,
+      "intermediate_size": 52, "num_hidden_layers": 2, "head_dim": 10, "vocab_size": 300,
+      "rope_parameters": {"rope_theta": 2000.0, "rope_type": "default"}})",
+                                     "config.json");
+  EXPECT_EQ(c.rope_theta, 2000.0);
+  EXPECT_EQ(c.rotary_dim, 10);
+  EXPECT_EQ(c.hidden_act, "silu");  // NomicBertConfig's default
+  // Its defaults: nomic-embed-text's sizes, theta 1000.
+  const HfConfig d = parse_hf_config(R"({"model_type": "nomic_bert"})", "c.json");
+  EXPECT_EQ(d.hidden_size, 768);
+  EXPECT_EQ(d.vocab_size, 30528);
+  EXPECT_EQ(d.rope_theta, 1000.0);
+  EXPECT_EQ(d.max_position_embeddings, 2048);
+}
+
+TEST(HfConfigParse, NomicBertFeaturesStokeDoesNotRunAreRefusedByName) {
+  struct Case {
+    const char* json;
+    const char* field;
+    const char* what;
+  };
+  const Case cases[] = {
+      {R"({"model_type": "nomic_bert", "rotary_emb_fraction": 0.5})", "\"rotary_emb_fraction\"", "0.5"},
+      {R"({"model_type": "nomic_bert", "rotary_emb_interleaved": true})", "\"rotary_emb_interleaved\"", "true"},
+      {R"({"model_type": "nomic_bert", "qkv_proj_bias": true})", "\"qkv_proj_bias\"", "true"},
+      {R"({"model_type": "nomic_bert", "mlp_fc1_bias": true})", "\"mlp_fc1_bias\"", "true"},
+      {R"({"model_type": "nomic_bert", "prenorm": true})", "\"prenorm\"", "true"},
+      {R"({"model_type": "nomic_bert", "rotary_scaling_factor": 2.0})", "\"rotary_scaling_factor\"", "2.0"},
+      {R"({"model_type": "nomic_bert", "activation_function": "gelu"})", "\"activation_function\"", "swiglu"},
+      {R"({"model_type": "nomic_bert", "head_dim": 32})", "\"head_dim\"", "64"},
+      {R"({"model_type": "nomic_bert", "moe_every_n_layers": 2, "num_experts": 8})", "\"moe_every_n_layers\"",
+       "mixture-of-experts"},
+  };
+  for (const Case& c : cases) {
+    const std::string msg = expect_error(Errc::unsupported, [&] { parse_hf_config(c.json, "config.json"); });
+    EXPECT_CONTAINS(msg, std::string("config.json: field ") + c.field);
+    EXPECT_CONTAINS(msg, c.what);
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
 // ---- ModernBERT: both config schemas, what it refuses -------------------------------
 
 // The hub's schema (answerdotai/ModernBERT-base's config.json: global_attn_every_n_layers,

@@ -26,8 +26,8 @@ STOKE_CPU_CLONES void glu_row(const T* g, const T* u, T* out, int64_t n, Act act
 }
 
 // dg and du may be g and u themselves (dx aliasing x): each pair is read first.
-template <class T, class D>
-STOKE_CPU_CLONES void glu_backward_row(const T* g, const T* u, const T* dout, D* dg, D* du, int64_t n, Act act) {
+template <class T, class O, class D>
+STOKE_CPU_CLONES void glu_backward_row(const T* g, const T* u, const O* dout, D* dg, D* du, int64_t n, Act act) {
   for (int64_t i = 0; i < n; ++i) {
     const float gv = to_float(g[i]), uv = to_float(u[i]), d = to_float(dout[i]);
     float a, grad;
@@ -70,17 +70,23 @@ void glu_backward(const TensorView& dx, const TensorView& dout, const TensorView
   with_act_type(x.dtype, [&](auto tag) {
     using A = decltype(tag);
     const A* xp = x.as<const A>();
-    const A* dp = dout.as<const A>();
-    auto rows = [&](auto* dxp) {
+    auto rows = [&](const auto* dp, auto* dxp) {
 #pragma omp parallel for schedule(static) if (T * N >= kParallelMinElements)
       for (int64_t t = 0; t < T; ++t)
         glu_backward_row(xp + t * 2 * N + g_off, xp + t * 2 * N + u_off, dp + t * N, dxp + t * 2 * N + g_off,
                          dxp + t * 2 * N + u_off, N, act);
     };
-    if (dx.dtype == DType::f32)
-      rows(dx.as<float>());
+    // (the checks allow only f32 or x's dtype for dout and dx)
+    auto with_dx = [&](const auto* dp) {
+      if (dx.dtype == DType::f32)
+        rows(dp, dx.as<float>());
+      else
+        rows(dp, dx.as<A>());
+    };
+    if (dout.dtype == DType::f32)
+      with_dx(dout.as<const float>());
     else
-      rows(dx.as<A>());  // (the checks allow only f32 or x's dtype)
+      with_dx(dout.as<const A>());
   });
 }
 

@@ -38,7 +38,8 @@ RowsShape check_glu_backward(const TensorView& dx, const TensorView& dout, const
   const char* op = "glu_backward";
   const int64_t N = check_fused_input(op, x, glu);
   need(op, "dout", dout, 2);
-  need_dtype(op, "dout", dout, x.dtype);
+  if (dout.dtype != x.dtype && dout.dtype != DType::f32)
+    fail(op, fmt::format("dout is {}, expected F32 or x's dtype {}", describe(dout), dtype_name(x.dtype)));
   need_dim(op, "dout", dout, 0, x.dim(0));
   need_dim(op, "dout", dout, 1, N);
   need(op, "dx", dx, 2);
