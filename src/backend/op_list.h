@@ -81,9 +81,14 @@ STOKE_OP(bias_gelu, (const TensorView& x, const TensorView& bias), (x, bias))
 // Variable-length multi-head self-attention over packed sequences.
 // qkv[T, 3*heads*d] holds [q | k | v] per token (heads of d columns each);
 // out[T, heads*d] = softmax(q·k^T / sqrt(d)) · v within each sequence.
+// window: 0 = every query sees its whole sequence (global); w > 0 = query i
+// sees only keys j of its sequence with |i - j| <= w (a sliding-window local
+// layer: ModernBERT's local_attention = 2w, i.e. 128 -> w = 64). Positions are
+// within the sequence, so packing never changes what a token sees.
 STOKE_OP(attention,
-         (const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen),
-         (out, qkv, cu_seqlens, heads, max_seqlen))
+         (const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen,
+          int window),
+         (out, qkv, cu_seqlens, heads, max_seqlen, window))
 
 // out[B,H] (f32) pooled from h[T,H] per sequence: cls (first token), mean,
 // max, mean_sqrt_len (sum / sqrt(len)), lasttoken.
@@ -221,23 +226,25 @@ STOKE_OP(relu_backward, (const TensorView& dx, const TensorView& dy, const Tenso
 // attention that also writes lse[T, heads] (f32): per token and head, the
 // log of the softmax denominator, log sum_j exp(q·k_j / sqrt(d)) (before
 // dropout, which does not change the denominator). Dropout on the attention
-// probabilities: Ops::AttentionDropout (backend/ops.h).
+// probabilities: Ops::AttentionDropout (backend/ops.h). window as for
+// attention (the sum runs over the keys the query sees).
 STOKE_OP(attention_train,
          (const TensorView& out, const TensorView& lse, const TensorView& qkv, const TensorView& cu_seqlens,
-          int heads, int max_seqlen, const Ops::AttentionDropout& dropout),
-         (out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout))
+          int heads, int max_seqlen, int window, const Ops::AttentionDropout& dropout),
+         (out, lse, qkv, cu_seqlens, heads, max_seqlen, window, dropout))
 
 // Backward of attention: dqkv[T, 3*heads*d] from dout[T, heads*d] and the
 // forward's qkv, out and lse. P is recomputed as exp(q·k/sqrt(d) - lse);
 // dV = P^T dout, dP = dout V^T, dS = P * (dP - rowsum(dout * out)),
 // dQ = dS K / sqrt(d), dK = dS^T Q / sqrt(d); per sequence and head. With
 // dropout (the forward's key), dV = Pd^T dout and dP = (dout V^T) * mask / (1 - p)
-// for Pd = P * mask / (1 - p); rowsum(dout * out) is unchanged.
+// for Pd = P * mask / (1 - p); rowsum(dout * out) is unchanged. window: the
+// forward's (P_ij = 0 for keys outside it).
 STOKE_OP(attention_backward,
          (const TensorView& dqkv, const TensorView& dout, const TensorView& qkv, const TensorView& out,
-          const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen,
+          const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
           const Ops::AttentionDropout& dropout),
-         (dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout))
+         (dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, window, dropout))
 
 // --- attention with a relative-position bias (MPNet)
 // As attention / attention_train / attention_backward, with a per-head bias

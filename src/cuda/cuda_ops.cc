@@ -81,10 +81,10 @@ class CudaOps final : public UnsupportedOps {
     launch_bias_act(op.stream, x, bias, Activation::gelu_erf);
   }
   void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
-                 int max_seqlen) const override {
-    cpu::check_attention(out, qkv, cu_seqlens, heads, max_seqlen, IndexData::device);
+                 int max_seqlen, int window) const override {
+    cpu::check_attention(out, qkv, cu_seqlens, heads, max_seqlen, window, IndexData::device);
     Launch op(s_, "attention");
-    launch_attention(op.stream, out, qkv, cu_seqlens, heads, max_seqlen);
+    launch_attention(op.stream, out, qkv, cu_seqlens, heads, max_seqlen, window);
   }
   void rotary(const TensorView& x, const TensorView& cu_seqlens, const TensorView& inv_freq,
               const Ops::Rotary& rope) const override {
@@ -247,19 +247,19 @@ class CudaOps final : public UnsupportedOps {
     launch_dropout(op.stream, dx, dy, p, seed, step, tensor_id, r.first);
   }
   void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                       const TensorView& cu_seqlens, int heads, int max_seqlen,
+                       const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
                        const Ops::AttentionDropout& dropout) const override {
-    cpu::check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout, IndexData::device);
+    cpu::check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, window, dropout, IndexData::device);
     Launch op(s_, "attention_train");
-    launch_attention_train(op.stream, out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout);
+    launch_attention_train(op.stream, out, lse, qkv, cu_seqlens, heads, max_seqlen, window, dropout);
   }
   void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                           const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
-                          int max_seqlen, const Ops::AttentionDropout& dropout) const override {
-    cpu::check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout,
+                          int max_seqlen, int window, const Ops::AttentionDropout& dropout) const override {
+    cpu::check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, window, dropout,
                                   IndexData::device);
     Launch op(s_, "attention_backward");
-    launch_attention_backward(op.stream, dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
+    launch_attention_backward(op.stream, dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, window, dropout);
   }
   void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) const override {
     cpu::check_gather_rows_backward(dh, dout, rows, IndexData::device);

@@ -40,8 +40,9 @@ void launch_pool(cudaStream_t s, const TensorView& out, const TensorView& h, con
 // cu_seqlens on the device (sequences longer than max_seqlen are the
 // caller's error, checked on the host).
 void attention_setup();  // once per device: kernel attributes (shared memory)
+// window: the sliding window (0 = global), as op_list.h states it.
 void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
-                      int heads, int max_seqlen);
+                      int heads, int max_seqlen, int window);
 // attention with MPNet's relative-position bias rel[2*max_seqlen - 1, heads] (f32).
 void launch_attention_relpos(cudaStream_t s, const TensorView& out, const TensorView& qkv,
                              const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel);

@@ -10,6 +10,11 @@
 // d = 16 too). Probabilities are rounded to the activation dtype for P V, as
 // flash-attention does; the sum that normalises them is kept in f32.
 //
+// A sliding window w > 0 (local attention: query i sees keys |i - j| <= w)
+// narrows both paths to the keys in reach: the flash kernel walks only the key
+// tiles its 64 rows can see (masking the rest of each tile), the exact path
+// only the row's own 2w + 1 keys. A local layer costs O(T w), not O(T L).
+//
 // Correct path (f32, d > 128, or MPNet's relative-position bias): one block
 // per (query row, head, sequence); scores in shared memory, exact softmax, f32
 // throughout.
@@ -74,7 +79,8 @@ constexpr size_t flash_smem_bytes() {
 
 template <class T, int DP>
 __global__ void __launch_bounds__(kWarps * 32)
-    flash_attention_kernel(T* out, const T* qkv, const int32_t* cu, int B, int heads, int d, float scale_log2) {
+    flash_attention_kernel(T* out, const T* qkv, const int32_t* cu, int B, int heads, int d, int window,
+                           float scale_log2) {
   using namespace nvcuda;
   constexpr int SW = DP > kBc ? DP : kBc;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -114,7 +120,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     l_run[r] = 0.0f;
   }
 
-  for (int k0 = 0; k0 < len; k0 += kBc) {
+  // The key tiles any of the block's rows sees: all of them without a window.
+  const int k_first = window ? max(0, q0 - window) / kBc * kBc : 0;
+  const int k_end = window ? min(len, q0 + kBr + window) : len;
+  for (int k0 = k_first; k0 < k_end; k0 += kBc) {
     __syncthreads();  // the previous tile's K and V are no longer read
     for (int i = threadIdx.x; i < kBc * DP; i += blockDim.x) {
       const int r = i / DP, c = i % DP;
@@ -145,13 +154,19 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int r = 0; r < 16; ++r) {
       const int row = warp * 16 + r;
       const float* srow = s_s + row * SW;
-      const float x0 = k0 + lane < len ? srow[lane] * scale_log2 : -INFINITY;
-      const float x1 = k0 + lane + 32 < len ? srow[lane + 32] * scale_log2 : -INFINITY;
+      const int qi = q0 + row, j0 = k0 + lane, j1 = k0 + lane + 32;
+      const bool see0 = j0 < len && (window == 0 || abs(qi - j0) <= window);
+      const bool see1 = j1 < len && (window == 0 || abs(qi - j1) <= window);
+      const float x0 = see0 ? srow[lane] * scale_log2 : -INFINITY;
+      const float x1 = see1 ? srow[lane + 32] * scale_log2 : -INFINITY;
       const float m_old = m_run[r];
-      const float m_new = fmaxf(m_old, warp_max(fmaxf(x0, x1)));  // finite: key k0 < len is real
-      const float p0 = exp2f(x0 - m_new), p1 = exp2f(x1 - m_new);
+      // -inf only while the row has seen no key yet (a window's tile before
+      // the row's reach, or a padding row): then p = 0 and alpha = 0.
+      const float m_new = fmaxf(m_old, warp_max(fmaxf(x0, x1)));
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      const float p0 = exp2f(x0 - m_use), p1 = exp2f(x1 - m_use);
       const float sum = warp_sum(p0 + p1);
-      const float alpha = exp2f(m_old - m_new);  // 0 on the first tile (m_old = -inf)
+      const float alpha = exp2f(m_old - m_use);  // 0 on the row's first seen tile (m_old = -inf)
       p_s[row * kBc + lane] = from_float<T>(p0);
       p_s[row * kBc + lane + 32] = from_float<T>(p1);
       l_run[r] = l_run[r] * alpha + sum;
@@ -194,8 +209,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // rel (may be null): MPNet's relative-position bias, rel[(j - q) + max_seqlen - 1][h],
 // added to every scaled score.
+// window: only keys |j - q| <= window (0: all of them).
 __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const int32_t* cu, int heads, int d,
-                                      float scale, const float* rel, int max_seqlen, int B) {
+                                      float scale, const float* rel, int max_seqlen, int B, int window) {
   extern __shared__ float sm[];  // q (d floats), then the row's scores (len floats)
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x;  // this block's packed token
@@ -209,8 +225,9 @@ __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const 
   const int64_t q_col = int64_t{h} * d, k_col = int64_t{heads} * d + q_col, v_col = int64_t{2} * heads * d + q_col;
   for (int c = threadIdx.x; c < d; c += blockDim.x) qv[c] = load(qkv, e, (first + q) * stride + q_col + c) * scale;
   __syncthreads();
+  const int lo = window ? max(0, q - window) : 0, hi = window ? min(len, q + window + 1) : len;
   float mx = -INFINITY;
-  for (int j = threadIdx.x; j < len; j += blockDim.x) {
+  for (int j = lo + static_cast<int>(threadIdx.x); j < hi; j += blockDim.x) {
     const int64_t row = (first + j) * stride + k_col;
     float s = 0.0f;
     for (int c = 0; c < d; ++c) s += qv[c] * load(qkv, e, row + c);
@@ -220,7 +237,7 @@ __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const 
   }
   mx = block_max(mx, scratch);
   float sum = 0.0f;
-  for (int j = threadIdx.x; j < len; j += blockDim.x) {
+  for (int j = lo + static_cast<int>(threadIdx.x); j < hi; j += blockDim.x) {
     const float p = expf(sc[j] - mx);
     sc[j] = p;
     sum += p;
@@ -229,7 +246,7 @@ __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const 
   const int64_t out_row = (first + q) * int64_t{heads} * d + q_col;
   for (int c = threadIdx.x; c < d; c += blockDim.x) {
     float acc = 0.0f;
-    for (int j = 0; j < len; ++j) acc += sc[j] * load(qkv, e, (first + j) * stride + v_col + c);
+    for (int j = lo; j < hi; ++j) acc += sc[j] * load(qkv, e, (first + j) * stride + v_col + c);
     store(out, e, out_row + c, acc / sum);
   }
 }
@@ -262,10 +279,11 @@ int set_flash_smem_all(int optin_limit) {
 }
 
 template <class T>
-void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu, int B, int heads, int d, dim3 grid) {
+void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu, int B, int heads, int d, int window,
+                  dim3 grid) {
   const float scale_log2 = 1.4426950408889634f / sqrtf(static_cast<float>(d));
   auto go = [&](auto kernel, size_t smem) {
-    kernel<<<grid, kWarps * 32, smem, s>>>(static_cast<T*>(out), static_cast<const T*>(qkv), cu, B, heads, d,
+    kernel<<<grid, kWarps * 32, smem, s>>>(static_cast<T*>(out), static_cast<const T*>(qkv), cu, B, heads, d, window,
                                            scale_log2);
   };
   if (d <= 16)
@@ -281,7 +299,7 @@ void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu,
 
 // The exact path: one block per (packed query token, head).
 void launch_simt(cudaStream_t s, const TensorView& out, const TensorView& qkv, const int32_t* cu, int heads, int d,
-                 int max_seqlen, int64_t B, const float* rel) {
+                 int max_seqlen, int64_t B, const float* rel, int window) {
   const size_t smem = (static_cast<size_t>(d) + static_cast<size_t>(max_seqlen)) * 4;
   if (smem + kStaticSmem > 48 * 1024)
     throw Error(Errc::unsupported, "cuda attention: f32, head dim > 128 or a relative-position bias supports "
@@ -289,7 +307,7 @@ void launch_simt(cudaStream_t s, const TensorView& out, const TensorView& qkv, c
   const dim3 grid(static_cast<unsigned>(qkv.dim(0)), static_cast<unsigned>(heads));
   simt_attention_kernel<<<grid, 128, smem, s>>>(out.data, qkv.data, elem_of(qkv.dtype), cu, heads, d,
                                                 1.0f / sqrtf(static_cast<float>(d)), rel, max_seqlen,
-                                                static_cast<int>(B));
+                                                static_cast<int>(B), window);
   check_launch("simt_attention_kernel");
 }
 
@@ -304,7 +322,7 @@ void attention_setup() {
 }
 
 void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
-                      int heads, int max_seqlen) {
+                      int heads, int max_seqlen, int window) {
   const int64_t B = cu_seqlens.dim(0) - 1;
   if (B == 0 || max_seqlen == 0 || qkv.dim(0) == 0) return;
   if (heads > 65535 || B > INT32_MAX / 2 || qkv.dim(0) > INT32_MAX / 2)
@@ -317,12 +335,12 @@ void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& q
     const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(heads));
     const int nb = static_cast<int>(B);
     if (qkv.dtype == DType::bf16)
-      launch_flash<__nv_bfloat16>(s, out.data, qkv.data, cu, nb, heads, d, grid);
+      launch_flash<__nv_bfloat16>(s, out.data, qkv.data, cu, nb, heads, d, window, grid);
     else
-      launch_flash<__half>(s, out.data, qkv.data, cu, nb, heads, d, grid);
+      launch_flash<__half>(s, out.data, qkv.data, cu, nb, heads, d, window, grid);
     return;
   }
-  launch_simt(s, out, qkv, cu, heads, d, max_seqlen, B, nullptr);
+  launch_simt(s, out, qkv, cu, heads, d, max_seqlen, B, nullptr, window);
 }
 
 void launch_attention_relpos(cudaStream_t s, const TensorView& out, const TensorView& qkv,
@@ -333,7 +351,7 @@ void launch_attention_relpos(cudaStream_t s, const TensorView& out, const Tensor
     throw Error(Errc::unsupported, "cuda attention_relpos: at most 65535 heads and 2^30 tokens per call");
   const int d = static_cast<int>(qkv.dim(1) / (3 * int64_t{heads}));
   // The exact path for every dtype: the flash kernel has no bias term yet.
-  launch_simt(s, out, qkv, cu_seqlens.as<const int32_t>(), heads, d, max_seqlen, B, rel.as<const float>());
+  launch_simt(s, out, qkv, cu_seqlens.as<const int32_t>(), heads, d, max_seqlen, B, rel.as<const float>(), 0);
 }
 
 }  // namespace stoke::cuda

@@ -9,7 +9,9 @@
 // Every block is one (packed token, head): the forward and dQ take the token
 // as the query, dK and dV as the key; each output element is one thread's
 // sum in a fixed order, so the backward is deterministic (no atomics) — at
-// the price of recomputing the scores once per pass. This is the
+// the price of recomputing the scores once per pass. A sliding window
+// (window > 0) makes P_ij exactly 0 for |i - j| > window (the loops still
+// run over the sequence: this is the correctness path). This is the
 // correctness-first kernel the op table checks; a flash-style backward on
 // the tensor cores is the speed step after it.
 #include <cmath>
@@ -55,6 +57,9 @@ __device__ __forceinline__ int sequence_of(const int32_t* cu, int B, int64_t t) 
   return lo;
 }
 
+// Whether query i sees key j (positions in the sequence) under the window.
+__device__ __forceinline__ bool sees(int i, int j, int window) { return window == 0 || abs(i - j) <= window; }
+
 struct Cols {
   int64_t stride, q, k, v;  // qkv row width; this head's q, k, v columns
 };
@@ -65,7 +70,7 @@ __device__ __forceinline__ Cols cols_of(int heads, int d, int h) {
 
 // out_i = sum_j P_ij m_ij v_j, lse_i = log sum_j exp(s_ij) (undropped).
 __global__ void attention_train_kernel(void* out, float* lse, const void* qkv, Elem e, const int32_t* cu, int B,
-                                       int heads, int d, int max_seqlen, float scale, Dropout dr) {
+                                       int heads, int d, int max_seqlen, int window, float scale, Dropout dr) {
   extern __shared__ float sm[];  // q (d), then the row's probabilities times the mask (len)
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x;
@@ -78,7 +83,12 @@ __global__ void attention_train_kernel(void* out, float* lse, const void* qkv, E
   for (int k = threadIdx.x; k < d; k += blockDim.x) qv[k] = load(qkv, e, t * c.stride + c.q + k);
   __syncthreads();
   float mx = -INFINITY;
+  const int i = static_cast<int>(t - first);
   for (int j = threadIdx.x; j < len; j += blockDim.x) {
+    if (!sees(i, j, window)) {
+      pm[j] = -INFINITY;  // exp: exactly 0
+      continue;
+    }
     const int64_t row = (first + j) * c.stride + c.k;
     float s = 0.0f;
     for (int k = 0; k < d; ++k) s += qv[k] * load(qkv, e, row + k);
@@ -114,7 +124,7 @@ __device__ float row_dot(const void* dout, Elem dout_e, const void* out, Elem ou
 // dQ_i = sum_j dS_ij k_j / sqrt(d), dS_ij = P_ij (m_ij (dout_i · v_j) - D_i); token t is query i.
 __global__ void attention_dq_kernel(void* dqkv, Elem dq_e, const void* dout, Elem dout_e, const void* qkv, Elem e,
                                     const void* out, Elem out_e, const float* lse, const int32_t* cu, int B,
-                                    int heads, int d, int max_seqlen, float scale, Dropout dr) {
+                                    int heads, int d, int max_seqlen, int window, float scale, Dropout dr) {
   extern __shared__ float sm[];  // q (d), dout (d), dS (len)
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x;
@@ -139,7 +149,7 @@ __global__ void attention_dq_kernel(void* dqkv, Elem dq_e, const void* dout, Ele
       s += qv[k] * load(qkv, e, row + c.k + k);
       dp += gv[k] * load(qkv, e, row + c.v + k);
     }
-    const float p = expf(s * scale - l);
+    const float p = sees(static_cast<int>(t - first), j, window) ? expf(s * scale - l) : 0.0f;
     ds[j] = p * (dp * mask_factor(dr, t, h, heads, j) - Di);
   }
   __syncthreads();
@@ -153,7 +163,7 @@ __global__ void attention_dq_kernel(void* dqkv, Elem dq_e, const void* dout, Ele
 // dK_j = sum_i dS_ij q_i / sqrt(d), dV_j = sum_i P_ij m_ij dout_i; token t is key j.
 __global__ void attention_dkv_kernel(void* dqkv, Elem dq_e, const void* dout, Elem dout_e, const void* qkv, Elem e,
                                      const void* out, Elem out_e, const float* lse, const int32_t* cu, int B,
-                                     int heads, int d, int max_seqlen, float scale, Dropout dr) {
+                                     int heads, int d, int max_seqlen, int window, float scale, Dropout dr) {
   extern __shared__ float sm[];  // k (d), v (d), dS (len), P m (len)
   const int64_t t = blockIdx.x;
   if (t >= cu[B]) return;
@@ -179,7 +189,7 @@ __global__ void attention_dkv_kernel(void* dqkv, Elem dq_e, const void* dout, El
       dp += g * vv[k];
       Di += g * load(out, out_e, ti * D + c.q + k);
     }
-    const float p = expf(s * scale - lse[ti * heads + h]);
+    const float p = sees(i, j, window) ? expf(s * scale - lse[ti * heads + h]) : 0.0f;
     const float m = mask_factor(dr, ti, h, heads, j);
     ds[i] = p * (dp * m - Di);
     pm[i] = p * m;
@@ -204,7 +214,7 @@ Dropout dropout_of(const Ops::AttentionDropout& d) {
 }  // namespace
 
 void launch_attention_train(cudaStream_t s, const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                            const TensorView& cu_seqlens, int heads, int max_seqlen,
+                            const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
                             const Ops::AttentionDropout& dropout) {
   const int64_t B = cu_seqlens.dim(0) - 1, T = qkv.dim(0);
   if (B == 0 || T == 0 || max_seqlen == 0) return;
@@ -214,13 +224,13 @@ void launch_attention_train(cudaStream_t s, const TensorView& out, const TensorV
     throw Error(Errc::unsupported, "cuda attention_train: sequences up to ~11,000 tokens, at most 65535 heads");
   attention_train_kernel<<<dim3(static_cast<unsigned>(T), static_cast<unsigned>(heads)), kThreads, smem, s>>>(
       out.data, lse.as<float>(), qkv.data, elem_of(qkv.dtype), cu_seqlens.as<const int32_t>(), static_cast<int>(B),
-      heads, d, max_seqlen, 1.0f / sqrtf(static_cast<float>(d)), dropout_of(dropout));
+      heads, d, max_seqlen, window, 1.0f / sqrtf(static_cast<float>(d)), dropout_of(dropout));
   check_launch("attention_train_kernel");
 }
 
 void launch_attention_backward(cudaStream_t s, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                                const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
-                               int max_seqlen, const Ops::AttentionDropout& dropout) {
+                               int max_seqlen, int window, const Ops::AttentionDropout& dropout) {
   const int64_t B = cu_seqlens.dim(0) - 1, T = qkv.dim(0);
   if (T == 0) return;
   const int d = static_cast<int>(qkv.dim(1) / (3 * int64_t{heads}));
@@ -238,12 +248,12 @@ void launch_attention_backward(cudaStream_t s, const TensorView& dqkv, const Ten
   attention_dq_kernel<<<grid, kThreads, smem, s>>>(dqkv.data, elem_of(dqkv.dtype), dout.data, elem_of(dout.dtype),
                                                    qkv.data, elem_of(qkv.dtype), out.data, elem_of(out.dtype),
                                                    lse.as<const float>(), cu, static_cast<int>(B), heads, d,
-                                                   max_seqlen, scale, dr);
+                                                   max_seqlen, window, scale, dr);
   check_launch("attention_dq_kernel");
   attention_dkv_kernel<<<grid, kThreads, smem, s>>>(dqkv.data, elem_of(dqkv.dtype), dout.data, elem_of(dout.dtype),
                                                     qkv.data, elem_of(qkv.dtype), out.data, elem_of(out.dtype),
                                                     lse.as<const float>(), cu, static_cast<int>(B), heads, d,
-                                                    max_seqlen, scale, dr);
+                                                    max_seqlen, window, scale, dr);
   check_launch("attention_dkv_kernel");
 }
 

@@ -54,11 +54,11 @@ void launch_cross_entropy(cudaStream_t s, const TensorView& dlogits, const Tenso
 // kernels_attention_train.cu: the exact (f32-arithmetic) attention forward
 // with lse and dropout, and its backward (dqkv written in full).
 void launch_attention_train(cudaStream_t s, const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                            const TensorView& cu_seqlens, int heads, int max_seqlen,
+                            const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
                             const Ops::AttentionDropout& dropout);
 void launch_attention_backward(cudaStream_t s, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                                const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
-                               int max_seqlen, const Ops::AttentionDropout& dropout);
+                               int max_seqlen, int window, const Ops::AttentionDropout& dropout);
 
 // kernels_train_gemm.cu: c[M,N] = op(a) · op(b) (+ c when accumulate), row
 // major, f32 accumulation, a thread per output walking k in order (for the

@@ -18,7 +18,8 @@
 
 namespace stoke {
 
-enum class ModelType { bert, roberta, xlm_roberta, camembert, electra, distilbert, mpnet, qwen2, qwen3, gte_hub, gte, nomic_bert };
+enum class ModelType { bert, roberta, xlm_roberta, camembert, electra, distilbert, mpnet, qwen2, qwen3, gte_hub, gte, nomic_bert,
+                       modernbert };
 
 // How a token's position index is computed (packed_batch).
 enum class PositionScheme {
@@ -64,10 +65,11 @@ enum class TensorRole {
   // pre-attention / pre-FFN RMSNorms (weights only); ffn_in is SwiGLU's up.
   q_norm_weight, k_norm_weight,        // (d) per layer: Qwen3's per-head RMSNorm of q and k
   ffn_gate_weight,                     // (I, H) per layer: SwiGLU's gate
-  final_norm_weight,                   // (H) the RMSNorm after the last layer
+  final_norm_weight,                   // (H) the RMSNorm after the last layer (ModernBERT: a LayerNorm)
   // Rotary + GLU encoders (GTE, NomicBERT), after the decoder roles.
-  qkv_weight, qkv_bias,                // (3H, H), (3H) per layer: q, k, v stored fused (GTE's qkv_proj, Nomic's Wqkv)
+  qkv_weight, qkv_bias,                // (3H, H), (3H) per layer: q, k, v stored fused (GTE's qkv_proj, Nomic's Wqkv, ModernBERT's Wqkv)
   ffn_up_gate_weight,                  // (2I, H) per layer: the GLU's two halves stored fused (GTE's up_gate_proj)
+  head_norm_weight,                    // (H) ModernBERT's head: the LayerNorm after its dense and activation
   count
 };
 inline constexpr size_t kTensorRoles = static_cast<size_t>(TensorRole::count);
@@ -133,6 +135,14 @@ struct Architecture {
   TokenizerFamily tokenizer = TokenizerFamily::wordpiece;
   ConfigFields fields;
   ConfigDefaults defaults;
+  // ModernBERT: pre-norm layers (a LayerNorm without bias before attention
+  // and before the feed-forward, none before layer 0's attention), q/k/v in
+  // one stored matrix, rotary positions (no position or token type table),
+  // a GeGLU feed-forward, global and sliding-window local layers with their
+  // own rope theta, a final LayerNorm, no linear biases; the head pools
+  // (classifier_pooling), then dense, GELU, LayerNorm, classifier.
+  // model/prenorm_layer.h.
+  bool prenorm = false;
   // A decoder (Qwen2, Qwen3): pre-norm layers with RMSNorm, rotary positions
   // (no position or token type table), grouped-query attention, causal
   // unless config.json says "is_causal": false, a SwiGLU feed-forward and a

@@ -247,6 +247,55 @@ Architecture qwen(ModelType type, std::string_view model_type, std::string_view 
   return a;
 }
 
+// ModernBERT (answerdotai/ModernBERT-*, and the embedders built on it:
+// nomic-ai/modernbert-embed-base, Alibaba-NLP/gte-modernbert-base, ...):
+// Architecture::prenorm. ModernBertForSequenceClassification saves the base
+// model under "model." and its head ("head.dense", "head.norm") and
+// classifier ("classifier", with a bias) without; bare ModernBertModel
+// exports have no prefix. Config fields: hidden_activation, norm_eps, and
+// the rest read by parse_hf_config's ModernBERT part.
+Architecture modernbert() {
+  Architecture a = named(ModelType::modernbert, "modernbert", "ModernBERT", "model.",
+                         "ModernBertForSequenceClassification");
+  a.prenorm = true;
+  a.token_types = false;
+  a.tokenizer = TokenizerFamily::bytelevel_bpe;
+  a.fields.hidden_act = "hidden_activation";
+  a.fields.layer_norm_eps = "norm_eps";
+  a.fields.type_vocab_size = "";
+  a.fields.hidden_dropout = "mlp_dropout";
+  a.fields.attention_dropout = "attention_dropout";
+  a.fields.classifier_dropout = "classifier_dropout";
+  a.defaults = ConfigDefaults{};
+  a.defaults.vocab_size = 50368;
+  a.defaults.hidden_size = 768;
+  a.defaults.num_hidden_layers = 22;
+  a.defaults.num_attention_heads = 12;
+  a.defaults.intermediate_size = 1152;
+  a.defaults.max_position_embeddings = 8192;
+  a.defaults.type_vocab_size = 0;
+  a.defaults.layer_norm_eps = 1e-5;
+  a.defaults.pad_token_id = 50283;
+  a.defaults.hidden_dropout = 0.0;
+  a.defaults.attention_dropout = 0.0;
+  a.defaults.classifier_dropout = 0.0;
+  set(a, R::word_embeddings, "embeddings.tok_embeddings.weight");
+  set(a, R::embeddings_ln_weight, "embeddings.norm.weight");
+  set(a, R::qkv_weight, "layers.{}.attn.Wqkv.weight");
+  set(a, R::attn_out_weight, "layers.{}.attn.Wo.weight");
+  set(a, R::attn_ln_weight, "layers.{}.attn_norm.weight");  // absent in layer 0 (identity)
+  set(a, R::ffn_ln_weight, "layers.{}.mlp_norm.weight");
+  set(a, R::ffn_in_weight, "layers.{}.mlp.Wi.weight");      // (2I, H): [input | gate], GELU on the input half
+  set(a, R::ffn_out_weight, "layers.{}.mlp.Wo.weight");
+  set(a, R::final_norm_weight, "final_norm.weight");
+  set(a, R::head_dense_weight, "head.dense.weight");
+  set(a, R::head_norm_weight, "head.norm.weight");
+  set(a, R::head_out_weight, "classifier.weight");
+  set(a, R::head_out_bias, "classifier.bias");
+  a.head_activation = HeadActivation::gelu;
+  return a;
+}
+
 // GTE (Alibaba's "new" architecture: gte-*-en-v1.5, gte-multilingual-base,
 // arctic-embed-m-v2.0): post-LN, rotary positions (NeoX rotate-half), q/k/v
 // fused in one qkv_proj with biases, a GLU feed-forward [up | gate] without
@@ -353,6 +402,7 @@ const std::vector<Architecture>& table() {
       gte_like(ModelType::gte_hub, "new", "new.", "NewForSequenceClassification"),
       gte_like(ModelType::gte, "gte", "gte.", "GteForSequenceClassification"),
       nomic_bert(),
+      modernbert(),
   };
   return t;
 }

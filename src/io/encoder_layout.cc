@@ -11,7 +11,7 @@ using Dim = std::pair<int64_t, std::string>;
 
 ExpectedTensor::Part part_of(R r) {
   if (r == R::pooler_weight || r == R::pooler_bias) return ExpectedTensor::pooler;
-  if (r >= R::head_dense_weight && r <= R::head_out_bias) return ExpectedTensor::classifier;
+  if ((r >= R::head_dense_weight && r <= R::head_out_bias) || r == R::head_norm_weight) return ExpectedTensor::classifier;
   return ExpectedTensor::encoder;
 }
 
@@ -70,9 +70,21 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
       }
     };
   }
+  if (a.prenorm) {  // ModernBERT: Wqkv stacked, Wi the GeGLU's [input | gate]
+    const Dim I2{2 * c.intermediate_size, "2 * " + std::string(f.intermediate_size)};
+    dims_of = [=, base = dims_of](R r) -> std::vector<Dim> {
+      switch (r) {
+        case R::qkv_weight: return {{3 * c.hidden_size, "3 * " + std::string(f.hidden_size)}, H};
+        case R::ffn_in_weight: return {I2, H};
+        default: return base(r);
+      }
+    };
+  }
   std::vector<ExpectedTensor> out;
   auto add = [&](R r, int64_t layer) {
     if (!a.has(r)) return;
+    // ModernBERT's first layer has no attention norm (nn.Identity).
+    if (a.prenorm && r == R::attn_ln_weight && layer == 0) return;
     // Decoder biases exist only with attention_bias (Qwen2: q/k/v always).
     if (a.decoder && !c.attention_bias &&
         (r == R::query_bias || r == R::key_bias || r == R::value_bias || r == R::attn_out_bias))

@@ -276,6 +276,77 @@ void parse_decoder_fields(const Fields& f, HfConfig& c) {
   }
 }
 
+// A "rope_parameters" entry of one layer type ({"rope_type": "default",
+// "rope_theta": x}): its theta; any scaling is refused by its type.
+double modernbert_layer_theta(const Fields& f, const json& rp, const char* type, double fallback) {
+  auto it = rp.find(type);
+  if (it == rp.end() || it->is_null()) return fallback;
+  if (!it->is_object()) f.expected("rope_parameters", std::string("an object per layer type (\"") + type + "\")", *it);
+  for (const char* key : {"rope_type", "type"}) {
+    auto t = it->find(key);
+    if (t != it->end() && !(t->is_string() && t->get<std::string>() == "default"))
+      f.fail(Errc::unsupported, "rope_parameters",
+             std::string(type) + ": rope_type " + found(*t) + " is not supported; runs: \"default\" (no RoPE scaling)");
+  }
+  auto theta = it->find("rope_theta");
+  if (theta == it->end()) return fallback;
+  if (!theta->is_number() || !(theta->get<double>() > 0) || !std::isfinite(theta->get<double>()))
+    f.expected("rope_parameters", std::string("a positive \"rope_theta\" for ") + type, *theta);
+  return theta->get<double>();
+}
+
+// ModernBERT, in the hub's schema (global_attn_every_n_layers,
+// global_rope_theta, local_rope_theta) or transformers 5's (layer_types,
+// rope_parameters per layer type). What no hub model sets and stoke does not
+// run is refused by name: biases (norm_bias, attention_bias, mlp_bias,
+// classifier_bias), another head activation, RoPE scaling.
+void parse_modernbert_fields(const Fields& f, HfConfig& c) {
+  for (const char* field : {"norm_bias", "attention_bias", "mlp_bias", "classifier_bias"})
+    if (f.boolean(field, false))
+      f.fail(Errc::unsupported, field, "true is not supported; runs: false (no ModernBERT on the hub has these biases)");
+  const std::string head_act = f.string("classifier_activation", "gelu");
+  if (head_act != "gelu")
+    f.fail(Errc::unsupported, "classifier_activation", "\"" + head_act + "\" is not supported; runs: \"gelu\"");
+  const std::string pooling = f.string("classifier_pooling", "cls");
+  if (pooling != "cls" && pooling != "mean")
+    f.fail(Errc::unsupported, "classifier_pooling", "\"" + pooling + "\" is not supported; runs: \"cls\", \"mean\"");
+  c.classifier_mean_pooling = pooling == "mean";
+  if ((c.hidden_size / c.num_attention_heads) % 2 != 0)
+    f.fail(Errc::format, "hidden_size",
+           "hidden_size / num_attention_heads = " + std::to_string(c.hidden_size / c.num_attention_heads) +
+               " is odd; rotary pairs need an even head dim");
+  // transformers: sliding_window = local_attention // 2, and a local layer's
+  // query i sees keys j with |i - j| <= sliding_window.
+  const int64_t local_attention = f.positive_int("local_attention", 128);
+  if (local_attention < 2)
+    f.fail(Errc::unsupported, "local_attention", std::to_string(local_attention) + " is not supported; runs: 2 or more");
+  const int window = static_cast<int>(local_attention / 2);
+  const auto L = static_cast<size_t>(c.num_hidden_layers);
+  if (const json* types = f.get("layer_types")) {
+    if (!types->is_array() || types->size() != L)
+      f.expected("layer_types", "a list of num_hidden_layers = " + std::to_string(L) + " layer types", *types);
+    for (const json& t : *types) {
+      const std::string s = t.is_string() ? t.get<std::string>() : "";
+      if (s != "full_attention" && s != "sliding_attention")
+        f.fail(Errc::unsupported, "layer_types",
+               found(t) + " is not supported; runs: \"full_attention\", \"sliding_attention\"");
+      c.attention_window.push_back(s == "sliding_attention" ? window : 0);
+    }
+  } else {  // the hub's schema; transformers' default: every third layer global, from layer 0
+    const int64_t every = f.positive_int("global_attn_every_n_layers", 3);
+    for (size_t l = 0; l < L; ++l) c.attention_window.push_back(l % static_cast<size_t>(every) == 0 ? 0 : window);
+  }
+  if (const json* rs = f.get("rope_scaling"))
+    f.fail(Errc::unsupported, "rope_scaling", found(*rs) + " is not supported; runs: null (no RoPE scaling)");
+  c.rope_theta = f.positive_number("global_rope_theta", 160000.0);
+  c.local_rope_theta = f.positive_number("local_rope_theta", 10000.0);
+  if (const json* rp = f.get("rope_parameters")) {
+    if (!rp->is_object()) f.expected("rope_parameters", "an object per layer type", *rp);
+    c.rope_theta = modernbert_layer_theta(f, *rp, "full_attention", c.rope_theta);
+    c.local_rope_theta = modernbert_layer_theta(f, *rp, "sliding_attention", c.local_rope_theta);
+  }
+}
+
 // NomicBERT's hub configs name the sizes as GPT-2 does (n_embd, n_head, ...)
 // and the activation "swiglu"; transformers 5 writes hidden_size, ... and
 // "silu". Where a hub name is present it is read (the hub models' values
@@ -415,6 +486,7 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
     c.pad_token_id = f.non_negative_int("pad_token_id", -1);
     parse_decoder_fields(f, c);
   }
+  if (a.prenorm && c.hidden_size % c.num_attention_heads == 0) parse_modernbert_fields(f, c);
   if (!a.decoder && c.hidden_size % c.num_attention_heads != 0) {
     f.fail(Errc::format, n.hidden_size,
            std::to_string(c.hidden_size) + " is not a multiple of " + std::string(n.num_attention_heads) + " = " +

@@ -67,6 +67,11 @@ struct HfConfig {
   // each head (= head_dim unless partial); hidden_act names the GLU's activation.
   int64_t rotary_dim = 0;
   bool rotary_interleaved = false;  // pairs (2i, 2i + 1) instead of NeoX rotate-half
+  // ModernBERT (arch->prenorm); empty / 0 elsewhere. rope_theta above is the
+  // global layers' base.
+  std::vector<int> attention_window;  // per layer: 0 = global attention, w = local (|i - j| <= w = local_attention / 2)
+  double local_rope_theta = 0;        // the local layers' rotary base
+  bool classifier_mean_pooling = false;  // classifier_pooling "mean" (else "cls": the first token)
 
   int64_t num_labels() const { return static_cast<int64_t>(id2label.size()); }
   // Positions a sequence (special tokens included) may use. BERT:

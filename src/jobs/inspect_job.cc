@@ -86,6 +86,14 @@ void inspect_folder(const fs::path& dir, std::ostream& out) {
                        c.rope_theta, c.rotary_dim, c.head_dim(), c.rotary_interleaved ? ", interleaved" : "",
                        c.hidden_act == "silu" ? "Swi" : "Ge",
                        c.remote_code.empty() ? "" : "; remote code " + c.remote_code + " read from config.json, not run");
+  if (c.arch->prenorm) {  // ModernBERT: which layers are local, their window, the two rotary bases
+    std::string kinds;
+    for (size_t l = 0; l < c.attention_window.size(); ++l)
+      kinds += (l ? ", " : "") + (c.attention_window[l] ? fmt::format("local +-{}", c.attention_window[l])
+                                                         : std::string("global"));
+    out << fmt::format("attention: {}; rotary theta {} global, {} local; pre-norm, GeGLU, classifier pooling {}\n",
+                       kinds, c.rope_theta, c.local_rope_theta, c.classifier_mean_pooling ? "mean" : "cls");
+  }
   std::string labels;
   for (size_t i = 0; i < c.id2label.size(); ++i) labels += (i ? ", " : "") + c.id2label[i];
   const std::string problem(problem_type_name(c.problem_type));

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/decoder_layer.h"
 #include "model/layer_sequence.h"
+#include "model/prenorm_layer.h"
 #include "model/rotary_frequencies.h"
 
 namespace stoke {
@@ -51,6 +52,7 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
     inv_freq_ = backend_.allocate(inv_freq_host_.size() * 4);
     backend_.copy_to_device(inv_freq_->data(), inv_freq_host_.data(), inv_freq_host_.size() * 4);  // reads the member later
   }
+  if (c.arch->gated_ffn && !c.arch->decoder) ffgu_ = backend_.allocate(T * 2 * I * act);  // (T, 2I)
   head_a_ = backend_.allocate(B * H * 4);     // (B, H) first-token rows (f32)
   head_b_ = backend_.allocate(B * H * 4);     // (B, H) pooler / head dense output (f32)
   pooled_ = backend_.allocate(B * H * 4);     // (B, H) f32
@@ -73,6 +75,16 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
     rel_buckets_ = backend_.allocate(R * 4);                                              // (2P - 1) i32
     rel_ = backend_.allocate(R * static_cast<size_t>(c.num_attention_heads) * 4);          // (2P - 1, heads) f32
     backend_.copy_to_device(rel_buckets_->data(), rel_bucket_host_.data(), R * 4);  // reads the member later
+  }
+  if (c.arch->prenorm) {
+    xn_ = backend_.allocate(T * H * 4);
+    if (enc_.dtype != DType::f32) xn_low_ = backend_.allocate(T * H * act);
+    gate_ = backend_.allocate(T * 2 * I * act);
+    zero_host_.assign(std::max(T, B * H), 0);
+    zero_positions_ = backend_.allocate(T * 4);
+    zero_rows_ = backend_.allocate(B * H * 4);
+    backend_.copy_to_device(zero_positions_->data(), zero_host_.data(), T * 4);
+    backend_.copy_to_device(zero_rows_->data(), zero_host_.data(), B * H * 4);
   }
   for (auto& s : staging_) s.host = backend_.allocate_host((3 * T + 2 * B + 1) * 4);
   graphs_on_ = backend_.can_capture();
@@ -261,7 +273,20 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
                              DType::i32, {R});
     relative_bias_forward(ops, in.rel, p.rel_bias, buckets);
   }
-  if (c.arch->decoder) {
+  if (c.arch->prenorm) {  // ModernBERT: model/prenorm_layer.h
+    in.positions = device(*zero_positions_, DType::i32, {T});
+    PrenormViews v;
+    v.h = h;
+    v.h_low = low;
+    v.xn = device(*xn_, DType::f32, {T, H});
+    v.xn_low = xn_low_ ? device(*xn_low_, dt, {T, H}) : TensorView{};
+    v.qkv = qkv;
+    v.ctx = ctx;
+    v.tmp = tmp;
+    v.gate = device(*gate_, dt, {T, 2 * I});
+    v.ffa = ffn;
+    prenorm_encoder_forward(ops, p, c, in, v);
+  } else if (c.arch->decoder) {
     const int64_t D = c.head_dim(), heads = c.num_attention_heads, kv = c.num_key_value_heads;
     DecoderInputs din;
     din.ids = ids;
@@ -318,13 +343,19 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     // All in f32.
     const TensorView first = device(*head_a_, DType::f32, {B, H});
     const TensorView hidden = device(*head_b_, DType::f32, {B, H});
-    ops.gather_rows(first, h, rows);
-    if (c.arch->decoder) {  // score(h[last non-pad token]): no hidden layer
-      if (s.logits) ops.linear(device(*logits_, DType::f32, {B, C}), first, p.head_out_w, p.head_out_b, Activation::none);
-    } else {
-      ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, head_activation(*c.arch));
+    if (c.arch->prenorm) {  // ModernBERT: pooled (cls or mean), dense, GELU, LayerNorm
+      prenorm_head_forward(ops, p, c, h, cu, first, hidden, device(*zero_rows_, DType::f32, {B, H}));
       if (s.logits)
         ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none);
+    } else {
+      ops.gather_rows(first, h, rows);
+      if (c.arch->decoder) {  // score(h[last non-pad token]): no hidden layer
+        if (s.logits) ops.linear(device(*logits_, DType::f32, {B, C}), first, p.head_out_w, p.head_out_b, Activation::none);
+      } else {
+        ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, head_activation(*c.arch));
+        if (s.logits)
+          ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none);
+      }
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -128,11 +129,11 @@ class Placer {
     return v;
   }
 
-  // Host floats (computed, not stored) placed as f32.
+  // Host floats (computed, not stored: rotary frequencies, zero rows) placed as f32.
   TensorView place_floats(const std::vector<float>& values, const std::vector<int64_t>& shape) {
     std::vector<unsigned char> host(values.size() * 4);
     std::memcpy(host.data(), values.data(), host.size());
-    auto buffer = backend_.allocate(host.size());
+    auto buffer = backend_.allocate(std::max<size_t>(host.size(), 4));  // never a zero-byte allocation
     backend_.copy_to_device(buffer->data(), host.data(), host.size());
     TensorView v = shaped(buffer->data(), DType::f32, shape);
     out_.buffers.push_back(std::move(buffer));
@@ -192,6 +193,9 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   if (options.int8_linears && !backend.device_is_host())  // before reading any weight
     throw Error(Errc::unsupported, "--precision int8 runs on the CPU only; use --device cpu (or --precision f32|bf16)");
   const Architecture& arch = *config.arch;
+  if (options.int8_linears && arch.prenorm)
+    throw Error(Errc::unsupported, "--precision int8 does not run " + std::string(arch.display_name) +
+                                       " yet; use --precision f32 or bf16");
   if (options.int8_linears && arch.decoder)
     throw Error(Errc::unsupported, "--precision int8 does not run " + std::string(arch.display_name) +
                                        " (a decoder); use --precision f32 or bf16");
@@ -254,10 +258,14 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
       layer.qkv_b = placer.place_as(qkv_bias_dtype, {view(R::query_bias, l), view(R::key_bias, l), view(R::value_bias, l)},
                                     {qkv_rows});
     for (const LayerParamField& f : kLayerParamFields) {
-      if ((glu_encoder || arch.decoder) && (f.role == R::ffn_in_weight || f.role == R::ffn_gate_weight))
+      if ((arch.decoder || glu_encoder) && (f.role == R::ffn_in_weight || f.role == R::ffn_gate_weight))
         continue;  // stacked below
       layer.*f.member = f.gemm_weight ? place(f.role, l) : place_f32(f.role, l);
     }
+    // A decoder's SwiGLU reads gate and up from one GEMM: [gate; up] stacked (2I, H).
+    if (arch.decoder)
+      layer.ffn_in_w = placer.place({view(R::ffn_gate_weight, l), view(R::ffn_in_weight, l)},
+                                    {2 * config.intermediate_size, H});
     if (glu_encoder) {
       const int64_t I2 = 2 * config.intermediate_size;
       if (arch.has(R::ffn_up_gate_weight))
@@ -267,10 +275,6 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
       else
         layer.ffn_in_w = placer.place({view(R::ffn_gate_weight, l), view(R::ffn_in_weight, l)}, {I2, H});
     }
-    // A decoder's SwiGLU reads gate and up from one GEMM: [gate; up] stacked (2I, H).
-    if (arch.decoder)
-      layer.ffn_in_w = placer.place({view(R::ffn_gate_weight, l), view(R::ffn_in_weight, l)},
-                                    {2 * config.intermediate_size, H});
     p.layers.push_back(layer);
   }
   // The head's hidden layer is the pooler (BERT) or the head's own dense.
@@ -278,6 +282,19 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   p.head_dense_b = place_f32(arch.head_on_pooler ? R::pooler_bias : R::head_dense_bias);
   p.head_out_w = place_f32(R::head_out_weight);
   p.head_out_b = place_f32(R::head_out_bias);
+  if (arch.prenorm) {  // ModernBERT: bias-free LayerNorms, no position table, two rotary bases
+    p.head_norm = place_f32(R::head_norm_weight);
+    p.zeros = placer.place_floats(std::vector<float>(static_cast<size_t>(H), 0.0f), {H});
+    p.position_embeddings = TensorView(p.zeros.data, DType::f32, {1, H});
+    p.emb_ln_beta = p.zeros;
+    for (EncoderLayerParams& layer : p.layers) {
+      if (!layer.attn_ln_gamma.empty()) layer.attn_ln_beta = p.zeros;
+      layer.ffn_ln_beta = p.zeros;
+    }
+    const int64_t d = config.head_dim();
+    p.rope_global = placer.place_floats(default_rope_inv_freq(d, config.rope_theta), {d / 2});
+    p.rope_local = placer.place_floats(default_rope_inv_freq(d, config.local_rope_theta), {d / 2});
+  }
   placer.finish();
   if (options.int8_linears) quantize_layer_weights(enc, backend);
   enc.weights = std::move(weights);

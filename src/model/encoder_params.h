@@ -71,6 +71,17 @@ struct EncoderParams {
   TensorView head_dense_b;           // (H)
   TensorView head_out_w;             // (C, H)
   TensorView head_out_b;             // (C)
+  // ModernBERT (Architecture::prenorm): qkv_w is its stored Wqkv, ffn_in_w
+  // the GeGLU's Wi (2I, H), attn_ln_gamma empty in layer 0 (no norm there),
+  // final_norm the final LayerNorm's weight; no biases anywhere but the
+  // classifier's. Its LayerNorms have no bias, so every beta (emb_ln_beta,
+  // the layers', final and head) is `zeros`, and the embeddings add the
+  // one-row zero position table position_embeddings = zeros (1, H) at
+  // position 0 (rotary positions live in the attention).
+  TensorView head_norm;              // (H) the head's LayerNorm weight, after dense and GELU
+  TensorView zeros;                  // (H) f32 zeros
+  TensorView rope_global;            // (head_dim / 2) f32 rotary frequencies of the global layers
+  TensorView rope_local;             // (head_dim / 2) f32 those of the local (sliding-window) layers
 };
 
 // The fixed tensors of a rotary encoder, on the host: the rotary op's

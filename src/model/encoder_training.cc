@@ -1,5 +1,6 @@
 #include "model/encoder_training.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -40,6 +41,21 @@ struct EncoderTrainingRunner::Saved {
   Slab d_i;                        // (T, I) f32
   Slab d_qkv;                      // (T, 3H) f32
   Slab d_gu;                       // (T, 2I) f32 gated encoders: the GLU input's gradient
+  // ModernBERT (Architecture::prenorm). Per layer, beside LayerSlabs (its qkv,
+  // ctx, lse, ffa; ao holds h + attention after the block): the LayerNorms'
+  // outputs, compute copies and statistics, and Wi's output. h[l + 1] holds
+  // the FFN projection, then the layer's output sum.
+  struct PrenormSlabs {
+    Slab xa, xa_low, ma, ra;  // attn_norm (layers > 0)
+    Slab xm, xm_low, mm, rm;  // mlp_norm
+    Slab gate;                // (T, 2I) compute dtype
+  };
+  std::vector<PrenormSlabs> pre;
+  Slab h_out, mf, rf;              // (T, H) the final LayerNorm's output, its statistics
+  Slab head_ln, head_m, head_r;    // (B, H) the head's LayerNorm output, (B) statistics
+  Slab zero_rows, zero_pos;        // (B, H) f32 zeros (the head LayerNorm's "residual"), (T) i32 zero positions
+  Slab d_gate;                     // (T, 2I) f32
+  std::vector<int32_t> zeros_host; // the zeros' host copy (read by the copies, on the stream)
 };
 
 EncoderTrainingRunner::EncoderTrainingRunner(const TrainableEncoder& encoder, Backend& backend, int64_t max_tokens,
@@ -108,6 +124,32 @@ EncoderTrainingRunner::EncoderTrainingRunner(const TrainableEncoder& encoder, Ba
   s.d_qkv = slab(DType::f32, T, 3 * H);
   if (gated) s.d_gu = slab(DType::f32, T, 2 * I);
 
+  if (c.arch->prenorm) {
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      Saved::PrenormSlabs x;
+      x.xa = slab(DType::f32, T, H);
+      x.xm = slab(DType::f32, T, H);
+      if (low) {
+        x.xa_low = slab(dt, T, H);
+        x.xm_low = slab(dt, T, H);
+      }
+      for (Saved::Slab* b : {&x.ma, &x.ra, &x.mm, &x.rm}) *b = slab(DType::f32, T, 1);
+      x.gate = slab(dt, T, 2 * I);
+      s.pre.push_back(std::move(x));
+    }
+    s.h_out = slab(DType::f32, T, H);
+    s.mf = slab(DType::f32, T, 1);
+    s.rf = slab(DType::f32, T, 1);
+    s.head_ln = slab(DType::f32, B, H);
+    s.head_m = slab(DType::f32, B, 1);
+    s.head_r = slab(DType::f32, B, 1);
+    s.zero_rows = slab(DType::f32, B, H);
+    s.zero_pos = slab(DType::i32, T, 1);
+    s.d_gate = slab(DType::f32, T, 2 * I);
+    s.zeros_host.assign(static_cast<size_t>(std::max(T, B * H)), 0);
+    backend_.copy_to_device(s.zero_rows.buf->data(), s.zeros_host.data(), static_cast<size_t>(B * H) * 4);
+    backend_.copy_to_device(s.zero_pos.buf->data(), s.zeros_host.data(), static_cast<size_t>(T) * 4);
+  }
   for (auto* p : {&ids_, &types_, &positions_}) {
     owned_.push_back(backend_.allocate(static_cast<size_t>(T) * 4));
     *p = owned_.back()->data();
@@ -132,12 +174,15 @@ int64_t EncoderTrainingRunner::bytes_per_token(const HfConfig& c, DType dt) {
   const int64_t per_layer = low * 2 * H * a + 3 * H * a + H * a + c.num_attention_heads * 4 + 3 * H * 4 + 4 * 4 +
                             ffn_saved;
   const int64_t projection = c.embedding_size != H ? 2 * c.embedding_size * 4 : 0;
+  // ModernBERT: two normalised copies, their statistics and Wi's output per layer; the final norm; d Wi.
+  const int64_t prenorm =
+      c.arch->prenorm ? L * (2 * H * 4 + low * 2 * H * a + 4 * 4 + 2 * I * a) + H * 4 + 2 * 4 + 4 + 2 * I * 4 : 0;
   return (L + 1) * H * 4 + L * per_layer + 2 * 4 + 4 * H * 4 + I * 4 + 3 * H * 4 + 3 * 4 + projection +
-         (gated ? 2 * I * 4 : 0);
+         (gated ? 2 * I * 4 : 0) + prenorm;
 }
 
 int64_t EncoderTrainingRunner::bytes_per_sequence(const HfConfig& c) {
-  return 7 * c.hidden_size * 4 + 2 * std::max<int64_t>(c.num_labels(), 1) * 4 + 3 * 4;
+  return (c.arch->prenorm ? 9 : 7) * c.hidden_size * 4 + 2 * std::max<int64_t>(c.num_labels(), 1) * 4 + 5 * 4;
 }
 
 void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const int32_t> labels,
@@ -161,9 +206,19 @@ void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const in
       if (y < 0 || y >= C)
         throw Error(Errc::invalid_argument, "label " + std::to_string(y) + " is outside [0, " + std::to_string(C) + ")");
   head_activation(*c.arch);  // refuse a head no op computes, before enqueueing anything
+  if (c.arch->prenorm && (k.dropout.hidden > 0 || k.dropout.attention > 0))
+    throw Error(Errc::unsupported, std::string(c.arch->display_name) +
+                                       " trains without dropout in its layers (as its hub configs set); the"
+                                       " classifier's dropout alone may be above 0");
 
   stage(batch, labels, targets, regression);
   const Step st = step_views(batch, k);
+  if (c.arch->prenorm) {
+    forward_prenorm(st);
+    loss_prenorm(st, metrics);
+    backward_prenorm(st);
+    return;
+  }
   forward(st);
   loss(st, metrics);
   backward(st);
@@ -212,6 +267,7 @@ EncoderTrainingRunner::Step EncoderTrainingRunner::step_views(const PackedBatch&
   // No token types (DistilBERT): the embedding ops take no type ids.
   if (!enc_.compute.token_type_embeddings.empty()) st.types = shaped(types_, DType::i32, {st.T});
   st.positions = shaped(positions_, DType::i32, {st.T});
+  if (c.arch->prenorm) st.positions = saved_->zero_pos.vec(st.T);  // ModernBERT: rotary, one zero position row
   st.cu = shaped(cu_, DType::i32, {st.B + 1});
   st.rows = shaped(rows_, DType::i32, {st.B});
   st.labels = shaped(labels_, DType::i32, {st.B});
@@ -386,7 +442,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 1), k.token_offset);
     ops.linear_backward(dx, gw.attn_out_w, gw.attn_out_b, dao, a.ctx.rows(T), w.attn_out_w);  // dx = d ctx
     if (p.rel_bias.empty()) {
-      ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen,
+      ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen, 0,
                              st.attn_drop(l));
     } else {  // MPNet: the shared bias's gradient, summed over the layers
       const int64_t R = 2 * static_cast<int64_t>(st.maxlen) - 1;
@@ -415,6 +471,170 @@ void EncoderTrainingRunner::backward(const Step& st) const {
                                g.emb_ln_beta, de, st.ids, st.positions, st.types, p.word_embeddings,
                                p.position_embeddings, p.token_type_embeddings, s.em.vec(T), s.er.vec(T),
                                p.emb_ln_gamma);
+  if (backward_hook_) backward_hook_(-1);
+}
+
+// ---- ModernBERT (Architecture::prenorm): the sequence of model/prenorm_layer.h
+// keeping what its backward reads. The training forward writes each block's
+// output projection, normalises (projection + h) with its statistics, then
+// adds h into the projection's buffer: ao becomes h + attention, h[l + 1]
+// the layer's output sum, so each LayerNorm's backward reads its input sum
+// as one tensor.
+namespace {
+
+Ops::Rotary prenorm_rope(const HfConfig& c) {
+  Ops::Rotary rope;
+  rope.heads = 2 * static_cast<int>(c.num_attention_heads);
+  rope.head_dim = static_cast<int>(c.head_dim());
+  return rope;
+}
+
+Ops::Glu prenorm_geglu() {
+  Ops::Glu g;
+  g.act = Ops::Glu::Act::gelu_erf;
+  g.act_on_second = false;
+  return g;
+}
+
+}  // namespace
+
+void EncoderTrainingRunner::forward_prenorm(const Step& st) const {
+  const Ops& ops = backend_.ops();
+  const HfConfig& c = enc_.config;
+  const EncoderParams& p = enc_.compute;
+  Saved& s = *saved_;
+  const int64_t T = st.T;
+  const Ops::Rotary rope = prenorm_rope(c);
+  const Ops::Glu geglu = prenorm_geglu();
+  ops.embed_layernorm_train(s.h[0].rows(T), s.em.vec(T), s.er.vec(T), st.ids, st.positions, TensorView{},
+                            p.word_embeddings, p.position_embeddings, TensorView{}, p.emb_ln_gamma, p.emb_ln_beta,
+                            st.eps);
+  const size_t L = p.layers.size();
+  for (size_t l = 0; l < L; ++l) {
+    const EncoderLayerParams& w = p.layers[l];
+    Saved::LayerSlabs& a = s.layers[l];
+    Saved::PrenormSlabs& q = s.pre[l];
+    const TensorView h = s.h[l].rows(T), ao = a.ao.rows(T), next = s.h[l + 1].rows(T);
+    TensorView x_in = l == 0 ? h : q.xa.rows(T);  // layer 0: no attn_norm
+    if (st.low) {
+      if (l == 0) ops.convert(a.x_low.rows(T), h);
+      x_in = l == 0 ? a.x_low.rows(T) : q.xa_low.rows(T);
+    }
+    const int window = c.attention_window[l];
+    ops.linear(a.qkv.rows(T), x_in, w.qkv_w, TensorView{}, Activation::none);
+    ops.rotary(a.qkv.rows(T), st.cu, window ? p.rope_local : p.rope_global, rope);
+    ops.attention_train(a.ctx.rows(T), a.lse.rows(T), a.qkv.rows(T), st.cu, st.heads, st.maxlen, window,
+                        st.attn_drop(static_cast<int64_t>(l)));
+    ops.linear(ao, a.ctx.rows(T), w.attn_out_w, TensorView{}, Activation::none);
+    ops.residual_layernorm_train(q.xm.rows(T), q.mm.vec(T), q.rm.vec(T), ao, h, w.ffn_ln_gamma, w.ffn_ln_beta, st.eps);
+    ops.add(ao, h);  // ao = h + attention
+    if (st.low) ops.convert(q.xm_low.rows(T), q.xm.rows(T));
+    ops.linear(q.gate.rows(T), st.low ? q.xm_low.rows(T) : q.xm.rows(T), w.ffn_in_w, TensorView{}, Activation::none);
+    ops.glu(a.ffa.rows(T), q.gate.rows(T), geglu);
+    ops.linear(next, a.ffa.rows(T), w.ffn_out_w, TensorView{}, Activation::none);
+    if (l + 1 == L) {
+      ops.residual_layernorm_train(s.h_out.rows(T), s.mf.vec(T), s.rf.vec(T), next, ao, p.final_norm, p.zeros, st.eps);
+    } else {
+      Saved::PrenormSlabs& n = s.pre[l + 1];
+      const EncoderLayerParams& wn = p.layers[l + 1];
+      ops.residual_layernorm_train(n.xa.rows(T), n.ma.vec(T), n.ra.vec(T), next, ao, wn.attn_ln_gamma,
+                                   wn.attn_ln_beta, st.eps);
+      if (st.low) ops.convert(n.xa_low.rows(T), n.xa.rows(T));
+    }
+    ops.add(next, ao);  // h[l + 1] = h + attention + feed-forward
+  }
+}
+
+// Head: pooled (first token or mean), dense, GELU, LayerNorm, [dropout], classifier.
+void EncoderTrainingRunner::loss_prenorm(const Step& st, const TensorView& metrics) const {
+  const Ops& ops = backend_.ops();
+  const HfConfig& c = enc_.config;
+  const EncoderParams& p = enc_.compute;
+  Saved& s = *saved_;
+  const int64_t T = st.T, B = st.B;
+  const MicroBatchKnobs& k = st.knobs;
+  const float pc = k.dropout.classifier;
+  const TensorView pooled = s.first.rows(B), hid = s.pooled.rows(B), ln = s.head_ln.rows(B);
+  const TensorView out_in = pc > 0 ? s.pooled_drop.rows(B) : ln;
+  ops.pool(pooled, s.h_out.rows(T), st.cu, c.classifier_mean_pooling ? PoolingMode::mean : PoolingMode::cls);
+  ops.linear(hid, pooled, p.head_dense_w, TensorView{}, Activation::none);
+  ops.bias_gelu_train(hid, s.head_pre.rows(B), TensorView{});
+  ops.residual_layernorm_train(ln, s.head_m.vec(B), s.head_r.vec(B), hid, s.zero_rows.rows(B), p.head_norm, p.zeros,
+                               st.eps);
+  if (pc > 0) ops.dropout(out_in, ln, pc, k.seed, k.step, kHeadSite, k.sequence_offset);
+  ops.linear(s.logits.rows(B), out_in, p.head_out_w, p.head_out_b, Activation::none);
+  if (k.regression)
+    ops.mse_loss(s.dlogits.rows(B), metrics, s.logits.rows(B), st.targets, k.loss_scale);
+  else
+    ops.cross_entropy(s.dlogits.rows(B), metrics, s.logits.rows(B), st.labels, k.label_smoothing, k.loss_scale);
+}
+
+void EncoderTrainingRunner::backward_prenorm(const Step& st) const {
+  const Ops& ops = backend_.ops();
+  const HfConfig& c = enc_.config;
+  const EncoderParams& p = enc_.compute;
+  const EncoderParams& g = enc_.grad;
+  Saved& s = *saved_;
+  const int64_t T = st.T, B = st.B;
+  const MicroBatchKnobs& k = st.knobs;
+  const float pc = k.dropout.classifier;
+  const Ops::Rotary rope = prenorm_rope(c);
+  const Ops::Glu geglu = prenorm_geglu();
+  const TensorView pooled = s.first.rows(B), hid = s.pooled.rows(B), ln = s.head_ln.rows(B);
+  const TensorView out_in = pc > 0 ? s.pooled_drop.rows(B) : ln;
+  const TensorView g_a = s.g_a.rows(B), g_b = s.g_b.rows(B);
+  ops.linear_backward(g_a, g.head_out_w, g.head_out_b, s.dlogits.rows(B), out_in, p.head_out_w);  // d out_in
+  if (pc > 0) ops.dropout_backward(g_a, g_a, pc, k.seed, k.step, kHeadSite, k.sequence_offset);      // d ln
+  ops.layernorm_backward(g_b, g.head_norm, TensorView{}, g_a, hid, s.zero_rows.rows(B), s.head_m.vec(B),
+                         s.head_r.vec(B), p.head_norm);                                               // d GELU out
+  ops.bias_gelu_backward(g_b, TensorView{}, g_b, s.head_pre.rows(B));
+  ops.linear_backward(g_a, g.head_dense_w, TensorView{}, g_b, pooled, p.head_dense_w);                // d pooled
+  const TensorView dh = s.d_h.rows(T), dx = s.d_x.rows(T), ds = s.d_s.rows(T), di = s.d_i.rows(T);
+  const TensorView dqkv = s.d_qkv.rows(T), dgate = s.d_gate.rows(T);
+  ops.pool_backward(dx, g_a, s.h_out.rows(T), st.cu, c.classifier_mean_pooling ? PoolingMode::mean : PoolingMode::cls);
+  const size_t L = p.layers.size();
+  ops.layernorm_backward(dh, g.final_norm, TensorView{}, dx, s.h[L].rows(T), TensorView{}, s.mf.vec(T), s.rf.vec(T),
+                         p.final_norm);                                                               // d h[L]
+  for (size_t li = L; li-- > 0;) {
+    const int64_t l = static_cast<int64_t>(li);
+    const EncoderLayerParams& w = p.layers[li];
+    const EncoderLayerParams& gw = g.layers[li];
+    Saved::LayerSlabs& a = s.layers[li];
+    Saved::PrenormSlabs& q = s.pre[li];
+    const TensorView h = s.h[li].rows(T), ao = a.ao.rows(T);
+    // Feed-forward: h[l + 1] = ao + Wo_mlp GeGLU(Wi LN_mlp(ao))   (ao = h + attention)
+    ops.linear_backward(di, gw.ffn_out_w, TensorView{}, dh, a.ffa.rows(T), w.ffn_out_w);               // d ffa
+    if (st.low) {  // glu_backward takes dout in x's dtype: the gate widened to f32 (exact), in place
+      ops.convert(dgate, q.gate.rows(T));
+      ops.glu_backward(dgate, di, dgate, geglu);
+    } else {
+      ops.glu_backward(dgate, di, q.gate.rows(T), geglu);                                              // d gate
+    }
+    ops.linear_backward(dx, gw.ffn_in_w, TensorView{}, dgate, st.low ? q.xm_low.rows(T) : q.xm.rows(T),
+                        w.ffn_in_w);                                                                   // d xm
+    ops.layernorm_backward(ds, gw.ffn_ln_gamma, TensorView{}, dx, ao, TensorView{}, q.mm.vec(T), q.rm.vec(T),
+                           w.ffn_ln_gamma);
+    ops.add(dh, ds);                                                                                   // d ao
+    // Attention: ao = h + Wo attention(rotary(Wqkv x)), x = h (layer 0) or LN_attn(h)
+    ops.linear_backward(dx, gw.attn_out_w, TensorView{}, dh, a.ctx.rows(T), w.attn_out_w);            // d ctx
+    const int window = c.attention_window[li];
+    ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen,
+                           window, st.attn_drop(l));
+    ops.rotary_backward(dqkv, st.cu, window ? p.rope_local : p.rope_global, rope);
+    const TensorView x_in = li == 0 ? (st.low ? a.x_low.rows(T) : h) : (st.low ? q.xa_low.rows(T) : q.xa.rows(T));
+    ops.linear_backward(dx, gw.qkv_w, TensorView{}, dqkv, x_in, w.qkv_w);                            // d x
+    if (li > 0) {
+      ops.layernorm_backward(ds, gw.attn_ln_gamma, TensorView{}, dx, h, TensorView{}, q.ma.vec(T), q.ra.vec(T),
+                             w.attn_ln_gamma);
+      ops.add(dh, ds);                                                                                 // d h[l]
+    } else {
+      ops.add(dh, dx);
+    }
+    if (backward_hook_) backward_hook_(l);
+  }
+  ops.embed_layernorm_backward(g.word_embeddings, TensorView{}, TensorView{}, g.emb_ln_gamma, TensorView{}, dh, st.ids,
+                               st.positions, TensorView{}, p.word_embeddings, p.position_embeddings, TensorView{},
+                               s.em.vec(T), s.er.vec(T), p.emb_ln_gamma);
   if (backward_hook_) backward_hook_(-1);
 }
 

@@ -103,6 +103,11 @@ class EncoderTrainingRunner {
   void forward(const Step& st) const;
   void loss(const Step& st, const TensorView& metrics) const;
   void backward(const Step& st) const;
+  // ModernBERT's (Architecture::prenorm) forward, head + loss and backward
+  // (model/prenorm_layer.h has the sequence).
+  void forward_prenorm(const Step& st) const;
+  void loss_prenorm(const Step& st, const TensorView& metrics) const;
+  void backward_prenorm(const Step& st) const;
   // MPNet: the buckets of the distances of this batch's max_seqlen.
   TensorView rel_buckets_view(const Step& st) const;
   TensorView take(DType t, std::initializer_list<int64_t> shape, int64_t rows_used);

@@ -96,9 +96,9 @@ void layer_forward(const Ops& ops, const EncoderLayerParams& w, const SequenceIn
     else
       ops.attention_relpos(v.ctx, v.qkv, in.cu, in.heads, in.max_seqlen, in.rel);
   } else if (train) {
-    ops.attention_train(v.ctx, v.lse, v.qkv, in.cu, in.heads, in.max_seqlen, drop);
+    ops.attention_train(v.ctx, v.lse, v.qkv, in.cu, in.heads, in.max_seqlen, 0, drop);
   } else {
-    ops.attention(v.ctx, v.qkv, in.cu, in.heads, in.max_seqlen);
+    ops.attention(v.ctx, v.qkv, in.cu, in.heads, in.max_seqlen, 0);
   }
   layer_linear(ops, v.ao, v.ctx, w.attn_out_w, w.attn_out_meta, w.attn_out_b, Activation::none);
   if (ph > 0)

@@ -74,7 +74,8 @@ ParamLayout::ParamLayout(const HfConfig& config) : config_(config) {
     s.offset = numel_;
     s.part = t.part;
     // Biases and LayerNorm weights (by role: DistilBERT calls them sa_layer_norm, ...).
-    const bool layer_norm = t.role == R::embeddings_ln_weight || t.role == R::attn_ln_weight || t.role == R::ffn_ln_weight;
+    const bool layer_norm = t.role == R::embeddings_ln_weight || t.role == R::attn_ln_weight ||
+                            t.role == R::ffn_ln_weight || t.role == R::final_norm_weight || t.role == R::head_norm_weight;
     s.decay = !(t.shape.size() == 1 && (layer_norm || ends_with(t.name, ".bias")));
     numel_ += s.numel;
     slots_.push_back(std::move(s));
@@ -124,6 +125,7 @@ EncoderParams ParamLayout::views(float* base) const {
   p.head_dense_b = v(pooler ? R::pooler_bias : R::head_dense_bias);
   p.head_out_w = v(R::head_out_weight);
   p.head_out_b = v(R::head_out_bias);
+  p.head_norm = v(R::head_norm_weight);
   return p;
 }
 

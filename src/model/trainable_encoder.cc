@@ -1,5 +1,6 @@
 #include "model/trainable_encoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -7,6 +8,7 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "io/encoder_layout.h"
+#include "model/rotary_frequencies.h"
 
 namespace stoke {
 
@@ -74,6 +76,10 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
   if (config.arch->decoder)
     throw Error(Errc::unsupported, std::string(config.arch->display_name) +
                                        " is a decoder: fine-tuning decoders is not supported (embed and classify run it)");
+  if (config.arch->prenorm && (config.hidden_dropout > 0 || config.attention_dropout > 0))
+    throw Error(Errc::unsupported, std::string(config.arch->display_name) +
+                                       " trains without dropout in its layers (mlp_dropout, attention_dropout 0,"
+                                       " as its hub configs set); config.json sets them above 0");
   if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
     throw Error(Errc::invalid_argument, "training dtype must be f32, bf16 or f16");
   head_activation(*config.arch);  // a head no op computes is refused before anything is read
@@ -98,9 +104,12 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
     if (stored && same_shape) {
       copy_stored_as_f32(*stored, dst);
     } else {
-      // transformers' _init_weights for a Linear: weight N(0, range), bias 0.
+      // transformers' _init_weights for a Linear: weight N(0, range), bias 0;
+      // a LayerNorm weight 1 (ModernBERT's head.norm, absent from bare models).
       const bool bias = s.shape.size() == 1;
-      if (bias)
+      if (s.role == TensorRole::head_norm_weight)
+        std::fill(dst, dst + s.numel, 1.0f);
+      else if (bias)
         std::memset(dst, 0, static_cast<size_t>(s.numel) * 4);
       else
         draw_normal(dst, s.numel, init.initializer_range, init.seed, index);
@@ -114,6 +123,31 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
   backend.copy_to_device(enc->master_buffer->data(), host.data(), bytes);
   enc->master = layout.views(enc->master_data());
   enc->grad = layout.views(enc->grad_data());
+  if (config.arch->prenorm) {
+    // ModernBERT's fixed tensors (EncoderParams): zeros for the bias-free
+    // LayerNorms' betas and the one-row position table, and the rotary
+    // frequencies. Not parameters: no gradient, never saved.
+    const int64_t H = config.hidden_size, d = config.head_dim();
+    std::vector<float> fixed(static_cast<size_t>(H + d), 0.0f);
+    const std::vector<float> global = default_rope_inv_freq(d, config.rope_theta);
+    const std::vector<float> local = default_rope_inv_freq(d, config.local_rope_theta);
+    std::copy(global.begin(), global.end(), fixed.begin() + H);
+    std::copy(local.begin(), local.end(), fixed.begin() + H + d / 2);
+    enc->fixed_buffer = backend.allocate(fixed.size() * 4);
+    backend.copy_to_device(enc->fixed_buffer->data(), fixed.data(), fixed.size() * 4);
+    backend.synchronize();  // `fixed` goes out of scope
+    auto* base = static_cast<float*>(enc->fixed_buffer->data());
+    EncoderParams& m = enc->master;
+    m.zeros = TensorView(base, DType::f32, {H});
+    m.position_embeddings = TensorView(base, DType::f32, {1, H});
+    m.rope_global = TensorView(base + H, DType::f32, {d / 2});
+    m.rope_local = TensorView(base + H + d / 2, DType::f32, {d / 2});
+    m.emb_ln_beta = m.zeros;
+    for (EncoderLayerParams& l : m.layers) {
+      if (!l.attn_ln_gamma.empty()) l.attn_ln_beta = m.zeros;
+      l.ffn_ln_beta = m.zeros;
+    }
+  }
   enc->compute = enc->master;
   // Rotary encoders: the fixed frequencies and the zero position table
   // (neither trained nor saved; the gradient has no position table).

@@ -28,7 +28,7 @@ struct TrainableEncoder {
   DType dtype = DType::f32;         // compute dtype of the layers' GEMMs
   ParamLayout layout;
   std::unique_ptr<Buffer> master_buffer, grad_buffer, low_buffer;
-  std::unique_ptr<Buffer> fixed_buffer;  // rotary encoders: inv_freq and the zero position row (not parameters)
+  std::unique_ptr<Buffer> fixed_buffer;  // rotary encoders: inv_freq and the zero position row; ModernBERT: zeros and its two inv_freqs (not parameters)
   EncoderParams master;             // f32 views into master_buffer
   EncoderParams grad;               // f32 views into grad_buffer, same layout
   EncoderParams compute;            // what the forward reads: GEMM weights in dtype, the rest = master

@@ -55,12 +55,14 @@ INSTANTIATE_TEST_SUITE_P(All, CudaGolden,
                                            Case{"tiny-roberta", DType::f32, true}, Case{"tiny-camembert", DType::f32, false},
                                            Case{"tiny-xlmr5", DType::bf16, true},
                                            Case{"tiny-mpnet", DType::f32, false}, Case{"tiny-mpnet", DType::bf16, true},
-                                           // rotary + GLU encoders
-                                           Case{"tiny-gte", DType::f32, false}, Case{"tiny-gte", DType::bf16, true},
-                                           Case{"tiny-nomic", DType::f32, true}, Case{"tiny-nomic", DType::bf16, false},
+                                           Case{"tiny-modernbert", DType::f32, false},
+                                           Case{"tiny-modernbert", DType::bf16, true},
                                            // the decoders: RMSNorm, rotary, grouped-query attention, SwiGLU
                                            Case{"tiny-qwen3", DType::f32, false}, Case{"tiny-qwen3", DType::bf16, true},
-                                           Case{"tiny-qwen2", DType::f32, true}, Case{"tiny-qwen2", DType::bf16, false}),
+                                           Case{"tiny-qwen2", DType::f32, true}, Case{"tiny-qwen2", DType::bf16, false},
+                                           // rotary + GLU encoders
+                                           Case{"tiny-gte", DType::f32, false}, Case{"tiny-gte", DType::bf16, true},
+                                           Case{"tiny-nomic", DType::f32, true}, Case{"tiny-nomic", DType::bf16, false}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.model) + "_" +
                                            std::string(dtype_name(info.param.dtype)) +

@@ -144,9 +144,9 @@ TEST(CudaOps, AttentionMatchesReference) {
           const HostTensor qkv = random_tensor(rng, dt, {T, 3 * int64_t{heads} * d}, -2, 2);
           const HostTensor hcu = index_tensor(cu);
           HostTensor want = host_tensor(dt, {T, int64_t{heads} * d});
-          ref().attention(want.view, qkv.view, hcu.view, heads, max_seqlen);
+          ref().attention(want.view, qkv.view, hcu.view, heads, max_seqlen, 0);
           const TensorView out = dev.make(dt, {T, int64_t{heads} * d});
-          backend->ops().attention(out, dev.upload(qkv), dev.upload(hcu), heads, max_seqlen);
+          backend->ops().attention(out, dev.upload(qkv), dev.upload(hcu), heads, max_seqlen, 0);
           EXPECT_LE(relative_error(dev.download(out).view, want.view), tolerance(dt))
               << name_of(dt) << " d" << d << " heads " << heads << " T" << T << " max_seqlen " << max_seqlen;
         }
@@ -171,9 +171,9 @@ TEST(CudaOps, AttentionWithGraphBucketShapes) {
       TensorView real_rows = qkv.view;  // the reference sees the real rows only
       real_rows.dims[0] = T;
       HostTensor want = host_tensor(dt, {T, int64_t{heads} * d});
-      ref().attention(want.view, real_rows, hcu.view, heads, 70);
+      ref().attention(want.view, real_rows, hcu.view, heads, 70, 0);
       const TensorView out = dev.make(dt, {T + pad, int64_t{heads} * d});
-      backend->ops().attention(out, dev.upload(qkv), dev.upload(hcu), heads, 256);
+      backend->ops().attention(out, dev.upload(qkv), dev.upload(hcu), heads, 256, 0);
       HostTensor got = dev.download(out);
       got.view.dims[0] = T;
       EXPECT_LE(relative_error(got.view, want.view), tolerance(dt)) << name_of(dt) << " d" << d;

@@ -204,6 +204,54 @@ def xlmr5_tokenizer(spec: Spec):
     return tok
 
 
+MODERNBERT_SPECIALS = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+
+
+def modernbert_tokenizer(spec: Spec):
+    # ModernBERT's tokenizer form (answerdotai/ModernBERT-base): a byte-level BPE (GPT-NeoX's, with
+    # <|endoftext|> = 0 and <|padding|> = 1 in front), [UNK] [CLS] [SEP] [PAD] [MASK] appended after
+    # the BPE vocab ([MASK] lstrip), a TemplateProcessing post-processor "[CLS] $A [SEP]" /
+    # "[CLS] $A [SEP] $B:1 [SEP]:1", no token_type_ids. Here the BPE is tiny-roberta's (its five
+    # specials at 0..4 renamed), read from its committed tokenizer.json.
+    rob = json.loads((GOLDEN_DIR / "models" / "tiny-roberta" / "tokenizer.json").read_text(encoding="utf-8"))
+    renamed = {"<s>": "<|endoftext|>", "<pad>": "<|padding|>", "</s>": "[unused0]", "<unk>": "[unused1]",
+               "<mask>": "[unused2]"}
+    vocab = {renamed.get(t, t): i for t, i in rob["model"]["vocab"].items()}
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in rob["model"]["merges"]]
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True,
+                                                            use_regex=True)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    bpe.add_special_tokens([tokenizers.AddedToken(t, normalized=False, special=True)
+                            for t in sorted(renamed.values(), key=lambda t: vocab[t])])
+    first = len(vocab)
+    bpe.add_special_tokens([tokenizers.AddedToken(t, lstrip=(t == "[MASK]"), normalized=False, special=True)
+                            for t in MODERNBERT_SPECIALS])
+    assert [bpe.token_to_id(t) for t in MODERNBERT_SPECIALS] == list(range(first, first + 5))
+    cls_id, sep_id = bpe.token_to_id("[CLS]"), bpe.token_to_id("[SEP]")
+    bpe.post_processor = tokenizers.processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)])
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=bpe, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
+        mask_token="[MASK]", model_input_names=["input_ids", "attention_mask"], clean_up_tokenization_spaces=True,
+        model_max_length=spec.max_length)
+
+
+def modernbert_config(vocab: int, tok=None):
+    # Both layer kinds (global, local, global), a window of 16 (+-8) narrower than most texts,
+    # head dim 20 (not a power of two), distinct rope thetas, no biases (as every hub model).
+    ids = {k: vocab + i for i, k in enumerate(("unk", "cls", "sep", "pad", "mask"))}
+    return transformers.ModernBertConfig(
+        vocab_size=vocab + 5, hidden_size=60, intermediate_size=44, num_hidden_layers=3, num_attention_heads=3,
+        hidden_activation="gelu", max_position_embeddings=512, initializer_range=0.1, norm_eps=1e-5,
+        norm_bias=False, global_rope_theta=20000.0, local_rope_theta=5000.0, global_attn_every_n_layers=2,
+        local_attention=16, attention_bias=False, mlp_bias=False, classifier_bias=False,
+        classifier_activation="gelu", classifier_pooling="mean", attention_dropout=0.0, embedding_dropout=0.0,
+        mlp_dropout=0.0, classifier_dropout=0.0, pad_token_id=ids["pad"], cls_token_id=ids["cls"],
+        sep_token_id=ids["sep"], bos_token_id=ids["cls"], eos_token_id=ids["sep"], num_labels=3)
+
+
 def distilbert_config(vocab: int):
     return transformers.DistilBertConfig(
         vocab_size=vocab, max_position_embeddings=96, sinusoidal_pos_embds=False, n_layers=2, n_heads=5, dim=40,
@@ -272,7 +320,8 @@ def nomic_config(vocab: int):
 CLASSIFIERS = {"distilbert": "DistilBertForSequenceClassification", "electra": "ElectraForSequenceClassification",
                "roberta": "RobertaForSequenceClassification", "camembert": "CamembertForSequenceClassification",
                "xlm-roberta": "XLMRobertaForSequenceClassification", "mpnet": "MPNetForSequenceClassification",
-               "gte": "GteForSequenceClassification", "nomic_bert": "NomicBertForSequenceClassification"}
+               "gte": "GteForSequenceClassification", "nomic_bert": "NomicBertForSequenceClassification",
+               "modernbert": "ModernBertForSequenceClassification"}
 ROBERTA_HEAD = "the classification head's tanh(dense(last_hidden_state[:, 0])), the input of classifier.out_proj"
 SPECS = {
     "tiny-distilbert": Spec(
@@ -299,9 +348,14 @@ SPECS = {
     "tiny-nomic": Spec("tiny-nomic", 27, 80, nomic_config, wordpiece_tokenizer("BertTokenizer"), "pooler_output",
                        "NomicBertPooler: tanh(pooler.dense(last_hidden_state[:, 0])), the input of classifier "
                        "(dropout is identity in eval)", "mean", True),
+    "tiny-modernbert": Spec("tiny-modernbert", 28, 140, lambda v: modernbert_config(v - 5), modernbert_tokenizer,
+                            "pooled_head_hidden",
+                            "ModernBertPredictionHead: head.norm(gelu(head.dense(pooled))), pooled the masked mean "
+                            "of last_hidden_state (classifier_pooling mean), the input of classifier",
+                            "mean", True),
 }
 ORDER = ["tiny-distilbert", "tiny-electra", "tiny-roberta", "tiny-bert-dense", "tiny-xlmr5", "tiny-camembert",
-         "tiny-mpnet", "tiny-qwen3", "tiny-qwen2", "tiny-gte", "tiny-nomic"]
+         "tiny-mpnet", "tiny-qwen3", "tiny-qwen2", "tiny-gte", "tiny-nomic", "tiny-modernbert"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,7 +389,7 @@ def final_linear(model: nn.Module) -> nn.Linear:
 def no_dropout_config(config):
     config = copy.deepcopy(config)
     for key in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "dropout",
-                "attention_dropout", "seq_classif_dropout", "qa_dropout"):
+                "attention_dropout", "seq_classif_dropout", "qa_dropout", "embedding_dropout", "mlp_dropout"):
         if hasattr(config, key):
             setattr(config, key, 0.0)
     return config
@@ -398,16 +452,50 @@ POOLED_DESCRIPTIONS = {
 
 def forward(model, batch) -> dict[str, torch.Tensor]:
     captured = {}
-    hook = final_linear(model).register_forward_pre_hook(lambda m, args: captured.setdefault("head", args[0]))
+    hooks = [final_linear(model).register_forward_pre_hook(lambda m, args: captured.setdefault("head", args[0]))]
+    if model.config.model_type == "modernbert":  # its hidden_states are the layers' outputs, before final_norm
+        def keep_hidden(module, args, output):  # returns None: the output stays as it is
+            captured.setdefault("hidden", output[0])
+        hooks.append(model.model.register_forward_hook(keep_hidden))
     try:
         with torch.no_grad():
             out = model(**batch, output_hidden_states=True)
     finally:
-        hook.remove()
-    hidden = out.hidden_states[-1]
+        for hook in hooks:
+            hook.remove()
+    hidden = captured["hidden"] if "hidden" in captured else out.hidden_states[-1]
     result = {"last_hidden_state": hidden, "logits": out.logits, "head": captured["head"]}
     result.update(pooled_outputs(hidden, batch["attention_mask"]))
     return result
+
+
+def unpadded(model) -> bool:
+    """transformers' ModernBERT in float64 turns padded rows into NaN in its local layers (a padding query
+    whose window holds padding keys only: two float64 minima add up to -inf, the softmax gives NaN), and
+    the NaN reaches the real rows through P V (0 * NaN). Its float64 goldens are therefore computed one
+    text at a time, without padding; the float32 ones with the padded batch like every model."""
+    return model.config.model_type == "modernbert" and next(model.parameters()).dtype == torch.float64
+
+
+def forward_per_text(model, batch) -> dict[str, torch.Tensor]:
+    """forward() of each row alone, cut to its real tokens; per-text outputs only."""
+    rows = []
+    for i in range(batch["input_ids"].shape[0]):
+        n = int(batch["attention_mask"][i].sum())
+        rows.append(forward(model, {k: v[i:i + 1, :n] for k, v in batch.items()}))
+    return {k: torch.cat([r[k] for r in rows]) for k in rows[0] if k != "last_hidden_state"}
+
+
+def batch_loss(model, batch, labels):
+    """The model's mean cross-entropy of the batch (text by text where unpadded(model))."""
+    if not unpadded(model):
+        return model(**batch, labels=torch.tensor(labels)).loss
+    n = batch["input_ids"].shape[0]
+    losses = []
+    for i in range(n):
+        m = int(batch["attention_mask"][i].sum())
+        losses.append(model(**{k: v[i:i + 1, :m] for k, v in batch.items()}, labels=torch.tensor(labels[i:i + 1])).loss)
+    return torch.stack(losses).mean()
 
 
 def tokenize(tok, texts, max_length, pairs_b=None):
@@ -430,23 +518,24 @@ def train_two_steps(folder: Path, tok, texts, spec_max_length, labels1, labels2,
     b2 = tokenize(tok, texts[8:16], spec_max_length)
     # every dropout is off: the train-mode forward equals the eval-mode one
     with torch.no_grad():
-        train_logits = model(**b1).logits
+        b0 = {k: v[:1, :int(b1["attention_mask"][0].sum())] for k, v in b1.items()} if unpadded(model) else b1
+        train_logits = model(**b0).logits
         model.eval()
-        eval_logits = model(**b1).logits
+        eval_logits = model(**b0).logits
         model.train()
     assert torch.allclose(train_logits, eval_logits, rtol=0, atol=1e-6), "a dropout is still active"
     opt.zero_grad()
-    out = model(**b1, labels=torch.tensor(labels1))
-    out.loss.backward()
+    loss1 = batch_loss(model, b1, labels1)
+    loss1.backward()
     grads = {n: (p.grad.clone() if p.grad is not None else torch.zeros_like(p)) for n, p in model.named_parameters()}
     opt.step()
     after1 = {n: p.detach().clone() for n, p in model.named_parameters()}
     opt.zero_grad()
-    out2 = model(**b2, labels=torch.tensor(labels2))
-    out2.loss.backward()
+    loss2 = batch_loss(model, b2, labels2)
+    loss2.backward()
     opt.step()
     after2 = {n: p.detach().clone() for n, p in model.named_parameters()}
-    return b1, b2, out.loss.detach(), grads, after1, out2.loss.detach(), after2
+    return b1, b2, loss1.detach(), grads, after1, loss2.detach(), after2
 
 
 def gte_saved_names(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -634,6 +723,27 @@ def sizes(name: str) -> dict:
 # The encoder models
 
 
+def modernbert_hub_schema(spec: Spec, folder: Path, config) -> None:
+    """config.json as the hub folders have it (answerdotai/ModernBERT-base and the embedders built on it):
+    global_attn_every_n_layers, global_rope_theta, local_rope_theta instead of transformers 5's layer_types
+    and rope_parameters. What transformers 5 wrote is kept beside the goldens, for the other schema's test."""
+    written = json.loads((folder / "config.json").read_text())
+    write_json(GOLDEN_DIR / f"{spec.name}.transformers5-config.json", written)
+    cfg = dict(written)
+    layer_types = cfg.pop("layer_types")
+    rope = cfg.pop("rope_parameters")
+    every = next(i for i, t in enumerate(layer_types[1:], 1) if t == "full_attention")
+    assert layer_types == ["sliding_attention" if i % every else "full_attention" for i in range(len(layer_types))]
+    cfg["global_attn_every_n_layers"] = every
+    cfg["global_rope_theta"] = rope["full_attention"]["rope_theta"]
+    cfg["local_rope_theta"] = rope["sliding_attention"]["rope_theta"]
+    assert rope["full_attention"]["rope_type"] == rope["sliding_attention"]["rope_type"] == "default"
+    write_json(folder / "config.json", cfg)
+    again = transformers.AutoConfig.from_pretrained(str(folder))
+    assert again.layer_types == config.layer_types and again.rope_parameters == config.rope_parameters, \
+        "the hub schema reads back differently"
+
+
 def make_encoder_model(spec: Spec, texts: list[str]) -> None:
     folder = GOLDEN_DIR / "models" / spec.name
     tok = spec.make_tokenizer(spec)  # before the folder goes: it may reuse the committed Unigram
@@ -651,11 +761,13 @@ def make_encoder_model(spec: Spec, texts: list[str]) -> None:
     model.save_pretrained(str(folder))
     (folder / "model.safetensors").chmod(0o644)
     tok.save_pretrained(str(folder))
-    if json.loads(tok.backend_tokenizer.to_str())["model"]["type"] == "BPE":
+    if json.loads(tok.backend_tokenizer.to_str())["model"]["type"] == "BPE" and config.model_type != "modernbert":
         # transformers 5 writes tokenizer.json only; Hub RoBERTa folders also carry the
         # classic vocab.json + merges.txt, written here by the tokenizers BPE model itself.
         tok.backend_tokenizer.model.save(str(folder))
     assert not list(folder.glob("*.model")), f"{spec.name}: save_pretrained wrote a sentencepiece model"
+    if config.model_type == "modernbert":
+        modernbert_hub_schema(spec, folder, config)
     modules = write_st_files(folder, config.hidden_size, spec.max_length, spec.pooling, spec.normalize)
     built_state = {k: v.clone() for k, v in model.state_dict().items()}
     del model
@@ -683,6 +795,11 @@ def make_encoder_model(spec: Spec, texts: list[str]) -> None:
           "padded width L), eval mode, padding positions included as computed (float32)")
     g.add(spec.head_name, out["head"], spec.head_description + " (float32)")
     g.add("logits", out["logits"], f"sequence-classification logits [n, {config.num_labels}], eval mode (float32)")
+    if config.model_type == "modernbert":  # the other classifier_pooling, same weights
+        model.config.classifier_pooling = "cls"
+        g.add("logits_cls_pooling", forward(model, batch)["logits"], "logits with classifier_pooling = cls "
+              "(the head reads last_hidden_state[:, 0]) instead of the folder's mean, same weights (float32)")
+        model.config.classifier_pooling = "mean"
     for key, desc in POOLED_DESCRIPTIONS.items():
         g.add(key, out[key], desc + " (float32)")
 
@@ -704,12 +821,13 @@ def make_encoder_model(spec: Spec, texts: list[str]) -> None:
           "its batches are sorted by length, so the padding differs from the main batch")
 
     model64 = load_model(folder, torch.float64)
-    out64 = forward(model64, batch)
+    forward64 = forward_per_text if unpadded(model64) else forward
+    out64 = forward64(model64, batch)
     g.add_f64(spec.head_name, out64["head"], spec.head_description)
     g.add_f64("logits", out64["logits"], "sequence-classification logits")
     for key, desc in POOLED_DESCRIPTIONS.items():
         g.add_f64(key, out64[key], desc)
-    pout64 = forward(model64, pairs)
+    pout64 = forward64(model64, pairs)
     g.add_f64("pair.logits", pout64["logits"], "sequence-classification logits of the pairs")
     g.add_f64("pair." + spec.head_name, pout64["head"], f"{spec.head_name} of the pairs")
 

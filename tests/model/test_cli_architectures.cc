@@ -17,6 +17,7 @@
 #include "core/file_util.h"
 #include "support/fixtures.h"
 #include "support/goldens.h"
+#include "support/jsonl.h"
 
 namespace stoke {
 namespace {
@@ -52,6 +53,7 @@ TEST(CliArchitectures, EmbedReproducesSentenceTransformers) {
                                                  std::tuple{"tiny-roberta", "st_embeddings", 48},
                                                  std::tuple{"tiny-camembert", "st_embeddings", 40},
                                                  std::tuple{"tiny-xlmr5", "st_embeddings", 24},
+                                                 std::tuple{"tiny-modernbert", "st_embeddings", 60},
                                                  std::tuple{"tiny-bert-dense", "st_embeddings.f64", 24},
                                                  std::tuple{"tiny-qwen3", "st_embeddings", 40},
                                                  std::tuple{"tiny-qwen2", "st_embeddings", 48}}) {
@@ -76,7 +78,7 @@ TEST(CliArchitectures, ClassifyReproducesTransformers) {
   // ELECTRA: dense -> GELU -> out_proj; DistilBERT: pre_classifier -> ReLU -> classifier.
   for (const std::string name :
        {"tiny-electra", "tiny-distilbert", "tiny-mpnet", "tiny-roberta", "tiny-camembert", "tiny-xlmr5", "tiny-qwen3",
-        "tiny-gte", "tiny-nomic"}) {
+        "tiny-modernbert", "tiny-gte", "tiny-nomic"}) {
     const Fixture fx = open_fixture(name);
     const auto r = test::run_stoke("classify --quiet --model " + folder(name) + " --input " + texts() +
                                    " --output - --device cpu");
@@ -144,6 +146,39 @@ TEST(CliArchitectures, InspectShowsProjectionAndRelativeBias) {
   ASSERT_EQ(gte.status, 0) << gte.err;
   EXPECT_NE(gte.out.find("positions: rotary (theta 5000, 18 of 18 head columns); feed-forward: gated (GeGLU)"),
             std::string::npos) << gte.out;
+  const auto modernbert = test::run_stoke("inspect " + folder("tiny-modernbert"));
+  ASSERT_EQ(modernbert.status, 0) << modernbert.err;
+  EXPECT_NE(modernbert.out.find("attention: global, local +-8, global; rotary theta 20000 global, 5000 local"),
+            std::string::npos)
+      << modernbert.out;
+}
+
+// ModernBERT's tokenizer.json form (ByteLevel BPE, [UNK] [CLS] [SEP] [PAD] [MASK] after the
+// vocabulary, TemplateProcessing "[CLS] $A [SEP]"): every text's ids and tokens as transformers gives them.
+TEST(CliArchitectures, ModernBertTokenizerMatchesTransformers) {
+  const auto r = test::run_stoke("tokenize --quiet --no-truncation --model " + folder("tiny-modernbert") + " --input " +
+                                 texts() + " --output -");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rows = test::jsonl_rows(r.out);
+  const auto golden_rows = test::read_jsonl(repo_golden_dir() / "tiny-modernbert.tokens.jsonl");
+  ASSERT_EQ(rows.size(), golden_rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i]["ids"], golden_rows[i]["ids"]) << "text " << i;
+    EXPECT_EQ(rows[i]["tokens"], golden_rows[i]["tokens"]) << "text " << i;
+  }
+}
+
+// ModernBERT trains without dropout in its layers (its hub configs set 0): --dropout above 0 is refused
+// in one line.
+TEST(CliArchitectures, ModernBertLayerDropoutIsRefusedInOneLine) {
+  const fs::path out = test::scratch_dir("arch-modernbert-train");
+  const fs::path data = out / "train.jsonl";
+  std::ofstream(data) << "{\"text\": \"a b c\", \"label\": 0}\n{\"text\": \"d e\", \"label\": 1}\n";
+  const auto r = test::run_stoke("train --model " + folder("tiny-modernbert") + " --train " + data.string() +
+                                 " --output " + (out / "ckpt").string() + " --device cpu --max-steps 1 --dropout 0.1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("ModernBERT trains without dropout in its layers"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 }  // namespace

@@ -69,12 +69,9 @@ INSTANTIATE_TEST_SUITE_P(All, ModelGolden,
                                            Case{"tiny-mpnet", "reference", DType::f32},
                                            Case{"tiny-mpnet", "fast", DType::f32},
                                            Case{"tiny-mpnet", "fast", DType::bf16},
-                                           Case{"tiny-gte", "reference", DType::f32},
-                                           Case{"tiny-gte", "fast", DType::f32},
-                                           Case{"tiny-gte", "fast", DType::bf16},
-                                           Case{"tiny-nomic", "reference", DType::f32},
-                                           Case{"tiny-nomic", "fast", DType::f32},
-                                           Case{"tiny-nomic", "fast", DType::bf16},
+                                           Case{"tiny-modernbert", "reference", DType::f32},
+                                           Case{"tiny-modernbert", "fast", DType::f32},
+                                           Case{"tiny-modernbert", "fast", DType::bf16},
                                            // decoders: tiny-qwen3 (Qwen3ForSequenceClassification, GQA 4 q / 2 kv
                                            // heads, head_dim 18, q/k norms), tiny-qwen2 (a bare Qwen2Model,
                                            // bidirectional, q/k/v biases, the hub config schema)
@@ -83,7 +80,13 @@ INSTANTIATE_TEST_SUITE_P(All, ModelGolden,
                                            Case{"tiny-qwen3", "fast", DType::bf16},
                                            Case{"tiny-qwen2", "reference", DType::f32},
                                            Case{"tiny-qwen2", "fast", DType::f32},
-                                           Case{"tiny-qwen2", "fast", DType::bf16}),
+                                           Case{"tiny-qwen2", "fast", DType::bf16},
+                                           Case{"tiny-gte", "reference", DType::f32},
+                                           Case{"tiny-gte", "fast", DType::f32},
+                                           Case{"tiny-gte", "fast", DType::bf16},
+                                           Case{"tiny-nomic", "reference", DType::f32},
+                                           Case{"tiny-nomic", "fast", DType::f32},
+                                           Case{"tiny-nomic", "fast", DType::bf16}),
                          [](const auto& info) {
                            std::string n = std::string(info.param.model) + "_" + info.param.kernels + "_" +
                                            std::string(dtype_name(info.param.dtype));
@@ -135,9 +138,45 @@ TEST(ModelGoldenDense, PoolingDenseNormalizeMatchSentenceTransformers) {
 TEST(ModelBatching, TextAloneEqualsTextInABatch) {
   cpu::CpuBackend backend(cpu::fast_kernels());
   for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-distilbert", "tiny-electra", "tiny-roberta",
-                            "tiny-camembert", "tiny-xlmr5", "tiny-mpnet", "tiny-qwen3", "tiny-qwen2",
+                            "tiny-camembert", "tiny-xlmr5", "tiny-mpnet", "tiny-qwen3", "tiny-qwen2", "tiny-modernbert",
                             "tiny-gte", "tiny-nomic"})
     expect_text_alone_equals_batch(backend, model, 1e-6);
+}
+
+// ModernBERT: the folder read with transformers 5's config schema (layer_types,
+// rope_parameters per layer type; tests/golden/tiny-modernbert.transformers5-config.json,
+// what save_pretrained wrote) gives the hub schema's logits; classifier_pooling "cls"
+// gives transformers' logits_cls_pooling (same weights).
+TEST(ModernBertGolden, TransformersFiveSchemaAndClsPooling) {
+  namespace fs = std::filesystem;
+  const Fixture fx = open_fixture("tiny-modernbert");
+  cpu::CpuBackend backend(cpu::fast_kernels());
+  const PackedBatch batch = pack_golden(fx, "");
+  const size_t B = static_cast<size_t>(batch.sequences()), C = static_cast<size_t>(fx.folder.config.num_labels());
+  auto logits_of = [&](const HfConfig& c) {
+    EncoderLoadOptions load;
+    load.need_classifier = true;
+    const LoadedEncoder enc = load_encoder(c, open_model_folder_weights(fx.folder), backend, load);
+    EncoderRunner runner(enc, backend, batch.tokens(), batch.sequences());
+    std::vector<float> logits(B * C);
+    EncoderOutputs out;
+    out.logits = logits.data();
+    backend.wait(*runner.run(batch, out));
+    return logits;
+  };
+  const fs::path t5 = repo_golden_dir() / "tiny-modernbert.transformers5-config.json";
+  const HfConfig five = parse_hf_config(read_file(t5), t5.string());
+  EXPECT_EQ(five.attention_window, fx.folder.config.attention_window);
+  EXPECT_EQ(five.rope_theta, fx.folder.config.rope_theta);
+  EXPECT_EQ(five.local_rope_theta, fx.folder.config.local_rope_theta);
+  EXPECT_EQ(five.attention_window, (std::vector<int>{0, 8, 0}));
+  EXPECT_LE(relative_error(logits_of(five), best_golden(*fx.golden, "logits")), 1e-5);
+  HfConfig cls = fx.folder.config;
+  ASSERT_TRUE(cls.classifier_mean_pooling);
+  cls.classifier_mean_pooling = false;
+  const double e = relative_error(logits_of(cls), best_golden(*fx.golden, "logits_cls_pooling"));
+  EXPECT_LE(e, 1e-5);
+  std::printf("tiny-modernbert classifier_pooling cls: logits relative error %.3g\n", e);
 }
 
 // GTE as a hub folder writes it (model_type "new", rope_theta, NewConfig's

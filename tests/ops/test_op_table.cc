@@ -222,8 +222,21 @@ std::vector<OpCase> make_cases() {
     add("attention", dname(at), at, 16, [=](Run& r, Rng& rng) {
       const int heads = 2, d = 16;
       const TensorView qkv = r.in(random_tensor(rng, at, {T, 3 * heads * d}, -2.5, 2.5));
-      r.ops.attention(r.out("out", at, {T, heads * d}), qkv, r.in(cu_seqlens(lens)), heads, 16);
+      r.ops.attention(r.out("out", at, {T, heads * d}), qkv, r.in(cu_seqlens(lens)), heads, 16, 0);
     });
+    // Sliding-window (local) attention, ModernBERT's local layers: a window
+    // narrower than the long sequences and wider than the short ones, lengths
+    // across the kernels' key tiles (16 / 64) and the CPU's 256-query items,
+    // head dim 24 (padded on every backend).
+    for (int window : {5, 40})
+      add("attention", std::string(dname(at)) + "_window" + std::to_string(window), at, 2 * window + 1,
+          [=](Run& r, Rng& rng) {
+            const std::vector<int32_t> wl = {70, 3, 300, 1, 41};
+            const int64_t wt = 415;
+            const int heads = 2, d = 24;
+            const TensorView qkv = r.in(random_tensor(rng, at, {wt, 3 * heads * d}, -2.5, 2.5));
+            r.ops.attention(r.out("out", at, {wt, heads * d}), qkv, r.in(cu_seqlens(wl)), heads, 300, window);
+          });
     for (PoolingMode mode : {PoolingMode::cls, PoolingMode::mean, PoolingMode::max, PoolingMode::mean_sqrt_len,
                              PoolingMode::lasttoken})
       add("pool", std::string(dname(at)) + "_mode" + std::to_string(static_cast<int>(mode)), at, 16,
@@ -396,15 +409,33 @@ std::vector<OpCase> make_cases() {
       train("attention_train", what, at, 16, [=](Run& r, Rng& rng) {
         const TensorView qkv = r.in(random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5));
         r.ops.attention_train(r.out("out", at, {T, 32}), r.out("lse", DType::f32, {T, 2}), qkv,
-                              r.in(cu_seqlens(lens)), 2, 16, dropout);
+                              r.in(cu_seqlens(lens)), 2, 16, 0, dropout);
       });
       train("attention_backward", what, at, 16, [=](Run& r, Rng& rng) {
         const HostTensor qkv = random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5), cu = cu_seqlens(lens);
         HostTensor out = host_tensor(at, {T, 32}), lse = host_tensor(DType::f32, {T, 2});
-        ref().attention_train(out.view, lse.view, qkv.view, cu.view, 2, 16, dropout);
+        ref().attention_train(out.view, lse.view, qkv.view, cu.view, 2, 16, 0, dropout);
         const TensorView dout = r.in(random_tensor(rng, at, {T, 32}));
-        r.ops.attention_backward(r.out("dqkv", at, {T, 96}), dout, r.in(qkv), r.in(out), r.in(lse), r.in(cu), 2, 16,
+        r.ops.attention_backward(r.out("dqkv", at, {T, 96}), dout, r.in(qkv), r.in(out), r.in(lse), r.in(cu), 2, 16, 0,
                                  dropout);
+      });
+      // The sliding window (local layers) in training: sequences longer and
+      // shorter than it, the dropout mask indexed by the absolute key.
+      const std::vector<int32_t> wl = {40, 3, 90};
+      const int64_t wt = 133;
+      const int window = 6;
+      train("attention_train", what + "_window", at, 2 * window + 1, [=](Run& r, Rng& rng) {
+        const TensorView qkv = r.in(random_tensor(rng, at, {wt, 3 * 2 * 24}, -2.5, 2.5));
+        r.ops.attention_train(r.out("out", at, {wt, 48}), r.out("lse", DType::f32, {wt, 2}), qkv,
+                              r.in(cu_seqlens(wl)), 2, 90, window, dropout);
+      });
+      train("attention_backward", what + "_window", at, 2 * window + 1, [=](Run& r, Rng& rng) {
+        const HostTensor qkv = random_tensor(rng, at, {wt, 3 * 2 * 24}, -2.5, 2.5), cu = cu_seqlens(wl);
+        HostTensor out = host_tensor(at, {wt, 48}), lse = host_tensor(DType::f32, {wt, 2});
+        ref().attention_train(out.view, lse.view, qkv.view, cu.view, 2, 90, window, dropout);
+        const TensorView dout = r.in(random_tensor(rng, at, {wt, 48}));
+        r.ops.attention_backward(r.out("dqkv", at, {wt, 144}), dout, r.in(qkv), r.in(out), r.in(lse), r.in(cu), 2, 90,
+                                 window, dropout);
       });
     }
     // MPNet's relative-position bias: rel [2 * 16 - 1, 2] (the CUDA backend

@@ -330,12 +330,40 @@ void add_attention_cases(std::vector<OpCase>& cases) {
             Tensor qkv = random(rng, at, {T, 3 * heads * d}, -2.5f, 2.5f);
             Tensor cu = cu_seqlens(lens);
             Tensor out = make(at, {T, heads * d});
-            k.attention(out.view, qkv.view, cu.view, heads, longest(lens));
+            k.attention(out.view, qkv.view, cu.view, heads, longest(lens), 0);
             return values(out.view);
           };
           cases.push_back(std::move(c));
         }
     }
+  // Sliding windows (ModernBERT's local layers): narrower and wider than the
+  // sequences, across the fast kernel's 8-row blocks, 16-key tiles and
+  // 256-query items.
+  for (const auto& lens : std::vector<std::vector<int>>{{7, 1, 16}, {63, 64, 65}, {300}, {129, 1, 127, 0, 3}})
+    for (int window : {1, 9, 64})
+      for (const auto& [heads, d] : std::vector<std::pair<int, int>>{{3, 24}, {1, 7}})
+        for (DType at : kActs)
+          for (int floats : {0, 8}) {
+            OpCase c;
+            c.name = std::string("attention_") + dname(at) + "_" + lens_name(lens) + "_h" + std::to_string(heads) +
+                     "_d" + std::to_string(d) + "_w" + std::to_string(window) +
+                     (floats ? "_v" + std::to_string(floats) : "");
+            c.family = std::string("attention ") + dname(at);
+            c.tol = tolerance(at);
+            c.attention_floats = floats;
+            const uint64_t seed = seed_of(c.name);
+            const int hs = heads, dd = d, w = window;
+            c.run = [=](const Kernels& k) {
+              Rng rng(seed);
+              const int T = total(lens);
+              Tensor qkv = random(rng, at, {T, 3 * hs * dd}, -2.5f, 2.5f);
+              Tensor cu = cu_seqlens(lens);
+              Tensor out = make(at, {T, hs * dd});
+              k.attention(out.view, qkv.view, cu.view, hs, longest(lens), w);
+              return values(out.view);
+            };
+            cases.push_back(std::move(c));
+          }
 }
 
 // Grouped-query attention (Qwen2 / Qwen3): (heads, kv_heads, d), causal or
@@ -672,7 +700,7 @@ TEST_P(HandComputed, AttentionTwoTokens) {
   Tensor qkv = from(DType::f32, {2, 12}, {2, 0, 0, 0, 0,   0, 0, 0, 4, 0, 1, 2,  //
                                           0, 0, 0, 0, ln3, 0, 0, 0, 8, 4, 1, -2});
   Tensor cu = cu_seqlens({2}), out = make(DType::f32, {2, 4});
-  k().attention(out.view, qkv.view, cu.view, 1, 2);
+  k().attention(out.view, qkv.view, cu.view, 1, 2, 0);
   const double want[] = {7, 3, 1, -1, 6, 2, 1, 0};
   for (int i = 0; i < 8; ++i) EXPECT_NEAR(get(out.view, i), want[i], 1e-5) << i;
 }
@@ -733,9 +761,9 @@ TEST_P(HandComputed, RefusesBadCalls) {
   EXPECT_THROW(k().linear(out.view, a.view, wb.view, TensorView{}, Activation::none), Error);  // bf16 w, f32 a
   Tensor qkv = make(DType::f32, {3, 12}), ao = make(DType::f32, {3, 4});
   Tensor bad_end = cu_seqlens({2}), ok = cu_seqlens({3});
-  EXPECT_THROW(k().attention(ao.view, qkv.view, bad_end.view, 1, 3), Error);  // cu_seqlens ends at 2, T = 3
-  EXPECT_THROW(k().attention(ao.view, qkv.view, ok.view, 1, 2), Error);       // longer than max_seqlen
-  EXPECT_THROW(k().attention(ao.view, qkv.view, ok.view, 5, 3), Error);       // 12 columns != 3 * 5 * d
+  EXPECT_THROW(k().attention(ao.view, qkv.view, bad_end.view, 1, 3, 0), Error);  // cu_seqlens ends at 2, T = 3
+  EXPECT_THROW(k().attention(ao.view, qkv.view, ok.view, 1, 2, 0), Error);       // longer than max_seqlen
+  EXPECT_THROW(k().attention(ao.view, qkv.view, ok.view, 5, 3, 0), Error);       // 12 columns != 3 * 5 * d
   Tensor word = make(DType::f32, {4, 2}), pos = make(DType::f32, {4, 2}), g = make(DType::f32, {2});
   Tensor eo = make(DType::f32, {1, 2}), ids = indices({4}), ps = indices({0});
   EXPECT_THROW(k().embed_layernorm(eo.view, ids.view, ps.view, TensorView{}, word.view, pos.view, TensorView{}, g.view,
@@ -823,34 +851,61 @@ INSTANTIATE_TEST_SUITE_P(Kernels, HandComputed, ::testing::Values(&reference_ker
 
 TEST(AttentionIsolation, SequenceAloneEqualsSequenceInBatch) {
   // The middle sequence of a batch, and the same tokens alone: identical outputs, bit for bit,
-  // whatever the neighbours hold (varlen attention reads only the sequence's own rows).
+  // whatever the neighbours hold (varlen attention reads only the sequence's own rows) — with a
+  // sliding window too (ModernBERT's local layers: the window counts positions in the sequence).
   for (const Kernels* k : {&reference_kernels(), &fast_kernels()})
     for (DType t : kActs)
+      for (int window : {0, 6})
       for (auto [heads, d] : std::vector<std::pair<int, int>>{{2, 16}, {3, 24}}) {
         Rng rng(7);
         const std::vector<int> lens = {5, 70, 1, 33};
         const int T = total(lens), C = 3 * heads * d;
         Tensor qkv = random(rng, t, {T, C}, -2.5f, 2.5f), cu = cu_seqlens(lens), out = make(t, {T, heads * d});
-        k->attention(out.view, qkv.view, cu.view, heads, 70);
+        k->attention(out.view, qkv.view, cu.view, heads, 70, window);
         const int first = 5, len = 70;  // sequence 1
         Tensor alone = make(t, {len, C});
         std::memcpy(alone.view.data, static_cast<char*>(qkv.view.data) + size_t(first) * C * dtype_size(t),
                     size_t(len) * C * dtype_size(t));
         Tensor cu1 = cu_seqlens({len}), out1 = make(t, {len, heads * d});
-        k->attention(out1.view, alone.view, cu1.view, heads, len);
+        k->attention(out1.view, alone.view, cu1.view, heads, len, window);
         const std::vector<double> batch = values(out.view), single = values(out1.view);
         for (int i = 0; i < len * heads * d; ++i)
           ASSERT_EQ(batch[static_cast<size_t>(first * heads * d + i)], single[static_cast<size_t>(i)])
-              << k->name << " " << dname(t) << " element " << i;
+              << k->name << " " << dname(t) << " window " << window << " element " << i;
         // Changing the other sequences changes nothing in this one.
         Tensor noisy = random(rng, t, {T, C}, -9.0f, 9.0f);
         std::memcpy(static_cast<char*>(noisy.view.data) + size_t(first) * C * dtype_size(t), alone.view.data,
                     size_t(len) * C * dtype_size(t));
-        k->attention(out.view, noisy.view, cu.view, heads, 70);
+        k->attention(out.view, noisy.view, cu.view, heads, 70, window);
         const std::vector<double> again = values(out.view);
         for (int i = 0; i < len * heads * d; ++i)
           ASSERT_EQ(again[static_cast<size_t>(first * heads * d + i)], single[static_cast<size_t>(i)]);
       }
+}
+
+// A local layer's query i sees keys |i - j| <= w: its output is global
+// attention over those keys alone, packed as a sequence of their own (the
+// attention op has no positions of its own; rotary is applied before it).
+TEST(AttentionWindow, EqualsGlobalAttentionOverTheWindowsKeys) {
+  for (const Kernels* k : {&reference_kernels(), &fast_kernels()})
+    for (int window : {1, 5, 40}) {
+      Rng rng(11);
+      const int heads = 2, d = 24, len = 83, C = 3 * heads * d;
+      Tensor qkv = random(rng, DType::f32, {len, C}, -2.5f, 2.5f), cu = cu_seqlens({len});
+      Tensor out = make(DType::f32, {len, heads * d});
+      k->attention(out.view, qkv.view, cu.view, heads, len, window);
+      const std::vector<double> local = values(out.view);
+      for (int i : {0, 1, 7, 41, 82}) {
+        const int first = std::max(0, i - window), last = std::min(len, i + window + 1), n = last - first;
+        Tensor part = make(DType::f32, {n, C}), cu1 = cu_seqlens({n}), out1 = make(DType::f32, {n, heads * d});
+        std::memcpy(part.view.data, static_cast<float*>(qkv.view.data) + size_t(first) * C, size_t(n) * C * 4);
+        k->attention(out1.view, part.view, cu1.view, heads, n, 0);
+        const std::vector<double> global = values(out1.view);
+        for (int c = 0; c < heads * d; ++c)
+          ASSERT_NEAR(local[size_t(i * heads * d + c)], global[size_t((i - first) * heads * d + c)], 1e-5)
+              << k->name << " window " << window << " query " << i << " column " << c;
+      }
+    }
 }
 
 TEST(AttentionGqaIsolation, SequenceAloneEqualsSequenceInBatch) {

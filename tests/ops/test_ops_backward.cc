@@ -496,9 +496,9 @@ TEST(FiniteDifference, Attention) {
     const int64_t T = total(lens), C = 3 * heads * d, D = heads * d;
     Tensor qkv = random(rng, DType::f32, {T, C}, -1.5f, 1.5f), cu = cu_seqlens(lens);
     Tensor out = make(DType::f32, {T, D}), lse = make(DType::f32, {T, heads});
-    ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), {});
+    ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), 0, {});
     Tensor dout = random(rng, DType::f32, {T, D}), dqkv = make(DType::f32, {T, C});
-    ref().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens), {});
+    ref().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens), 0, {});
     Vec xv = values(qkv.view);
     const Vec g = values(dout.view);
     auto loss = [&] { return dot(g, attention64(xv, lens, heads, d)); };
@@ -536,7 +536,7 @@ TEST(FiniteDifference, AttentionWithDropout) {
       ASSERT_GT(dropped, 0) << "the mask drops nothing: the check would not test dropout";
       Tensor qkv = random(rng, DType::f32, {T, C}, -1.5f, 1.5f), cu = cu_seqlens(lens);
       Tensor out = make(DType::f32, {T, D}), lse = make(DType::f32, {T, heads});
-      ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, max_seqlen, drop);
+      ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, max_seqlen, 0, drop);
       Vec xv = values(qkv.view);
       const std::string what = "attention dropout h" + std::to_string(heads) + " d" + std::to_string(d) + " p" +
                                std::to_string(static_cast<int>(p * 100));
@@ -545,7 +545,7 @@ TEST(FiniteDifference, AttentionWithDropout) {
       note("fd " + what + " out", out_err, 1e-6);
       EXPECT_LE(out_err, 1e-6) << what << ": reference forward against the float64 one";
       Tensor dout = random(rng, DType::f32, {T, D}), dqkv = make(DType::f32, {T, C});
-      ref().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, max_seqlen, drop);
+      ref().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, max_seqlen, 0, drop);
       const Vec g = values(dout.view);
       auto loss = [&] { return dot(g, attention64(xv, lens, heads, d, &mask, max_seqlen)); };
       expect_matches_fd(what + " dqkv", values(dqkv.view), numeric_grad(&xv, loss));
@@ -868,14 +868,14 @@ void add_attention_case(std::vector<Case>& cases, const std::vector<int>& lens, 
         ~Width() { cpu::fast::set_attention_vector_floats_for_testing(0); }
       } width(floats);
       if (train) {
-        k.attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), drop);
+        k.attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), 0, drop);
         append(all, out.view);
         append(all, lse.view);
         return all;
       }
-      ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), drop);
+      ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), 0, drop);
       Tensor dout = random(rng, at, {T, D}), dqkv = random(rng, at, {T, C});  // fully overwritten
-      k.attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens), drop);
+      k.attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens), 0, drop);
       append(all, dqkv.view);
       return all;
     };
@@ -1060,8 +1060,8 @@ TEST_P(Semantics, TrainingForwardsEqualInferenceForwards) {
     EXPECT_EQ(values(u1.view), values(u2.view)) << k().name << " bias_gelu " << dname(at);
     Tensor qkv = random(rng, at, {T, 3 * heads * d}, -2.5f, 2.5f), cu = cu_seqlens(lens);
     Tensor a1 = make(at, {T, heads * d}), a2 = make(at, {T, heads * d}), lse = make(DType::f32, {T, heads});
-    k().attention(a1.view, qkv.view, cu.view, heads, longest(lens));
-    k().attention_train(a2.view, lse.view, qkv.view, cu.view, heads, longest(lens), {});
+    k().attention(a1.view, qkv.view, cu.view, heads, longest(lens), 0);
+    k().attention_train(a2.view, lse.view, qkv.view, cu.view, heads, longest(lens), 0, {});
     EXPECT_EQ(values(a1.view), values(a2.view)) << k().name << " attention " << dname(at);
     // A one-token sequence attends only to itself: lse = q·k / sqrt(d).
     double s = 0.0;
@@ -1098,7 +1098,7 @@ TEST_P(Semantics, AttentionDropoutMaskIsTheDropoutOpsMask) {
         first += len;
       }
       Tensor out = make(DType::f32, {T, D}), lse = make(DType::f32, {T, heads});
-      k().attention_train(out.view, lse.view, qkv.view, cu.view, heads, max_seqlen, drop);
+      k().attention_train(out.view, lse.view, qkv.view, cu.view, heads, max_seqlen, 0, drop);
       Tensor ones = make(DType::f32, {2, 4}), factors = make(DType::f32, {2, 4});
       for (int64_t i = 0; i < 8; ++i) set(ones.view, i, 1.0);
       int kept = 0, dropped = 0;
@@ -1136,9 +1136,9 @@ TEST_P(Semantics, AttentionDropoutOfTwoPartsIsTheWholeBatchs) {
   Rng rng(31);
   Tensor qkv = random(rng, DType::f32, {T, C}, -2.0, 2.0), dout = random(rng, DType::f32, {T, D});
   Tensor out = make(DType::f32, {T, D}), lse = make(DType::f32, {T, heads}), dqkv = make(DType::f32, {T, C});
-  k().attention_train(out.view, lse.view, qkv.view, cu_seqlens(lens).view, heads, longest(lens), drop);
+  k().attention_train(out.view, lse.view, qkv.view, cu_seqlens(lens).view, heads, longest(lens), 0, drop);
   k().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu_seqlens(lens).view, heads,
-                         longest(lens), drop);
+                         longest(lens), 0, drop);
   const std::vector<int> first_part(lens.begin(), lens.begin() + 2), second_part(lens.begin() + 2, lens.end());
   int64_t row = 0;
   for (const std::vector<int>& part : {first_part, second_part}) {
@@ -1152,8 +1152,8 @@ TEST_P(Semantics, AttentionDropoutOfTwoPartsIsTheWholeBatchs) {
     part_drop.row_offset = static_cast<uint64_t>(row);
     Tensor pqkv = rows(qkv, C), pdout = rows(dout, D), cu = cu_seqlens(part);
     Tensor pout = make(DType::f32, {n, D}), plse = make(DType::f32, {n, heads}), pdqkv = make(DType::f32, {n, C});
-    k().attention_train(pout.view, plse.view, pqkv.view, cu.view, heads, longest(part), part_drop);
-    k().attention_backward(pdqkv.view, pdout.view, pqkv.view, pout.view, plse.view, cu.view, heads, longest(part),
+    k().attention_train(pout.view, plse.view, pqkv.view, cu.view, heads, longest(part), 0, part_drop);
+    k().attention_backward(pdqkv.view, pdout.view, pqkv.view, pout.view, plse.view, cu.view, heads, longest(part), 0,
                            part_drop);
     EXPECT_EQ(values(pout.view), values(rows(out, D).view)) << k().name << " out, part at row " << row;
     EXPECT_EQ(values(plse.view), values(rows(lse, heads).view)) << k().name << " lse, part at row " << row;
@@ -1173,30 +1173,30 @@ TEST_P(Semantics, AttentionDropoutEdges) {
     const int64_t T = total(lens), C = 3 * heads * d, D = heads * d;
     Tensor qkv = random(rng, at, {T, C}, -2.5f, 2.5f), cu = cu_seqlens(lens), dout = random(rng, at, {T, D});
     Tensor out0 = make(at, {T, D}), lse0 = make(DType::f32, {T, heads}), dqkv0 = make(at, {T, C});
-    k().attention_train(out0.view, lse0.view, qkv.view, cu.view, heads, longest(lens), {});
-    k().attention_backward(dqkv0.view, dout.view, qkv.view, out0.view, lse0.view, cu.view, heads, longest(lens), {});
+    k().attention_train(out0.view, lse0.view, qkv.view, cu.view, heads, longest(lens), 0, {});
+    k().attention_backward(dqkv0.view, dout.view, qkv.view, out0.view, lse0.view, cu.view, heads, longest(lens), 0, {});
     const Ops::AttentionDropout zero{0.0f, 0x1234, 9, 2};
     Tensor out = make(at, {T, D}), lse = make(DType::f32, {T, heads}), dqkv = make(at, {T, C});
-    k().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), zero);
-    k().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens), zero);
+    k().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), 0, zero);
+    k().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads, longest(lens), 0, zero);
     EXPECT_EQ(values(out.view), values(out0.view)) << k().name << " p = 0 out " << dname(at);
     EXPECT_EQ(values(lse.view), values(lse0.view)) << k().name << " p = 0 lse " << dname(at);
     EXPECT_EQ(values(dqkv.view), values(dqkv0.view)) << k().name << " p = 0 dqkv " << dname(at);
 
     const Ops::AttentionDropout all{1.0f, 0x1234, 9, 2};
     Tensor out1 = random(rng, at, {T, D}), lse1 = make(DType::f32, {T, heads}), dqkv1 = random(rng, at, {T, C});
-    k().attention_train(out1.view, lse1.view, qkv.view, cu.view, heads, longest(lens), all);
-    k().attention_backward(dqkv1.view, dout.view, qkv.view, out1.view, lse1.view, cu.view, heads, longest(lens), all);
+    k().attention_train(out1.view, lse1.view, qkv.view, cu.view, heads, longest(lens), 0, all);
+    k().attention_backward(dqkv1.view, dout.view, qkv.view, out1.view, lse1.view, cu.view, heads, longest(lens), 0, all);
     for (double v : values(out1.view)) ASSERT_EQ(v, 0.0) << k().name << " p = 1 out " << dname(at);
     for (double v : values(dqkv1.view)) ASSERT_EQ(v, 0.0) << k().name << " p = 1 dqkv " << dname(at);
     EXPECT_EQ(values(lse1.view), values(lse0.view)) << k().name << " p = 1 lse " << dname(at);
 
     for (float bad : {-0.1f, 1.5f, NAN}) {
       const Ops::AttentionDropout b{bad, 1, 0, 0};
-      EXPECT_THROW(k().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), b), Error)
+      EXPECT_THROW(k().attention_train(out.view, lse.view, qkv.view, cu.view, heads, longest(lens), 0, b), Error)
           << k().name << " p " << bad;
       EXPECT_THROW(k().attention_backward(dqkv.view, dout.view, qkv.view, out.view, lse.view, cu.view, heads,
-                                          longest(lens), b),
+                                          longest(lens), 0, b),
                    Error)
           << k().name << " p " << bad;
     }
@@ -1281,8 +1281,8 @@ TEST_P(Semantics, RefusesBadCalls) {
   EXPECT_THROW(k().linear_backward(TensorView{}, dw.view, db.view, dy.view, a.view, w.view), Error);  // db [5], N = 4
   Tensor qkv = make(DType::f32, {3, 12}), out = make(DType::f32, {3, 4}), lse = make(DType::f32, {3, 2});
   Tensor dqkv = make(DType::f32, {3, 12}), cu = cu_seqlens({3});
-  EXPECT_THROW(k().attention_train(out.view, lse.view, qkv.view, cu.view, 1, 3, {}), Error);  // lse [3, 2], heads 1
-  EXPECT_THROW(k().attention_backward(dqkv.view, out.view, qkv.view, out.view, lse.view, cu.view, 1, 3, {}), Error);
+  EXPECT_THROW(k().attention_train(out.view, lse.view, qkv.view, cu.view, 1, 3, 0, {}), Error);  // lse [3, 2], heads 1
+  EXPECT_THROW(k().attention_backward(dqkv.view, out.view, qkv.view, out.view, lse.view, cu.view, 1, 3, 0, {}), Error);
   Tensor h = make(DType::f32, {3, 4}), dh = make(DType::f32, {3, 4}), pout = make(DType::f32, {1, 4});
   EXPECT_THROW(k().pool_backward(dh.view, pout.view, TensorView{}, cu.view, PoolingMode::max), Error);  // max needs h
   EXPECT_NO_THROW(k().pool_backward(dh.view, pout.view, TensorView{}, cu.view, PoolingMode::mean));

@@ -102,7 +102,7 @@ inline Fixture open_fixture(const std::string& model) {
 // The golden name of the classification head's hidden layer: BERT's
 // pooler_output, DistilBERT's pre_classifier_hidden, the others' cls_head_hidden.
 inline std::string head_golden_name(const Fixture& fx) {
-  for (const char* n : {"pooler_output", "pre_classifier_hidden", "cls_head_hidden"})
+  for (const char* n : {"pooler_output", "pre_classifier_hidden", "cls_head_hidden", "pooled_head_hidden"})
     if (fx.golden->find(n)) return n;
   throw std::runtime_error("golden file has no head hidden state");
 }

@@ -217,7 +217,7 @@ TEST_P(TrainGoldenCliArch, TwoAdamWStepsAndTransformersNames) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TrainGoldenCliArch,
                          ::testing::Values("tiny-electra", "tiny-distilbert", "tiny-mpnet", "tiny-roberta", "tiny-camembert",
-                                           "tiny-xlmr5", "tiny-gte", "tiny-nomic"),
+                                           "tiny-xlmr5", "tiny-modernbert", "tiny-gte", "tiny-nomic"),
                          [](const auto& info) { return std::string(info.param).substr(5); });
 
 TEST(TrainCli, HostSyncsOverAnEpochStayWithinTheBound) {

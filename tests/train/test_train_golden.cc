@@ -158,7 +158,7 @@ TEST_P(TrainGolden, LossGradientsAndTwoAdamWSteps) {
 // still catch a missing term, which is an O(1) error.
 TEST(TrainGoldenBf16, LossGradientsAndStepsWithinBf16Tolerance) {
   for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-electra", "tiny-distilbert", "tiny-roberta", "tiny-camembert",
-                            "tiny-xlmr5", "tiny-mpnet", "tiny-gte", "tiny-nomic"}) {
+                            "tiny-xlmr5", "tiny-mpnet", "tiny-modernbert", "tiny-gte", "tiny-nomic"}) {
     const Fixture fx = open_fixture(model);
     const HfConfig& c = fx.folder.config;
     const ModelWeights weights = open_model_folder_weights(fx.folder);
@@ -204,6 +204,7 @@ INSTANTIATE_TEST_SUITE_P(Models, TrainGolden,
                                            Case{"tiny-camembert", "reference"}, Case{"tiny-camembert", "fast"},
                                            Case{"tiny-xlmr5", "reference"}, Case{"tiny-xlmr5", "fast"},
                                            Case{"tiny-mpnet", "reference"}, Case{"tiny-mpnet", "fast"},
+                                           Case{"tiny-modernbert", "reference"}, Case{"tiny-modernbert", "fast"},
                                            Case{"tiny-gte", "reference"}, Case{"tiny-gte", "fast"},
                                            Case{"tiny-nomic", "reference"}, Case{"tiny-nomic", "fast"}),
                          [](const auto& info) {
@@ -299,8 +300,8 @@ TEST(TrainDropoutSplit, TwoHalvesWithOffsetsGiveTheWholeBatchsGradient) {
 // conversion mapping fuses q/k/v and up/gate on save and splits them on load).
 TEST(TrainCheckpointNames, EqualTransformersStateDictKeys) {
   for (const char* model :
-       {"tiny-distilbert", "tiny-electra", "tiny-roberta", "tiny-camembert", "tiny-xlmr5", "tiny-mpnet", "tiny-gte",
-        "tiny-nomic"}) {
+       {"tiny-distilbert", "tiny-electra", "tiny-roberta", "tiny-camembert", "tiny-xlmr5", "tiny-mpnet",
+        "tiny-modernbert", "tiny-gte", "tiny-nomic"}) {
     const Fixture fx = open_fixture(model);
     const nlohmann::json info =
         nlohmann::json::parse(read_file(repo_golden_dir() / (std::string(model) + ".json")));

@@ -238,7 +238,7 @@ TEST(ModelFolder, TinyXlmrLoads) {
 // ---- config.json ------------------------------------------------------------
 
 TEST(HfConfigParse, UnsupportedModelTypesAreRefusedByName) {
-  for (const char* type : {"modernbert", "deberta-v2", "xlm_roberta", "jina_bert"}) {
+  for (const char* type : {"deberta-v2", "xlm_roberta", "jina_bert"}) {
     json j = fixture_config("tiny-bert");
     j["model_type"] = type;
     const std::string msg = expect_error(Errc::unsupported, [&] { parse(j); });
@@ -678,6 +678,99 @@ TEST(HfConfigParse, NomicBertFeaturesStokeDoesNotRunAreRefusedByName) {
   };
   for (const Case& c : cases) {
     const std::string msg = expect_error(Errc::unsupported, [&] { parse_hf_config(c.json, "config.json"); });
+    EXPECT_CONTAINS(msg, std::string("config.json: field ") + c.field);
+    EXPECT_CONTAINS(msg, c.what);
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+// ---- ModernBERT: both config schemas, what it refuses -------------------------------
+
+// The hub's schema (answerdotai/ModernBERT-base's config.json: global_attn_every_n_layers,
+// global/local_rope_theta) and transformers 5's (layer_types, rope_parameters per layer type)
+// read to the same layers; the tensors follow Wqkv, Wi = 2I rows, no attn_norm in layer 0.
+TEST(HfConfigParse, ModernBertHubSchema) {
+  const HfConfig c = parse_hf_config(R"({"model_type": "modernbert", "vocab_size": 300, "hidden_size": 60,
+      "intermediate_size": 44, "num_hidden_layers": 4, "num_attention_heads": 3, "hidden_activation": "gelu",
+      "norm_eps": 1e-05, "norm_bias": false, "attention_bias": false, "mlp_bias": false, "classifier_bias": false,
+      "global_attn_every_n_layers": 3, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0,
+      "local_attention": 128, "classifier_pooling": "mean", "classifier_activation": "gelu",
+      "max_position_embeddings": 8192, "pad_token_id": 299, "position_embedding_type": "absolute",
+      "reference_compile": true, "deterministic_flash_attn": false, "sparse_prediction": false})",
+                                     "config.json");
+  EXPECT_TRUE(c.arch->prenorm);
+  EXPECT_EQ(c.attention_window, (std::vector<int>{0, 64, 64, 0}));
+  EXPECT_EQ(c.rope_theta, 160000.0);
+  EXPECT_EQ(c.local_rope_theta, 10000.0);
+  EXPECT_TRUE(c.classifier_mean_pooling);
+  EXPECT_DOUBLE_EQ(c.layer_norm_eps, 1e-5);
+  EXPECT_EQ(c.type_vocab_size, 0);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& t : expected_tensors(c)) shapes[t.name] = t.shape;
+  EXPECT_EQ(shapes.at("embeddings.tok_embeddings.weight"), (std::vector<int64_t>{300, 60}));
+  EXPECT_EQ(shapes.at("layers.0.attn.Wqkv.weight"), (std::vector<int64_t>{180, 60}));
+  EXPECT_EQ(shapes.at("layers.3.mlp.Wi.weight"), (std::vector<int64_t>{88, 60}));
+  EXPECT_EQ(shapes.at("layers.3.mlp.Wo.weight"), (std::vector<int64_t>{60, 44}));
+  EXPECT_EQ(shapes.count("layers.0.attn_norm.weight"), 0u);  // nn.Identity in layer 0
+  EXPECT_EQ(shapes.at("layers.1.attn_norm.weight"), (std::vector<int64_t>{60}));
+  EXPECT_EQ(shapes.at("head.norm.weight"), (std::vector<int64_t>{60}));
+  EXPECT_EQ(shapes.at("classifier.bias"), (std::vector<int64_t>{2}));
+  EXPECT_EQ(shapes.count("embeddings.norm.bias"), 0u);
+  // embeddings (2) + final norm + 4 layers x 6 - layer 0's attn_norm + head dense, norm, classifier w, b
+  EXPECT_EQ(shapes.size(), 2u + 1u + 4u * 6u - 1u + 4u);
+  // transformers' defaults: every third layer global from layer 0, window 128 (+-64), thetas 160k / 10k, cls.
+  const HfConfig d = parse_hf_config(R"({"model_type": "modernbert", "num_hidden_layers": 5})", "c.json");
+  EXPECT_EQ(d.attention_window, (std::vector<int>{0, 64, 64, 0, 64}));
+  EXPECT_EQ(d.rope_theta, 160000.0);
+  EXPECT_EQ(d.local_rope_theta, 10000.0);
+  EXPECT_FALSE(d.classifier_mean_pooling);
+  EXPECT_EQ(d.pad_token_id, 50283);
+}
+
+TEST(HfConfigParse, ModernBertTransformersFiveSchema) {
+  const HfConfig c = parse_hf_config(R"({"model_type": "modernbert", "hidden_size": 60, "num_attention_heads": 3,
+      "num_hidden_layers": 3, "local_attention": 16, "vocab_size": 2005, "pad_token_id": 2003,
+      "layer_types": ["full_attention", "sliding_attention", "full_attention"],
+      "rope_parameters": {"full_attention": {"rope_theta": 20000.0, "rope_type": "default"},
+                          "sliding_attention": {"rope_theta": 5000.0, "rope_type": "default"}}})",
+                                     "config.json");
+  EXPECT_EQ(c.attention_window, (std::vector<int>{0, 8, 0}));
+  EXPECT_EQ(c.rope_theta, 20000.0);
+  EXPECT_EQ(c.local_rope_theta, 5000.0);
+}
+
+TEST(HfConfigParse, ModernBertFeaturesStokeDoesNotRunAreRefusedByName) {
+  struct Case {
+    const char* json;
+    Errc code;
+    const char* field;
+    const char* what;
+  };
+  const Case cases[] = {
+      {R"({"model_type": "modernbert", "norm_bias": true})", Errc::unsupported, "\"norm_bias\"", "true"},
+      {R"({"model_type": "modernbert", "attention_bias": true})", Errc::unsupported, "\"attention_bias\"", "true"},
+      {R"({"model_type": "modernbert", "mlp_bias": true})", Errc::unsupported, "\"mlp_bias\"", "true"},
+      {R"({"model_type": "modernbert", "classifier_bias": true})", Errc::unsupported, "\"classifier_bias\"", "true"},
+      {R"({"model_type": "modernbert", "classifier_activation": "silu"})", Errc::unsupported,
+       "\"classifier_activation\"", "\"silu\""},
+      {R"({"model_type": "modernbert", "classifier_pooling": "max"})", Errc::unsupported, "\"classifier_pooling\"",
+       "\"max\""},
+      {R"({"model_type": "modernbert", "hidden_activation": "silu"})", Errc::unsupported, "\"hidden_activation\"",
+       "gelu"},
+      {R"({"model_type": "modernbert", "rope_scaling": {"rope_type": "linear", "factor": 2.0}})", Errc::unsupported,
+       "\"rope_scaling\"", "linear"},
+      {R"({"model_type": "modernbert", "rope_parameters": {"sliding_attention": {"rope_type": "yarn"}}})",
+       Errc::unsupported, "\"rope_parameters\"", "\"yarn\""},
+      {R"({"model_type": "modernbert", "num_hidden_layers": 2, "layer_types": ["full_attention", "chunked"]})",
+       Errc::unsupported, "\"layer_types\"", "chunked"},
+      {R"({"model_type": "modernbert", "num_hidden_layers": 2, "layer_types": ["full_attention"]})", Errc::format,
+       "\"layer_types\"", "num_hidden_layers = 2"},
+      {R"({"model_type": "modernbert", "local_attention": 1})", Errc::unsupported, "\"local_attention\"", "1"},
+      {R"({"model_type": "modernbert", "hidden_size": 63, "num_attention_heads": 7})", Errc::format,
+       "\"hidden_size\"", "odd"},
+  };
+  for (const Case& c : cases) {
+    const std::string msg = expect_error(c.code, [&] { parse_hf_config(c.json, "config.json"); });
     EXPECT_CONTAINS(msg, std::string("config.json: field ") + c.field);
     EXPECT_CONTAINS(msg, c.what);
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;

@@ -27,6 +27,11 @@
 // ((row_offset + t) * heads + h) * 2^32 + j,
 // Ops::AttentionDropout) after its sum is taken, before P V: the
 // denominator and lse stay the undropped ones.
+// A sliding window w (local attention) narrows every product to the keys in
+// reach: an item widens only keys [i0 - w, i1 + w) of its sequence, and a
+// block of kRows queries multiplies only the key tiles its rows can see, the
+// keys beyond a row's own |i - j| <= w set to -inf before the softmax. A
+// local layer over an 8k-token text thus costs O(L w d), not O(L^2 d).
 // GCC warns that passing a vector (below) by value would change the ABI
 // between ISAs; no vector ever crosses a function boundary here (the helpers
 // are inlined into each clone), so the warning is off for the whole file,
@@ -71,6 +76,7 @@ struct Geometry {
   int64_t heads;  // number of heads
   int64_t d;      // head dim
   float scale;    // 1 / sqrt(d)
+  int64_t window; // sliding window (0: global)
 };
 
 // The attention-probability dropout of a training call.
@@ -110,14 +116,19 @@ inline void prefetch_row(const T* row, const Item& it, const Geometry& g) {
 template <int L, class T, bool kDropout>
 STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* drop, const Item& it, const Geometry& g,
                              Scratch& w) {
-  const int64_t len = it.len, d = g.d, C = g.C;
+  const int64_t d = g.d, C = g.C, win = g.window;
+  // The keys any query of the item sees, [kb, ke) of the sequence; K, V and
+  // the score columns below are indexed from kb.
+  const int64_t kb = win ? std::max<int64_t>(0, it.i0 - win) : 0;
+  const int64_t ke = win ? std::min(it.len, it.i1 + win) : it.len;
+  const int64_t len = ke - kb;
   const int64_t Lp = round_up(len, kPad), dp = round_up(d, kPad);
-  // One pass over the sequence's rows widens V [Lp, dp] and the item's
-  // queries Q [n, d] (scaled), zero beyond the head dim so the blocked kernels
-  // may run over the padding; it also brings the rows' keys into the cache for
-  // K^T [d, Lp], built after it in transposed 16 x 16 blocks.
+  // One pass over those rows widens V [Lp, dp] and the item's queries Q [n, d]
+  // (scaled), zero beyond the head dim so the blocked kernels may run over the
+  // padding; it also brings the rows' keys into the cache for K^T [d, Lp],
+  // built after it in transposed 16 x 16 blocks.
   constexpr int64_t kAhead = 4;  // rows prefetched ahead
-  const T* rows = qkv + it.first * C;
+  const T* rows = qkv + (it.first + kb) * C;
   float* kt = w.kt.data();
   float* v = w.v.data();
   float* qs = w.q.data();
@@ -127,9 +138,9 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
     const T* vj = rows + j * C + (2 * g.heads + it.head) * d;
     for (int64_t c = 0; c < d; ++c) v[j * dp + c] = to_float(vj[c]);
     for (int64_t c = d; c < dp; ++c) v[j * dp + c] = 0.0f;
-    if (j >= it.i0 && j < it.i1) {
+    if (kb + j >= it.i0 && kb + j < it.i1) {
       const T* qj = rows + j * C + it.head * d;
-      float* q = qs + (j - it.i0) * d;
+      float* q = qs + (kb + j - it.i0) * d;
       for (int64_t c = 0; c < d; ++c) q[c] = to_float(qj[c]) * g.scale;
     }
   }
@@ -142,18 +153,32 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
   float sums[kRows], maxes[kRows];
   for (int64_t r0 = 0; r0 < n_all; r0 += kRows) {
     const int64_t n = std::min(kRows, n_all - r0);  // real rows of this block
-    product_rows<L>(qs + r0 * d, d, kt, Lp, d, Lp, len, s, Lp);  // S = Q K^T, keys from len on -inf
-    softmax_rows<L>(s, n, Lp, sums, maxes);
+    // The block's keys: [j0, j1) from kb (all of them without a window);
+    // scores in columns from jt, the whole tile holding j0, Lb of them.
+    const int64_t a = it.i0 + r0;  // the block's first query (in the sequence)
+    const int64_t j0 = win ? std::max<int64_t>(0, a - win - kb) : 0;
+    const int64_t j1 = win ? std::min(len, a + n + win - kb) : len;
+    const int64_t jt = j0 / kPad * kPad, Lb = round_up(j1 - jt, kPad);
+    product_rows<L>(qs + r0 * d, d, kt + jt, Lp, d, Lb, j1 - jt, s, Lb);  // S = Q K^T, keys from j1 on -inf
+    if (win)
+      for (int64_t r = 0; r < n; ++r) {  // each row's keys outside |i - j| <= w
+        const int64_t i = a + r - kb - jt;  // the row's own key, in the block's columns
+        float* x = s + r * Lb;
+        std::fill(x, x + std::clamp<int64_t>(i - win, 0, Lb), -__builtin_inff());
+        std::fill(x + std::clamp<int64_t>(i + win + 1, 0, Lb), x + Lb, -__builtin_inff());
+      }
+    softmax_rows<L>(s, n, Lb, sums, maxes);
     if constexpr (kDropout) {
       for (int64_t r = 0; r < n; ++r) {
         const int64_t t = it.first + it.i0 + r0 + r;
-        const float* f = mask_factors(drop->key, drop->spec.row_index(t, it.head, g.heads), len, w.f.data());
-        float* x = s + r * Lp;
+        const float* f = mask_factors(drop->key, drop->spec.row_index(t, it.head, g.heads) + static_cast<uint64_t>(kb + jt),
+                                      j1 - jt, w.f.data());
+        float* x = s + r * Lb;
 #pragma omp simd
-        for (int64_t j = 0; j < len; ++j) x[j] *= f[j];
+        for (int64_t j = 0; j < j1 - jt; ++j) x[j] *= f[j];
       }
     }
-    product_rows<L>(s, Lp, v, dp, len, dp, dp, o, dp);  // O = P V (unnormalised)
+    product_rows<L>(s, Lb, v + jt * dp, dp, j1 - jt, dp, dp, o, dp);  // O = P V (unnormalised)
     for (int64_t r = 0; r < n; ++r) {
       const float inv = 1.0f / sums[r];
       T* oi = out + (it.first + it.i0 + r0 + r) * g.heads * d + it.head * d;
@@ -165,7 +190,7 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
 
 // drop: null for no dropout (inference, or p = 0).
 void attention_with_lse(const AttentionShape& shape, const TensorView& out, const TensorView& qkv,
-                        const TensorView& cu_seqlens, float* lse, const Dropout* drop) {
+                        const TensorView& cu_seqlens, int window, float* lse, const Dropout* drop) {
   const int32_t* cu = cu_seqlens.as<const int32_t>();
   std::vector<Item> items;
   int64_t longest = 0;
@@ -173,14 +198,15 @@ void attention_with_lse(const AttentionShape& shape, const TensorView& out, cons
   for (int64_t b = 0; b < shape.B; ++b) {
     const int64_t first = cu[b], len = cu[b + 1] - cu[b];
     longest = std::max(longest, len);
-    work += 2.0 * static_cast<double>(len) * static_cast<double>(len) * static_cast<double>(shape.d * shape.heads);
+    const int64_t seen = window ? std::min<int64_t>(len, 2 * int64_t{window} + 1) : len;  // keys per query
+    work += 2.0 * static_cast<double>(len) * static_cast<double>(seen) * static_cast<double>(shape.d * shape.heads);
     for (int64_t h = 0; h < shape.heads; ++h)
       for (int64_t i0 = 0; i0 < len; i0 += kQueryBlock)
         items.push_back({first, len, h, i0, std::min(len, i0 + kQueryBlock)});
   }
   if (items.empty()) return;
   const Geometry g{3 * shape.heads * shape.d, shape.heads, shape.d,
-                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.d)))};
+                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.d))), window};
   const int64_t n_items = static_cast<int64_t>(items.size());
   const bool parallel = n_items > 1 && work >= static_cast<double>(kParallelMinElements) * 16;
   auto run = [&](auto lanes, auto tag) {
@@ -218,18 +244,20 @@ int tiles::attention_vector_floats() {
   return forced ? forced : avx512 ? 16 : 8;
 }
 
-void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen) {
-  attention_with_lse(check_attention(out, qkv, cu_seqlens, heads, max_seqlen), out, qkv, cu_seqlens, nullptr, nullptr);
+void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen,
+               int window) {
+  attention_with_lse(check_attention(out, qkv, cu_seqlens, heads, max_seqlen, window), out, qkv, cu_seqlens, window,
+                     nullptr, nullptr);
 }
 
 // The training forward: the same kernel, also keeping lse = max + log(sum) of
 // each softmax row (scores already scaled by 1/sqrt(d)), and masking the
 // probabilities when p > 0 (p = 0 runs the very code of inference).
 void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv, const TensorView& cu_seqlens,
-                     int heads, int max_seqlen, const Ops::AttentionDropout& dropout) {
-  const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout);
+                     int heads, int max_seqlen, int window, const Ops::AttentionDropout& dropout) {
+  const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, window, dropout);
   const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step, dropout.tensor_id), dropout};
-  attention_with_lse(shape, out, qkv, cu_seqlens, lse.as<float>(), dropout.p > 0.0f ? &drop : nullptr);
+  attention_with_lse(shape, out, qkv, cu_seqlens, window, lse.as<float>(), dropout.p > 0.0f ? &drop : nullptr);
 }
 
 }  // namespace stoke::cpu::fast

@@ -18,6 +18,11 @@
 // ((row_offset + t) * heads + h) * 2^32 + j,
 // Ops::AttentionDropout) enter as
 //                      Pd = P m,  DS = P (DP m - rowsum(dO * out)),  dV^T += dO^T Pd
+// With a sliding window w, each row's scores outside |i - j| <= w are set to
+// -inf before the softmax, so P and DS are exactly 0 there (the products
+// still run over the whole sequence: the windowed inference forward is the
+// one tuned for long texts; narrowing these to the window's tiles is the
+// backward's speed step).
 // GCC warns that passing a vector by value would change the ABI between ISAs;
 // none crosses a function boundary here (see fast_attention_tiles.h).
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -46,6 +51,7 @@ struct Item {
 struct Geometry {
   int64_t C, D, heads, d;  // qkv columns, out columns, heads, head dim
   float scale;
+  int64_t window;  // sliding window (0: global)
 };
 
 // The attention-probability dropout of the forward being differentiated.
@@ -190,6 +196,13 @@ STOKE_CPU_CLONES void backward_item(const float* qkv, const float* out, const fl
       }
     }
     product_rows<L>(qs + r0 * dp, dp, kt, Lp, d, Lp, len, s, Lp);  // S
+    if (g.window)
+      for (int64_t r = 0; r < n; ++r) {  // keys outside the row's window: P = 0
+        const int64_t i = r0 + r;
+        float* x = s + r * Lp;
+        std::fill(x, x + std::max<int64_t>(0, i - g.window), -__builtin_inff());
+        std::fill(x + std::min(len, i + g.window + 1), x + len, -__builtin_inff());
+      }
     product_rows<L>(go, dp, vt, Lp, d, Lp, Lp, ds, Lp);            // DP
     for (int64_t r = 0; r < kRows; ++r) {
       if (r >= n) {  // padding rows add nothing below
@@ -217,10 +230,10 @@ STOKE_CPU_CLONES void backward_item(const float* qkv, const float* out, const fl
 }  // namespace
 
 void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv, const TensorView& out,
-                        const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen,
+                        const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
                         const Ops::AttentionDropout& dropout) {
   const AttentionShape shape =
-      check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
+      check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, window, dropout);
   if (shape.T == 0) return;
   const int32_t* cu = cu_seqlens.as<const int32_t>();
   std::vector<Item> items;
@@ -234,7 +247,7 @@ void attention_backward(const TensorView& dqkv, const TensorView& dout, const Te
     for (int64_t h = 0; h < shape.heads; ++h) items.push_back({first, len, h});
   }
   const Geometry g{3 * shape.heads * shape.d, shape.heads * shape.d, shape.heads, shape.d,
-                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.d)))};
+                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.d))), window};
   thread_local std::vector<float> qkv_buf, out_buf, dout_buf, dqkv_buf;
   const float* x = f32_input(qkv, qkv_buf);
   const float* o = f32_input(out, out_buf);

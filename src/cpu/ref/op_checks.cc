@@ -166,8 +166,9 @@ RowsShape check_bias_gelu(const TensorView& x, const TensorView& bias) {
 }
 
 AttentionShape check_attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
-                               int max_seqlen, IndexData where) {
+                               int max_seqlen, int window, IndexData where) {
   const char* op = "attention";
+  if (window < 0) fail(op, fmt::format("window = {}, expected >= 0 (0: global attention)", window));
   need(op, "qkv", qkv, 2);
   need(op, "out", out, 2);
   need_act(op, "qkv", qkv);

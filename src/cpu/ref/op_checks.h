@@ -42,8 +42,9 @@ void check_layernorm_copy(const char* op, const TensorView& out, const TensorVie
 struct AttentionShape {
   int64_t T, B, heads, d;  // tokens, sequences, heads, head dim
 };
+// window: the sliding window of the attention ops (0 = global), >= 0.
 AttentionShape check_attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
-                               int max_seqlen, IndexData where = IndexData::host);
+                               int max_seqlen, int window, IndexData where = IndexData::host);
 
 struct PoolShape {
   int64_t T, B, H;

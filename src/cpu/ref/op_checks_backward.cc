@@ -261,11 +261,11 @@ RowsShape check_tanh_backward(const TensorView& dx, const TensorView& dy, const 
 }
 
 AttentionShape check_attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                                     const TensorView& cu_seqlens, int heads, int max_seqlen,
+                                     const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
                                      const Ops::AttentionDropout& dropout, IndexData where) {
   const char* op = "attention_train";
   need_dropout_p(op, dropout);
-  const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen, where);
+  const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen, window, where);
   need_dropout_rows(op, dropout, s.T, s.heads);
   need(op, "lse", lse, 2);
   need_dtype(op, "lse", lse, DType::f32);
@@ -278,11 +278,11 @@ AttentionShape check_attention_train(const TensorView& out, const TensorView& ls
 
 AttentionShape check_attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                                         const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens,
-                                        int heads, int max_seqlen, const Ops::AttentionDropout& dropout,
-                                        IndexData where) {
+                                        int heads, int max_seqlen, int window,
+                                        const Ops::AttentionDropout& dropout, IndexData where) {
   const char* op = "attention_backward";
   need_dropout_p(op, dropout);
-  const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen, where);
+  const AttentionShape s = check_attention(out, qkv, cu_seqlens, heads, max_seqlen, window, where);
   need_dropout_rows(op, dropout, s.T, s.heads);
   need_rows(op, "dout", dout, s.T, s.heads * s.d);
   need(op, "lse", lse, 2);

@@ -37,12 +37,12 @@ RowsShape check_relu_backward(const TensorView& dx, const TensorView& dy, const 
 // IndexData::device (the CUDA backend): index values live on the device and
 // are not read (the host validated them before copying), as in op_checks.h.
 AttentionShape check_attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                                     const TensorView& cu_seqlens, int heads, int max_seqlen,
+                                     const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
                                      const Ops::AttentionDropout& dropout, IndexData where = IndexData::host);
 AttentionShape check_attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                                         const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens,
-                                        int heads, int max_seqlen, const Ops::AttentionDropout& dropout,
-                                        IndexData where = IndexData::host);
+                                        int heads, int max_seqlen, int window,
+                                        const Ops::AttentionDropout& dropout, IndexData where = IndexData::host);
 RowsShape check_gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows,
                                      IndexData where = IndexData::host);  // {B, H}
 PoolShape check_pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h,

@@ -15,7 +15,8 @@
 //   out_i = sum_j P_ij m_ij v_j     (lse_i stays the undropped log-denominator)
 //   dV_j = sum_i P_ij m_ij dout_i   dP_ij = m_ij (dout_i · v_j)
 // and dS, D, dQ, dK as above (D_i = dout_i · out_i = sum_j P_ij dP_ij still).
-// No mask (bidirectional); the max is subtracted before exp.
+// Bidirectional; with a sliding window w > 0, query i sees only keys j with
+// |i - j| <= w (P_ij = 0 elsewhere). The max is subtracted before exp.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -61,9 +62,12 @@ double biased(double s, double scale, const TensorView& rel, int64_t i, int64_t 
   return rel.empty() ? v : v + load(rel, (j - i + M - 1) * nh + h);
 }
 
+// Whether query i sees key j under the sliding window (0: every key).
+bool sees(int64_t i, int64_t j, int window) { return window == 0 || std::abs(i - j) <= window; }
+
 // out (and lse when not empty); rel may be empty (no bias).
 void forward(const TensorView& out, const TensorView& lse, const TensorView& qkv, const TensorView& cu,
-             const AttentionShape& shape, int max_seqlen, const TensorView& rel,
+             const AttentionShape& shape, int max_seqlen, int window, const TensorView& rel,
              const Ops::AttentionDropout& dropout) {
   const auto [T, B, nh, d] = shape;
   const int64_t M = max_seqlen;
@@ -80,6 +84,10 @@ void forward(const TensorView& out, const TensorView& lse, const TensorView& qkv
         mask_row(dropout, first + i, h, nh, m);
         double mx = -INFINITY;
         for (int64_t j = 0; j < len; ++j) {
+          if (!sees(i, j, window)) {
+            p[static_cast<size_t>(j)] = -INFINITY;  // exp: exactly 0
+            continue;
+          }
           double s = 0.0;
           for (int64_t c = 0; c < d; ++c) s += X(first + i, qc + c) * X(first + j, kc + c);
           const double v = biased(s, scale, rel, i, j, h, nh, M);
@@ -106,7 +114,7 @@ void forward(const TensorView& out, const TensorView& lse, const TensorView& qkv
 // dqkv (and drel when rel is not empty: written, not accumulated).
 void backward(const TensorView& dqkv, const TensorView& drel, const TensorView& dout, const TensorView& qkv,
               const TensorView& out, const TensorView& lse, const TensorView& cu, const AttentionShape& shape,
-              int max_seqlen, const TensorView& rel, const Ops::AttentionDropout& dropout) {
+              int max_seqlen, int window, const TensorView& rel, const Ops::AttentionDropout& dropout) {
   const auto [T, B, nh, d] = shape;
   const int64_t C = 3 * nh * d, D = nh * d, M = max_seqlen;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -134,7 +142,7 @@ void backward(const TensorView& dqkv, const TensorView& drel, const TensorView& 
             s += X(ti, qc + c) * X(first + j, kc + c);
             dpj += load(dout, ti * D + h * d + c) * X(first + j, vc + c);
           }
-          p[static_cast<size_t>(j)] = std::exp(biased(s, scale, rel, i, j, h, nh, M) - l);
+          p[static_cast<size_t>(j)] = sees(i, j, window) ? std::exp(biased(s, scale, rel, i, j, h, nh, M) - l) : 0.0;
           dp[static_cast<size_t>(j)] = dpj * m[static_cast<size_t>(j)];
         }
         for (int64_t j = 0; j < len; ++j) {
@@ -156,29 +164,31 @@ void backward(const TensorView& dqkv, const TensorView& drel, const TensorView& 
 
 }  // namespace
 
-void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen) {
-  const AttentionShape shape = check_attention(out, qkv, cu_seqlens, heads, max_seqlen);
-  forward(out, TensorView{}, qkv, cu_seqlens, shape, max_seqlen, TensorView{}, Ops::AttentionDropout{});
+void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen,
+               int window) {
+  const AttentionShape shape = check_attention(out, qkv, cu_seqlens, heads, max_seqlen, window);
+  forward(out, TensorView{}, qkv, cu_seqlens, shape, max_seqlen, window, TensorView{}, Ops::AttentionDropout{});
 }
 
 void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
-                     const TensorView& cu_seqlens, int heads, int max_seqlen, const Ops::AttentionDropout& dropout) {
-  const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout);
-  forward(out, lse, qkv, cu_seqlens, shape, max_seqlen, TensorView{}, dropout);
+                     const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
+                     const Ops::AttentionDropout& dropout) {
+  const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, window, dropout);
+  forward(out, lse, qkv, cu_seqlens, shape, max_seqlen, window, TensorView{}, dropout);
 }
 
 void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv, const TensorView& out,
-                        const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen,
+                        const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
                         const Ops::AttentionDropout& dropout) {
   const AttentionShape shape =
-      check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
-  backward(dqkv, TensorView{}, dout, qkv, out, lse, cu_seqlens, shape, max_seqlen, TensorView{}, dropout);
+      check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, window, dropout);
+  backward(dqkv, TensorView{}, dout, qkv, out, lse, cu_seqlens, shape, max_seqlen, window, TensorView{}, dropout);
 }
 
 void attention_relpos(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
                       int max_seqlen, const TensorView& rel) {
   const AttentionShape shape = check_attention_relpos(out, qkv, cu_seqlens, heads, max_seqlen, rel);
-  forward(out, TensorView{}, qkv, cu_seqlens, shape, max_seqlen, rel, Ops::AttentionDropout{});
+  forward(out, TensorView{}, qkv, cu_seqlens, shape, max_seqlen, 0, rel, Ops::AttentionDropout{});
 }
 
 void attention_relpos_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
@@ -186,7 +196,7 @@ void attention_relpos_train(const TensorView& out, const TensorView& lse, const 
                             const Ops::AttentionDropout& dropout) {
   const AttentionShape shape =
       check_attention_relpos_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, rel, dropout);
-  forward(out, lse, qkv, cu_seqlens, shape, max_seqlen, rel, dropout);
+  forward(out, lse, qkv, cu_seqlens, shape, max_seqlen, 0, rel, dropout);
 }
 
 void attention_relpos_backward(const TensorView& dqkv, const TensorView& drel, const TensorView& dout,
@@ -195,7 +205,7 @@ void attention_relpos_backward(const TensorView& dqkv, const TensorView& drel, c
                                const Ops::AttentionDropout& dropout) {
   const AttentionShape shape = check_attention_relpos_backward(dqkv, drel, dout, qkv, out, lse, cu_seqlens, heads,
                                                                max_seqlen, rel, dropout);
-  backward(dqkv, drel, dout, qkv, out, lse, cu_seqlens, shape, max_seqlen, rel, dropout);
+  backward(dqkv, drel, dout, qkv, out, lse, cu_seqlens, shape, max_seqlen, 0, rel, dropout);
 }
 
 }  // namespace stoke::cpu::ref

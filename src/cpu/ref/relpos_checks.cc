@@ -20,7 +20,7 @@ void check_relpos_table(const char* op, const char* name, const TensorView& t, i
 
 AttentionShape check_attention_relpos(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
                                       int heads, int max_seqlen, const TensorView& rel, IndexData where) {
-  const AttentionShape shape = check_attention(out, qkv, cu_seqlens, heads, max_seqlen, where);
+  const AttentionShape shape = check_attention(out, qkv, cu_seqlens, heads, max_seqlen, 0, where);
   check_relpos_table("attention_relpos", "rel", rel, heads, max_seqlen);
   return shape;
 }
@@ -28,7 +28,7 @@ AttentionShape check_attention_relpos(const TensorView& out, const TensorView& q
 AttentionShape check_attention_relpos_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
                                             const TensorView& cu_seqlens, int heads, int max_seqlen,
                                             const TensorView& rel, const Ops::AttentionDropout& dropout) {
-  const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, dropout);
+  const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, 0, dropout);
   check_relpos_table("attention_relpos_train", "rel", rel, heads, max_seqlen);
   return shape;
 }
@@ -38,7 +38,7 @@ AttentionShape check_attention_relpos_backward(const TensorView& dqkv, const Ten
                                                const TensorView& cu_seqlens, int heads, int max_seqlen,
                                                const TensorView& rel, const Ops::AttentionDropout& dropout) {
   const AttentionShape shape =
-      check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
+      check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, 0, dropout);
   check_relpos_table("attention_relpos_backward", "rel", rel, heads, max_seqlen);
   check_relpos_table("attention_relpos_backward", "drel", drel, heads, max_seqlen);
   return shape;

@@ -1,0 +1,53 @@
+#include "model/prenorm_layer.h"
+
+namespace stoke {
+
+void prenorm_encoder_forward(const Ops& ops, const EncoderParams& p, const HfConfig& c, const SequenceInputs& in,
+                             const PrenormViews& v) {
+  const bool low = !v.xn_low.empty();
+  const int heads = static_cast<int>(c.num_attention_heads);
+  Ops::Rotary rope;
+  rope.heads = 2 * heads;  // the q heads, then the k heads, of every qkv row
+  rope.head_dim = static_cast<int>(c.head_dim());
+  Ops::Glu geglu;
+  geglu.act = Ops::Glu::Act::gelu_erf;
+  geglu.act_on_second = false;  // Wi's output is [input | gate]: GELU(input) * gate
+  ops.embed_layernorm(v.h, in.ids, in.positions, TensorView{}, p.word_embeddings, p.position_embeddings,
+                      TensorView{}, p.emb_ln_gamma, p.emb_ln_beta, in.eps, low ? v.h_low : TensorView{});
+  TensorView x = low ? v.h_low : v.h;  // layer 0's attention reads h itself (no attn_norm)
+  const size_t L = p.layers.size();
+  for (size_t l = 0; l < L; ++l) {
+    const EncoderLayerParams& w = p.layers[l];
+    const int window = c.attention_window[l];
+    ops.linear(v.qkv, x, w.qkv_w, TensorView{}, Activation::none);
+    ops.rotary(v.qkv, in.cu, window ? p.rope_local : p.rope_global, rope);
+    ops.attention(v.ctx, v.qkv, in.cu, heads, in.max_seqlen, window);
+    ops.linear(v.tmp, v.ctx, w.attn_out_w, TensorView{}, Activation::none);
+    // xn = LN_mlp(h + attention), then h takes the sum.
+    ops.residual_layernorm(v.xn, v.tmp, v.h, w.ffn_ln_gamma, w.ffn_ln_beta, in.eps, v.xn_low);
+    ops.add(v.h, v.tmp);
+    const TensorView xn_in = low ? v.xn_low : v.xn;
+    ops.linear(v.gate, xn_in, w.ffn_in_w, TensorView{}, Activation::none);
+    ops.glu(v.ffa, v.gate, geglu);
+    ops.linear(v.tmp, v.ffa, w.ffn_out_w, TensorView{}, Activation::none);
+    if (l + 1 == L) {  // the final LayerNorm of h + mlp, into h (nothing reads the sum after it)
+      ops.residual_layernorm(v.h, v.tmp, v.h, p.final_norm, p.zeros, in.eps, TensorView{});
+    } else {  // the next layer's attn_norm of h + mlp, then h takes the sum
+      const EncoderLayerParams& next = p.layers[l + 1];
+      ops.residual_layernorm(v.xn, v.tmp, v.h, next.attn_ln_gamma, next.attn_ln_beta, in.eps, v.xn_low);
+      ops.add(v.h, v.tmp);
+      x = xn_in;
+    }
+  }
+}
+
+void prenorm_head_forward(const Ops& ops, const EncoderParams& p, const HfConfig& c, const TensorView& h,
+                          const TensorView& cu, const TensorView& pooled, const TensorView& hidden,
+                          const TensorView& zero_rows) {
+  ops.pool(hidden, h, cu, c.classifier_mean_pooling ? PoolingMode::mean : PoolingMode::cls);
+  ops.linear(pooled, hidden, p.head_dense_w, TensorView{}, Activation::gelu_erf);
+  ops.residual_layernorm(hidden, pooled, zero_rows, p.head_norm, p.zeros, static_cast<float>(c.layer_norm_eps),
+                         TensorView{});
+}
+
+}  // namespace stoke
