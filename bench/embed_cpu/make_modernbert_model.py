@@ -21,6 +21,8 @@ from pathlib import Path
 import torch
 import transformers
 
+from st_folder import write_sentence_transformers_files
+
 CONFIG = dict(hidden_size=768, intermediate_size=1152, num_hidden_layers=22, num_attention_heads=12,
               hidden_activation="gelu", max_position_embeddings=8192, norm_eps=1e-5, norm_bias=False,
               global_rope_theta=160000.0, local_rope_theta=10000.0, global_attn_every_n_layers=3,
@@ -40,17 +42,9 @@ def main():
     torch.manual_seed(0)
     model = transformers.ModernBertModel(config)
     model.save_pretrained(str(out))
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(tokenizer_dir / f, out / f)
-    (out / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]))
-    (out / "1_Pooling").mkdir()
-    (out / "1_Pooling" / "config.json").write_text(json.dumps({
+    write_sentence_transformers_files(out, tokenizer_dir, {
         "word_embedding_dimension": 768, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
-        "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False}))
-    (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 512, "do_lower_case": False}))
+        "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False})
     marker.write_text(json.dumps(CONFIG))
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 import torch
 import transformers
 
+from st_folder import write_sentence_transformers_files
+
 CONFIG = dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
               num_key_value_heads=8, head_dim=128, max_position_embeddings=32768, rms_norm_eps=1e-6,
               rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, vocab_size=151669,
@@ -38,18 +40,10 @@ def main():
     torch.manual_seed(0)
     model = transformers.Qwen3Model(config)
     model.save_pretrained(str(out))
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(tokenizer_dir / f, out / f)
-    (out / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]))
-    (out / "1_Pooling").mkdir()
-    (out / "1_Pooling" / "config.json").write_text(json.dumps({
+    write_sentence_transformers_files(out, tokenizer_dir, {
         "word_embedding_dimension": 1024, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": False,
         "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
-        "pooling_mode_lasttoken": True, "include_prompt": True}))
-    (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 512, "do_lower_case": False}))
+        "pooling_mode_lasttoken": True, "include_prompt": True})
     (out / "config_sentence_transformers.json").write_text(json.dumps({
         "prompts": {"query": "Instruct: Given a web search query, retrieve relevant passages that answer the "
                              "query\nQuery:", "document": ""},
