@@ -63,6 +63,10 @@ SIGINT_SCRIPT = textwrap.dedent(
     """
     import os, signal, sys, threading, time
     import stoke
+    # Python installs its KeyboardInterrupt handler only when SIGINT was not
+    # ignored at start-up, and a shell ignores SIGINT in what it starts with "&"
+    # (a background CI job, nohup): put back what an interactive session has.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     m = stoke.Model(sys.argv[1], device="cpu")
     texts = ["a long enough text to take some time " * 8] * 200000
     # Ctrl-C as a terminal sends it: SIGINT to the process, a moment into the encode.
