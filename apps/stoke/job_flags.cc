@@ -173,6 +173,10 @@ void add_train_flags(CLI::App* train, TrainCli& cli, const char* output_help) {
   add_real(train, "--weight-decay", trn.weight_decay, {0, 10}, "AdamW decoupled weight decay");
   train->add_flag("--decay-all", trn.decay_all, "Decay biases and LayerNorm weights too");
   add_real(train, "--max-grad-norm", trn.max_grad_norm, {0, 1e6}, "Clip the global gradient norm (0: no clipping)");
+  add_real(train, "--loss-scale-init", trn.loss_scale_init, {0, 3.4e38, true},
+           "--precision f16: the dynamic loss scale's first value (torch GradScaler's init_scale)");
+  add_int(train, "--loss-scale-growth-interval", trn.loss_scale_growth_interval, {1, 1 << 30},
+          "--precision f16: clean steps in a row before the loss scale doubles");
   add_real(train, "--dropout", cli.dropout, {0, 1, false, true},
            "Every dropout probability (default: the config's; 0 disables)", false);
   add_real(train, "--label-smoothing", trn.label_smoothing, {0, 1, false, true}, "Cross-entropy label smoothing");

@@ -120,6 +120,9 @@ void report_train(const TrainSummary& s, const TrainOptions& o) {
     if (s.has_eval)
       std::fprintf(stderr, "; eval loss %.4f, accuracy %.4f, macro-F1 %.4f", s.eval_loss, s.eval_accuracy,
                    s.eval_macro_f1);
+    if (s.loss_scaling)
+      std::fprintf(stderr, "; loss scale %g, %lld %s skipped (inf/NaN gradients)", s.loss_scale,
+                   static_cast<long long>(s.skipped_steps), s.skipped_steps == 1 ? "step" : "steps");
     std::fprintf(stderr, "%s%s -> %s\n", s.resumed_from.empty() ? "" : "; resumed from ",
                  s.resumed_from.c_str(), s.output.c_str());
     if (!s.gpu_report.empty()) std::fprintf(stderr, "  %s\n", s.gpu_report.c_str());

@@ -351,9 +351,47 @@ STOKE_OP(sum_squares, (const TensorView& out, const TensorView& x), (out, x))
 // them; a NaN norm gives a NaN scale, as in torch). sumsq[1] f64 or f32.
 STOKE_OP(clip_scale, (const TensorView& scale, const TensorView& sumsq, float max_norm), (scale, sumsq, max_norm))
 
+// --- f16 training's dynamic loss scale (torch.amp.GradScaler), on the device.
+// scaler[kSlots] f64 is the state (Ops::LossScaler, backend/ops.h: scale,
+// growth tracker, found-inf flag, skipped and taken steps). A step: the
+// loss gradient times the scale (loss_scale_multiply), backward, [the
+// data-parallel gradient sum], loss_scale_unscale, clipping on the unscaled
+// gradients, adamw with the scaler (skipped on an inf/NaN), then
+// loss_scale_update. No host read anywhere.
+
+// x *= scale element-wise: x (f32, bf16 or f16, any shape) times the f32
+// value scaler[kScale], the product in f32 rounded once to x's dtype. The
+// loss gradient (dlogits) before backward, so every gradient of the
+// backward carries the scale (torch: (loss * scale).backward()).
+STOKE_OP(loss_scale_multiply, (const TensorView& x, const TensorView& scaler), (x, scaler))
+
+// torch's _amp_foreach_non_finite_check_and_unscale_ on one tensor: every
+// element of g (f32, bf16 or f16, any shape) times inv = f32(1 / double(scale))
+// (train/loss_scaler.h inverse_loss_scale), in f32, rounded once to g's
+// dtype; scaler[kFoundInf] = 1 when an element was inf or NaN before the
+// multiply. The flag is only ever set here, never cleared (calls over
+// several tensors OR into it): loss_scale_update clears it.
+STOKE_OP(loss_scale_unscale, (const TensorView& g, const TensorView& scaler), (g, scaler))
+
+// torch._amp_update_scale_ (train/loss_scaler.h update_loss_scaler) from
+// scaler[kFoundInf]: an inf/NaN backs the scale off (scale * backoff_factor,
+// tracker 0, skipped_steps + 1); a clean step counts (optimizer_steps + 1)
+// and the growth_interval-th clean step in a row grows the scale by
+// growth_factor (unless that is not finite) and restarts the tracker. Then
+// found_inf = 0 for the next step. growth_factor > 1, backoff_factor in
+// (0, 1), growth_interval >= 1.
+STOKE_OP(loss_scale_update,
+         (const TensorView& scaler, float growth_factor, float backoff_factor, int growth_interval),
+         (scaler, growth_factor, backoff_factor, growth_interval))
+
 // One AdamW step of a parameter group, torch.optim.AdamW semantics (the
 // hyperparameters: Ops::AdamWStep, backend/ops.h). p, g, m, v: f32 of equal
-// element count (flat buffers; any shape). For every element, with
+// element count (flat buffers; any shape). scaler: empty, or f16 training's
+// loss-scaler state (above): when its found_inf is 1 the step is skipped —
+// nothing is written, p, m and v keep their bits — and otherwise t is
+// scaler[kOptimizerSteps] + 1 (the steps taken before this one; hp.step is
+// not read), so a skipped step does not advance t, as torch's AdamW whose
+// step() the GradScaler did not call. For every element, with
 // s = grad_scale[0] (f32 on device; empty = 1):
 //   g' = s * g
 //   p  = p * (1 - lr * weight_decay)           only where decay applies
@@ -366,8 +404,9 @@ STOKE_OP(clip_scale, (const TensorView& scale, const TensorView& sumsq, float ma
 // nowhere. g is read, never written.
 STOKE_OP(adamw,
          (const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
-          const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp),
-         (p, g, m, v, decay_ranges, grad_scale, hp))
+          const TensorView& decay_ranges, const TensorView& grad_scale, const TensorView& scaler,
+          const Ops::AdamWStep& hp),
+         (p, g, m, v, decay_ranges, grad_scale, scaler, hp))
 
 // --- decoder embedders (Qwen2, Qwen3): pre-norm RMSNorm and grouped-query
 // attention. Inference only (decoder fine-tuning is out of scope).

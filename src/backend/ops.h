@@ -54,6 +54,20 @@ class Ops {
     double weight_decay = 0.0;  // decoupled: p -= lr * weight_decay * p where decay applies
   };
 
+  // The state of f16 training's dynamic loss scale (torch.amp.GradScaler),
+  // one f64 tensor of kSlots elements in device memory, read and written only
+  // by the ops (loss_scale_multiply, loss_scale_unscale, adamw,
+  // loss_scale_update), so no step reads it on the host. The scale is an f32
+  // value held in f64 (exactly); the others are counts, exact in f64 up to 2^53.
+  struct LossScaler {
+    static constexpr int kScale = 0;           // the loss's multiplier (f32 value)
+    static constexpr int kGrowthTracker = 1;   // clean steps in a row since the scale last changed
+    static constexpr int kFoundInf = 2;        // 1 when this step's gradients held an inf or NaN, else 0
+    static constexpr int kSkippedSteps = 3;    // optimizer steps skipped for an inf/NaN gradient
+    static constexpr int kOptimizerSteps = 4;  // optimizer steps taken (AdamW's t so far)
+    static constexpr int kSlots = 5;
+  };
+
   // Which columns the rotary op rotates and how it pairs them (op_list.h:
   // rotary). The frequencies are a tensor argument of the op.
   struct Rotary {

@@ -294,18 +294,36 @@ class CudaOps final : public UnsupportedOps {
     Launch op(s_, "clip_scale");
     launch_clip_scale(op.stream, scale, sumsq, max_norm);
   }
+  void loss_scale_multiply(const TensorView& x, const TensorView& scaler) const override {
+    cpu::check_loss_scale_multiply(x, scaler);  // shapes only: the scaler's values stay on the device
+    Launch op(s_, "loss_scale_multiply");
+    launch_loss_scale_multiply(op.stream, x, scaler);
+  }
+  void loss_scale_unscale(const TensorView& g, const TensorView& scaler) const override {
+    cpu::check_loss_scale_unscale(g, scaler);
+    Launch op(s_, "loss_scale_unscale");
+    launch_loss_scale_unscale(op.stream, g, scaler);
+  }
+  void loss_scale_update(const TensorView& scaler, float growth_factor, float backoff_factor,
+                         int growth_interval) const override {
+    cpu::check_loss_scale_update(scaler, growth_factor, backoff_factor, growth_interval);
+    Launch op(s_, "loss_scale_update");
+    launch_loss_scale_update(op.stream, scaler, growth_factor, backoff_factor, growth_interval);
+  }
   void adamw(const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
-             const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp) const override {
+             const TensorView& decay_ranges, const TensorView& grad_scale, const TensorView& scaler,
+             const Ops::AdamWStep& hp) const override {
     // The shared check reads the ranges' values, which live on the device
     // here: it checks everything else, the ranges' shape is checked below;
     // their order was checked on the host before they were uploaded (the
-    // trainer builds them from the parameter layout once).
-    cpu::check_adamw(p, g, m, v, TensorView{}, grad_scale, hp);
+    // trainer builds them from the parameter layout once). The scaler's
+    // shape is checked; its values are read by the kernel.
+    cpu::check_adamw(p, g, m, v, TensorView{}, grad_scale, scaler, hp);
     if (decay_ranges.rank != 0 &&
         (decay_ranges.rank != 2 || decay_ranges.dtype != DType::i64 || decay_ranges.dim(1) != 2))
       throw Error(Errc::invalid_argument, "adamw: decay_ranges must be an [R, 2] i64 tensor of [begin, end) ranges");
     Launch op(s_, "adamw");
-    launch_adamw(op.stream, p, g, m, v, decay_ranges, grad_scale, hp);
+    launch_adamw(op.stream, p, g, m, v, decay_ranges, grad_scale, scaler, hp);
   }
 
  private:

@@ -1,7 +1,8 @@
 // Training kernels: activation backward, add, dropout (Philox, the CPU's
 // element layout), bias+GELU with its pre-activation kept and its backward,
 // the LayerNorm training forward and backward, the gradient's sum of squares
-// and clip coefficient, fused AdamW over a flat parameter buffer, MSE.
+// and clip coefficient, fused AdamW over a flat parameter buffer, MSE, and
+// f16 training's loss-scale ops (the scaler's state stays on the device).
 //
 // Determinism: no atomics anywhere here. Every parameter-gradient sum over
 // tokens (dbias, dgamma, dbeta) is one thread per column walking the rows in
@@ -17,6 +18,7 @@
 #include "cuda/cuda_internal.h"
 #include "cuda/kernels_common.cuh"
 #include "cuda/kernels_train.h"
+#include "train/loss_scaler.h"
 
 namespace stoke::cuda {
 
@@ -216,8 +218,37 @@ __global__ void clip_scale_kernel(float* scale, const void* sumsq, bool f64, flo
 struct AdamWCoef {
   float decay, w1, beta2, w2, bc2_sqrt, eps, neg_step;
 };
+// The f32 coefficients of step t, formed in double and rounded once (as the
+// CPU kernels); on the host for a step number the host knows, on the device
+// for one the loss scaler counts.
+__host__ __device__ AdamWCoef adamw_coef(const Ops::AdamWStep& hp, double t) {
+  AdamWCoef k;
+  k.decay = static_cast<float>(1.0 - hp.lr * hp.weight_decay);
+  k.w1 = static_cast<float>(1.0 - hp.beta1);
+  k.beta2 = static_cast<float>(hp.beta2);
+  k.w2 = static_cast<float>(1.0 - hp.beta2);
+  k.bc2_sqrt = static_cast<float>(sqrt(1.0 - pow(hp.beta2, t)));
+  k.eps = static_cast<float>(hp.eps);
+  k.neg_step = static_cast<float>(-(hp.lr / (1.0 - pow(hp.beta1, t))));
+  return k;
+}
+// scaler (f16 training's loss scaler, or null): a set found-inf flag skips
+// the step (every block returns before writing), else t is its step count +
+// 1 and each block's thread 0 forms the coefficients from it.
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, bool all,
-                             const int64_t* ranges, int64_t R, const float* grad_scale, AdamWCoef k) {
+                             const int64_t* ranges, int64_t R, const float* grad_scale, AdamWCoef host_k,
+                             const double* scaler, Ops::AdamWStep hp) {
+  __shared__ AdamWCoef shared_k;
+  __shared__ bool skip;
+  if (scaler) {
+    if (threadIdx.x == 0) {
+      skip = scaler[Ops::LossScaler::kFoundInf] != 0.0;
+      if (!skip) shared_k = adamw_coef(hp, scaler[Ops::LossScaler::kOptimizerSteps] + 1.0);
+    }
+    __syncthreads();
+    if (skip) return;
+  }
+  const AdamWCoef k = scaler ? shared_k : host_k;
   const float s = grad_scale ? *grad_scale : 1.0f;
   STOKE_GRID_STRIDE(i, n) {
     bool decays = all;
@@ -243,6 +274,31 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64
     m[i] = mi;
     v[i] = vi;
   }
+}
+
+// The loss-scale ops (f16 training). x *= scale in f32, rounded once.
+__global__ void loss_scale_multiply_kernel(void* x, Elem e, int64_t n, const double* scaler) {
+  const float scale = static_cast<float>(scaler[Ops::LossScaler::kScale]);
+  STOKE_GRID_STRIDE(i, n) store(x, e, i, __fmul_rn(load(x, e, i), scale));
+}
+
+// g *= inv in f32 (inv = f32(1 / double(scale)), as torch), rounded once; any
+// inf/NaN before the multiply sets the found-inf flag. Every writer stores
+// the same 1.0, so the races are benign and the result deterministic.
+__global__ void loss_scale_unscale_kernel(void* g, Elem e, int64_t n, double* scaler) {
+  const float inv = inverse_loss_scale(static_cast<float>(scaler[Ops::LossScaler::kScale]));
+  bool bad = false;
+  STOKE_GRID_STRIDE(i, n) {
+    const float v = load(g, e, i);
+    bad |= !isfinite(v);
+    store(g, e, i, __fmul_rn(v, inv));
+  }
+  if (__syncthreads_or(bad) && threadIdx.x == 0) scaler[Ops::LossScaler::kFoundInf] = 1.0;
+}
+
+__global__ void loss_scale_update_kernel(double* scaler, float growth_factor, float backoff_factor,
+                                         int growth_interval) {
+  update_loss_scaler_slots(scaler, growth_factor, backoff_factor, growth_interval);
 }
 
 // MSE over B rows by one block: dpred (may be pred) and the metrics {sum loss, 0, B} in f64, rows in a fixed tree.
@@ -553,24 +609,40 @@ void launch_clip_scale(cudaStream_t s, const TensorView& scale, const TensorView
 }
 
 void launch_adamw(cudaStream_t s, const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
-                  const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp) {
+                  const TensorView& decay_ranges, const TensorView& grad_scale, const TensorView& scaler,
+                  const Ops::AdamWStep& hp) {
   const int64_t n = p.numel();
   if (n == 0) return;
-  const double t = static_cast<double>(hp.step);
-  AdamWCoef k;
-  k.decay = static_cast<float>(1.0 - hp.lr * hp.weight_decay);
-  k.w1 = static_cast<float>(1.0 - hp.beta1);
-  k.beta2 = static_cast<float>(hp.beta2);
-  k.w2 = static_cast<float>(1.0 - hp.beta2);
-  k.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(hp.beta2, t)));
-  k.eps = static_cast<float>(hp.eps);
-  k.neg_step = static_cast<float>(-(hp.lr / (1.0 - std::pow(hp.beta1, t))));
+  const AdamWCoef k = adamw_coef(hp, static_cast<double>(hp.step));
   const bool all = decay_ranges.rank == 0;
   adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(
       p.as<float>(), g.as<const float>(), m.as<float>(), v.as<float>(), n, all,
       all ? nullptr : static_cast<const int64_t*>(decay_ranges.data), all ? 0 : decay_ranges.dim(0),
-      grad_scale.empty() ? nullptr : grad_scale.as<const float>(), k);
+      grad_scale.empty() ? nullptr : grad_scale.as<const float>(), k,
+      scaler.empty() ? nullptr : scaler.as<const double>(), hp);
   check_launch("adamw_kernel");
+}
+
+void launch_loss_scale_multiply(cudaStream_t s, const TensorView& x, const TensorView& scaler) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  loss_scale_multiply_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(x.data, elem_of(x.dtype), n,
+                                                                          scaler.as<const double>());
+  check_launch("loss_scale_multiply_kernel");
+}
+
+void launch_loss_scale_unscale(cudaStream_t s, const TensorView& g, const TensorView& scaler) {
+  const int64_t n = g.numel();
+  if (n == 0) return;
+  loss_scale_unscale_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(g.data, elem_of(g.dtype), n,
+                                                                         scaler.as<double>());
+  check_launch("loss_scale_unscale_kernel");
+}
+
+void launch_loss_scale_update(cudaStream_t s, const TensorView& scaler, float growth_factor, float backoff_factor,
+                              int growth_interval) {
+  loss_scale_update_kernel<<<1, 1, 0, s>>>(scaler.as<double>(), growth_factor, backoff_factor, growth_interval);
+  check_launch("loss_scale_update_kernel");
 }
 
 void launch_mse_loss(cudaStream_t s, const TensorView& dpred, const TensorView& metrics, const TensorView& pred,

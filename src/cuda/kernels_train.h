@@ -41,7 +41,12 @@ void launch_embed_layernorm_backward(cudaStream_t s, const TensorView& dword, co
 void launch_sum_squares(cudaStream_t s, const TensorView& out, const TensorView& x);
 void launch_clip_scale(cudaStream_t s, const TensorView& scale, const TensorView& sumsq, float max_norm);
 void launch_adamw(cudaStream_t s, const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
-                  const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp);
+                  const TensorView& decay_ranges, const TensorView& grad_scale, const TensorView& scaler,
+                  const Ops::AdamWStep& hp);
+void launch_loss_scale_multiply(cudaStream_t s, const TensorView& x, const TensorView& scaler);
+void launch_loss_scale_unscale(cudaStream_t s, const TensorView& g, const TensorView& scaler);
+void launch_loss_scale_update(cudaStream_t s, const TensorView& scaler, float growth_factor, float backoff_factor,
+                              int growth_interval);
 void launch_mse_loss(cudaStream_t s, const TensorView& dpred, const TensorView& metrics, const TensorView& pred,
                      const TensorView& target, float scale);
 

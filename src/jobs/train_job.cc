@@ -142,9 +142,15 @@ DType check_train_options(const TrainOptions& o) {
     throw Error(Errc::unsupported, "--precision int8: quantized linears are for embed and classify (inference); "
                                    "train in f32 or bf16");
   const DType dtype = parse_precision(o.common.precision);
-  if (dtype == DType::f16)
-    throw Error(Errc::unsupported, "--precision f16: f16 training needs the dynamic loss scaler, which comes with the "
-                                   "CUDA backend; train in bf16 (same speed on the CPU, no scaler needed) or f32");
+  const LossScalerConfig scaler_defaults;
+  if (dtype != DType::f16 && (o.loss_scale_init != scaler_defaults.init_scale ||
+                              o.loss_scale_growth_interval != scaler_defaults.growth_interval))
+    throw Error(Errc::invalid_argument, "--loss-scale-init / --loss-scale-growth-interval: the dynamic loss scale is "
+                                        "for --precision f16 only (bf16 and f32 need none)");
+  if (!(o.loss_scale_init > 0) || !std::isfinite(o.loss_scale_init) || o.loss_scale_init > 3.4028234663852886e38)
+    throw Error(Errc::invalid_argument, "--loss-scale-init must be positive and at most the largest f32");
+  if (o.loss_scale_growth_interval < 1)
+    throw Error(Errc::invalid_argument, "--loss-scale-growth-interval must be at least 1");
   return dtype;
 }
 
@@ -336,6 +342,9 @@ train::TrainerOptions trainer_options(const TrainOptions& o, int64_t batch, doub
   t.optim.weight_decay = o.weight_decay;
   t.optim.decay_all = o.decay_all;
   t.optim.max_grad_norm = o.max_grad_norm;
+  t.optim.loss_scaling = o.common.precision == "f16";
+  t.optim.scaler.init_scale = static_cast<float>(o.loss_scale_init);
+  t.optim.scaler.growth_interval = static_cast<int32_t>(o.loss_scale_growth_interval);
   t.quiet = o.common.quiet;
   t.debug_sync_each_step = o.debug_sync_each_step;
   t.trace = trace;
@@ -345,7 +354,7 @@ train::TrainerOptions trainer_options(const TrainOptions& o, int64_t batch, doub
 // What a --resume must find unchanged (the trainer checks it against the checkpoint).
 json run_identity(const TrainOptions& o, const TrainingData& d, int64_t max_length, const train::TrainerOptions& t,
                   const DropoutProbabilities& dropout, int ranks) {
-  return {{"model", fs::absolute(o.common.model).lexically_normal().string()},
+  json id = {{"model", fs::absolute(o.common.model).lexically_normal().string()},
           {"ranks", ranks},
           {"train_sha256", d.raw_train.sha256},
           {"eval_sha256", d.raw_eval ? d.raw_eval->sha256 : ""},
@@ -368,6 +377,11 @@ json run_identity(const TrainOptions& o, const TrainingData& d, int64_t max_leng
           {"weight_decay", o.weight_decay},
           {"decay_all", o.decay_all},
           {"max_grad_norm", o.max_grad_norm}};
+  if (t.optim.loss_scaling) {  // f16 only: checkpoints of other precisions never had these
+    id["loss_scale_init"] = o.loss_scale_init;
+    id["loss_scale_growth_interval"] = o.loss_scale_growth_interval;
+  }
+  return id;
 }
 
 // What every checkpoint and the final model carry beside the weights.
@@ -432,6 +446,9 @@ void summarize(const TrainOptions& o, const train::TrainReport& r, uint64_t tota
                         r.saves + 1 + r.extra_epoch_reads;
   sum.last_loss = r.last_loss;
   sum.last_accuracy = r.last_accuracy;
+  sum.loss_scaling = r.loss_scaling;
+  sum.loss_scale = r.scaler.scale;
+  sum.skipped_steps = r.scaler.skipped_steps;
   if (r.last_eval) {
     sum.has_eval = true;
     sum.eval_loss = r.last_eval->loss;
@@ -473,6 +490,16 @@ json run_record(const TrainOptions& o, const json& identity, const TrainingData&
   run["host_syncs"] = sum.host_syncs;
   run["host_sync_reads"] = {{"log", r.log_reads}, {"eval", r.evals}, {"save", r.saves}, {"final_model", 1}};
   run["throttle_waits"] = r.throttle_waits;
+  if (r.loss_scaling) {  // f16: read with the metrics at the last log step (no extra sync)
+    const LossScalerConfig defaults;
+    run["loss_scaler"] = {{"init_scale", o.loss_scale_init},
+                          {"growth_factor", defaults.growth_factor},
+                          {"backoff_factor", defaults.backoff_factor},
+                          {"growth_interval", o.loss_scale_growth_interval},
+                          {"scale", r.scaler.scale},
+                          {"skipped_steps", r.scaler.skipped_steps},
+                          {"optimizer_steps", r.scaler.optimizer_steps}};
+  }
   run["final"] = {{"loss", r.last_loss}, {"accuracy", r.last_accuracy}};
   if (r.last_eval) {
     run["final"]["eval_loss"] = r.last_eval->loss;

@@ -50,6 +50,8 @@ struct TrainOptions {
   double weight_decay = 0;
   bool decay_all = false;
   double max_grad_norm = 1.0;
+  double loss_scale_init = 65536;          // --precision f16: torch GradScaler's init_scale
+  int64_t loss_scale_growth_interval = 2000;  // --precision f16: clean steps before the scale doubles
   std::optional<double> dropout;     // overrides the config's dropout probabilities
   double label_smoothing = 0;
   int64_t num_labels = 0;            // > 0: train a head with this many outputs
@@ -87,6 +89,10 @@ struct TrainSummary {
   int64_t bucket_mb = 25;
   double comm_seconds = 0, comm_exposed_seconds = 0;
   uint64_t allreduce_bytes_per_step = 0;
+  // --precision f16: the dynamic loss scale at the end, and the steps it skipped.
+  bool loss_scaling = false;
+  double loss_scale = 0;
+  int64_t skipped_steps = 0;
 };
 
 TrainSummary run_train(const TrainOptions& options);

@@ -377,6 +377,7 @@ void EncoderTrainingRunner::loss(const Step& st, const TensorView& metrics) cons
     ops.mse_loss(dlogits, metrics, logits, st.targets, k.loss_scale);
   else
     ops.cross_entropy(dlogits, metrics, logits, st.labels, k.label_smoothing, k.loss_scale);
+  if (!k.loss_scaler.empty()) ops.loss_scale_multiply(dlogits, k.loss_scaler);  // f16: the scaled loss's gradient
 }
 
 // ---- backward: the forward's mirror, line by line
@@ -567,6 +568,7 @@ void EncoderTrainingRunner::loss_prenorm(const Step& st, const TensorView& metri
     ops.mse_loss(s.dlogits.rows(B), metrics, s.logits.rows(B), st.targets, k.loss_scale);
   else
     ops.cross_entropy(s.dlogits.rows(B), metrics, s.logits.rows(B), st.labels, k.label_smoothing, k.loss_scale);
+  if (!k.loss_scaler.empty()) ops.loss_scale_multiply(s.dlogits.rows(B), k.loss_scaler);
 }
 
 void EncoderTrainingRunner::backward_prenorm(const Step& st) const {

@@ -36,6 +36,10 @@ struct MicroBatchKnobs {
   uint64_t token_offset = 0, sequence_offset = 0;
   float label_smoothing = 0.0f;
   float loss_scale = 1.0f;  // the loss's weight in the gradient: 1 / examples of the optimizer step
+  // f16 training: the dynamic loss scaler's device state (Ops::LossScaler);
+  // the loss gradient is multiplied by its scale on the device before the
+  // backward (op loss_scale_multiply). Empty: no loss scaling.
+  TensorView loss_scaler{};
   bool regression = false;  // one output trained with MSE on `targets` (else cross-entropy on `labels`)
 };
 

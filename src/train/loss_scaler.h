@@ -6,16 +6,21 @@
 // off; after `growth_interval` clean steps in a row the scale grows.
 // bf16 has f32's exponent range and needs no scaler.
 //
-// The state is a few numbers that live where the step runs: on the CUDA
-// backend in device memory, updated by a kernel from the device-side
-// found-inf flag (no host read in the step), on the CPU in host memory. The
-// update rule is one header-only function so both compile the same code;
-// tests/train/test_loss_scaler.cc checks it against torch's numbers
-// (tests/golden/loss_scaler/, made by the script there).
+// The state is a few numbers in the backend's memory (device memory on a
+// GPU), in the ops' scaler tensor (Ops::LossScaler, backend/ops.h), read and
+// written only by the ops loss_scale_multiply / loss_scale_unscale / adamw /
+// loss_scale_update: no host read in the step. The update rule is one
+// header-only function so every backend's loss_scale_update (CPU and CUDA)
+// compiles the same code; tests/train/test_loss_scaler.cc checks it against
+// torch's numbers (tests/golden/loss_scaler/, made by the script there).
 #pragma once
 
 #include <cstdint>
+#if !defined(__CUDACC__)  // the CUDA sources are C++17: no std::span (unscale_and_check is host code)
 #include <span>
+#endif
+
+#include "backend/ops.h"
 
 #if defined(__CUDACC__)
 #define STOKE_LOSS_SCALER_FN __host__ __device__ inline
@@ -33,8 +38,8 @@ struct LossScalerConfig {
   int32_t growth_interval = 2000;
 };
 
-// Plain numbers, so the same struct is the device buffer's layout and a
-// checkpoint's record.
+// Plain numbers: a checkpoint's record, and (through the slot functions
+// below) the ops' scaler tensor.
 struct LossScalerState {
   float scale = 65536.0f;
   int32_t growth_tracker = 0;  // clean steps in a row since the last change
@@ -71,6 +76,32 @@ STOKE_LOSS_SCALER_FN void update_loss_scaler(LossScalerState& s, bool found_inf,
   }
 }
 
+// The state in the ops' scaler tensor (f64 [Ops::LossScaler::kSlots]) and back.
+STOKE_LOSS_SCALER_FN LossScalerState loss_scaler_from_slots(const double* slots) {
+  LossScalerState s;
+  s.scale = static_cast<float>(slots[Ops::LossScaler::kScale]);
+  s.growth_tracker = static_cast<int32_t>(slots[Ops::LossScaler::kGrowthTracker]);
+  s.skipped_steps = static_cast<int64_t>(slots[Ops::LossScaler::kSkippedSteps]);
+  s.optimizer_steps = static_cast<int64_t>(slots[Ops::LossScaler::kOptimizerSteps]);
+  return s;
+}
+STOKE_LOSS_SCALER_FN void loss_scaler_to_slots(const LossScalerState& s, bool found_inf, double* slots) {
+  slots[Ops::LossScaler::kScale] = static_cast<double>(s.scale);
+  slots[Ops::LossScaler::kGrowthTracker] = static_cast<double>(s.growth_tracker);
+  slots[Ops::LossScaler::kFoundInf] = found_inf ? 1.0 : 0.0;
+  slots[Ops::LossScaler::kSkippedSteps] = static_cast<double>(s.skipped_steps);
+  slots[Ops::LossScaler::kOptimizerSteps] = static_cast<double>(s.optimizer_steps);
+}
+
+// The op loss_scale_update on the slots, on every backend: the update from
+// the found-inf flag, which is then cleared for the next step.
+STOKE_LOSS_SCALER_FN void update_loss_scaler_slots(double* slots, float growth_factor, float backoff_factor,
+                                                   int32_t growth_interval) {
+  LossScalerState s = loss_scaler_from_slots(slots);
+  update_loss_scaler(s, slots[Ops::LossScaler::kFoundInf] != 0.0, growth_factor, backoff_factor, growth_interval);
+  loss_scaler_to_slots(s, false, slots);
+}
+
 inline void update_loss_scaler(LossScalerState& s, bool found_inf, const LossScalerConfig& c) {
   update_loss_scaler(s, found_inf, c.growth_factor, c.backoff_factor, c.growth_interval);
 }
@@ -85,6 +116,8 @@ STOKE_LOSS_SCALER_FN float inverse_loss_scale(float scale) {
 // inv_scale in f32, in place; true when any gradient was inf or NaN (all
 // are multiplied all the same, as torch does: the step is then skipped and
 // the trainer zeroes them for the next).
+#if !defined(__CUDACC__)
 bool unscale_and_check(std::span<float> grads, float inv_scale);
+#endif
 
 }  // namespace stoke

@@ -30,6 +30,11 @@ Optimizer::Optimizer(TrainableEncoder& encoder, Backend& backend, const Optimize
   }
   sumsq_ = backend_.allocate(8);
   scale_ = backend_.allocate(4);
+  if (options.loss_scaling) {
+    scaler_ = backend_.allocate(Ops::LossScaler::kSlots * sizeof(double));
+    scaler_host_ = backend_.allocate_host(Ops::LossScaler::kSlots * sizeof(double));
+    load_scaler(initial_loss_scaler_state(options.scaler));
+  }
 }
 
 Optimizer::~Optimizer() { backend_.drain(); }
@@ -41,8 +46,29 @@ void Optimizer::zero_grad() {
 TensorView Optimizer::exp_avg() const { return TensorView(m_->data(), DType::f32, {n_}); }
 TensorView Optimizer::exp_avg_sq() const { return TensorView(v_->data(), DType::f32, {n_}); }
 
+TensorView Optimizer::loss_scaler() const {
+  return scaler_ ? TensorView(scaler_->data(), DType::f64, {Ops::LossScaler::kSlots}) : TensorView{};
+}
+
+void Optimizer::copy_scaler_to_host(double* slots) const {
+  if (scaler_) backend_.copy_to_host(slots, scaler_->data(), Ops::LossScaler::kSlots * sizeof(double));
+}
+
+void Optimizer::load_scaler(const LossScalerState& s) {
+  if (!scaler_) return;
+  // At construction and on resume only, before any step: the staging buffer
+  // is free again once its copy has run (flow control, not a host sync).
+  loss_scaler_to_slots(s, false, static_cast<double*>(scaler_host_->data()));
+  backend_.copy_to_device(scaler_->data(), scaler_host_->data(), Ops::LossScaler::kSlots * sizeof(double));
+  backend_.throttle(*backend_.record_event());
+}
+
 void Optimizer::step(int64_t t, double lr) {
   const Ops& ops = backend_.ops();
+  const TensorView scaler = loss_scaler();
+  // torch's order: unscale_ (after any data-parallel sum: the caller's
+  // finish_step), then clipping on the unscaled gradients, then the step.
+  if (!scaler.empty()) ops.loss_scale_unscale(enc_.grad_flat(), scaler);
   TensorView scale;
   if (options_.max_grad_norm > 0) {
     const TensorView sumsq(sumsq_->data(), DType::f64, {1});
@@ -61,8 +87,11 @@ void Optimizer::step(int64_t t, double lr) {
   // --decay-all: the unset view means "everywhere"; otherwise the layout's ranges.
   const TensorView ranges =
       options_.decay_all ? TensorView{} : TensorView(decay_->data(), DType::i64, {decay_rows_, 2});
-  ops.adamw(enc_.master_flat(), enc_.grad_flat(), exp_avg(), exp_avg_sq(), ranges, scale, hp);
-  enc_.refresh_compute_weights(ops);
+  ops.adamw(enc_.master_flat(), enc_.grad_flat(), exp_avg(), exp_avg_sq(), ranges, scale, scaler, hp);
+  enc_.refresh_compute_weights(ops);  // a skipped step re-rounds unchanged masters: the same copies
+  if (!scaler.empty())
+    ops.loss_scale_update(scaler, options_.scaler.growth_factor, options_.scaler.backoff_factor,
+                          options_.scaler.growth_interval);
 }
 
 void Optimizer::copy_state_to_host(float* m, float* v) const {

@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "model/trainable_encoder.h"
+#include "train/loss_scaler.h"
 
 namespace stoke::train {
 
@@ -19,6 +20,11 @@ struct OptimizerOptions {
   bool decay_all = false;  // decay biases and LayerNorm weights too (default: not, as the HF Trainer)
   double max_grad_norm = 1.0;  // 0: no clipping
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  // f16 training: the dynamic loss scale (torch.amp.GradScaler) in device
+  // memory. A step then unscales and checks the gradients, clips, and takes
+  // AdamW's step only when they were finite, all on the device.
+  bool loss_scaling = false;
+  LossScalerConfig scaler;
 };
 
 class Optimizer {
@@ -31,8 +37,20 @@ class Optimizer {
 
   // Enqueues gradient = 0 (before the first micro-batch of a step).
   void zero_grad();
-  // Enqueues step t (1-based) at learning rate lr.
+  // Enqueues step t (1-based) at learning rate lr. With loss scaling: the
+  // gradients unscaled and checked, clipped, AdamW skipped on an inf/NaN
+  // (its t is then the scaler's count of steps taken + 1, not `t`), and the
+  // scale updated — torch's scaler.unscale_, clip, scaler.step, scaler.update.
   void step(int64_t t, double lr);
+
+  // The loss scaler's device state (Ops::LossScaler), empty without loss
+  // scaling: the micro-batches multiply the loss gradient by its scale.
+  TensorView loss_scaler() const;
+  // An enqueued copy of the scaler's state into slots[Ops::LossScaler::kSlots]
+  // (valid once an event recorded after it is done); nothing without loss scaling.
+  void copy_scaler_to_host(double* slots) const;
+  // Enqueues the state `s` (a checkpoint's) into the device scaler.
+  void load_scaler(const LossScalerState& s);
 
   // Moments as flat f32 device buffers (the encoder's layout).
   TensorView exp_avg() const;
@@ -50,6 +68,7 @@ class Optimizer {
   OptimizerOptions options_;
   int64_t n_;
   std::unique_ptr<Buffer> m_, v_, decay_, sumsq_, scale_, zeros_host_;
+  std::unique_ptr<Buffer> scaler_, scaler_host_;  // loss scaling: the device state, the host staging of loads
   int64_t decay_rows_ = 0;
 };
 

@@ -90,6 +90,9 @@ Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptio
   std::memset(zeros_->data(), 0, 3 * sizeof(double));
   backend_.copy_to_device(metrics_->data(), zeros_->data(), 3 * sizeof(double));
   metrics_host_.assign(3, 0.0);
+  scaler_host_.assign(Ops::LossScaler::kSlots, 0.0);
+  report_.loss_scaling = o_.optim.loss_scaling;
+  st_.scaler = initial_loss_scaler_state(o_.optim.scaler);
 }
 
 Trainer::~Trainer() { backend_.drain(); }
@@ -113,6 +116,11 @@ json Trainer::state_json() const {
     s["best_step"] = st_.best_step;
     s["best_checkpoint"] = st_.best_checkpoint;
   }
+  if (o_.optim.loss_scaling)
+    s["loss_scaler"] = {{"scale", st_.scaler.scale},
+                        {"growth_tracker", st_.scaler.growth_tracker},
+                        {"skipped_steps", st_.scaler.skipped_steps},
+                        {"optimizer_steps", st_.scaler.optimizer_steps}};
   s["identity"] = o_.identity;
   s["format"] = "stoke-trainer-state";
   s["version"] = 1;
@@ -147,6 +155,17 @@ void Trainer::resume_from(const fs::path& checkpoint) {
     st_.best_step = s["best_step"].get<int64_t>();
     st_.best_checkpoint = s["best_checkpoint"].get<std::string>();
   }
+  if (o_.optim.loss_scaling) {  // the identity's precision matched: an f16 run's checkpoint has it
+    if (!s.contains("loss_scaler"))
+      throw Error(Errc::format, (checkpoint / "trainer_state.json").string() + ": no loss_scaler state (f16 training)");
+    const json& ls = s["loss_scaler"];
+    st_.scaler.scale = ls.at("scale").get<float>();
+    st_.scaler.growth_tracker = ls.at("growth_tracker").get<int32_t>();
+    st_.scaler.skipped_steps = ls.at("skipped_steps").get<int64_t>();
+    st_.scaler.optimizer_steps = ls.at("optimizer_steps").get<int64_t>();
+    optimizer_.load_scaler(st_.scaler);
+    report_.scaler = st_.scaler;
+  }
   std::vector<float> m, v;
   read_optimizer_state(checkpoint, enc_.layout, m, v);
   optimizer_.load_state(m.data(), v.data());
@@ -165,10 +184,22 @@ void Trainer::resume_from(const fs::path& checkpoint) {
   write_file_atomic(log_path, kept);
 }
 
+void Trainer::enqueue_scaler_read() {
+  if (o_.optim.loss_scaling) optimizer_.copy_scaler_to_host(scaler_host_.data());
+}
+
+void Trainer::take_scaler_read() {
+  if (!o_.optim.loss_scaling) return;
+  st_.scaler = loss_scaler_from_slots(scaler_host_.data());
+  report_.scaler = st_.scaler;
+}
+
 void Trainer::read_metrics(double out[3]) {
   backend_.copy_to_host(metrics_host_.data(), metrics_->data(), 3 * sizeof(double));
   backend_.copy_to_device(metrics_->data(), zeros_->data(), 3 * sizeof(double));
+  enqueue_scaler_read();  // the same wait reads it
   backend_.wait(*backend_.record_event());
+  take_scaler_read();
   ++report_.log_reads;
   for (int i = 0; i < 3; ++i) out[i] = st_.metrics[i] + metrics_host_[static_cast<size_t>(i)];
   for (double& m : st_.metrics) m = 0;
@@ -207,7 +238,9 @@ void Trainer::save(int64_t step) {
   }
   backend_.copy_to_host(metrics_host_.data(), metrics_->data(), 3 * sizeof(double));
   backend_.copy_to_device(metrics_->data(), zeros_->data(), 3 * sizeof(double));
+  enqueue_scaler_read();  // the checkpoint's loss scaler: the same wait
   backend_.wait(*backend_.record_event());
+  take_scaler_read();
   for (int i = 0; i < 3; ++i) st_.metrics[i] += metrics_host_[static_cast<size_t>(i)];
   if (ranks_ > 1) {  // the state holds the sums over every rank, carried by rank 0
     double all[3] = {st_.metrics[0], st_.metrics[1], st_.metrics[2]};
@@ -303,6 +336,7 @@ TrainReport Trainer::run() {
       k.label_smoothing = o_.label_smoothing;
       k.loss_scale = 1.0f / static_cast<float>(examples);
       k.regression = regression_;
+      k.loss_scaler = optimizer_.loss_scaler();  // f16: the loss gradient times the device-side scale
       if (!idx.empty()) {
         const PackedBatch batch = pack_examples(train_, idx, enc_.config);
         labels.clear();
@@ -325,6 +359,9 @@ TrainReport Trainer::run() {
       report_.tokens += global_tokens;
     }
     if (reducer_) reducer_->finish_step();
+    // The schedule counts every step, also one the f16 loss scaler skips (as
+    // the plain PyTorch AMP loop calls scheduler.step() every iteration): the
+    // host knows the lr without reading the device (docs/training.md).
     const double lr = lr_at(o_.lr, schedule_, st_.step);
     optimizer_.step(st_.step + 1, lr);
     ++st_.step;
@@ -359,6 +396,10 @@ TrainReport Trainer::run() {
       }
       line["samples_per_s"] = secs > 0 ? static_cast<double>(interval_samples) / secs : 0.0;
       line["tokens_per_s"] = secs > 0 ? static_cast<double>(interval_tokens) / secs : 0.0;
+      if (o_.optim.loss_scaling) {  // read with the metrics
+        line["loss_scale"] = st_.scaler.scale;
+        line["skipped_steps"] = st_.scaler.skipped_steps;
+      }
       line["host_syncs"] = backend_.host_syncs() - syncs0;
       log(line);
       char note[64];

@@ -88,6 +88,9 @@ struct TrainReport {
   std::string resumed_from;
   int ranks = 1;
   ReduceStats reduce;                 // ranks > 1
+  // f16's loss scaler, as last read (at the last log step: the run's end).
+  bool loss_scaling = false;
+  LossScalerState scaler;
 };
 
 class Trainer {
@@ -117,9 +120,12 @@ class Trainer {
     std::optional<double> best;
     int64_t best_step = 0;
     std::string best_checkpoint;
+    LossScalerState scaler;  // loss scaling: the device state as last read (for the checkpoint)
   };
   nlohmann::json state_json() const;
   void read_metrics(double out[3]);  // one host sync; zeroes the device sums; summed over the ranks
+  void enqueue_scaler_read();        // with loss scaling: the scaler's state, read by the next wait
+  void take_scaler_read();           // after that wait: st_.scaler and the report
   void sum_over_ranks(double m[3]);
   void log(const nlohmann::json& line);
   void save(int64_t step);
@@ -142,6 +148,7 @@ class Trainer {
   State st_;
   TrainReport report_;
   std::vector<double> metrics_host_;
+  std::vector<double> scaler_host_;  // Ops::LossScaler::kSlots
   std::string resumed_from_;
   int rank_ = 0, ranks_ = 1;
   int64_t global_batch_ = 0;  // examples per global micro-batch: batch_size x ranks

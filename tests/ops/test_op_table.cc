@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -334,10 +335,12 @@ std::vector<OpCase> make_cases() {
 
   // --- training: forward variants that keep what backward needs, and backward ops
   auto train = [&](std::string op, std::string what, DType precision, int64_t reduction,
-                   std::function<void(Run&, Rng&)> run) {
-    add(std::move(op), std::move(what), precision, reduction, std::move(run)).training = true;
+                   std::function<void(Run&, Rng&)> run) -> OpCase& {
+    OpCase& c = add(std::move(op), std::move(what), precision, reduction, std::move(run));
+    c.training = true;
+    return c;
   };
-  for (DType at : {DType::f32, DType::bf16}) {
+  for (DType at : acts) {  // f16 too: f16 training (the dynamic loss scale) runs these in f16
     const std::string dt = dname(at);
     train("linear_backward", dt, at, 65, [=](Run& r, Rng& rng) {
       const int64_t M = 24, N = 33, K = 65;
@@ -541,8 +544,86 @@ std::vector<OpCase> make_cases() {
       hp.step = 3;
       hp.lr = 1e-3;
       hp.weight_decay = 0.01;
-      r.ops.adamw(p, g, m, v, r.in(ranges), scaled ? r.in(scale) : TensorView{}, hp);
+      r.ops.adamw(p, g, m, v, r.in(ranges), scaled ? r.in(scale) : TensorView{}, TensorView{}, hp);
     });
+
+  // --- f16 training's dynamic loss scale. Every result is one f32 multiply
+  // per element, or the scaler's counts: bit for bit on every backend.
+  auto scaler_state = [](double scale, double tracker, double found_inf, double skipped, double steps) {
+    HostTensor s = host_tensor(DType::f64, {Ops::LossScaler::kSlots});
+    double* d = s.view.as<double>();
+    d[Ops::LossScaler::kScale] = scale;
+    d[Ops::LossScaler::kGrowthTracker] = tracker;
+    d[Ops::LossScaler::kFoundInf] = found_inf;
+    d[Ops::LossScaler::kSkippedSteps] = skipped;
+    d[Ops::LossScaler::kOptimizerSteps] = steps;
+    return s;
+  };
+  for (DType at : acts) {
+    const std::string dt = dname(at);
+    train("loss_scale_multiply", dt, at, 0, [=](Run& r, Rng& rng) {
+      const TensorView scaler = r.in(scaler_state(65536.0, 3, 0, 1, 9));
+      r.ops.loss_scale_multiply(r.inout("x", random_tensor(rng, at, {9, 7}, -0.01, 0.01)), scaler);
+      // A scale that is not a power of two rounds each product.
+      r.ops.loss_scale_multiply(r.inout("x_rounded", random_tensor(rng, at, {5, 65})),
+                                r.in(scaler_state(3000.5, 0, 0, 0, 0)));
+    }).exact = true;
+    // A clean gradient (the flag stays as it was: 0 here, 1 kept), one with
+    // +-inf (unscaled to +-inf, flag set), one with a NaN (flag set; NaN
+    // payloads differ between CPUs and GPUs, so only the flag is compared).
+    train("loss_scale_unscale", dt + "_clean", at, 0, [=](Run& r, Rng& rng) {
+      r.ops.loss_scale_unscale(r.inout("g", random_tensor(rng, at, {T, H}, -3000, 3000)),
+                               r.inout("scaler", scaler_state(32768.0, 5, 0, 2, 40)));
+      r.ops.loss_scale_unscale(r.inout("g_sticky", random_tensor(rng, at, {5, 65})),
+                               r.inout("scaler_sticky", scaler_state(3000.5, 0, 1, 0, 0)));
+    }).exact = true;
+    train("loss_scale_unscale", dt + "_inf", at, 0, [=](Run& r, Rng& rng) {
+      HostTensor g = random_tensor(rng, at, {T, H}, -3000, 3000);
+      test::host_tensors::set(g.view, 17, std::numeric_limits<double>::infinity());
+      test::host_tensors::set(g.view, T * H - 1, -std::numeric_limits<double>::infinity());
+      r.ops.loss_scale_unscale(r.inout("g", g), r.inout("scaler", scaler_state(65536.0, 7, 0, 0, 12)));
+    }).exact = true;
+    train("loss_scale_unscale", dt + "_nan", at, 0, [=](Run& r, Rng& rng) {
+      HostTensor g = random_tensor(rng, at, {T, H});
+      test::host_tensors::set(g.view, 40, std::numeric_limits<double>::quiet_NaN());
+      r.ops.loss_scale_unscale(r.in(g), r.inout("scaler", scaler_state(65536.0, 7, 0, 0, 12)));
+    }).exact = true;
+  }
+  // The update: a clean step inside the interval, the interval's last clean
+  // step (growth), growth past the largest f32 (the scale stays), an inf/NaN
+  // step (backoff, tracker reset). Interval 4.
+  struct ScalerUpdate {
+    const char* what;
+    double scale, tracker, found_inf;
+  };
+  for (const ScalerUpdate u : {ScalerUpdate{"clean", 1024.0, 1, 0}, ScalerUpdate{"growth", 1024.0, 3, 0},
+                               ScalerUpdate{"growth_capped", 0x1.0p127, 3, 0}, ScalerUpdate{"backoff", 1024.0, 2, 1}})
+    train("loss_scale_update", u.what, DType::f32, 0, [=](Run& r, Rng&) {
+      r.ops.loss_scale_update(r.inout("scaler", scaler_state(u.scale, u.tracker, u.found_inf, 3, 17)), 2.0f, 0.5f, 4);
+    }).exact = true;
+  // adamw with a loss scaler: a clean step takes t = the scaler's steps + 1
+  // (3, not hp.step = 7); a found inf/NaN leaves p, m and v as they were
+  // (their bits: the gradient holds an inf and a NaN that would spread).
+  for (bool found_inf : {false, true})
+    train("adamw", found_inf ? "scaler_skip" : "scaler_step", DType::f32, 0, [=](Run& r, Rng& rng) {
+      const int64_t n = 1000;
+      const TensorView p = r.inout("p", random_tensor(rng, DType::f32, {n}));
+      HostTensor gh = random_tensor(rng, DType::f32, {n}, -0.1, 0.1);
+      if (found_inf) {
+        test::host_tensors::set(gh.view, 3, std::numeric_limits<double>::infinity());
+        test::host_tensors::set(gh.view, 500, std::numeric_limits<double>::quiet_NaN());
+      }
+      const TensorView m = r.inout("m", random_tensor(rng, DType::f32, {n}, -0.01, 0.01));
+      const TensorView v = r.inout("v", random_tensor(rng, DType::f32, {n}, 0.0, 1e-4));
+      HostTensor scale = host_tensor(DType::f32, {1});
+      scale.view.as<float>()[0] = 0.5f;
+      Ops::AdamWStep hp;
+      hp.step = 7;
+      hp.lr = 1e-3;
+      hp.weight_decay = 0.01;
+      r.ops.adamw(p, r.in(gh), m, v, TensorView{}, r.in(scale), r.in(scaler_state(4096.0, 2, found_inf ? 1 : 0, 1, 2)),
+                  hp);
+    }).exact = found_inf;  // skipped: every backend leaves the very bits
 
   // --- decoder embedders (Qwen2, Qwen3): GQA with 4 query heads on 2 k/v
   // heads, a head dim (24) neither hidden / heads nor a power of two.

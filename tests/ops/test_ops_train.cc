@@ -621,7 +621,7 @@ TEST(AdamW, MatchesTorchOverThreeSteps) {
         hp.beta2 = c.beta2;
         hp.eps = c.eps;
         hp.weight_decay = c.weight_decay;
-        k->adamw(p.view, g.view, m.view, v.view, ranges.view, c.max_norm > 0.0f ? scale.view : TensorView{}, hp);
+        k->adamw(p.view, g.view, m.view, v.view, ranges.view, c.max_norm > 0.0f ? scale.view : TensorView{}, TensorView{}, hp);
         const TorchStep& want = c.steps[s];
         const std::string where = std::string(k->name) + " " + c.name + " step " + std::to_string(want.step);
         expect_close(p.view.as<float>(), want.p, "p", where);
@@ -655,7 +655,7 @@ TEST(AdamW, DecayAppliesOnlyInsideTheRanges) {
       Tensor p = random(rng, DType::f32, {n}), p0 = p;
       Tensor g = make(DType::f32, {n}), m = make(DType::f32, {n}), v = make(DType::f32, {n});
       Tensor r = from(DType::i64, {static_cast<int64_t>(l.ranges.size() / 2), 2}, l.ranges);
-      k->adamw(p.view, g.view, m.view, v.view, l.all ? TensorView{} : r.view, TensorView{}, hp);
+      k->adamw(p.view, g.view, m.view, v.view, l.all ? TensorView{} : r.view, TensorView{}, TensorView{}, hp);
       std::vector<char> decays(static_cast<size_t>(n), l.all ? 1 : 0);
       for (size_t i = 0; i + 1 < l.ranges.size(); i += 2)
         for (auto e = static_cast<int64_t>(l.ranges[i]); e < static_cast<int64_t>(l.ranges[i + 1]); ++e)
@@ -685,7 +685,7 @@ TEST(AdamW, FastMatchesReference) {
       hp.step = step;
       hp.lr = 3e-4;
       hp.weight_decay = 0.01;
-      kSets[i]->adamw(pp.view, g.view, mm.view, vv.view, ranges.view, scale.view, hp);
+      kSets[i]->adamw(pp.view, g.view, mm.view, vv.view, ranges.view, scale.view, TensorView{}, hp);
     }
     out[i][0] = values(pp.view);
     out[i][1] = values(mm.view);
@@ -704,20 +704,20 @@ TEST(AdamW, RefusesBadCalls) {
   Ops::AdamWStep hp;
   hp.lr = 1e-3;
   for (const Kernels* k : kSets) {
-    EXPECT_NO_THROW(k->adamw(p.view, g.view, m.view, v.view, TensorView{}, TensorView{}, hp));
-    EXPECT_THROW(k->adamw(p.view, g7.view, m.view, v.view, TensorView{}, TensorView{}, hp), Error);
-    EXPECT_THROW(k->adamw(p.view, gb.view, m.view, v.view, TensorView{}, TensorView{}, hp), Error);
-    EXPECT_THROW(k->adamw(p.view, g.view, m.view, m.view, TensorView{}, TensorView{}, hp), Error);  // v is m
-    EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, unsorted.view, TensorView{}, hp), Error);
-    EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, past.view, TensorView{}, hp), Error);
-    EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, ranges32.view, TensorView{}, hp), Error);
-    EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, TensorView{}, scale64.view, hp), Error);
+    EXPECT_NO_THROW(k->adamw(p.view, g.view, m.view, v.view, TensorView{}, TensorView{}, TensorView{}, hp));
+    EXPECT_THROW(k->adamw(p.view, g7.view, m.view, v.view, TensorView{}, TensorView{}, TensorView{}, hp), Error);
+    EXPECT_THROW(k->adamw(p.view, gb.view, m.view, v.view, TensorView{}, TensorView{}, TensorView{}, hp), Error);
+    EXPECT_THROW(k->adamw(p.view, g.view, m.view, m.view, TensorView{}, TensorView{}, TensorView{}, hp), Error);  // v is m
+    EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, unsorted.view, TensorView{}, TensorView{}, hp), Error);
+    EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, past.view, TensorView{}, TensorView{}, hp), Error);
+    EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, ranges32.view, TensorView{}, TensorView{}, hp), Error);
+    EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, TensorView{}, scale64.view, TensorView{}, hp), Error);
     Ops::AdamWStep bad = hp;
     bad.step = 0;
-    EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, TensorView{}, TensorView{}, bad), Error);
+    EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, TensorView{}, TensorView{}, TensorView{}, bad), Error);
     bad = hp;
     bad.beta2 = 1.0;
-    EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, TensorView{}, TensorView{}, bad), Error);
+    EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, TensorView{}, TensorView{}, TensorView{}, bad), Error);
   }
 }
 
@@ -750,7 +750,7 @@ TEST(TrainOps, OneStepOnTheStreamWithOneHostSync) {
     k.cross_entropy(direct.dz.view, direct.metrics.view, z.view, y.view, 0.1f, 0.25f);
     k.sum_squares(direct.sumsq.view, direct.dz.view);
     k.clip_scale(direct.scale.view, direct.sumsq.view, 0.05f);
-    k.adamw(direct.p.view, direct.dz.view, direct.m.view, direct.v.view, TensorView{}, direct.scale.view, hp);
+    k.adamw(direct.p.view, direct.dz.view, direct.m.view, direct.v.view, TensorView{}, direct.scale.view, TensorView{}, hp);
     k.dropout(direct.drop.view, x.view, 0.1f, 5, 6, 7, 0);
     k.dropout_backward(direct.dx.view, direct.drop.view, 0.1f, 5, 6, 7, 0);
     k.mse_loss(TensorView{}, direct.mse.view, pred.view, target.view, 1.0f);
@@ -761,7 +761,7 @@ TEST(TrainOps, OneStepOnTheStreamWithOneHostSync) {
   ops.cross_entropy(queued.dz.view, queued.metrics.view, z.view, y.view, 0.1f, 0.25f);
   ops.sum_squares(queued.sumsq.view, queued.dz.view);
   ops.clip_scale(queued.scale.view, queued.sumsq.view, 0.05f);
-  ops.adamw(queued.p.view, queued.dz.view, queued.m.view, queued.v.view, TensorView{}, queued.scale.view, hp);
+  ops.adamw(queued.p.view, queued.dz.view, queued.m.view, queued.v.view, TensorView{}, queued.scale.view, TensorView{}, hp);
   ops.dropout(queued.drop.view, x.view, 0.1f, 5, 6, 7, 0);
   ops.dropout_backward(queued.dx.view, queued.drop.view, 0.1f, 5, 6, 7, 0);
   ops.mse_loss(TensorView{}, queued.mse.view, pred.view, target.view, 1.0f);

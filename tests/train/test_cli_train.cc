@@ -23,6 +23,7 @@
 #include "io/safetensors.h"
 #include "support/fixtures.h"
 #include "support/goldens.h"
+#include "train/loss_scaler.h"
 
 namespace stoke {
 namespace {
@@ -63,6 +64,46 @@ fs::path corpus_file(const std::string& name, size_t first, size_t n) {
 }
 
 std::string model(const std::string& name) { return test::fixture("models/" + name).string(); }
+
+// tiny-bert as a one-output regression model (labels {0: LABEL_0}, the
+// classifier left out: initialised afresh) and n corpus texts with numeric
+// targets 3..7. The MSE gradient grows with the error (unlike cross-entropy's,
+// below 1/B), so with the largest f32 as the loss scale the f32 backward
+// really overflows: f16 training's skip path without an injected fault.
+fs::path regression_model() {
+  const fs::path dir = test::scratch_dir("cli-train-regression-model");
+  const fs::path base = test::fixture("models/tiny-bert");
+  for (const auto& e : fs::directory_iterator(base)) {
+    const std::string name = e.path().filename().string();
+    if (name != "config.json" && name != "model.safetensors")
+      fs::copy(e.path(), dir / name, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  }
+  json config = json::parse(read_file(base / "config.json"));
+  config["id2label"] = {{"0", "LABEL_0"}};
+  config["label2id"] = {{"LABEL_0", 0}};
+  std::ofstream(dir / "config.json") << config.dump(1);
+  auto weights = SafetensorsFile::open(base / "model.safetensors");
+  std::vector<TensorToWrite> kept;
+  for (const StoredTensor& t : weights->tensors())
+    if (t.name.rfind("classifier.", 0) != 0) kept.push_back({t.name, t.dtype, t.shape, t.data});
+  write_safetensors(dir / "model.safetensors", kept);
+  return dir;
+}
+
+fs::path regression_file(const std::string& name, size_t n) {
+  const fs::path p = test::scratch_dir("cli-train-regression-" + name) / "data.jsonl";
+  std::ifstream in(test::fixture("corpus/fortunes-multilingual.jsonl"));
+  std::ofstream out(p);
+  std::string line;
+  size_t written = 0;
+  for (size_t i = 0; written < n && std::getline(in, line); ++i) {
+    if (i % 250 != 0) continue;
+    const std::string text = json::parse(line)["text"];
+    out << json{{"text", text}, {"label", 3.0 + static_cast<double>(text.size() % 5)}}.dump() << "\n";
+    ++written;
+  }
+  return p;
+}
 
 const char* kGoldenFlags =
     " --batch-size 8 --lr 1e-3 --weight-decay 0.01 --decay-all --schedule constant --warmup-steps 0 --dropout 0"
@@ -369,9 +410,110 @@ TEST(TrainCli, UserErrorsSayWhatAndWhere) {
   EXPECT_EQ(out_of_range.status, 1);
   EXPECT_NE(out_of_range.err.find("range.jsonl:2: label 7 is outside [0, 3)"), std::string::npos) << out_of_range.err;
   EXPECT_NE(out_of_range.err.find("--num-labels"), std::string::npos);
-  auto f16 = test::run_stoke(base + " --output " + (root / "e").string() + " --max-steps 1 --precision f16");
-  EXPECT_EQ(f16.status, 1);
-  EXPECT_NE(f16.err.find("bf16"), std::string::npos) << f16.err;
+  // The loss scale's flags mean something in f16 only.
+  auto scale_flag = test::run_stoke(base + " --output " + (root / "e").string() + " --max-steps 1 --precision bf16" +
+                                    " --loss-scale-init 1024");
+  EXPECT_EQ(scale_flag.status, 1);
+  EXPECT_NE(scale_flag.err.find("--precision f16 only"), std::string::npos) << scale_flag.err;
+}
+
+// --precision f16: the dynamic loss scale (torch GradScaler) on the device.
+// A default run reports its scale and skipped steps in every log line and
+// run.json, and syncs with the host exactly as often as the same bf16 run (no
+// read in the step). Cross-entropy's f32 gradients never overflow, even at
+// the largest f32 scale; a regression head's do (regression_model): those
+// steps are skipped, the scale backs off and (growth every 2 clean steps)
+// grows back; the logged scale and skip count follow update_loss_scaler
+// driven by the logged skips step by step, and the run still learns.
+TEST(TrainCli, F16TrainsWithTheDeviceLossScaler) {
+  const fs::path data = corpus_file("f16", 0, 96);
+  const fs::path root = test::scratch_dir("cli-train-f16");
+  const std::string base = "train --model " + model("tiny-bert") + " --train " + data.string() +
+                           " --batch-size 8 --epochs 1 --log-every 1 --lr 2e-3 --save-every 5";
+  const auto bf16 = test::run_stoke(base + " --quiet --precision bf16 --output " + (root / "bf16").string());
+  ASSERT_EQ(bf16.status, 0) << bf16.err;
+  const auto f16 = test::run_stoke(base + " --precision f16 --output " + (root / "f16").string());
+  ASSERT_EQ(f16.status, 0) << f16.err;
+  const json run = json::parse(read_file(root / "f16" / "run.json"));
+  const json run_bf16 = json::parse(read_file(root / "bf16" / "run.json"));
+  EXPECT_EQ(run["host_syncs"], run_bf16["host_syncs"]) << "f16 read the device more often than bf16";
+  EXPECT_EQ(run["settings"]["precision"], "f16");
+  EXPECT_EQ(run["loss_scaler"]["scale"], 65536.0);
+  EXPECT_EQ(run["loss_scaler"]["skipped_steps"], 0);
+  EXPECT_EQ(run["loss_scaler"]["optimizer_steps"], 12);
+  EXPECT_EQ(run["loss_scaler"]["growth_interval"], 2000);
+  EXPECT_NE(f16.err.find("loss scale 65536, 0 steps skipped"), std::string::npos) << f16.err;
+  const json state = json::parse(read_file(root / "f16" / "checkpoint-5" / "trainer_state.json"));
+  EXPECT_EQ(state["loss_scaler"]["optimizer_steps"], 5);
+  EXPECT_EQ(state["loss_scaler"]["growth_tracker"], 5);
+  for (const json& l : log_lines(root / "f16")) {
+    EXPECT_EQ(l["loss_scale"], 65536.0) << l.dump();
+    EXPECT_EQ(l["skipped_steps"], 0) << l.dump();
+  }
+
+  // Overflow: a regression head (MSE) and the largest f32 as the first scale.
+  const std::string reg = "train --model " + regression_model().string() + " --train " +
+                          regression_file("f16", 96).string() +
+                          " --batch-size 8 --epochs 3 --log-every 1 --lr 1e-2 --save-every 0 --quiet --precision f16"
+                          " --loss-scale-init 3.4e38 --loss-scale-growth-interval 2 --output ";
+  const auto big = test::run_stoke(reg + (root / "overflow").string());
+  ASSERT_EQ(big.status, 0) << big.err;
+  LossScalerConfig config;
+  config.init_scale = 3.4e38f;
+  config.growth_interval = 2;
+  LossScalerState want = initial_loss_scaler_state(config);
+  int64_t grew = 0;
+  std::vector<double> losses;
+  for (const json& l : log_lines(root / "overflow")) {
+    const int64_t skipped = l["skipped_steps"];
+    ASSERT_TRUE(skipped == want.skipped_steps || skipped == want.skipped_steps + 1) << l.dump();
+    const float before = want.scale;
+    update_loss_scaler(want, skipped > want.skipped_steps, config);
+    grew += want.scale > before ? 1 : 0;
+    EXPECT_EQ(l["loss_scale"].get<float>(), want.scale) << l.dump();
+    EXPECT_EQ(l["skipped_steps"], want.skipped_steps) << l.dump();
+    losses.push_back(l["loss"]);
+  }
+  ASSERT_EQ(losses.size(), 36u);
+  EXPECT_GE(want.skipped_steps, 3) << "the largest f32 as the scale overflowed less than expected";
+  EXPECT_GE(grew, 2) << "the scale never grew back";
+  const json over = json::parse(read_file(root / "overflow" / "run.json"));
+  EXPECT_EQ(over["loss_scaler"]["skipped_steps"], want.skipped_steps);
+  EXPECT_EQ(over["loss_scaler"]["optimizer_steps"], 36 - want.skipped_steps);
+  EXPECT_EQ(over["loss_scaler"]["scale"].get<float>(), want.scale);
+  // It learns through the skips: from ~25 (targets 3..7, a fresh head) to
+  // about their variance (2), the loss of predicting their mean.
+  double last = 0;
+  for (size_t i = losses.size() - 6; i < losses.size(); ++i) last += losses[i] / 6;
+  EXPECT_LT(last, losses.front() / 4) << "f16 with skipped steps did not learn";
+}
+
+// RELIABILITY 9 in f16: the loss scaler's state (scale, growth tracker,
+// skipped and taken steps) is in the checkpoint and restored, so a kill after
+// a save and a resume give the uninterrupted run's weights byte for byte —
+// with a scale that backs off and grows during the run, so a resume that
+// started the scaler afresh would train another model.
+TEST(TrainCli, F16ResumeAfterKillIsBitwiseExact) {
+  const std::string base = "train --model " + regression_model().string() + " --train " +
+                           regression_file("resume-f16", 72).string() +
+                           " --batch-size 8 --max-steps 9 --save-every 3 --log-every 1 --dropout 0.1 --lr 1e-2 --quiet"
+                           " --precision f16 --loss-scale-init 3.4e38 --loss-scale-growth-interval 2";
+  const std::string env = "OMP_NUM_THREADS=1";
+  const fs::path root = test::scratch_dir("cli-train-resume-f16");
+  const auto straight = test::run_stoke(base + " --output " + (root / "straight").string(), "/dev/null", env);
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  const std::string want = read_file(root / "straight" / "model.safetensors");
+  const json saved = json::parse(read_file(root / "straight" / "checkpoint-6" / "trainer_state.json"))["loss_scaler"];
+  EXPECT_GE(saved["skipped_steps"].get<int64_t>(), 1) << saved.dump();
+  const fs::path out = root / "killed";
+  const auto first = test::run_stoke(base + " --output " + out.string(), "/dev/null", env + " STOKE_CRASH_AT=checkpoint_saved:2");
+  ASSERT_NE(first.status, 0) << "the crash point was not reached";
+  const auto resumed = test::run_stoke(base + " --output " + out.string() + " --resume", "/dev/null", env);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_EQ(read_file(out / "model.safetensors"), want);
+  EXPECT_EQ(results_of(log_lines(out)), results_of(log_lines(root / "straight")));
+  EXPECT_EQ(json::parse(read_file(out / "run.json"))["loss_scaler"],
+            json::parse(read_file(root / "straight" / "run.json"))["loss_scaler"]);
 }
 
 // K micro-batches of B accumulate to the gradient of one batch of K x B (the

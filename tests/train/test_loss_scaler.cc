@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "cpu/kernels.h"
 #include "support/goldens.h"
 #include "train/loss_scaler.h"
 
@@ -86,6 +87,54 @@ TEST(LossScaler, MatchesTorchGradScaler) {
     EXPECT_EQ(next, records.size()) << "every recorded step was replayed";
     EXPECT_EQ(s.skipped_steps, skipped);
     EXPECT_EQ(s.optimizer_steps + s.skipped_steps, steps);
+  }
+}
+
+// The same golden through the ops every backend runs in a step —
+// loss_scale_unscale on the gradients, loss_scale_update on the f64 state
+// tensor (Ops::LossScaler) — with the reference and the fast CPU kernels
+// (the op table compares CUDA's with these, bit for bit).
+TEST(LossScaler, TheOpsMatchTorchGradScaler) {
+  const json g = golden();
+  for (const cpu::Kernels* k : {&cpu::reference_kernels(), &cpu::fast_kernels()}) {
+    SCOPED_TRACE(k->name);
+    for (const json& run : g.at("runs")) {
+      SCOPED_TRACE(run.at("name").get<std::string>());
+      LossScalerConfig c;
+      c.init_scale = run.at("init_scale").get<float>();
+      c.growth_factor = run.at("growth_factor").get<float>();
+      c.backoff_factor = run.at("backoff_factor").get<float>();
+      c.growth_interval = run.at("growth_interval").get<int32_t>();
+      std::vector<double> slots(Ops::LossScaler::kSlots);
+      loss_scaler_to_slots(initial_loss_scaler_state(c), false, slots.data());
+      const TensorView scaler(slots.data(), DType::f64, {Ops::LossScaler::kSlots});
+      const json& records = run.at("records");
+      size_t next = 0;
+      const int64_t steps = run.at("steps").get<int64_t>();
+      for (int64_t step = 0; step < steps; ++step) {
+        const bool recorded = next < records.size() && records[next].at("step").get<int64_t>() == step;
+        if (!recorded) {
+          k->loss_scale_update(scaler, c.growth_factor, c.backoff_factor, c.growth_interval);
+          continue;
+        }
+        const json& r = records[next++];
+        SCOPED_TRACE("step " + std::to_string(step));
+        ASSERT_EQ(static_cast<float>(slots[Ops::LossScaler::kScale]), r.at("scale_before").get<float>());
+        std::vector<float> grads;
+        for (const json& v : r.at("grad")) grads.push_back(number(v));
+        k->loss_scale_unscale(TensorView(grads.data(), DType::f32, {static_cast<int64_t>(grads.size())}), scaler);
+        const bool found_inf = slots[Ops::LossScaler::kFoundInf] != 0.0;
+        ASSERT_EQ(found_inf, r.at("found_inf").get<bool>());
+        if (!found_inf)
+          for (size_t i = 0; i < grads.size(); ++i) EXPECT_EQ(grads[i], r.at("unscaled")[i].get<float>()) << i;
+        k->loss_scale_update(scaler, c.growth_factor, c.backoff_factor, c.growth_interval);
+        EXPECT_EQ(slots[Ops::LossScaler::kFoundInf], 0.0) << "the update clears the flag";
+        EXPECT_EQ(static_cast<float>(slots[Ops::LossScaler::kScale]), r.at("scale_after").get<float>());
+        EXPECT_EQ(slots[Ops::LossScaler::kGrowthTracker], r.at("growth_tracker").get<double>());
+      }
+      EXPECT_EQ(slots[Ops::LossScaler::kOptimizerSteps] + slots[Ops::LossScaler::kSkippedSteps],
+                static_cast<double>(steps));
+    }
   }
 }
 

@@ -10,6 +10,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <set>
 #include <span>
 #include <string>
@@ -22,6 +24,8 @@
 #include "io/model_folder.h"
 #include "model/encoder_training.h"
 #include "model/trainable_encoder.h"
+#include "train/loss_scaler.h"
+#include "train/optimizer.h"
 #include "support/fixtures.h"
 #include "support/goldens.h"
 
@@ -144,7 +148,7 @@ TEST_P(TrainGolden, LossGradientsAndTwoAdamWSteps) {
     hp.step = step + 1;
     hp.lr = 1e-3;
     hp.weight_decay = 0.01;
-    ops.adamw(enc->master_flat(), enc->grad_flat(), mv, vv, TensorView{}, TensorView{}, hp);
+    ops.adamw(enc->master_flat(), enc->grad_flat(), mv, vv, TensorView{}, TensorView{}, TensorView{}, hp);
     backend.synchronize();
     expect_params_match(fx, *enc, enc->master_data(), after[step], 1e-5, after[step]);
   }
@@ -192,6 +196,201 @@ TEST(TrainGoldenBf16, LossGradientsAndStepsWithinBf16Tolerance) {
     }
     std::printf("%s bf16: loss %.6f (f32 golden %.6f), worst gradient relative error %.3g\n", model, m[0] / m[2], want,
                 worst);
+  }
+}
+
+// f16 training with the dynamic loss scale (train/optimizer.h): f16 GEMM
+// operands and attention, f32 masters, residual stream, LayerNorm and
+// gradients; the loss gradient times the device-side scale, the gradients
+// unscaled and checked on the device, AdamW skipped on an inf/NaN. The same
+// two golden steps as TrainGolden (lr 1e-3, weight decay 0.01 everywhere, no
+// clipping) through the real Optimizer. The tolerances are bf16's (test
+// above) scaled by the two formats' unit roundoff, 2^-11 / 2^-8 = 1/8,
+// rounded up: loss 2e-3, gradients 1e-2. After the steps, AdamW's update is
+// lr x a normalised gradient, so an element whose gradient is at f16's noise
+// floor may move by up to 2 lr where the f32 run moved the other way;
+// parameters are compared relatively at 1e-2 (leaving out the elements with
+// a ~0 golden gradient; the key biases, whose gradient is exactly 0 up to
+// rounding, absolutely at 4 lr).
+TEST(TrainGoldenF16, LossScaledStepsWithinF16Tolerance) {
+  for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-modernbert"}) {
+    SCOPED_TRACE(model);
+    const Fixture fx = open_fixture(model);
+    const HfConfig& c = fx.folder.config;
+    const ModelWeights weights = open_model_folder_weights(fx.folder);
+    cpu::CpuBackend backend(cpu::fast_kernels());
+    auto enc = load_trainable_encoder(c, c, weights, backend, DType::f16, TrainableInit{}, nullptr);
+    train::OptimizerOptions oo;
+    oo.weight_decay = 0.01;
+    oo.decay_all = true;
+    oo.max_grad_norm = 0;
+    oo.loss_scaling = true;
+    train::Optimizer opt(*enc, backend, oo);
+    auto metrics_buf = backend.allocate(3 * sizeof(double));
+    const std::vector<double> zero3(3, 0.0);
+    EncoderTrainingRunner runner(*enc, backend, 8 * c.usable_positions(), 8);
+    const char* batches[] = {"train.", "train2."};
+    const char* losses[] = {"loss", "loss_step2"};
+    double worst_grad = 0;
+    for (int step = 0; step < 2; ++step) {
+      opt.zero_grad();
+      backend.copy_to_device(metrics_buf->data(), zero3.data(), 3 * sizeof(double));
+      const auto labels = golden_labels(fx, batches[step]);
+      MicroBatchKnobs knobs;
+      knobs.loss_scale = 1.0f / static_cast<float>(labels.size());
+      knobs.loss_scaler = opt.loss_scaler();
+      runner.enqueue(pack_golden(fx, batches[step]), labels, {}, knobs,
+                     TensorView(metrics_buf->data(), DType::f64, {3}));
+      std::vector<double> m(3);
+      backend.copy_to_host(m.data(), metrics_buf->data(), 3 * sizeof(double));
+      backend.synchronize();
+      const double want = best_golden(*fx.golden, losses[step])[0];
+      EXPECT_NEAR(m[0] / m[2], want, 2e-3 * want) << losses[step];
+      if (step == 0) {
+        // The gradient buffer holds 65536 x the gradient (a power of two: exact).
+        for (const ParamSlot& s : enc->layout.slots()) {
+          if (s.role == TensorRole::key_bias) continue;  // zero up to rounding
+          std::vector<float> got(enc->grad_data() + s.offset, enc->grad_data() + s.offset + s.numel);
+          for (float& g : got) g /= 65536.0f;
+          std::vector<double> want_grad;
+          if (!golden_rows_only(fx, "grad.", s, got, want_grad)) want_grad = golden(*fx.golden, "grad." + s.name);
+          const double e = relative_error(got, want_grad);
+          worst_grad = std::max(worst_grad, e);
+          EXPECT_LE(e, 1e-2) << "grad " << s.name;
+        }
+      }
+      opt.step(step + 1, 1e-3);
+      backend.synchronize();
+    }
+    std::vector<double> slots(Ops::LossScaler::kSlots);
+    opt.copy_scaler_to_host(slots.data());
+    backend.synchronize();
+    const LossScalerState st = loss_scaler_from_slots(slots.data());
+    EXPECT_EQ(st.optimizer_steps, 2);
+    EXPECT_EQ(st.skipped_steps, 0);
+    EXPECT_EQ(st.scale, 65536.0f);
+    double worst_param = 0;
+    for (const ParamSlot& s : enc->layout.slots()) {
+      std::vector<float> got(enc->master_data() + s.offset, enc->master_data() + s.offset + s.numel);
+      std::vector<double> want;
+      if (!golden_rows_only(fx, "after_step2.", s, got, want)) want = golden(*fx.golden, "after_step2." + s.name);
+      if (s.role == TensorRole::key_bias) {
+        // A gradient that is mathematically zero: Adam's first steps move each
+        // element by up to lr in the direction of the rounding noise, which f16
+        // and f32 draw differently — up to 2 lr apart per step, 4 lr after two.
+        for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 4e-3) << s.name;
+        continue;
+      }
+      const std::string grad_rows = rows_golden_name("grad.", s.name);
+      const std::vector<double> first_grad =
+          golden(*fx.golden, fx.golden->find(grad_rows) ? grad_rows : "grad." + s.name);
+      std::vector<float> strict_got;
+      std::vector<double> strict_want;
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (std::abs(first_grad[i]) < 1e-7) continue;  // compared at lr by the f32 test; here noise either way
+        strict_got.push_back(got[i]);
+        strict_want.push_back(want[i]);
+      }
+      const double e = relative_error(strict_got, strict_want);
+      worst_param = std::max(worst_param, e);
+      EXPECT_LE(e, 1e-2) << "after two steps: " << s.name;
+    }
+    std::printf("%s f16: worst gradient relative error %.3g, worst parameter after two steps %.3g\n", model,
+                worst_grad, worst_param);
+  }
+}
+
+// A step whose gradient holds an inf or NaN is skipped on the device: the
+// parameters and both moments keep their bits, the scale backs off, AdamW's
+// t does not advance — so the next clean step is bit for bit the first step
+// of a run that never saw the bad one (started at the backed-off scale).
+TEST(TrainLossScaler, AnInfGradientSkipsTheStepAndTheNextIsTheFirst) {
+  for (const char* kernels : {"reference", "fast"}) {
+    SCOPED_TRACE(kernels);
+    const Fixture fx = open_fixture("tiny-bert");
+    const HfConfig& c = fx.folder.config;
+    const ModelWeights weights = open_model_folder_weights(fx.folder);
+    cpu::CpuBackend backend(std::string(kernels) == "reference" ? cpu::reference_kernels() : cpu::fast_kernels());
+    struct Run {
+      std::unique_ptr<TrainableEncoder> enc;
+      std::unique_ptr<train::Optimizer> opt;
+      std::unique_ptr<EncoderTrainingRunner> runner;
+    };
+    auto metrics_buf = backend.allocate(3 * sizeof(double));
+    auto make = [&](float init_scale) {
+      Run r;
+      r.enc = load_trainable_encoder(c, c, weights, backend, DType::f16, TrainableInit{}, nullptr);
+      train::OptimizerOptions oo;
+      oo.weight_decay = 0.01;
+      oo.loss_scaling = true;
+      oo.scaler.init_scale = init_scale;
+      r.opt = std::make_unique<train::Optimizer>(*r.enc, backend, oo);  // clipping on (max norm 1)
+      r.runner = std::make_unique<EncoderTrainingRunner>(*r.enc, backend, 8 * c.usable_positions(), 8);
+      return r;
+    };
+    auto micro_batch = [&](Run& r, const char* batch) {
+      r.opt->zero_grad();
+      const auto labels = golden_labels(fx, batch);
+      MicroBatchKnobs knobs;
+      knobs.dropout = {0.1f, 0.1f, 0.1f};
+      knobs.seed = 7;
+      knobs.loss_scale = 1.0f / static_cast<float>(labels.size());
+      knobs.loss_scaler = r.opt->loss_scaler();
+      r.runner->enqueue(pack_golden(fx, batch), labels, {}, knobs, TensorView(metrics_buf->data(), DType::f64, {3}));
+    };
+    const int64_t n = ParamLayout(c).numel();
+    auto read = [&](const float* device) {
+      std::vector<float> h(static_cast<size_t>(n));
+      backend.copy_to_host(h.data(), device, h.size() * 4);
+      backend.synchronize();
+      return h;
+    };
+    auto scaler = [&](const train::Optimizer& opt) {
+      std::vector<double> slots(Ops::LossScaler::kSlots);
+      opt.copy_scaler_to_host(slots.data());
+      backend.synchronize();
+      EXPECT_EQ(slots[Ops::LossScaler::kFoundInf], 0.0) << "loss_scale_update clears the flag";
+      return loss_scaler_from_slots(slots.data());
+    };
+
+    Run a = make(65536.0f);
+    // Step 1 of run a: moments of a first clean step, then a step whose gradient holds a NaN and an inf.
+    micro_batch(a, "train.");
+    a.opt->step(1, 1e-3);
+    const std::vector<float> p1 = read(a.enc->master_data()), m1 = read(static_cast<float*>(a.opt->exp_avg().data)),
+                             v1 = read(static_cast<float*>(a.opt->exp_avg_sq().data));
+    micro_batch(a, "train2.");
+    const float bad[2] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()};
+    backend.copy_to_device(a.enc->grad_data() + 100, &bad[0], 4);
+    backend.copy_to_device(a.enc->grad_data() + n - 1, &bad[1], 4);
+    a.opt->step(2, 1e-3);
+    EXPECT_EQ(read(a.enc->master_data()), p1) << "a skipped step changed the parameters";
+    EXPECT_EQ(read(static_cast<float*>(a.opt->exp_avg().data)), m1) << "a skipped step changed exp_avg";
+    EXPECT_EQ(read(static_cast<float*>(a.opt->exp_avg_sq().data)), v1) << "a skipped step changed exp_avg_sq";
+    LossScalerState want = initial_loss_scaler_state(LossScalerConfig{});
+    update_loss_scaler(want, false, LossScalerConfig{});
+    update_loss_scaler(want, true, LossScalerConfig{});
+    const LossScalerState got = scaler(*a.opt);
+    EXPECT_EQ(got.scale, 32768.0f);
+    EXPECT_EQ(got.scale, want.scale);
+    EXPECT_EQ(got.skipped_steps, 1);
+    EXPECT_EQ(got.optimizer_steps, 1);
+    EXPECT_EQ(got.growth_tracker, 0);
+    // The next step (host step 3) is AdamW's t = 2: equal to run b, which took
+    // step 1 and then step 2 on the same batch, never seeing the bad one.
+    micro_batch(a, "train2.");
+    a.opt->step(3, 1e-3);
+    Run b = make(65536.0f);
+    micro_batch(b, "train.");
+    b.opt->step(1, 1e-3);
+    b.opt->load_scaler(got);  // the backed-off scale (a power of two either way: the same gradient bits)
+    micro_batch(b, "train2.");
+    b.opt->step(2, 1e-3);
+    EXPECT_EQ(read(a.enc->master_data()), read(b.enc->master_data()));
+    EXPECT_EQ(read(static_cast<float*>(a.opt->exp_avg().data)), read(static_cast<float*>(b.opt->exp_avg().data)));
+    EXPECT_EQ(read(static_cast<float*>(a.opt->exp_avg_sq().data)),
+              read(static_cast<float*>(b.opt->exp_avg_sq().data)));
+    EXPECT_EQ(scaler(*a.opt).optimizer_steps, 2);
   }
 }
 

@@ -14,6 +14,7 @@
 // our back), so the result tracks torch to an ulp or so per step.
 // sum_squares sums fixed chunks in double and adds the chunk sums in order:
 // the same total for any thread count.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "cpu/fast/fast_ops.h"
 #include "cpu/ref/ref_train.h"
 #include "cpu/ref/train_checks.h"
+#include "train/loss_scaler.h"
 
 namespace stoke::cpu::fast {
 
@@ -79,6 +81,18 @@ struct Span {
   bool decay;
 };
 
+// g *= inv in f32, rounded once to T; whether any element was inf or NaN before.
+template <class T>
+STOKE_CPU_CLONES char unscale_span(T* g, int64_t n, float inv) {
+  char bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = to_float(g[i]);
+    bad |= static_cast<char>(!std::isfinite(v));
+    g[i] = narrow_one<T>(v * inv);
+  }
+  return bad;
+}
+
 }  // namespace
 
 void sum_squares(const TensorView& out, const TensorView& x) {
@@ -92,10 +106,48 @@ void clip_scale(const TensorView& scale, const TensorView& sumsq, float max_norm
   *scale.as<float>() = ref::clip_coefficient(read_scalar(sumsq), max_norm);  // one scalar: shared with ref
 }
 
+void loss_scale_multiply(const TensorView& x, const TensorView& scaler) {
+  const int64_t n = check_loss_scale_multiply(x, scaler);
+  const float scale = static_cast<float>(scaler.as<const double>()[Ops::LossScaler::kScale]);
+  with_act_type(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* xp = x.as<T>();
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+    for (int64_t i = 0; i < n; ++i) xp[i] = narrow_one<T>(to_float(xp[i]) * scale);
+  });
+}
+
+void loss_scale_unscale(const TensorView& g, const TensorView& scaler) {
+  const int64_t n = check_loss_scale_unscale(g, scaler);
+  double* s = scaler.as<double>();
+  const float inv = inverse_loss_scale(static_cast<float>(s[Ops::LossScaler::kScale]));
+  const bool found_inf = with_act_type(g.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* gp = g.as<T>();
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    std::vector<char> bad(static_cast<size_t>(chunks), 0);
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t end = std::min(n, (c + 1) * kChunk);
+      bad[static_cast<size_t>(c)] = unscale_span(gp + c * kChunk, end - c * kChunk, inv);
+    }
+    return std::any_of(bad.begin(), bad.end(), [](char b) { return b != 0; });
+  });
+  if (found_inf) s[Ops::LossScaler::kFoundInf] = 1.0;
+}
+
+void loss_scale_update(const TensorView& scaler, float growth_factor, float backoff_factor, int growth_interval) {
+  check_loss_scale_update(scaler, growth_factor, backoff_factor, growth_interval);
+  update_loss_scaler_slots(scaler.as<double>(), growth_factor, backoff_factor, growth_interval);
+}
+
 void adamw(const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
-           const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp) {
-  const int64_t n = check_adamw(p, g, m, v, decay_ranges, grad_scale, hp);
-  const double t = static_cast<double>(hp.step);
+           const TensorView& decay_ranges, const TensorView& grad_scale, const TensorView& scaler,
+           const Ops::AdamWStep& hp) {
+  const int64_t n = check_adamw(p, g, m, v, decay_ranges, grad_scale, scaler, hp);
+  const ref::AdamWStepNumber step = ref::adamw_step_number(scaler, hp);
+  if (step.skip) return;  // an inf/NaN gradient: p, m, v untouched
+  const double t = static_cast<double>(step.t);
   AdamWCoef k;
   k.grad_scale = grad_scale.empty() ? 1.0f : *grad_scale.as<const float>();
   k.decay = static_cast<float>(1.0 - hp.lr * hp.weight_decay);

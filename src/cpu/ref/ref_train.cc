@@ -10,6 +10,7 @@
 #include "core/philox.h"
 #include "cpu/ref/ref_ops.h"
 #include "cpu/ref/train_checks.h"
+#include "train/loss_scaler.h"
 
 namespace stoke::cpu::ref {
 
@@ -110,6 +111,13 @@ void sum_squares(const TensorView& out, const TensorView& x) {
   write_scalar(out, read_scalar(out) + sum);
 }
 
+AdamWStepNumber adamw_step_number(const TensorView& scaler, const Ops::AdamWStep& hp) {
+  if (scaler.empty()) return {false, hp.step};
+  const double* s = scaler.as<const double>();
+  if (s[Ops::LossScaler::kFoundInf] != 0.0) return {true, 0};
+  return {false, static_cast<int64_t>(s[Ops::LossScaler::kOptimizerSteps]) + 1};
+}
+
 float clip_coefficient(double sumsq, float max_norm) {
   // torch.nn.utils.clip_grad_norm_: total_norm (an f32 tensor), clip_coef =
   // max_norm / (total_norm + 1e-6), clamped to at most 1 (a NaN stays NaN).
@@ -123,11 +131,41 @@ void clip_scale(const TensorView& scale, const TensorView& sumsq, float max_norm
   *scale.as<float>() = clip_coefficient(read_scalar(sumsq), max_norm);
 }
 
+// The f32 products of these ops are exact in double (two 24-bit
+// significands), so rounding the double product once gives an f32 multiply's
+// bits: the reference is the exact answer every backend must reproduce.
+void loss_scale_multiply(const TensorView& x, const TensorView& scaler) {
+  const int64_t n = check_loss_scale_multiply(x, scaler);
+  const double scale = static_cast<float>(scaler.as<const double>()[Ops::LossScaler::kScale]);
+  for (int64_t i = 0; i < n; ++i) store(x, i, static_cast<float>(load(x, i) * scale));
+}
+
+void loss_scale_unscale(const TensorView& g, const TensorView& scaler) {
+  const int64_t n = check_loss_scale_unscale(g, scaler);
+  double* s = scaler.as<double>();
+  const double inv = inverse_loss_scale(static_cast<float>(s[Ops::LossScaler::kScale]));
+  bool found_inf = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = load(g, i);
+    if (!std::isfinite(v)) found_inf = true;
+    store(g, i, static_cast<float>(v * inv));
+  }
+  if (found_inf) s[Ops::LossScaler::kFoundInf] = 1.0;
+}
+
+void loss_scale_update(const TensorView& scaler, float growth_factor, float backoff_factor, int growth_interval) {
+  check_loss_scale_update(scaler, growth_factor, backoff_factor, growth_interval);
+  update_loss_scaler_slots(scaler.as<double>(), growth_factor, backoff_factor, growth_interval);
+}
+
 void adamw(const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
-           const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp) {
-  const int64_t n = check_adamw(p, g, m, v, decay_ranges, grad_scale, hp);
+           const TensorView& decay_ranges, const TensorView& grad_scale, const TensorView& scaler,
+           const Ops::AdamWStep& hp) {
+  const int64_t n = check_adamw(p, g, m, v, decay_ranges, grad_scale, scaler, hp);
+  const AdamWStepNumber step = adamw_step_number(scaler, hp);
+  if (step.skip) return;  // an inf/NaN gradient: p, m, v untouched
   const double s = grad_scale.empty() ? 1.0 : static_cast<double>(*grad_scale.as<const float>());
-  const double t = static_cast<double>(hp.step);
+  const double t = static_cast<double>(step.t);
   const double bc1 = 1.0 - std::pow(hp.beta1, t), bc2 = 1.0 - std::pow(hp.beta2, t);
   // Which elements decay: all (unset view) or those inside a range.
   std::vector<char> decays(static_cast<size_t>(n), decay_ranges.rank == 0 ? 1 : 0);

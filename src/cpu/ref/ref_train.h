@@ -2,7 +2,20 @@
 // (the kernels themselves are declared with all the others in ref_ops.h).
 #pragma once
 
+#include <cstdint>
+
+#include "backend/ops.h"
+
 namespace stoke::cpu::ref {
+
+// Which AdamW step a call takes (shared with the fast set): without a loss
+// scaler, hp.step; with one, none when its found-inf flag is set (skip), else
+// the steps it has counted + 1.
+struct AdamWStepNumber {
+  bool skip = false;
+  int64_t t = 1;
+};
+AdamWStepNumber adamw_step_number(const TensorView& scaler, const Ops::AdamWStep& hp);
 
 // The f32 clipping coefficient of clip_scale (shared with the fast set: it is
 // one scalar, and both sets must give the same bits).

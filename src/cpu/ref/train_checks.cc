@@ -138,8 +138,46 @@ void check_clip_scale(const TensorView& scale, const TensorView& sumsq, float ma
     fail(op, fmt::format("max_norm = {} must be positive and finite (0 disables clipping: skip the op)", max_norm));
 }
 
+namespace {
+
+void need_scaler(const char* op, const TensorView& scaler) {
+  need(op, "scaler", scaler, 1);
+  need_dtype(op, "scaler", scaler, DType::f64);
+  need_dim(op, "scaler", scaler, 0, Ops::LossScaler::kSlots);
+}
+
+int64_t check_scaled_tensor(const char* op, const char* name, const TensorView& x, const TensorView& scaler) {
+  need_scaler(op, scaler);
+  need_any_rank(op, name, x);
+  need_act(op, name, x);
+  need_no_overlap(op, name, x, "scaler", scaler);
+  return x.numel();
+}
+
+}  // namespace
+
+int64_t check_loss_scale_multiply(const TensorView& x, const TensorView& scaler) {
+  return check_scaled_tensor("loss_scale_multiply", "x", x, scaler);
+}
+
+int64_t check_loss_scale_unscale(const TensorView& g, const TensorView& scaler) {
+  return check_scaled_tensor("loss_scale_unscale", "g", g, scaler);
+}
+
+void check_loss_scale_update(const TensorView& scaler, float growth_factor, float backoff_factor,
+                             int growth_interval) {
+  const char* op = "loss_scale_update";
+  need_scaler(op, scaler);
+  if (!(growth_factor > 1.0f) || !std::isfinite(growth_factor))
+    fail(op, fmt::format("growth_factor = {} must be finite and above 1", growth_factor));
+  if (!(backoff_factor > 0.0f && backoff_factor < 1.0f))
+    fail(op, fmt::format("backoff_factor = {} must be in (0, 1)", backoff_factor));
+  if (growth_interval < 1) fail(op, fmt::format("growth_interval = {} must be at least 1", growth_interval));
+}
+
 int64_t check_adamw(const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
-                    const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp) {
+                    const TensorView& decay_ranges, const TensorView& grad_scale, const TensorView& scaler,
+                    const Ops::AdamWStep& hp) {
   const char* op = "adamw";
   const TensorView* t[4] = {&p, &g, &m, &v};
   const char* names[4] = {"p", "g", "m", "v"};
@@ -154,6 +192,10 @@ int64_t check_adamw(const TensorView& p, const TensorView& g, const TensorView& 
   if (!grad_scale.empty()) {
     need_scalar(op, "grad_scale", grad_scale, false);
     for (int i = 0; i < 4; ++i) need_no_overlap(op, "grad_scale", grad_scale, names[i], *t[i]);
+  }
+  if (!scaler.empty()) {
+    need_scaler(op, scaler);
+    for (int i = 0; i < 4; ++i) need_no_overlap(op, names[i], *t[i], "scaler", scaler);
   }
   if (decay_ranges.rank != 0) {  // TensorView{} = decay everywhere; [0, 2] = nowhere
     need(op, "decay_ranges", decay_ranges, 2);

@@ -37,9 +37,18 @@ LossShape check_mse_loss(const TensorView& dpred, const TensorView& metrics, con
 int64_t check_sum_squares(const TensorView& out, const TensorView& x);  // numel of x
 void check_clip_scale(const TensorView& scale, const TensorView& sumsq, float max_norm);
 
-// Element count of the group; the decay ranges are sorted, disjoint and inside it.
+// The loss-scale ops (f16 training): scaler is an f64 [Ops::LossScaler::kSlots]
+// tensor; x / g an activation tensor of any shape apart from it (numel returned).
+int64_t check_loss_scale_multiply(const TensorView& x, const TensorView& scaler);
+int64_t check_loss_scale_unscale(const TensorView& g, const TensorView& scaler);
+void check_loss_scale_update(const TensorView& scaler, float growth_factor, float backoff_factor,
+                             int growth_interval);
+
+// Element count of the group; the decay ranges are sorted, disjoint and inside
+// it; scaler (may be empty) a loss-scaler tensor apart from p, g, m, v.
 int64_t check_adamw(const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
-                    const TensorView& decay_ranges, const TensorView& grad_scale, const Ops::AdamWStep& hp);
+                    const TensorView& decay_ranges, const TensorView& grad_scale, const TensorView& scaler,
+                    const Ops::AdamWStep& hp);
 
 // A scalar of a one-element f64 or f32 tensor, and its store (by dtype).
 double read_scalar(const TensorView& t);
