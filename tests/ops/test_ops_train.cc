@@ -621,7 +621,8 @@ TEST(AdamW, MatchesTorchOverThreeSteps) {
         hp.beta2 = c.beta2;
         hp.eps = c.eps;
         hp.weight_decay = c.weight_decay;
-        k->adamw(p.view, g.view, m.view, v.view, ranges.view, c.max_norm > 0.0f ? scale.view : TensorView{}, TensorView{}, hp);
+        k->adamw(p.view, g.view, m.view, v.view, ranges.view, c.max_norm > 0.0f ? scale.view : TensorView{},
+                 TensorView{}, hp);
         const TorchStep& want = c.steps[s];
         const std::string where = std::string(k->name) + " " + c.name + " step " + std::to_string(want.step);
         expect_close(p.view.as<float>(), want.p, "p", where);
@@ -707,7 +708,8 @@ TEST(AdamW, RefusesBadCalls) {
     EXPECT_NO_THROW(k->adamw(p.view, g.view, m.view, v.view, TensorView{}, TensorView{}, TensorView{}, hp));
     EXPECT_THROW(k->adamw(p.view, g7.view, m.view, v.view, TensorView{}, TensorView{}, TensorView{}, hp), Error);
     EXPECT_THROW(k->adamw(p.view, gb.view, m.view, v.view, TensorView{}, TensorView{}, TensorView{}, hp), Error);
-    EXPECT_THROW(k->adamw(p.view, g.view, m.view, m.view, TensorView{}, TensorView{}, TensorView{}, hp), Error);  // v is m
+    EXPECT_THROW(k->adamw(p.view, g.view, m.view, m.view, TensorView{}, TensorView{}, TensorView{}, hp),
+                 Error);  // v is m
     EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, unsorted.view, TensorView{}, TensorView{}, hp), Error);
     EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, past.view, TensorView{}, TensorView{}, hp), Error);
     EXPECT_THROW(k->adamw(p.view, g.view, m.view, v.view, ranges32.view, TensorView{}, TensorView{}, hp), Error);
@@ -750,7 +752,8 @@ TEST(TrainOps, OneStepOnTheStreamWithOneHostSync) {
     k.cross_entropy(direct.dz.view, direct.metrics.view, z.view, y.view, 0.1f, 0.25f);
     k.sum_squares(direct.sumsq.view, direct.dz.view);
     k.clip_scale(direct.scale.view, direct.sumsq.view, 0.05f);
-    k.adamw(direct.p.view, direct.dz.view, direct.m.view, direct.v.view, TensorView{}, direct.scale.view, TensorView{}, hp);
+    k.adamw(direct.p.view, direct.dz.view, direct.m.view, direct.v.view, TensorView{}, direct.scale.view, TensorView{},
+            hp);
     k.dropout(direct.drop.view, x.view, 0.1f, 5, 6, 7, 0);
     k.dropout_backward(direct.dx.view, direct.drop.view, 0.1f, 5, 6, 7, 0);
     k.mse_loss(TensorView{}, direct.mse.view, pred.view, target.view, 1.0f);
@@ -761,7 +764,8 @@ TEST(TrainOps, OneStepOnTheStreamWithOneHostSync) {
   ops.cross_entropy(queued.dz.view, queued.metrics.view, z.view, y.view, 0.1f, 0.25f);
   ops.sum_squares(queued.sumsq.view, queued.dz.view);
   ops.clip_scale(queued.scale.view, queued.sumsq.view, 0.05f);
-  ops.adamw(queued.p.view, queued.dz.view, queued.m.view, queued.v.view, TensorView{}, queued.scale.view, TensorView{}, hp);
+  ops.adamw(queued.p.view, queued.dz.view, queued.m.view, queued.v.view, TensorView{}, queued.scale.view, TensorView{},
+            hp);
   ops.dropout(queued.drop.view, x.view, 0.1f, 5, 6, 7, 0);
   ops.dropout_backward(queued.dx.view, queued.drop.view, 0.1f, 5, 6, 7, 0);
   ops.mse_loss(TensorView{}, queued.mse.view, pred.view, target.view, 1.0f);

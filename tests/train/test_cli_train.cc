@@ -506,7 +506,8 @@ TEST(TrainCli, F16ResumeAfterKillIsBitwiseExact) {
   const json saved = json::parse(read_file(root / "straight" / "checkpoint-6" / "trainer_state.json"))["loss_scaler"];
   EXPECT_GE(saved["skipped_steps"].get<int64_t>(), 1) << saved.dump();
   const fs::path out = root / "killed";
-  const auto first = test::run_stoke(base + " --output " + out.string(), "/dev/null", env + " STOKE_CRASH_AT=checkpoint_saved:2");
+  const auto first =
+      test::run_stoke(base + " --output " + out.string(), "/dev/null", env + " STOKE_CRASH_AT=checkpoint_saved:2");
   ASSERT_NE(first.status, 0) << "the crash point was not reached";
   const auto resumed = test::run_stoke(base + " --output " + out.string() + " --resume", "/dev/null", env);
   ASSERT_EQ(resumed.status, 0) << resumed.err;
