@@ -66,6 +66,8 @@ std::optional<int> prepare_text_command(const stoke::cli::TextCommand& c) {
 int run_reporting_errors(Command& command) {
   try {
     return command.run();
+  } catch (const stoke::ReportedError&) {
+    // already said on stderr
   } catch (const stoke::Error& e) {
     std::fprintf(stderr, "stoke: error: %s\n", e.what());
   } catch (const std::bad_alloc&) {

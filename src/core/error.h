@@ -39,4 +39,13 @@ class OutOfMemoryError : public Error {
   explicit OutOfMemoryError(const std::string& message) : Error(Errc::device, message) {}
 };
 
+// An error whose line is already on stderr, said by the code that threw it:
+// the CLI prints nothing more and exits with status 1. Every rank of a
+// data-parallel job that fails an agreement says its line itself before any
+// rank leaves, because a launcher ends the whole job at the first exit.
+class ReportedError : public Error {
+ public:
+  ReportedError(Errc code, const std::string& message) : Error(code, message) {}
+};
+
 }  // namespace stoke

@@ -49,6 +49,7 @@ class Communicator {
   // the communicator may then close normally instead of leaving the job to
   // the launcher, so each rank's message gets printed.
   void fail_together() { failing_together_ = true; }
+  bool failing_together() const { return failing_together_; }
 
  protected:
   bool failing_together_ = false;

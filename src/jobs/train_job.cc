@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -630,7 +631,15 @@ TrainSummary run_train(const TrainOptions& o) {
   try {
     return train_ranked(o, dtype, comm);
   } catch (const Error& e) {
-    throw Error(e.code(), who + e.what());
+    const std::string line = who + e.what();
+    if (!comm->failing_together()) throw Error(e.code(), line);
+    // Every rank fails here together, and a launcher ends the whole job at
+    // the first rank's exit: each says its line now and waits until all have
+    // said theirs, so no rank's line is lost to the launcher's kill.
+    std::fprintf(stderr, "stoke: error: %s\n", line.c_str());
+    std::fflush(stderr);
+    comm->barrier();
+    throw ReportedError(e.code(), line);
   } catch (const std::bad_alloc&) {
     throw Error(Errc::device, who + "out of memory (host allocation failed)");
   }
