@@ -16,6 +16,8 @@ class CappedBackend final : public Backend {
   CappedBackend(Backend& inner, size_t cap) : inner_(inner), cap_(cap) {}
   // The n-th allocate() from now on (1: the next) is refused whatever its size.
   void refuse_allocation(long n) { refuse_in_ = n; }
+  // A new cap from now on (a test lets the setup allocate, then tightens it).
+  void set_cap(size_t cap) { cap_ = cap; }
   long refused() const { return refused_; }
   long allocations() const { return allocations_; }
 
