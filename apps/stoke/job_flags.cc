@@ -145,7 +145,7 @@ void add_train_flags(CLI::App* train, TrainCli& cli, const char* output_help) {
            "Examples per micro-batch, or auto (largest that fits --memory-budget); 1 to 1048576 or auto")
       ->default_str(trn.batch_size);
   add_int(train, "--max-batch-size", trn.max_batch_size, {1, 1 << 20}, "Largest batch --batch-size auto tries");
-  train->add_option("--memory-budget", trn.memory_budget, "Memory --batch-size auto may plan for, e.g. 8G (default: 80% of available)");
+  train->add_option("--memory-budget", trn.memory_budget, "Memory --batch-size auto may plan for, e.g. 8G (default: 80% of what the device says is free)");
   add_int(train, "--grad-accum", trn.grad_accum, {1, 1 << 16}, "Micro-batches per optimizer step");
   add_int(train, "--bucket-mb", trn.bucket_mb, {1, 1 << 16},
           "Data-parallel runs (mpirun/srun): MiB of gradients per all-reduce bucket");

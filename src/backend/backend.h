@@ -135,6 +135,17 @@ class Backend {
   };
   virtual MemoryReport memory_report() const { return {}; }
 
+  // How much more memory allocate() could hand out now, as the device itself
+  // reports it, and where the number comes from (said in the notes of whoever
+  // plans by it: `--batch-size auto`). A GPU: free device memory plus what
+  // the backend's own allocator holds cached for reuse; the CPU: the host's
+  // available memory.
+  struct FreeMemory {
+    size_t bytes = 0;
+    std::string source;  // e.g. "host MemAvailable", "cuda:0 cudaMemGetInfo free + stoke's cache"
+  };
+  virtual FreeMemory free_memory() const = 0;
+
  protected:
   [[noreturn]] void no_graphs() const {
     throw Error(Errc::unsupported, "backend " + name() + " cannot capture graphs");

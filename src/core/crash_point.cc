@@ -41,6 +41,11 @@ Target& fail_target() {
   return t;
 }
 
+Target& oom_target() {
+  static Target t = parse("STOKE_OOM_AT");
+  return t;
+}
+
 Target& stop_target() {
   static Target t = parse("STOKE_STOP_AT");
   return t;
@@ -54,7 +59,8 @@ void crash_point(const char* name) {
   Target& crash = crash_target();
   Target& fail = fail_target();
   Target& stop = stop_target();
-  if (!crash.armed && !fail.armed && !stop.armed) return;
+  Target& oom = oom_target();
+  if (!crash.armed && !fail.armed && !stop.armed && !oom.armed) return;
   std::lock_guard lock(mu);
   if (stop.armed && stop.name == name && --stop.hits_left == 0) {
     stop.armed = false;
@@ -64,6 +70,10 @@ void crash_point(const char* name) {
   if (fail.armed && fail.name == name && --fail.hits_left == 0) {
     fail.armed = false;
     throw Error(Errc::io, std::string(name) + ": No space left on device (injected by STOKE_FAIL_AT)");
+  }
+  if (oom.armed && oom.name == name && --oom.hits_left == 0) {
+    oom.armed = false;
+    throw OutOfMemoryError(std::string(name) + ": the device is out of memory (injected by STOKE_OOM_AT)");
   }
 }
 

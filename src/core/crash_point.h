@@ -6,6 +6,8 @@
 // Error(io) as a full disk would (the error path, with the process alive).
 // STOKE_STOP_AT="name:n" stops the process there (SIGSTOP, as a debugger
 // would), so a test can act while a job is mid-run, then SIGCONT it.
+// STOKE_OOM_AT="name:n" makes that passage throw OutOfMemoryError, as a full
+// device's allocation would (the recovery of RELIABILITY 10).
 // Without the variables it costs one check of a static.
 #pragma once
 

@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "core/error.h"
 
@@ -128,6 +130,16 @@ void CpuBackend::enqueue(const char* name, std::function<void()> fn) {
 }
 
 double CpuBackend::busy_seconds() const { return static_cast<double>(busy_ns_.load(std::memory_order_relaxed)) * 1e-9; }
+
+Backend::FreeMemory CpuBackend::free_memory() const {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  int64_t kb = 0;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:" && kb >= 0) return {static_cast<size_t>(kb) * 1024, "host MemAvailable"};
+  // No /proc (not Linux): a modest guess, named as one.
+  return {size_t{4} << 30, "no /proc/meminfo: assumed 4 GiB"};
+}
 
 std::unique_ptr<Buffer> CpuBackend::allocate(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
 std::unique_ptr<Buffer> CpuBackend::allocate_host(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }

@@ -37,6 +37,8 @@ class CpuBackend final : public Backend {
   void throttle(const Event& event) override;
   void drain() noexcept override;
   const Ops& ops() const override { return *ops_; }
+  // The host's MemAvailable (/proc/meminfo): device memory is host memory.
+  FreeMemory free_memory() const override;
 
   // Runs fn on the executor, in stream order (what every op does). `name`
   // (a static string: the op) labels its span when a trace is attached.

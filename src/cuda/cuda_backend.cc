@@ -323,4 +323,14 @@ Backend::MemoryReport CudaBackend::memory_report() const {
 }
 size_t CudaBackend::bytes_cached() const { return impl_->allocator->cached(); }
 
+Backend::FreeMemory CudaBackend::free_memory() const {
+  check_cuda(cudaSetDevice(impl_->device), "cudaSetDevice");
+  size_t free_bytes = 0, total = 0;
+  check_cuda(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+  const size_t cached = impl_->allocator->cached();
+  return {free_bytes + cached, name() + " cudaMemGetInfo free " + std::to_string(free_bytes >> 20) + " MiB of " +
+                                   std::to_string(total >> 20) + " MiB + " + std::to_string(cached >> 20) +
+                                   " MiB cached by stoke"};
+}
+
 }  // namespace stoke::cuda

@@ -5,10 +5,10 @@
 // our own kernels (kernels.h).
 //
 // Training: the element-wise, LayerNorm, GEMM-backward, attention (exact
-// path), embedding LayerNorm (scatter-add in token order), pooling/row-gather
-// backward, loss, clipping and AdamW ops are here (kernels_train.h,
-// gemm_general.h); the ones not yet on the GPU (MPNet's relative-position
-// attention training forms) throw from UnsupportedOps with one clear line.
+// path, MPNet's relative-position forms included), embedding LayerNorm
+// (scatter-add in token order), pooling/row-gather backward, loss, clipping
+// and AdamW ops are here (kernels_train.h, gemm_general.h); an op not yet on
+// the GPU would throw from UnsupportedOps with one clear line.
 #include "cuda/cuda_ops.h"
 
 #include <string>
@@ -260,6 +260,23 @@ class CudaOps final : public UnsupportedOps {
                                   IndexData::device);
     Launch op(s_, "attention_backward");
     launch_attention_backward(op.stream, dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, window, dropout);
+  }
+  void attention_relpos_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                              const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel,
+                              const Ops::AttentionDropout& dropout) const override {
+    cpu::check_attention_relpos_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, rel, dropout, IndexData::device);
+    Launch op(s_, "attention_relpos_train");
+    launch_attention_relpos_train(op.stream, out, lse, qkv, cu_seqlens, heads, max_seqlen, rel, dropout);
+  }
+  void attention_relpos_backward(const TensorView& dqkv, const TensorView& drel, const TensorView& dout,
+                                 const TensorView& qkv, const TensorView& out, const TensorView& lse,
+                                 const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel,
+                                 const Ops::AttentionDropout& dropout) const override {
+    cpu::check_attention_relpos_backward(dqkv, drel, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, rel, dropout,
+                                         IndexData::device);
+    Launch op(s_, "attention_relpos_backward");
+    launch_attention_relpos_backward(op.stream, dqkv, drel, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, rel,
+                                     dropout);
   }
   void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) const override {
     cpu::check_gather_rows_backward(dh, dout, rows, IndexData::device);

@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "cuda/cuda_internal.h"
+#include "cuda/kernels_attention_train.cuh"
 #include "cuda/kernels_common.cuh"
 #include "cuda/kernels_train.h"
 
@@ -26,47 +27,12 @@ namespace stoke::cuda {
 
 namespace {
 
+using namespace attention_train;
+
 constexpr int kThreads = 128;
-
-struct Dropout {
-  float p, scale;
-  uint64_t seed;
-  uint32_t step, tensor_id;
-  uint64_t row_offset;
-};
-
-// The index layout of Ops::AttentionDropout::row_index (a host function):
-// ((row_offset + t) * heads + h) << kKeyBits, plus the key j.
-__device__ __forceinline__ float mask_factor(const Dropout& dr, int64_t t, int h, int heads, int j) {
-  if (dr.p == 0.0f) return 1.0f;
-  const uint64_t row = (dr.row_offset + static_cast<uint64_t>(t)) * static_cast<uint64_t>(heads) + static_cast<uint64_t>(h);
-  const uint64_t index = (row << Ops::AttentionDropout::kKeyBits) + static_cast<uint64_t>(j);
-  return philox::element_uniform(dr.seed, dr.step, dr.tensor_id, index) >= dr.p ? dr.scale : 0.0f;
-}
-
-// The sequence holding packed token t: the largest b with cu[b] <= t.
-__device__ __forceinline__ int sequence_of(const int32_t* cu, int B, int64_t t) {
-  int lo = 0, hi = B - 1;
-  while (lo < hi) {
-    const int mid = lo + (hi - lo + 1) / 2;
-    if (cu[mid] <= t)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
 
 // Whether query i sees key j (positions in the sequence) under the window.
 __device__ __forceinline__ bool sees(int i, int j, int window) { return window == 0 || abs(i - j) <= window; }
-
-struct Cols {
-  int64_t stride, q, k, v;  // qkv row width; this head's q, k, v columns
-};
-__device__ __forceinline__ Cols cols_of(int heads, int d, int h) {
-  const int64_t q = int64_t{h} * d;
-  return {int64_t{3} * heads * d, q, int64_t{heads} * d + q, int64_t{2} * heads * d + q};
-}
 
 // out_i = sum_j P_ij m_ij v_j, lse_i = log sum_j exp(s_ij) (undropped).
 __global__ void attention_train_kernel(void* out, float* lse, const void* qkv, Elem e, const int32_t* cu, int B,
@@ -205,10 +171,6 @@ __global__ void attention_dkv_kernel(void* dqkv, Elem dq_e, const void* dout, El
     store(dqkv, dq_e, t * c.stride + c.k + k, dk * scale);
     store(dqkv, dq_e, t * c.stride + c.v + k, dv);
   }
-}
-
-Dropout dropout_of(const Ops::AttentionDropout& d) {
-  return {d.p, d.p < 1.0f ? 1.0f / (1.0f - d.p) : 0.0f, d.seed, d.step, d.tensor_id, d.row_offset};  // the dropout op's f32 factor
 }
 
 }  // namespace

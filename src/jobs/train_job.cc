@@ -11,6 +11,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "core/crash_point.h"
 #include "core/error.h"
 #include "core/sha256.h"
 #include "core/thread_pool.h"
@@ -32,6 +33,7 @@
 #include "model/encoder_training.h"
 #include "model/trainable_encoder.h"
 #include "train/checkpoint.h"
+#include "train/micro_batch_split.h"
 #include "train/schedule.h"
 #include "train/train_data.h"
 #include "train/trainer.h"
@@ -105,17 +107,6 @@ int64_t parse_bytes(const std::string& text) {
   if (!(v * mul >= 1) || !(v * mul <= 4.6e18))
     throw Error(Errc::invalid_argument, "--memory-budget \"" + text + "\": expected 1 byte to 4 EiB, e.g. 8G or 512M");
   return static_cast<int64_t>(v * mul);
-}
-
-// MemAvailable of /proc/meminfo (the CPU backend's device memory is host memory).
-int64_t available_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return int64_t{4} << 30;
 }
 
 std::string thread_count() {
@@ -210,38 +201,76 @@ TrainingData read_training_data(const TrainOptions& o, const ModelTokenizer& mt,
 }
 
 // ---- batch size and learning rate
-// --batch-size auto: the largest power of two up to --max-batch-size whose
-// workspace for `longest`-token examples fits the memory budget.
-int64_t auto_batch_size(const TrainOptions& o, const HfConfig& config, DType dtype, int64_t longest,
-                        std::vector<std::string>& notes) {
+// --batch-size auto, planned: the largest power of two up to
+// --max-batch-size whose workspace for `longest`-token examples fits the
+// budget, 80% of the memory the device says is free (or --memory-budget).
+// `why` gets the reason, for the note.
+int64_t planned_auto_batch(const TrainOptions& o, const HfConfig& config, DType dtype, int64_t longest,
+                           const Backend& backend, std::string& why) {
   const int64_t per_token = EncoderTrainingRunner::bytes_per_token(config, dtype);
   const int64_t per_seq = EncoderTrainingRunner::bytes_per_sequence(config);
   const ParamLayout layout(config);
   // parameters, gradients, two moments, the compute copies, and the eval runner's share
   const int64_t fixed = layout.numel() * 4 * 5;
-  const int64_t budget = o.memory_budget.empty() ? available_memory() * 8 / 10 : parse_bytes(o.memory_budget);
+  std::string measured;
+  int64_t budget = 0;
+  if (o.memory_budget.empty()) {
+    const Backend::FreeMemory free = backend.free_memory();
+    budget = static_cast<int64_t>(std::min<size_t>(free.bytes, size_t{1} << 62)) * 8 / 10;
+    measured = "80% of " + std::to_string(free.bytes >> 20) + " MiB free (" + free.source + ")";
+  } else {
+    budget = parse_bytes(o.memory_budget);
+    measured = "--memory-budget";
+  }
   auto need = [&](int64_t b) { return fixed + b * longest * per_token + b * per_seq; };
   if (need(1) > budget)
     throw Error(Errc::invalid_argument, "--batch-size auto: not even one example of " + std::to_string(longest) +
-                                            " tokens fits the memory budget of " + std::to_string(budget >> 20) + " MiB");
+                                            " tokens fits the memory budget of " + std::to_string(budget >> 20) +
+                                            " MiB (" + measured + ")");
   // Double while the next size fits, up to --max-batch-size: one step
   // down from the first size that does not fit.
   int64_t batch = 1;
   while (batch * 2 <= o.max_batch_size && need(batch * 2) <= budget) batch *= 2;
-  char line[200];
-  std::snprintf(line, sizeof line,
-                "--batch-size auto: %lld (the largest power of two up to %lld whose workspace for %lld-token "
-                "examples, %.0f MiB, fits the budget of %.0f MiB)",
-                static_cast<long long>(batch), static_cast<long long>(o.max_batch_size),
+  char line[160];
+  std::snprintf(line, sizeof line, "whose workspace for %lld-token examples, %.0f MiB, fits the budget of %.0f MiB",
                 static_cast<long long>(longest), static_cast<double>(need(batch)) / (1 << 20),
                 static_cast<double>(budget) / (1 << 20));
+  why = "the largest power of two up to " + std::to_string(o.max_batch_size) + " " + line + ": " + measured;
+  return batch;
+}
+
+// --batch-size auto, tried for real: the planned size's training workspace
+// (the longest examples side by side, as the trainer allocates it) is
+// allocated once; a device that refuses it steps down by halves.
+int64_t fitted_auto_batch(int64_t batch, const TrainableEncoder& enc, Backend& backend,
+                          const std::vector<train::Example>& examples, const std::string& why,
+                          std::vector<std::string>& notes) {
+  std::vector<int64_t> lengths;
+  for (const train::Example& e : examples) lengths.push_back(static_cast<int64_t>(e.ids.size()));
+  const int64_t planned = batch;
+  std::string refusal;
+  for (;;) {
+    try {
+      crash_point("auto_batch_workspace");
+      EncoderTrainingRunner trial(enc, backend, std::max<int64_t>(train::workspace_tokens(lengths, batch), 1), batch);
+      break;
+    } catch (const OutOfMemoryError& e) {
+      if (refusal.empty()) refusal = e.what();
+      if (batch == 1)
+        throw Error(Errc::device, "--batch-size auto: not even one training example fits the device (" + refusal + ")");
+      batch /= 2;
+    }
+  }
+  std::string line = "--batch-size auto: " + std::to_string(batch) + " (";
+  if (batch == planned)
+    line += why + ")";
+  else
+    line += "planned " + std::to_string(planned) + ", " + why + "; the device refused its workspace: " + refusal + ")";
   notes.push_back(line);
   return batch;
 }
 
-int64_t batch_size_for(const TrainOptions& o, const HfConfig& config, DType dtype, int64_t longest,
-                       std::vector<std::string>& notes) {
-  if (o.batch_size == "auto") return auto_batch_size(o, config, dtype, longest, notes);
+int64_t batch_size_from_flag(const TrainOptions& o) {
   int64_t batch = 0;
   try {
     size_t pos = 0;
@@ -438,13 +467,18 @@ void summarize(const TrainOptions& o, const train::TrainReport& r, uint64_t tota
   sum.tokens_per_s = r.train_seconds > 0 ? static_cast<double>(r.tokens) / r.train_seconds : 0;
   sum.host_syncs = total_syncs;
   sum.device_busy_seconds = r.device_busy;
-  sum.expected_syncs = r.log_reads + r.evals + r.saves + 1;
+  sum.expected_syncs = r.log_reads + r.evals + r.saves + 1 + r.memory_syncs;
   sum.log_every = o.log_every;
   const int64_t run_steps = r.steps - r.resumed_from_step;
   // The bound, 1 + steps/log_every + evals + saves (the final model
   // is a save), plus a read at each epoch end that is neither a log step nor the last.
   sum.host_sync_bound = 1 + static_cast<uint64_t>(run_steps / std::max<int64_t>(o.log_every, 1)) + r.evals +
-                        r.saves + 1 + r.extra_epoch_reads;
+                        r.saves + 1 + r.extra_epoch_reads + r.memory_syncs;
+  if (r.memory_halvings > 0)
+    sum.notes.push_back(train::memory_halving_note(sum.batch_size, r.micro_batch_halvings));
+  else if (r.micro_batch_halvings > 0)  // a resume keeps the halving its checkpoint's run made
+    sum.notes.push_back("micro-batches of " + std::to_string(r.micro_batch_examples) + " as in the checkpoint's run (" +
+                        train::memory_halving_note(sum.batch_size, r.micro_batch_halvings) + ")");
   sum.last_loss = r.last_loss;
   sum.last_accuracy = r.last_accuracy;
   sum.loss_scaling = r.loss_scaling;
@@ -489,7 +523,13 @@ json run_record(const TrainOptions& o, const json& identity, const TrainingData&
                        {"train_seconds", r.train_seconds},   {"samples", r.samples},
                        {"tokens", r.tokens},                 {"device_busy_seconds", r.device_busy}};
   run["host_syncs"] = sum.host_syncs;
-  run["host_sync_reads"] = {{"log", r.log_reads}, {"eval", r.evals}, {"save", r.saves}, {"final_model", 1}};
+  run["host_sync_reads"] = {{"log", r.log_reads}, {"eval", r.evals}, {"save", r.saves}, {"final_model", 1},
+                            {"out_of_memory", r.memory_syncs}};
+  // RELIABILITY 10: the micro-batch as it ran (the user's --batch-size stays
+  // the run's identity; a halving is kept by every later checkpoint).
+  run["micro_batch"] = {{"examples", r.micro_batch_examples},
+                        {"memory_halvings", r.micro_batch_halvings},
+                        {"memory_halvings_this_run", r.memory_halvings}};
   run["throttle_waits"] = r.throttle_waits;
   if (r.loss_scaling) {  // f16: read with the metrics at the last log step (no extra sync)
     const LossScalerConfig defaults;
@@ -682,8 +722,16 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
   JobGpuUsage gpu(sum.device, trace);  // off (silently) unless cuda:N with NVML
   const TrainingData data = read_training_data(o, mt, !resume_dir.empty(), sum);
 
-  sum.batch_size = batch_size_for(o, data.config, dtype, mt.max_length, sum.notes);
-  if (o.batch_size == "auto" && sum.ranks > 1) sum.batch_size = smallest_over_ranks(*comm, sum.batch_size, sum.notes);
+  // --batch-size auto: planned from the device's free memory before the
+  // model takes its share, then tried for real once it has.
+  const bool auto_batch = o.batch_size == "auto";
+  std::string auto_why;
+  sum.batch_size = auto_batch ? planned_auto_batch(o, data.config, dtype, mt.max_length, *backend, auto_why)
+                              : batch_size_from_flag(o);
+  std::unique_ptr<TrainableEncoder> enc =
+      load_model(o, resume_dir, data.config, mt.folder, config_raw, *backend, dtype, sum.notes);
+  if (auto_batch) sum.batch_size = fitted_auto_batch(sum.batch_size, *enc, *backend, data.train_examples, auto_why, sum.notes);
+  if (auto_batch && sum.ranks > 1) sum.batch_size = smallest_over_ranks(*comm, sum.batch_size, sum.notes);
   sum.grad_accum = o.grad_accum;
   sum.base_lr = o.lr;
   sum.lr = learning_rate_for(o, sum.batch_size * sum.ranks, sum.notes);
@@ -695,8 +743,6 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
                         "): global batch " + std::to_string(sum.global_batch) + " = --batch-size " +
                         std::to_string(sum.batch_size) + " x " + std::to_string(sum.ranks) + " ranks x --grad-accum " +
                         std::to_string(o.grad_accum));
-  std::unique_ptr<TrainableEncoder> enc =
-      load_model(o, resume_dir, data.config, mt.folder, config_raw, *backend, dtype, sum.notes);
 
   // ---- the loop
   const DropoutProbabilities dropout = dropout_rates(o, data.config);

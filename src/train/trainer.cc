@@ -11,6 +11,7 @@
 #include "core/progress.h"
 #include "io/atomic_file.h"
 #include "train/checkpoint.h"
+#include "train/micro_batch_split.h"
 
 namespace stoke::train {
 
@@ -77,16 +78,13 @@ Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptio
   schedule_.kind = o_.schedule;
   schedule_.total_steps = total_steps_;
   schedule_.warmup_steps = warmup_steps_for(total_steps_, o_.warmup_steps, o_.warmup_ratio);
-  // The workspace holds the longest possible micro-batch: the batch's longest
-  // examples side by side.
-  std::vector<int64_t> sorted = lengths_;
-  std::sort(sorted.rbegin(), sorted.rend());
-  for (int64_t i = 0; i < std::min<int64_t>(o_.batch_size, n); ++i) max_tokens_ += sorted[static_cast<size_t>(i)];
-  runner_ = std::make_unique<EncoderTrainingRunner>(enc_, backend_, max_tokens_, o_.batch_size);
+  // The workspace (run() makes it, after any resume says how far an earlier
+  // run halved the micro-batch) holds the longest possible micro-batch.
   if (ranks_ > 1)
     reducer_ = std::make_unique<GradientReducer>(enc_, backend_, *o_.comm, o_.bucket_bytes, o_.device_allreduce);
   metrics_ = backend_.allocate(3 * sizeof(double));
   zeros_ = backend_.allocate_host(3 * sizeof(double));
+  metrics_at_step_ = backend_.allocate_host(3 * sizeof(double));
   std::memset(zeros_->data(), 0, 3 * sizeof(double));
   backend_.copy_to_device(metrics_->data(), zeros_->data(), 3 * sizeof(double));
   metrics_host_.assign(3, 0.0);
@@ -103,6 +101,7 @@ json Trainer::state_json() const {
   s["epoch"] = st_.epoch;
   s["batch_in_epoch"] = st_.batch_in_epoch;
   s["micro_step"] = st_.micro_step;
+  s["micro_batch_halvings"] = halvings_;  // a resume keeps the halved micro-batch (same sums, same bits)
   s["unlogged_metrics"] = {st_.metrics[0], st_.metrics[1], st_.metrics[2]};
   s["samples"] = st_.samples;
   s["tokens"] = st_.tokens;
@@ -144,6 +143,10 @@ void Trainer::resume_from(const fs::path& checkpoint) {
   st_.epoch = s.at("epoch").get<int64_t>();
   st_.batch_in_epoch = s.at("batch_in_epoch").get<int64_t>();
   st_.micro_step = s.at("micro_step").get<uint64_t>();
+  halvings_ = s.value("micro_batch_halvings", 0);
+  if (halvings_ < 0 || halvings_ > 62)
+    throw Error(Errc::format, (checkpoint / "trainer_state.json").string() + ": micro_batch_halvings " +
+                                  std::to_string(halvings_) + ": expected 0 to 62");
   for (int i = 0; i < 3; ++i) st_.metrics[i] = s.at("unlogged_metrics")[static_cast<size_t>(i)].get<double>();
   // The checkpoint's unlogged sums are over every rank: rank 0 carries them.
   if (rank_ != 0)
@@ -275,10 +278,97 @@ std::optional<EvalMetrics> Trainer::maybe_eval() {
   int64_t longest = 0;
   for (const Example& e : *eval_) longest = std::max<int64_t>(longest, static_cast<int64_t>(e.ids.size()));
   const LoadedEncoder view = enc_.inference_view();
-  EncoderRunner runner(view, backend_, longest * o_.batch_size, o_.batch_size, 3);
-  EvalMetrics m = evaluate(runner, backend_, enc_.config, *eval_, o_.batch_size, regression_);
+  // Batches of the training chunk: a device that had no room for the
+  // training micro-batch gets the same share for evaluation.
+  const int64_t batch = chunk_ > 0 ? chunk_ : o_.batch_size;
+  EncoderRunner runner(view, backend_, longest * batch, batch, 3);
+  EvalMetrics m = evaluate(runner, backend_, enc_.config, *eval_, batch, regression_);
   ++report_.evals;
   return m;
+}
+
+void Trainer::make_runner() {
+  for (;;) {
+    chunk_ = chunk_examples(o_.batch_size, halvings_);
+    runner_.reset();  // the old workspace goes back before a smaller one is asked for
+    try {
+      crash_point("train_workspace");
+      runner_ = std::make_unique<EncoderTrainingRunner>(enc_, backend_, workspace_tokens(lengths_, chunk_), chunk_);
+      return;
+    } catch (const OutOfMemoryError& e) {
+      runner_.reset();
+      halve(e);
+    }
+  }
+}
+
+void Trainer::halve(const OutOfMemoryError& e) {
+  if (ranks_ > 1) throw e;
+  if (chunk_ <= 1)
+    throw Error(Errc::device, "not even one training example fits the device: the longest, of " +
+                                  std::to_string(workspace_tokens(lengths_, 1)) + " tokens, needs more than it has (" +
+                                  e.what() + "); try a shorter --max-length");
+  ++halvings_;
+  ++report_.memory_halvings;
+}
+
+void Trainer::recover_from_oom(const OutOfMemoryError& e) {
+  TraceSpan span(o_.trace, "out of memory: redo the step", "sync");
+  backend_.synchronize();  // the interrupted step's enqueued work has run; rethrows a device error
+  ++report_.memory_syncs;
+  backend_.copy_to_device(metrics_->data(), metrics_at_step_->data(), 3 * sizeof(double));
+  runner_.reset();
+  halve(e);
+  make_runner();
+}
+
+// Dropout masks are keyed by the example's place in the global micro-batch
+// (its tokens and its row, MicroBatchKnobs' offsets): each rank draws, for
+// its slice, and each chunk, for its part, the masks one process with the
+// whole global batch draws (the same seed everywhere, the micro-batch's step).
+void Trainer::enqueue_micro_batches(const std::vector<std::vector<uint32_t>>& batches, int64_t first, int64_t last,
+                                    int64_t examples) {
+  std::vector<int32_t> labels;
+  std::vector<float> targets;
+  std::vector<uint32_t> idx;
+  for (int64_t b = first; b < last; ++b) {
+    const std::vector<uint32_t>& global = batches[static_cast<size_t>(b)];
+    const size_t begin = std::min(global.size(), static_cast<size_t>(rank_ * o_.batch_size));
+    const size_t end = std::min(global.size(), begin + static_cast<size_t>(o_.batch_size));
+    const uint32_t step = static_cast<uint32_t>(st_.micro_step++);
+    uint64_t tokens_before = 0;  // of the global micro-batch, before the chunk
+    for (size_t j = 0; j < begin; ++j) tokens_before += static_cast<uint64_t>(lengths_[global[j]]);
+    for (size_t c = begin; c < end; c += static_cast<size_t>(chunk_)) {
+      const size_t c_end = std::min(end, c + static_cast<size_t>(chunk_));
+      idx.assign(global.begin() + static_cast<long>(c), global.begin() + static_cast<long>(c_end));
+      MicroBatchKnobs k;
+      k.dropout = o_.dropout;
+      k.seed = o_.seed;
+      // The chunk packs right after the examples before it (pack_examples
+      // adds tokens in order, no padding): its tokens and rows start there.
+      k.token_offset = tokens_before;
+      k.sequence_offset = c;
+      k.step = step;
+      k.label_smoothing = o_.label_smoothing;
+      k.loss_scale = 1.0f / static_cast<float>(examples);
+      k.regression = regression_;
+      k.loss_scaler = optimizer_.loss_scaler();  // f16: the loss gradient times the device-side scale
+      crash_point("train_micro_batch");
+      const PackedBatch batch = pack_examples(train_, idx, enc_.config);
+      labels.clear();
+      targets.clear();
+      for (uint32_t i : idx) {
+        labels.push_back(train_[i].label);
+        targets.push_back(train_[i].target);
+        tokens_before += static_cast<uint64_t>(lengths_[i]);
+      }
+      // The last chunk's backward hands each finished layer to the all-reduce.
+      if (reducer_ && b + 1 == last && c_end == end)
+        runner_->set_backward_hook([this](int64_t l) { reducer_->layer_done(l); });
+      runner_->enqueue(batch, labels, targets, k, TensorView(metrics_->data(), DType::f64, {3}));
+      runner_->set_backward_hook(nullptr);
+    }
+  }
 }
 
 TrainReport Trainer::run() {
@@ -291,16 +381,10 @@ TrainReport Trainer::run() {
   progress.set_unit("samples");
   const uint64_t syncs0 = backend_.host_syncs(), throttles0 = backend_.throttle_waits();
   const double busy0 = backend_.busy_seconds();
+  if (!runner_) make_runner();
   const auto t0 = std::chrono::steady_clock::now();
   auto interval_start = t0;
   uint64_t interval_samples = 0, interval_tokens = 0;
-  std::vector<int32_t> labels;
-  std::vector<float> targets;
-  std::vector<uint32_t> idx;
-  // Dropout masks are keyed by the example's place in the global
-  // micro-batch (its tokens and its row, MicroBatchKnobs' offsets), so each
-  // rank draws, for its slice, the masks one process with the whole global
-  // batch draws: the same seed everywhere.
 
   while (st_.step < total_steps_) {
     // One optimizer step: up to grad_accum micro-batches of this epoch.
@@ -313,43 +397,27 @@ TrainReport Trainer::run() {
     // one rank failing mid-run, as an out-of-memory would: tests check that
     // the whole job ends, naming the rank.
     crash_point("train_step");
-    optimizer_.zero_grad();
+    // One process redoes a step that ran out of memory with halved chunks
+    // (RELIABILITY 10): the metric sums as they were before it, the same
+    // micro-step numbers (dropout keys), zeroed gradients. Ranks cannot redo
+    // alone (the others are in the step's all-reduce): they fail together.
+    const uint64_t micro_step0 = st_.micro_step;
+    if (ranks_ == 1) backend_.copy_to_host(metrics_at_step_->data(), metrics_->data(), 3 * sizeof(double));
+    for (;;) {
+      try {
+        st_.micro_step = micro_step0;
+        optimizer_.zero_grad();
+        enqueue_micro_batches(batches, first, last, examples);
+        break;
+      } catch (const OutOfMemoryError& e) {
+        if (ranks_ > 1) throw;
+        recover_from_oom(e);
+      }
+    }
     for (int64_t b = first; b < last; ++b) {
       const std::vector<uint32_t>& global = batches[static_cast<size_t>(b)];
-      const size_t begin = std::min(global.size(), static_cast<size_t>(rank_ * o_.batch_size));
-      const size_t end = std::min(global.size(), begin + static_cast<size_t>(o_.batch_size));
-      idx.assign(global.begin() + static_cast<long>(begin), global.begin() + static_cast<long>(end));
-      uint64_t global_tokens = 0, tokens_before = 0;
-      for (size_t j = 0; j < global.size(); ++j) {
-        const uint64_t len = static_cast<uint64_t>(lengths_[global[j]]);
-        global_tokens += len;
-        if (j < begin) tokens_before += len;
-      }
-      MicroBatchKnobs k;
-      k.dropout = o_.dropout;
-      k.seed = o_.seed;
-      // The slice packs right after the examples before it (pack_examples
-      // adds tokens in order, no padding): its tokens and rows start there.
-      k.token_offset = tokens_before;
-      k.sequence_offset = begin;
-      k.step = static_cast<uint32_t>(st_.micro_step++);
-      k.label_smoothing = o_.label_smoothing;
-      k.loss_scale = 1.0f / static_cast<float>(examples);
-      k.regression = regression_;
-      k.loss_scaler = optimizer_.loss_scaler();  // f16: the loss gradient times the device-side scale
-      if (!idx.empty()) {
-        const PackedBatch batch = pack_examples(train_, idx, enc_.config);
-        labels.clear();
-        targets.clear();
-        for (uint32_t i : idx) {
-          labels.push_back(train_[i].label);
-          targets.push_back(train_[i].target);
-        }
-        // The last micro-batch's backward hands each finished layer to the all-reduce.
-        if (reducer_ && b + 1 == last) runner_->set_backward_hook([this](int64_t l) { reducer_->layer_done(l); });
-        runner_->enqueue(batch, labels, targets, k, TensorView(metrics_->data(), DType::f64, {3}));
-        runner_->set_backward_hook(nullptr);
-      }
+      uint64_t global_tokens = 0;
+      for (uint32_t i : global) global_tokens += static_cast<uint64_t>(lengths_[i]);
       ++report_.micro_batches;
       st_.samples += global.size();
       st_.tokens += global_tokens;
@@ -455,6 +523,8 @@ TrainReport Trainer::run() {
   if (busy0 >= 0) report_.device_busy = backend_.busy_seconds() - busy0;
   report_.ranks = ranks_;
   if (reducer_) report_.reduce = reducer_->stats();  // the executor is idle: the last step's metrics were read
+  report_.micro_batch_halvings = halvings_;
+  report_.micro_batch_examples = chunk_;
   report_.best_metric = st_.best;
   report_.best_step = st_.best_step;
   return report_;

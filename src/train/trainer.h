@@ -85,6 +85,14 @@ struct TrainReport {
   std::optional<double> best_metric;
   int64_t best_step = 0;
   int64_t resumed_from_step = 0;      // 0: a fresh run
+  // Out of memory (RELIABILITY 10): micro-batches run as chunks of
+  // micro_batch_examples after micro_batch_halvings halvings (those of a
+  // resumed checkpoint's run included); memory_halvings of them happened in
+  // this run, each after a host sync (memory_syncs) that let the interrupted
+  // step's work finish before it was redone.
+  int micro_batch_halvings = 0, memory_halvings = 0;
+  int64_t micro_batch_examples = 0;
+  uint64_t memory_syncs = 0;
   std::string resumed_from;
   int ranks = 1;
   ReduceStats reduce;                 // ranks > 1
@@ -109,7 +117,6 @@ class Trainer {
 
   int64_t total_steps() const { return total_steps_; }
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
-  int64_t max_tokens() const { return max_tokens_; }
 
  private:
   struct State {
@@ -131,6 +138,18 @@ class Trainer {
   void save(int64_t step);
   std::optional<EvalMetrics> maybe_eval();
   double metric_value(const EvalMetrics& m) const;
+  // The training workspace for chunks of chunk_ examples; out of memory halves
+  // the chunk until it fits (throws when not even one example does).
+  void make_runner();
+  void halve(const OutOfMemoryError& e);
+  // Enqueues micro-batches [first, last) of `batches` (forward, loss, backward
+  // into the gradient buffer), each as chunks of chunk_ examples.
+  void enqueue_micro_batches(const std::vector<std::vector<uint32_t>>& batches, int64_t first, int64_t last,
+                             int64_t examples);
+  // An out-of-memory inside a step: let its enqueued work finish (a host
+  // sync), put back the metric sums it added, halve, and make the smaller
+  // workspace; the caller then redoes the step from zeroed gradients.
+  void recover_from_oom(const OutOfMemoryError& e);
 
   TrainableEncoder& enc_;
   Backend& backend_;
@@ -140,11 +159,14 @@ class Trainer {
   bool regression_;
   SaveContext save_ctx_;
   std::vector<int64_t> lengths_;
-  int64_t batches_per_epoch_ = 0, steps_per_epoch_ = 0, total_steps_ = 0, max_tokens_ = 0;
+  int64_t batches_per_epoch_ = 0, steps_per_epoch_ = 0, total_steps_ = 0;
+  int halvings_ = 0;       // micro-batches run as chunks of chunk_examples(batch_size, halvings_)
+  int64_t chunk_ = 0;
   ScheduleConfig schedule_;
   Optimizer optimizer_;
   std::unique_ptr<EncoderTrainingRunner> runner_;
   std::unique_ptr<Buffer> metrics_, zeros_;
+  std::unique_ptr<Buffer> metrics_at_step_;  // host copy of metrics_ at each step's start (what an OOM restores)
   State st_;
   TrainReport report_;
   std::vector<double> metrics_host_;

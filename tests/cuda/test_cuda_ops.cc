@@ -401,15 +401,17 @@ TEST(CudaOps, AdamWMatchesTorchOverTwoSteps) {
   }
 }
 
-TEST(CudaBackend, TrainingOpsSaySoClearly) {
+// MPNet's relative-position training ops, the last ones CUDA lacked, are
+// there: a malformed call meets the shared shape check, not a refusal (the op
+// table compares their results with the reference).
+TEST(CudaBackend, RelposTrainingOpsAreOnTheGpu) {
   STOKE_REQUIRE_GPU(backend);
   try {
     backend->ops().attention_relpos_train(TensorView{}, TensorView{}, TensorView{}, TensorView{}, 0, 0, TensorView{},
                                           Ops::AttentionDropout{});
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Errc::unsupported);
-    EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
+    EXPECT_NE(e.code(), Errc::unsupported) << e.what();
   }
 }
 

@@ -665,12 +665,13 @@ const char* const kBackends[] = {"cpu_ref", "cpu_fast", "cuda"};
 
 // The training ops the CUDA backend does not have yet (they refuse, saying
 // so); every other op of the list is compared with the reference on CUDA.
-const char* const kCudaMissingTrainingOps[] = {"attention_relpos_train", "attention_relpos_backward"};
+// None today: MPNet's attention_relpos_train / _backward were the last.
+const std::vector<std::string> kCudaMissingTrainingOps = {};
 
 bool backend_has_op(const std::string& backend, const std::string& op) {
   if (backend != "cuda") return true;
-  return std::none_of(std::begin(kCudaMissingTrainingOps), std::end(kCudaMissingTrainingOps),
-                      [&](const char* missing) { return op == missing; });
+  return std::none_of(kCudaMissingTrainingOps.begin(), kCudaMissingTrainingOps.end(),
+                      [&](const std::string& missing) { return op == missing; });
 }
 
 // The backend, or nullptr with the reason it is not here.

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "jobs/model_session.h"
 #include "pipeline/encode_pipeline.h"
+#include "support/capped_backend.h"
 #include "support/fixtures.h"
 
 namespace stoke {
@@ -253,31 +254,7 @@ TEST_F(EncodePipeline, BadRecordStopsWithItsLineOrIsSkipped) {
   EXPECT_EQ(sink.skipped_records, std::vector<uint64_t>{20});
 }
 
-// A device with a cap on single allocations: asking for more throws
-// OutOfMemoryError, as a full GPU does. Everything else is the CPU backend.
-class CappedBackend final : public Backend {
- public:
-  CappedBackend(Backend& inner, size_t cap) : inner_(inner), cap_(cap) {}
-  std::string name() const override { return inner_.name(); }
-  bool device_is_host() const override { return inner_.device_is_host(); }
-  std::unique_ptr<Buffer> allocate(size_t bytes) override {
-    if (bytes > cap_) throw OutOfMemoryError("test device: no room for " + std::to_string(bytes) + " bytes");
-    return inner_.allocate(bytes);
-  }
-  std::unique_ptr<Buffer> allocate_host(size_t bytes) override { return inner_.allocate_host(bytes); }
-  void copy_to_device(void* d, const void* h, size_t n) override { inner_.copy_to_device(d, h, n); }
-  void copy_to_host(void* h, const void* d, size_t n) override { inner_.copy_to_host(h, d, n); }
-  std::shared_ptr<Event> record_event() override { return inner_.record_event(); }
-  bool event_done(const Event& e) override { return inner_.event_done(e); }
-  void wait(const Event& e) override { inner_.wait(e); }
-  void throttle(const Event& e) override { inner_.throttle(e); }
-  void drain() noexcept override { inner_.drain(); }
-  const Ops& ops() const override { return inner_.ops(); }
-
- private:
-  Backend& inner_;
-  size_t cap_;
-};
+using test::CappedBackend;
 
 // RELIABILITY 10: out of device memory halves the token budget until the
 // workspace fits, and the rows are the ones a roomy device gives; when not

@@ -580,6 +580,128 @@ TEST(TrainCli, AutoBatchSizeFitsTheBudgetAndScalesTheLearningRate) {
   }
 }
 
+// Relative error per tensor between two model files (the key biases, whose
+// gradient is rounding noise, absolute); 0 when they are byte for byte equal.
+void expect_models_close(const fs::path& a_path, const fs::path& b_path, double rel_tol, const std::string& what) {
+  auto a_file = SafetensorsFile::open(a_path);
+  auto b_file = SafetensorsFile::open(b_path);
+  for (const StoredTensor& t : a_file->tensors()) {
+    const StoredTensor* u = b_file->find(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    std::vector<float> a(static_cast<size_t>(t.numel())), b(a.size());
+    std::memcpy(a.data(), t.data.data(), a.size() * 4);
+    std::memcpy(b.data(), u->data.data(), b.size() * 4);
+    if (t.name.find("attention.self.key.bias") != std::string::npos) {
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 3e-3) << what << " " << t.name;
+      continue;
+    }
+    EXPECT_LE(relative_error(b, std::vector<double>(a.begin(), a.end())), rel_tol) << what << " " << t.name;
+  }
+}
+
+// RELIABILITY 10 in training: out of memory in the middle of a step (here
+// the second micro-batch of step 1, after the first one's forward, loss and
+// backward were enqueued) halves the micro-batch into chunks, redoes the
+// step from zeroed gradients without counting its metrics twice, says so,
+// and records it. The result is the run that had the halved micro-batch
+// from the start, bit for bit (same chunks, same sums in the same order),
+// and the unhalved run's to 1e-5 (the gradient of 8 examples summed as
+// 4 + 4; so is a run halved at step 4). A kill after the halving resumes,
+// with no out-of-memory the second time, to the same bits.
+TEST(TrainCli, OutOfMemoryInAStepHalvesTheMicroBatchAndResumesExactly) {
+  const fs::path data = corpus_file("oom", 10, 72);
+  const fs::path root = test::scratch_dir("cli-train-oom");
+  const std::string base = "train --model " + model("tiny-bert") + " --train " + data.string() +
+                           " --batch-size 8 --grad-accum 2 --max-steps 8 --save-every 3 --log-every 2 --dropout 0.1"
+                           " --quiet";
+  const std::string env = "OMP_NUM_THREADS=1";
+  auto run = [&](const std::string& name, const std::string& extra_env, bool resume = false) {
+    return test::run_stoke(base + " --output " + (root / name).string() + (resume ? " --resume" : ""), "/dev/null",
+                           env + " " + extra_env);
+  };
+  const auto roomy = run("roomy", "");
+  ASSERT_EQ(roomy.status, 0) << roomy.err;
+  const auto halved = run("halved", "STOKE_OOM_AT=train_workspace:1");  // no room from the start
+  ASSERT_EQ(halved.status, 0) << halved.err;
+  const auto mid = run("mid-step", "STOKE_OOM_AT=train_micro_batch:2");
+  ASSERT_EQ(mid.status, 0) << mid.err;
+  const auto late = run("late", "STOKE_OOM_AT=train_micro_batch:7");  // step 4's first micro-batch
+  ASSERT_EQ(late.status, 0) << late.err;
+  const std::string note = "the device had no room for batch 8: continuing with micro-batches of 4 (halved once)";
+  for (const auto* r : {&halved, &mid}) {
+    EXPECT_NE(r->err.find(note), std::string::npos) << r->err;
+    EXPECT_EQ(r->err.find(note), r->err.rfind(note)) << "said more than once: " << r->err;
+  }
+  EXPECT_EQ(roomy.err.find("no room"), std::string::npos) << roomy.err;
+
+  const std::string want = read_file(root / "halved" / "model.safetensors");
+  EXPECT_TRUE(read_file(root / "mid-step" / "model.safetensors") == want) << "not the halved run's bits";
+  // The step that was redone logged the loss of its examples once.
+  EXPECT_EQ(results_of(log_lines(root / "mid-step")), results_of(log_lines(root / "halved")));
+  expect_models_close(root / "roomy" / "model.safetensors", root / "halved" / "model.safetensors", 1e-5, "halved");
+  expect_models_close(root / "roomy" / "model.safetensors", root / "late" / "model.safetensors", 1e-5, "late");
+  const auto roomy_log = log_lines(root / "roomy"), mid_log = log_lines(root / "mid-step");
+  ASSERT_EQ(roomy_log.size(), mid_log.size());
+  for (size_t i = 0; i < roomy_log.size(); ++i)
+    EXPECT_NEAR(mid_log[i]["loss"].get<double>(), roomy_log[i]["loss"].get<double>(), 1e-5) << i;
+
+  const json r_roomy = json::parse(read_file(root / "roomy" / "run.json"));
+  const json r_mid = json::parse(read_file(root / "mid-step" / "run.json"));
+  const json r_halved = json::parse(read_file(root / "halved" / "run.json"));
+  EXPECT_EQ(r_roomy["micro_batch"]["examples"], 8);
+  EXPECT_EQ(r_roomy["micro_batch"]["memory_halvings"], 0);
+  EXPECT_EQ(r_mid["micro_batch"]["examples"], 4);
+  EXPECT_EQ(r_mid["micro_batch"]["memory_halvings"], 1);
+  EXPECT_EQ(r_mid["settings"]["batch_size"], 8);  // the user's batch stays the run's identity
+  EXPECT_EQ(r_mid["host_sync_reads"]["out_of_memory"], 1);
+  EXPECT_EQ(r_halved["host_sync_reads"]["out_of_memory"], 0);  // halved before the first step: no work to wait for
+  EXPECT_EQ(r_mid["host_syncs"].get<int64_t>(), r_halved["host_syncs"].get<int64_t>() + 1);
+  EXPECT_EQ(r_mid["throughput"]["samples"], r_roomy["throughput"]["samples"]);  // the redone step counted once
+  EXPECT_EQ(r_mid["steps"], 8);
+  const json state = json::parse(read_file(root / "mid-step" / "checkpoint-3" / "trainer_state.json"));
+  EXPECT_EQ(state["micro_batch_halvings"], 1);
+
+  // Killed after a checkpoint that follows the halving: the resume (on a
+  // device with room now) keeps the halved micro-batch and ends on the same bits.
+  for (const char* crash : {"checkpoint_saved:1", "checkpoint_saved:2"}) {
+    const std::string name = std::string("killed-") + crash;
+    const auto first = run(name, std::string("STOKE_OOM_AT=train_micro_batch:2 STOKE_CRASH_AT=") + crash);
+    ASSERT_NE(first.status, 0) << crash << ": the crash point was not reached";
+    const auto resumed = run(name, "", true);
+    ASSERT_EQ(resumed.status, 0) << crash << ": " << resumed.err;
+    EXPECT_NE(resumed.err.find("micro-batches of 4 as in the checkpoint's run"), std::string::npos) << resumed.err;
+    EXPECT_TRUE(read_file(root / name / "model.safetensors") == want) << crash << ": not the halved run's bits";
+    EXPECT_EQ(results_of(log_lines(root / name)), results_of(log_lines(root / "halved"))) << crash;
+    EXPECT_EQ(json::parse(read_file(root / name / "run.json"))["micro_batch"]["examples"], 4);
+  }
+
+  // Not even one example fits: said, not halved to nothing.
+  const auto none = test::run_stoke("train --model " + model("tiny-bert") + " --train " + data.string() +
+                                        " --batch-size 1 --max-steps 1 --quiet --output " + (root / "none").string(),
+                                    "/dev/null", "STOKE_OOM_AT=train_workspace:1");
+  EXPECT_EQ(none.status, 1);
+  EXPECT_NE(none.err.find("not even one training example fits the device"), std::string::npos) << none.err;
+}
+
+// --batch-size auto measures the device's free memory (the note names the
+// measurement) and tries its choice for real: a workspace the device refuses
+// steps the batch down.
+TEST(TrainCli, AutoBatchSizeStepsDownWhenTheDeviceRefusesItsChoice) {
+  const fs::path data = corpus_file("auto-refused", 0, 64);
+  const fs::path root = test::scratch_dir("cli-train-auto-refused");
+  const std::string base = "train --model " + model("tiny-bert") + " --train " + data.string() +
+                           " --max-steps 1 --batch-size auto --max-batch-size 32 --output ";
+  const auto measured = test::run_stoke(base + (root / "measured").string());
+  ASSERT_EQ(measured.status, 0) << measured.err;
+  EXPECT_NE(measured.err.find("MiB free (host MemAvailable)"), std::string::npos) << measured.err;
+  const auto refused = test::run_stoke(base + (root / "refused").string() + " --memory-budget 4G", "/dev/null",
+                                       "STOKE_OOM_AT=auto_batch_workspace:1");
+  ASSERT_EQ(refused.status, 0) << refused.err;
+  EXPECT_NE(refused.err.find("--batch-size auto: 16 (planned 32"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("the device refused its workspace"), std::string::npos) << refused.err;
+  EXPECT_EQ(json::parse(read_file(root / "refused" / "run.json"))["settings"]["batch_size"], 16);
+}
+
 TEST(TrainCli, NewLabelNamesGetANewHeadAndAreSaved) {
   const fs::path data = corpus_file("labels", 0, 40);
   const fs::path out = test::scratch_dir("cli-train-labels") / "run";

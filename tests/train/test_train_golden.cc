@@ -8,7 +8,9 @@
 // test_cli_train.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -26,6 +28,9 @@
 #include "model/trainable_encoder.h"
 #include "train/loss_scaler.h"
 #include "train/optimizer.h"
+#include "train/micro_batch_split.h"
+#include "train/trainer.h"
+#include "support/capped_backend.h"
 #include "support/fixtures.h"
 #include "support/goldens.h"
 
@@ -511,6 +516,89 @@ TEST(TrainCheckpointNames, EqualTransformersStateDictKeys) {
     const ParamLayout layout(fx.folder.config);
     for (const ParamSlot& s : layout.slots()) got.insert(s.name);
     EXPECT_EQ(got, want) << model;
+  }
+}
+
+// RELIABILITY 10 with a real refusal (tests/support/capped_backend.h): a
+// device whose largest allocation fits the workspace of 4 examples but not of
+// 8 trains with --batch-size 8 as chunks of 4, and lands where the roomy
+// device does up to the order of the gradient sums (1e-5 relative per
+// tensor; the key biases, rounding noise, 3e-3 absolute). The same examples,
+// loss weight and dropout masks: dropout is on. (The CLI tests inject a
+// refusal in the middle of a step, and check resume: test_cli_train.)
+TEST(TrainerOutOfMemory, ARefusedWorkspaceHalvesTheMicroBatch) {
+  const Fixture fx = open_fixture("tiny-bert");
+  const HfConfig& c = fx.folder.config;
+  const ModelWeights weights = open_model_folder_weights(fx.folder);
+  std::vector<train::Example> examples(24);
+  std::mt19937 rng(7);
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const size_t len = 6 + rng() % 40;
+    for (size_t t = 0; t < len; ++t) examples[i].ids.push_back(static_cast<int32_t>(100 + rng() % 2000));
+    examples[i].type_ids.assign(len, 0);
+    examples[i].label = static_cast<int32_t>(i % 3);
+  }
+  std::vector<int64_t> lengths;
+  for (const auto& e : examples) lengths.push_back(static_cast<int64_t>(e.ids.size()));
+  train::TrainerOptions o;
+  o.output = test::scratch_dir("trainer-oom");
+  o.max_steps = 3;
+  o.batch_size = 8;
+  o.lr = 1e-3;
+  o.log_every = 1;
+  o.save_every = 0;
+  o.quiet = true;
+  o.dropout = DropoutRates{0.1f, 0.1f, 0.1f};
+  auto train_on = [&](size_t cap, train::TrainReport& report) {
+    cpu::CpuBackend cpu(cpu::fast_kernels());
+    auto enc = load_trainable_encoder(c, c, weights, cpu, DType::f32, TrainableInit{}, nullptr);
+    test::CappedBackend device(cpu, SIZE_MAX);
+    train::Trainer trainer(*enc, device, o, examples, nullptr, false, train::SaveContext{});
+    device.set_cap(cap);  // the workspace is asked for when the run starts
+    report = trainer.run();
+    std::vector<float> params(static_cast<size_t>(enc->layout.numel()));
+    cpu.copy_to_host(params.data(), enc->master_data(), params.size() * 4);
+    cpu.synchronize();
+    EXPECT_EQ(device.refused() > 0, cap != SIZE_MAX);
+    return params;
+  };
+  // The workspace's widest buffers: (tokens, max(3H, I)) f32.
+  const auto widest = [&](int64_t examples_per_chunk) {
+    return static_cast<size_t>(train::workspace_tokens(lengths, examples_per_chunk) *
+                               std::max(3 * c.hidden_size, c.intermediate_size) * 4);
+  };
+  train::TrainReport roomy_report, tight_report;
+  const auto roomy = train_on(SIZE_MAX, roomy_report);
+  const auto tight = train_on((widest(4) + widest(8)) / 2, tight_report);
+  EXPECT_EQ(roomy_report.micro_batch_halvings, 0);
+  EXPECT_EQ(roomy_report.micro_batch_examples, 8);
+  EXPECT_EQ(tight_report.micro_batch_halvings, 1);
+  EXPECT_EQ(tight_report.memory_halvings, 1);
+  EXPECT_EQ(tight_report.micro_batch_examples, 4);
+  EXPECT_EQ(tight_report.memory_syncs, 0u);  // refused before the first step: nothing to wait for
+  EXPECT_EQ(tight_report.samples, roomy_report.samples);
+  EXPECT_NEAR(tight_report.last_loss, roomy_report.last_loss, 1e-5 * std::abs(roomy_report.last_loss));
+  const ParamLayout layout(c);
+  ASSERT_EQ(static_cast<size_t>(layout.numel()), roomy.size());
+  for (const ParamSlot& s : layout.slots()) {
+    const std::vector<float> a(roomy.begin() + s.offset, roomy.begin() + s.offset + s.numel);
+    const std::vector<float> b(tight.begin() + s.offset, tight.begin() + s.offset + s.numel);
+    if (s.role == TensorRole::key_bias) {
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 3e-3) << s.name;
+      continue;
+    }
+    EXPECT_LE(relative_error(b, std::vector<double>(a.begin(), a.end())), 1e-5) << s.name;
+  }
+
+  // Not even one example's workspace fits: an error that says so.
+  train::TrainReport none;
+  try {
+    train_on(64, none);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::device);
+    EXPECT_NE(std::string(e.what()).find("not even one training example fits the device"), std::string::npos)
+        << e.what();
   }
 }
 

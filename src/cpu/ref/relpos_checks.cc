@@ -27,8 +27,9 @@ AttentionShape check_attention_relpos(const TensorView& out, const TensorView& q
 
 AttentionShape check_attention_relpos_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
                                             const TensorView& cu_seqlens, int heads, int max_seqlen,
-                                            const TensorView& rel, const Ops::AttentionDropout& dropout) {
-  const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, 0, dropout);
+                                            const TensorView& rel, const Ops::AttentionDropout& dropout,
+                                            IndexData where) {
+  const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, 0, dropout, where);
   check_relpos_table("attention_relpos_train", "rel", rel, heads, max_seqlen);
   return shape;
 }
@@ -36,9 +37,10 @@ AttentionShape check_attention_relpos_train(const TensorView& out, const TensorV
 AttentionShape check_attention_relpos_backward(const TensorView& dqkv, const TensorView& drel, const TensorView& dout,
                                                const TensorView& qkv, const TensorView& out, const TensorView& lse,
                                                const TensorView& cu_seqlens, int heads, int max_seqlen,
-                                               const TensorView& rel, const Ops::AttentionDropout& dropout) {
+                                               const TensorView& rel, const Ops::AttentionDropout& dropout,
+                                               IndexData where) {
   const AttentionShape shape =
-      check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, 0, dropout);
+      check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, 0, dropout, where);
   check_relpos_table("attention_relpos_backward", "rel", rel, heads, max_seqlen);
   check_relpos_table("attention_relpos_backward", "drel", drel, heads, max_seqlen);
   return shape;

@@ -14,10 +14,12 @@ AttentionShape check_attention_relpos(const TensorView& out, const TensorView& q
                                       IndexData where = IndexData::host);
 AttentionShape check_attention_relpos_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
                                             const TensorView& cu_seqlens, int heads, int max_seqlen,
-                                            const TensorView& rel, const Ops::AttentionDropout& dropout);
+                                            const TensorView& rel, const Ops::AttentionDropout& dropout,
+                                            IndexData where = IndexData::host);
 AttentionShape check_attention_relpos_backward(const TensorView& dqkv, const TensorView& drel, const TensorView& dout,
                                                const TensorView& qkv, const TensorView& out, const TensorView& lse,
                                                const TensorView& cu_seqlens, int heads, int max_seqlen,
-                                               const TensorView& rel, const Ops::AttentionDropout& dropout);
+                                               const TensorView& rel, const Ops::AttentionDropout& dropout,
+                                            IndexData where = IndexData::host);
 
 }  // namespace stoke::cpu
