@@ -83,6 +83,7 @@ Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptio
   std::sort(sorted.rbegin(), sorted.rend());
   for (int64_t i = 0; i < std::min<int64_t>(o_.batch_size, n); ++i) max_tokens_ += sorted[static_cast<size_t>(i)];
   runner_ = std::make_unique<EncoderTrainingRunner>(enc_, backend_, max_tokens_, o_.batch_size);
+  runner_->set_graphs(o_.graphs && ranks_ == 1);
   if (ranks_ > 1)
     reducer_ = std::make_unique<GradientReducer>(enc_, backend_, *o_.comm, o_.bucket_bytes, o_.device_allreduce);
   metrics_ = backend_.allocate(3 * sizeof(double));
@@ -413,6 +414,7 @@ TrainReport Trainer::run() {
   report_.throttle_waits = backend_.throttle_waits() - throttles0;
   if (busy0 >= 0) report_.device_busy = backend_.busy_seconds() - busy0;
   report_.ranks = ranks_;
+  report_.graphs = runner_->graph_stats();
   if (reducer_) report_.reduce = reducer_->stats();  // the executor is idle: the last step's metrics were read
   report_.best_metric = st_.best;
   report_.best_step = st_.best_step;

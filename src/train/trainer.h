@@ -53,6 +53,11 @@ struct TrainerOptions {
   OptimizerOptions optim;
   bool quiet = false;
   bool debug_sync_each_step = false;  // a host sync after every step (doctor's sync-bound test)
+  // CUDA graphs of the encoder forward and backward per length bucket
+  // (EncoderTrainingRunner::set_graphs); one process only: a data-parallel
+  // rank's token offsets differ per micro-batch, and its backward hands
+  // layers to the all-reduce as they finish.
+  bool graphs = true;
   Trace* trace = nullptr;             // host spans: "step" (enqueueing one optimizer step)
   // Data parallelism: each rank takes a fixed slice of every global
   // micro-batch, gradients are summed over the ranks before each optimizer
@@ -88,6 +93,7 @@ struct TrainReport {
   std::string resumed_from;
   int ranks = 1;
   ReduceStats reduce;                 // ranks > 1
+  EncoderTrainingRunner::GraphStats graphs;
 };
 
 class Trainer {
