@@ -184,6 +184,8 @@ void add_train_flags(CLI::App* train, TrainCli& cli, const char* output_help) {
           "Outputs of the classification head (0: the model's; a new head when it changes)");
   train->add_flag("--new-labels", trn.new_labels, "Let labels outside a fine-tuned model's label names replace them (a new head)");
   train->add_option("--on-error", trn.on_error, "A bad record: stop, or skip it");
+  train->add_flag("--no-graphs", trn.no_graphs,
+                  "CUDA: enqueue every micro-batch eagerly (default: replay a graph per length bucket)");
   train->add_flag("--debug-sync-each-step", trn.debug_sync_each_step,
                   "Debugging: read from the device after every step (the mistake `stoke doctor` diagnoses)");
 }

@@ -99,6 +99,7 @@ def main():
               "host_syncs": run.get("host_syncs"), "steps": steps,
               "host_syncs_per_step": (run.get("host_syncs") or 0) / steps if steps else None,
               "final_loss": (run.get("final") or {}).get("loss"), "memory": run.get("memory"),
+              "graphs": run.get("graphs"),
               "util_busy_mean": smi_util(os.path.join(w, "train-stoke-smi.csv"))}
         fixed = load(os.path.join(w, "train-fixed.json"))
         if peak and params and tp.get("train_seconds") and fixed:
@@ -115,7 +116,12 @@ def main():
         json.dump(res, fh, indent=1)
     for k, r in res["runs"].items():
         print(f"train {k}: " + ", ".join(f"{n} {v:.4g}" if isinstance(v, float) else f"{n} {v}"
-                                          for n, v in r.items() if n != "memory"))
+                                          for n, v in r.items() if n not in ("memory", "graphs")))
+    g = (res["runs"].get("stoke") or {}).get("graphs")
+    if g:
+        print(f"train stoke graphs: used {g.get('used')}, buckets {g.get('buckets_captured')}, replayed "
+              f"{g.get('micro_batches_replayed')}, eager {g.get('micro_batches_eager')}, padding "
+              f"{g.get('padding_fraction')}, capture failed {g.get('capture_failed')}")
     print(f"train: stoke / fixed loop = {res.get('stoke_over_fixed')}; loss curve ok = {res['loss_curve'].get('ok')}")
     return 0
 

@@ -11,7 +11,7 @@
 //   STOKE_OP(name, (parameters), (arguments))
 // includes this file, and undefines it. No include guard on purpose: it is
 // expanded once per use. Parameter types are written as they read in
-// namespace stoke (Ops::AttentionDropout, Ops::AdamWStep are declared in
+// namespace stoke (Ops::AttentionDropout, Ops::DropoutStep, Ops::AdamWStep are declared in
 // backend/ops.h before any expansion).
 //
 // A backend's ops are ENQUEUED on its stream: a call returns at once and the
@@ -303,17 +303,18 @@ STOKE_OP(add, (const TensorView& y, const TensorView& x), (y, x))
 // parallelism: each rank a slice) draws the whole batch's mask with each
 // part's first row as its offset; 0 for a whole batch. The product is one
 // f32 multiply by the f32 scale 1 / (1 - p), rounded once to out's dtype.
-// p in [0, 1]: p = 0 copies x; p = 1 writes zeros.
+// p in [0, 1]: p = 0 copies x; p = 1 writes zeros. step: Ops::DropoutStep
+// (a host value, or a u32 [1] the op reads from device memory when it runs).
 STOKE_OP(dropout,
-         (const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step, uint32_t tensor_id,
-          uint64_t row_offset),
+         (const TensorView& out, const TensorView& x, float p, uint64_t seed, const Ops::DropoutStep& step,
+          uint32_t tensor_id, uint64_t row_offset),
          (out, x, p, seed, step, tensor_id, row_offset))
 
 // dx = dy * mask / (1 - p) with the mask of the forward call with the same
 // (p, seed, step, tensor_id, row_offset) and shape, recomputed (no mask is stored).
 STOKE_OP(dropout_backward,
-         (const TensorView& dx, const TensorView& dy, float p, uint64_t seed, uint32_t step, uint32_t tensor_id,
-          uint64_t row_offset),
+         (const TensorView& dx, const TensorView& dy, float p, uint64_t seed, const Ops::DropoutStep& step,
+          uint32_t tensor_id, uint64_t row_offset),
          (dx, dy, p, seed, step, tensor_id, row_offset))
 
 // Softmax cross-entropy, forward and backward in one pass, as

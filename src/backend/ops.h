@@ -18,6 +18,24 @@ class Ops {
  public:
   virtual ~Ops() = default;
 
+  // The Philox step of a dropout mask (dropout, dropout_backward,
+  // AttentionDropout): a host value baked into the call, or, with `device`
+  // set (u32 [1] in device memory), the value found there when the op runs.
+  // A replayed graph (Backend::replay) repeats its ops with the arguments they
+  // were captured with, so a training step replayed from one reads its
+  // micro-step from memory that a copy wrote before the replay. Either way
+  // the masks are the same: only where the number comes from differs.
+  struct DropoutStep {
+    uint32_t value = 0;   // used when `device` is empty
+    TensorView device{};  // u32 [1]; not read on the host by the op checks
+    DropoutStep() = default;
+    DropoutStep(uint32_t v) : value(v) {}  // NOLINT(google-explicit-constructor): a host step reads as before
+    explicit DropoutStep(const TensorView& on_device) : device(on_device) {}
+    // The step where device memory is host memory (the CPU backends), read
+    // when the op runs (on the executor, in stream order).
+    uint32_t host_value() const { return device.empty() ? value : *device.as<const uint32_t>(); }
+  };
+
   // Dropout on the attention probabilities (BERT's attention_probs_dropout),
   // for attention_train and attention_backward:
   // out = (P * mask / (1 - p)) · v, the mask drawn as the dropout op draws
@@ -32,7 +50,7 @@ class Ops {
   struct AttentionDropout {
     float p = 0.0f;
     uint64_t seed = 0;
-    uint32_t step = 0;
+    DropoutStep step{};
     uint32_t tensor_id = 0;
     uint64_t row_offset = 0;  // query rows (tokens) before this call's first, in the whole batch
     static constexpr int kKeyBits = 32;  // keys of one query row: indices [row << 32, row << 32 + len)

@@ -233,16 +233,16 @@ class CudaOps final : public UnsupportedOps {
     Launch op(s_, "add");
     launch_add(op.stream, y, x);
   }
-  void dropout(const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step, uint32_t tensor_id,
-               uint64_t row_offset) const override {
-    const cpu::DropoutRange r = cpu::check_dropout("dropout", out, x, p, row_offset);
+  void dropout(const TensorView& out, const TensorView& x, float p, uint64_t seed, const Ops::DropoutStep& step,
+               uint32_t tensor_id, uint64_t row_offset) const override {
+    const cpu::DropoutRange r = cpu::check_dropout("dropout", out, x, p, step, row_offset);
     Launch op(s_, "dropout");
     launch_dropout(op.stream, out, x, p, seed, step, tensor_id, r.first);
   }
-  void dropout_backward(const TensorView& dx, const TensorView& dy, float p, uint64_t seed, uint32_t step,
-                        uint32_t tensor_id, uint64_t row_offset) const override {
+  void dropout_backward(const TensorView& dx, const TensorView& dy, float p, uint64_t seed,
+                        const Ops::DropoutStep& step, uint32_t tensor_id, uint64_t row_offset) const override {
     // The mask is a function of (seed, step, tensor_id, index): the forward applied to dy.
-    const cpu::DropoutRange r = cpu::check_dropout("dropout_backward", dx, dy, p, row_offset);
+    const cpu::DropoutRange r = cpu::check_dropout("dropout_backward", dx, dy, p, step, row_offset);
     Launch op(s_, "dropout_backward");
     launch_dropout(op.stream, dx, dy, p, seed, step, tensor_id, r.first);
   }

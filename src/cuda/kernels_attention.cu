@@ -70,11 +70,47 @@ __device__ __forceinline__ int last_at_or_below(int B, int64_t x, Key key) {
   return lo;
 }
 
+// Shared-memory rows are padded past their width (16 bytes for the 16-bit
+// tiles, 16 for the f32 scores) so that the rows a WMMA load or store walks
+// start in different banks: with an unpadded row of 64 or 128 elements, every
+// row of a 16x16 fragment began in the same bank. The pads keep every
+// fragment pointer 32-byte aligned (WMMA's rule) and the leading dimensions
+// multiples of 8 (16-bit) and 4 (f32).
+template <int DP>
+__host__ __device__ constexpr int flash_ld() { return DP + 8; }  // Q, K, V rows (16-bit elements)
+constexpr int kLdP = kBc + 8;                          // P rows (16-bit elements)
+template <int DP>
+__host__ __device__ constexpr int flash_lds() { return (DP > kBc ? DP : kBc) + 4; }  // S / P·V rows (f32)
+
 template <int DP>
 constexpr size_t flash_smem_bytes() {
-  constexpr int sw = DP > kBc ? DP : kBc;
-  return size_t{2} * (kBr * DP + 2 * kBc * DP + kBr * kBc)  // Q, K, V, P (16-bit)
-         + size_t{4} * (kBr * sw + kBr * DP + 2 * kBr);     // S / P·V, O, sum, rescale (f32)
+  return size_t{2} * (kBr * flash_ld<DP>() + 2 * kBc * flash_ld<DP>() + kBr * kLdP)  // Q, K, V, P (16-bit)
+         + size_t{4} * (kBr * flash_lds<DP>() + kBr * DP + 2 * kBr);                 // S / P·V, O, sum, rescale
+}
+
+// Rows [r0, r0 + rows) of one head's columns [col, col + d) of qkv into a
+// shared tile of rows x DP (leading dimension LD), zeros past d and past the
+// sequence's `valid` rows. 16-byte loads where every row start is 16-byte
+// aligned (d a multiple of 8 and qkv aligned: always so for the model's
+// tensors), else element by element.
+template <class T, int DP, int LD>
+__device__ __forceinline__ void load_tile(T* tile, const T* qkv, int64_t first_row, int rows, int valid,
+                                          int64_t stride, int64_t col, int d, bool vec) {
+  const T zero = from_float<T>(0.0f);
+  if (vec) {
+    constexpr int kChunks = DP / 8;
+    for (int i = threadIdx.x; i < rows * kChunks; i += blockDim.x) {
+      const int r = i / kChunks, c = (i % kChunks) * 8;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (c < d && r < valid) v = *reinterpret_cast<const uint4*>(qkv + (first_row + r) * stride + col + c);
+      *reinterpret_cast<uint4*>(tile + r * LD + c) = v;
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < rows * DP; i += blockDim.x) {
+    const int r = i / DP, c = i % DP;
+    tile[r * LD + c] = (c < d && r < valid) ? qkv[(first_row + r) * stride + col + c] : zero;
+  }
 }
 
 template <class T, int DP>
@@ -82,14 +118,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     flash_attention_kernel(T* out, const T* qkv, const int32_t* cu, int B, int heads, int d, int window,
                            float scale_log2) {
   using namespace nvcuda;
-  constexpr int SW = DP > kBc ? DP : kBc;
+  constexpr int LD = flash_ld<DP>(), SW = flash_lds<DP>();
   extern __shared__ __align__(128) unsigned char smem[];
-  T* q_s = reinterpret_cast<T*>(smem);  // [kBr][DP]
-  T* k_s = q_s + kBr * DP;              // [kBc][DP]
-  T* v_s = k_s + kBc * DP;              // [kBc][DP]
-  T* p_s = v_s + kBc * DP;              // [kBr][kBc] probabilities
-  float* s_s = reinterpret_cast<float*>(p_s + kBr * kBc);  // [kBr][SW] scores, then P·V of the tile
-  float* o_s = s_s + kBr * SW;                             // [kBr][DP] output, unnormalised
+  T* q_s = reinterpret_cast<T*>(smem);  // [kBr][LD]
+  T* k_s = q_s + kBr * LD;              // [kBc][LD]
+  T* v_s = k_s + kBc * LD;              // [kBc][LD]
+  T* p_s = v_s + kBc * LD;              // [kBr][kLdP] probabilities
+  float* s_s = reinterpret_cast<float*>(p_s + kBr * kLdP);  // [kBr][SW] scores, then P·V of the tile
+  float* o_s = s_s + kBr * SW;                              // [kBr][DP] output, unnormalised
   float* l_s = o_s + kBr * DP;                             // [kBr] final sums (for the output pass)
   float* a_s = l_s + kBr;                                  // [kBr] this tile's rescale factor
 
@@ -103,12 +139,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t stride = int64_t{3} * heads * d;
   const int64_t q_col = int64_t{h} * d, k_col = int64_t{heads} * d + q_col, v_col = int64_t{2} * heads * d + q_col;
-  const T zero = from_float<T>(0.0f);
+  const bool vec = d % 8 == 0 && (reinterpret_cast<uintptr_t>(qkv) & 15) == 0;  // block-uniform
 
-  for (int i = threadIdx.x; i < kBr * DP; i += blockDim.x) {
-    const int r = i / DP, c = i % DP;
-    q_s[i] = (c < d && q0 + r < len) ? qkv[(first + q0 + r) * stride + q_col + c] : zero;
-  }
+  load_tile<T, DP, LD>(q_s, qkv, first + q0, kBr, len - q0, stride, q_col, d, vec);
   for (int i = threadIdx.x; i < kBr * DP; i += blockDim.x) o_s[i] = 0.0f;
   // The running max (log2 units) and sum of this warp's 16 rows, in
   // registers: every lane holds the same values (the warp reductions hand
@@ -125,13 +158,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int k_end = window ? min(len, q0 + kBr + window) : len;
   for (int k0 = k_first; k0 < k_end; k0 += kBc) {
     __syncthreads();  // the previous tile's K and V are no longer read
-    for (int i = threadIdx.x; i < kBc * DP; i += blockDim.x) {
-      const int r = i / DP, c = i % DP;
-      const bool in = c < d && k0 + r < len;
-      const int64_t row = (first + k0 + r) * stride;
-      k_s[i] = in ? qkv[row + k_col + c] : zero;
-      v_s[i] = in ? qkv[row + v_col + c] : zero;
-    }
+    load_tile<T, DP, LD>(k_s, qkv, first + k0, kBc, len - k0, stride, k_col, d, vec);
+    load_tile<T, DP, LD>(v_s, qkv, first + k0, kBc, len - k0, stride, v_col, d, vec);
     __syncthreads();
 
     // S = Q K^T for this warp's 16 rows.
@@ -141,8 +169,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int kk = 0; kk < DP / 16; ++kk) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> bt;  // K^T: (k, n) at K[n][k]
-        wmma::load_matrix_sync(a, q_s + warp * 16 * DP + kk * 16, DP);
-        wmma::load_matrix_sync(bt, k_s + j * 16 * DP + kk * 16, DP);
+        wmma::load_matrix_sync(a, q_s + warp * 16 * LD + kk * 16, LD);
+        wmma::load_matrix_sync(bt, k_s + j * 16 * LD + kk * 16, LD);
         wmma::mma_sync(acc, a, bt, acc);
       }
       wmma::store_matrix_sync(s_s + warp * 16 * SW + j * 16, acc, SW, wmma::mem_row_major);
@@ -167,8 +195,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       const float p0 = exp2f(x0 - m_use), p1 = exp2f(x1 - m_use);
       const float sum = warp_sum(p0 + p1);
       const float alpha = exp2f(m_old - m_use);  // 0 on the row's first seen tile (m_old = -inf)
-      p_s[row * kBc + lane] = from_float<T>(p0);
-      p_s[row * kBc + lane + 32] = from_float<T>(p1);
+      p_s[row * kLdP + lane] = from_float<T>(p0);
+      p_s[row * kLdP + lane + 32] = from_float<T>(p1);
       l_run[r] = l_run[r] * alpha + sum;
       m_run[r] = m_new;
       if (lane == 0) a_s[row] = alpha;  // read by other lanes after the __syncwarp below
@@ -182,8 +210,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int kk = 0; kk < kBc / 16; ++kk) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bv;
-        wmma::load_matrix_sync(a, p_s + warp * 16 * kBc + kk * 16, kBc);
-        wmma::load_matrix_sync(bv, v_s + kk * 16 * DP + j * 16, DP);
+        wmma::load_matrix_sync(a, p_s + warp * 16 * kLdP + kk * 16, kLdP);
+        wmma::load_matrix_sync(bv, v_s + kk * 16 * LD + j * 16, LD);
         wmma::mma_sync(acc, a, bv, acc);
       }
       wmma::store_matrix_sync(s_s + warp * 16 * SW + j * 16, acc, SW, wmma::mem_row_major);
@@ -253,7 +281,8 @@ __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const 
 
 // The largest padded head dim whose flash kernel fits the GPU's shared
 // memory (set by attention_setup; larger head dims take the exact path).
-// d = 128 needs 121 KiB: Hopper and A100 have it, sm_86/89 (99 KiB) do not.
+// d = 128 needs 126 KiB (with the padded rows): Hopper and A100 have it, sm_86/89
+// (99 KiB) do not.
 int g_flash_max_dp = 0;
 
 // Static shared memory beside the dynamic part (block reductions' scratch).

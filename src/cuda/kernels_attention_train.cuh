@@ -16,10 +16,13 @@ struct Dropout {
   uint64_t seed;
   uint32_t step, tensor_id;
   uint64_t row_offset;
+  const uint32_t* device_step;  // set: the step is read here when the kernel runs (graph replays)
 };
 
 inline Dropout dropout_of(const Ops::AttentionDropout& d) {
-  return {d.p, d.p < 1.0f ? 1.0f / (1.0f - d.p) : 0.0f, d.seed, d.step, d.tensor_id, d.row_offset};  // the dropout op's f32 factor
+  // the dropout op's f32 factor
+  return {d.p,          d.p < 1.0f ? 1.0f / (1.0f - d.p) : 0.0f, d.seed, d.step.value, d.tensor_id,
+          d.row_offset, d.step.device.as<const uint32_t>()};
 }
 
 // The index layout of Ops::AttentionDropout::row_index (a host function):
@@ -28,7 +31,8 @@ __device__ __forceinline__ float mask_factor(const Dropout& dr, int64_t t, int h
   if (dr.p == 0.0f) return 1.0f;
   const uint64_t row = (dr.row_offset + static_cast<uint64_t>(t)) * static_cast<uint64_t>(heads) + static_cast<uint64_t>(h);
   const uint64_t index = (row << Ops::AttentionDropout::kKeyBits) + static_cast<uint64_t>(j);
-  return philox::element_uniform(dr.seed, dr.step, dr.tensor_id, index) >= dr.p ? dr.scale : 0.0f;
+  const uint32_t step = dr.device_step ? *dr.device_step : dr.step;
+  return philox::element_uniform(dr.seed, step, dr.tensor_id, index) >= dr.p ? dr.scale : 0.0f;
 }
 
 // The sequence holding packed token t: the largest b with cu[b] <= t.

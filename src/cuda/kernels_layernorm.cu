@@ -1,7 +1,12 @@
-// embed_layernorm and residual_layernorm: one block per token row. The row
-// is summed into shared memory first (f32), then normalised with two-pass
-// statistics (mean, then the biased variance around it: no cancellation),
-// so out may alias x or residual.
+// embed_layernorm and residual_layernorm. The row is summed first (f32),
+// then normalised with two-pass statistics (mean, then the biased variance
+// around it: no cancellation), so out may alias x or residual (every element
+// is read and written by the same thread). H <= 1024 (every BERT-family
+// width up to large): one warp per row, the row in registers (at most 32
+// values a lane), warp shuffles for the sums: no shared memory, no block
+// barriers, four rows per block. Wider rows: one block per row, the row in
+// shared memory. The two sum in different orders: results agree within f32
+// rounding (the op table's tolerance), not bit for bit.
 #include "cuda/kernels.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/kernels_common.cuh"
@@ -75,6 +80,83 @@ __global__ void residual_layernorm_kernel(LnOut o, const void* x, const void* re
   normalize_and_store(row, scratch, p, o, t);
 }
 
+// ---- one warp per row (H <= 32 * N)
+constexpr int kWarpRows = 4;  // rows (warps) per block
+
+// Normalises the row lane `lane` holds at columns lane + 32 k (k < N; zeros
+// past H) and stores it at row t, as normalize_and_store.
+template <int N>
+__device__ __forceinline__ void warp_normalize_and_store(const float (&v)[N], const LnParams& p, const LnOut& o,
+                                                         int64_t t, int lane) {
+  const int64_t H = p.H;
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < N; ++k) s += v[k];  // zeros past H
+  const float mean = warp_sum(s) / static_cast<float>(H);
+  float q = 0.0f;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const float d = lane + 32 * k < H ? v[k] - mean : 0.0f;
+    q += d * d;
+  }
+  const float rstd = rsqrtf(warp_sum(q) / static_cast<float>(H) + p.eps);
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int64_t i = lane + 32 * k;
+    if (i < H) {
+      const float y = (v[k] - mean) * rstd * load(p.gamma, p.gamma_e, i) + load(p.beta, p.beta_e, i);
+      store(o.out, o.out_e, t * H + i, y);
+      if (o.low) store(o.low, o.low_e, t * H + i, rounded(o.out_e, y));
+    }
+  }
+}
+
+template <int N>
+__global__ void embed_layernorm_warp_kernel(LnOut o, const int32_t* ids, const int32_t* positions,
+                                            const int32_t* type_ids, const void* word, Elem word_e, const void* pos,
+                                            Elem pos_e, const void* type, Elem type_e, LnParams p, int64_t T) {
+  const int lane = threadIdx.x & 31;
+  const int64_t t = int64_t{blockIdx.x} * kWarpRows + (threadIdx.x >> 5), H = p.H;
+  if (t >= T) return;  // a whole warp: no shuffle is left half-empty
+  const int64_t wi = ids[t], pi = positions[t], ti = type_ids ? type_ids[t] : 0;
+  float v[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int64_t i = lane + 32 * k;
+    float x = 0.0f;
+    if (i < H) {
+      x = load(word, word_e, wi * H + i) + load(pos, pos_e, pi * H + i);
+      if (type) x += load(type, type_e, ti * H + i);
+    }
+    v[k] = x;
+  }
+  warp_normalize_and_store<N>(v, p, o, t, lane);
+}
+
+template <int N>
+__global__ void residual_layernorm_warp_kernel(LnOut o, const void* x, const void* residual, Elem in_e, LnParams p,
+                                               int64_t T) {
+  const int lane = threadIdx.x & 31;
+  const int64_t t = int64_t{blockIdx.x} * kWarpRows + (threadIdx.x >> 5), H = p.H;
+  if (t >= T) return;
+  float v[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int64_t i = lane + 32 * k;
+    v[k] = i < H ? load(x, in_e, t * H + i) + load(residual, in_e, t * H + i) : 0.0f;
+  }
+  warp_normalize_and_store<N>(v, p, o, t, lane);
+}
+
+// Values per lane for a warp row of H columns: 4, 8, 16 or 32; 0 = too wide.
+int warp_values(int64_t H) {
+  for (int n : {4, 8, 16, 32})
+    if (H <= 32 * n) return n;
+  return 0;
+}
+
+unsigned warp_row_blocks(int64_t T) { return static_cast<unsigned>((T + kWarpRows - 1) / kWarpRows); }
+
 LnOut ln_out(const TensorView& out, const TensorView& out_low) {
   return LnOut{out.data, elem_of(out.dtype), out_low.empty() ? nullptr : out_low.data, elem_of(out_low.dtype)};
 }
@@ -99,6 +181,25 @@ void launch_embed_layernorm(cudaStream_t s, const TensorView& out, const TensorV
                             const TensorView& out_low) {
   const int64_t T = out.dim(0), H = out.dim(1);
   if (T == 0 || H == 0) return;
+  const LnOut o = ln_out(out, out_low);
+  const LnParams p = ln_params(gamma, beta, eps, H);
+  const int32_t* type_rows = type_ids.empty() ? nullptr : type_ids.as<const int32_t>();
+  const void* type_table = type.empty() ? nullptr : type.data;
+  switch (warp_values(H)) {
+#define STOKE_EMBED_LN_WARP(N)                                                                                      \
+  case N:                                                                                                            \
+    embed_layernorm_warp_kernel<N><<<warp_row_blocks(T), 32 * kWarpRows, 0, s>>>(                                  \
+        o, ids.as<const int32_t>(), positions.as<const int32_t>(), type_rows, word.data, elem_of(word.dtype),        \
+        pos.data, elem_of(pos.dtype), type_table, elem_of(type.dtype), p, T);                                        \
+    check_launch("embed_layernorm_warp_kernel");                                                                     \
+    return;
+    STOKE_EMBED_LN_WARP(4)
+    STOKE_EMBED_LN_WARP(8)
+    STOKE_EMBED_LN_WARP(16)
+    STOKE_EMBED_LN_WARP(32)
+#undef STOKE_EMBED_LN_WARP
+    default: break;
+  }
   check_row_width(H);
   embed_layernorm_kernel<<<static_cast<unsigned>(T), kThreads, static_cast<size_t>(H) * 4, s>>>(
       ln_out(out, out_low), ids.as<const int32_t>(), positions.as<const int32_t>(),
@@ -111,6 +212,22 @@ void launch_residual_layernorm(cudaStream_t s, const TensorView& out, const Tens
                                const TensorView& gamma, const TensorView& beta, float eps, const TensorView& out_low) {
   const int64_t T = out.dim(0), H = out.dim(1);
   if (T == 0 || H == 0) return;
+  const LnOut o = ln_out(out, out_low);
+  const LnParams p = ln_params(gamma, beta, eps, H);
+  switch (warp_values(H)) {
+#define STOKE_RESIDUAL_LN_WARP(N)                                                                                  \
+  case N:                                                                                                           \
+    residual_layernorm_warp_kernel<N><<<warp_row_blocks(T), 32 * kWarpRows, 0, s>>>(o, x.data, residual.data,     \
+                                                                                    elem_of(x.dtype), p, T);        \
+    check_launch("residual_layernorm_warp_kernel");                                                                 \
+    return;
+    STOKE_RESIDUAL_LN_WARP(4)
+    STOKE_RESIDUAL_LN_WARP(8)
+    STOKE_RESIDUAL_LN_WARP(16)
+    STOKE_RESIDUAL_LN_WARP(32)
+#undef STOKE_RESIDUAL_LN_WARP
+    default: break;
+  }
   check_row_width(H);
   residual_layernorm_kernel<<<static_cast<unsigned>(T), kThreads, static_cast<size_t>(H) * 4, s>>>(
       ln_out(out, out_low), x.data, residual.data, elem_of(x.dtype), ln_params(gamma, beta, eps, H));

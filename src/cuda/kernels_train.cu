@@ -61,7 +61,8 @@ __global__ void add_kernel(void* y, Elem y_e, const void* x, Elem x_e, int64_t n
 // tensor (the op's row_offset), so the blocks are those covering [first,
 // first + n). x * 0 keeps NaN * 0 = NaN, as torch.
 __global__ void dropout_kernel(void* out, const void* x, Elem e, int64_t n, float p, float scale, uint64_t seed,
-                               uint32_t step, uint32_t tensor_id, uint64_t first) {
+                               uint32_t host_step, const uint32_t* device_step, uint32_t tensor_id, uint64_t first) {
+  const uint32_t step = device_step ? *device_step : host_step;  // device: written by a copy before a replay
   const uint64_t b0 = first / 4;
   const int64_t blocks = static_cast<int64_t>((first + static_cast<uint64_t>(n) + 3) / 4 - b0);
   STOKE_GRID_STRIDE(b, blocks) {
@@ -174,6 +175,88 @@ __global__ void layernorm_dx_kernel(void* dx, Elem dx_e, const void* dy, Elem dy
     const int64_t k = t * H + i;
     const float s = load(x, x_e, k) + (res ? load(res, res_e, k) : 0.0f);
     store(dx, dx_e, k, r * (load(dy, dy_e, k) * load(gamma, gamma_e, i) - mg - (s - mu) * r * mgx));
+  }
+}
+
+// ---- H <= 1024: one warp per row, the row in registers (N values a lane at
+// columns lane + 32 k), warp shuffles for the sums; four rows per block, no
+// shared memory, no block barrier. Each element is read and written by one
+// lane (aliasing as above). Sums in another order than the block kernels:
+// equal within f32 rounding, not bit for bit.
+constexpr int kLnWarpRows = 4;
+
+int ln_warp_values(int64_t H) {
+  for (int n : {4, 8, 16, 32})
+    if (H <= 32 * n) return n;
+  return 0;
+}
+
+unsigned ln_warp_blocks(int64_t T) { return static_cast<unsigned>((T + kLnWarpRows - 1) / kLnWarpRows); }
+
+template <int N>
+__global__ void residual_layernorm_train_warp_kernel(void* out, Elem out_e, float* mean, float* rstd, const void* x,
+                                                     Elem x_e, const void* res, Elem res_e, const void* gamma,
+                                                     Elem gamma_e, const void* beta, Elem beta_e, int64_t T, int64_t H,
+                                                     float eps) {
+  const int lane = threadIdx.x & 31;
+  const int64_t t = int64_t{blockIdx.x} * kLnWarpRows + (threadIdx.x >> 5);
+  if (t >= T) return;  // the whole warp
+  float v[N];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int64_t i = lane + 32 * k;
+    v[k] = i < H ? load(x, x_e, t * H + i) + load(res, res_e, t * H + i) : 0.0f;
+    sum += v[k];
+  }
+  const float mu = warp_sum(sum) / static_cast<float>(H);
+  float var = 0.0f;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const float d = lane + 32 * k < H ? v[k] - mu : 0.0f;
+    var += d * d;
+  }
+  const float r = rsqrtf(warp_sum(var) / static_cast<float>(H) + eps);
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int64_t i = lane + 32 * k;
+    if (i < H) store(out, out_e, t * H + i, (v[k] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i));
+  }
+  if (lane == 0) {
+    mean[t] = mu;
+    rstd[t] = r;
+  }
+}
+
+template <int N>
+__global__ void layernorm_dx_warp_kernel(void* dx, Elem dx_e, const void* dy, Elem dy_e, const void* x, Elem x_e,
+                                         const void* res, Elem res_e, const float* mean, const float* rstd,
+                                         const void* gamma, Elem gamma_e, int64_t T, int64_t H) {
+  const int lane = threadIdx.x & 31;
+  const int64_t t = int64_t{blockIdx.x} * kLnWarpRows + (threadIdx.x >> 5);
+  if (t >= T) return;
+  const float mu = mean[t], r = rstd[t];
+  float xh[N], g[N];
+  float sg = 0.0f, sgx = 0.0f;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int64_t i = lane + 32 * k;
+    xh[k] = g[k] = 0.0f;
+    if (i < H) {
+      const int64_t e = t * H + i;
+      const float sv = load(x, x_e, e) + (res ? load(res, res_e, e) : 0.0f);
+      xh[k] = (sv - mu) * r;
+      g[k] = load(dy, dy_e, e) * load(gamma, gamma_e, i);
+    }
+    sg += g[k];
+    sgx += g[k] * xh[k];
+  }
+  const float mg = warp_sum(sg) / static_cast<float>(H);
+  const float mgx = warp_sum(sgx) / static_cast<float>(H);
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int64_t i = lane + 32 * k;
+    if (i < H) store(dx, dx_e, t * H + i, r * (g[k] - mg - xh[k] * mgx));
   }
 }
 
@@ -531,13 +614,14 @@ void launch_add(cudaStream_t s, const TensorView& y, const TensorView& x) {
   check_launch("add_kernel");
 }
 
-void launch_dropout(cudaStream_t s, const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step,
-                    uint32_t tensor_id, uint64_t first) {
+void launch_dropout(cudaStream_t s, const TensorView& out, const TensorView& x, float p, uint64_t seed,
+                    const Ops::DropoutStep& step, uint32_t tensor_id, uint64_t first) {
   const int64_t n = x.numel();
   if (n == 0) return;
   const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;  // the f32 factor the CPU uses
-  dropout_kernel<<<blocks_for((n + 3) / 4 + 1, kThreads), kThreads, 0, s>>>(out.data, x.data, elem_of(x.dtype), n, p,
-                                                                            scale, seed, step, tensor_id, first);
+  dropout_kernel<<<blocks_for((n + 3) / 4 + 1, kThreads), kThreads, 0, s>>>(
+      out.data, x.data, elem_of(x.dtype), n, p, scale, seed, step.value, step.device.as<const uint32_t>(), tensor_id,
+      first);
   check_launch("dropout_kernel");
 }
 
@@ -569,6 +653,21 @@ void launch_residual_layernorm_train(cudaStream_t s, const TensorView& out, cons
                                      const TensorView& gamma, const TensorView& beta, float eps) {
   const int64_t T = x.dim(0), H = x.dim(1);
   if (T == 0 || H == 0) return;
+  switch (ln_warp_values(H)) {
+#define STOKE_LN_TRAIN_WARP(N)                                                                                      \
+  case N:                                                                                                            \
+    residual_layernorm_train_warp_kernel<N><<<ln_warp_blocks(T), 32 * kLnWarpRows, 0, s>>>(                        \
+        out.data, elem_of(out.dtype), mean.as<float>(), rstd.as<float>(), x.data, elem_of(x.dtype), residual.data,   \
+        elem_of(residual.dtype), gamma.data, elem_of(gamma.dtype), beta.data, elem_of(beta.dtype), T, H, eps);       \
+    check_launch("residual_layernorm_train_warp_kernel");                                                            \
+    return;
+    STOKE_LN_TRAIN_WARP(4)
+    STOKE_LN_TRAIN_WARP(8)
+    STOKE_LN_TRAIN_WARP(16)
+    STOKE_LN_TRAIN_WARP(32)
+#undef STOKE_LN_TRAIN_WARP
+    default: break;
+  }
   const size_t smem = static_cast<size_t>(H) * 4;
   if (smem > 40 * 1024) throw Error(Errc::unsupported, "cuda residual_layernorm_train: rows up to 10240 columns");
   residual_layernorm_train_kernel<<<static_cast<unsigned>(T), kThreads, smem, s>>>(
@@ -590,6 +689,22 @@ void launch_layernorm_backward(cudaStream_t s, const TensorView& dx, const Tenso
         elem_of(dy.dtype), x.data, elem_of(x.dtype), res, elem_of(residual.dtype), mean.as<const float>(),
         rstd.as<const float>(), T, H);
     check_launch("layernorm_dparams_kernel");
+  }
+  switch (ln_warp_values(H)) {
+#define STOKE_LN_DX_WARP(N)                                                                                         \
+  case N:                                                                                                            \
+    layernorm_dx_warp_kernel<N><<<ln_warp_blocks(T), 32 * kLnWarpRows, 0, s>>>(                                    \
+        dx.data, elem_of(dx.dtype), dy.data, elem_of(dy.dtype), x.data, elem_of(x.dtype), res,                       \
+        elem_of(residual.dtype), mean.as<const float>(), rstd.as<const float>(), gamma.data, elem_of(gamma.dtype), T, \
+        H);                                                                                                          \
+    check_launch("layernorm_dx_warp_kernel");                                                                        \
+    return;
+    STOKE_LN_DX_WARP(4)
+    STOKE_LN_DX_WARP(8)
+    STOKE_LN_DX_WARP(16)
+    STOKE_LN_DX_WARP(32)
+#undef STOKE_LN_DX_WARP
+    default: break;
   }
   layernorm_dx_kernel<<<static_cast<unsigned>(T), kThreads, 0, s>>>(
       dx.data, elem_of(dx.dtype), dy.data, elem_of(dy.dtype), x.data, elem_of(x.dtype), res, elem_of(residual.dtype),

@@ -377,6 +377,7 @@ train::TrainerOptions trainer_options(const TrainOptions& o, int64_t batch, doub
   t.optim.scaler.growth_interval = static_cast<int32_t>(o.loss_scale_growth_interval);
   t.quiet = o.common.quiet;
   t.debug_sync_each_step = o.debug_sync_each_step;
+  t.graphs = !o.no_graphs;
   t.trace = trace;
   return t;
 }
@@ -541,6 +542,17 @@ json run_record(const TrainOptions& o, const json& identity, const TrainingData&
                           {"skipped_steps", r.scaler.skipped_steps},
                           {"optimizer_steps", r.scaler.optimizer_steps}};
   }
+  // CUDA graphs of the step per length bucket (docs/training.md "Graphs").
+  run["graphs"] = {{"used", r.graphs.replayed > 0},
+                   {"enabled", !o.no_graphs},
+                   {"capture_failed", r.graphs.capture_failed},
+                   {"buckets_captured", r.graphs.buckets},
+                   {"micro_batches_replayed", r.graphs.replayed},
+                   {"micro_batches_eager", r.graphs.eager},
+                   {"padding_fraction", r.graphs.padded_tokens > 0
+                                            ? 1.0 - static_cast<double>(r.graphs.real_tokens) /
+                                                        static_cast<double>(r.graphs.padded_tokens)
+                                            : 0.0}};
   run["final"] = {{"loss", r.last_loss}, {"accuracy", r.last_accuracy}};
   if (r.last_eval) {
     run["final"]["eval_loss"] = r.last_eval->loss;

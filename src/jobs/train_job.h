@@ -58,6 +58,7 @@ struct TrainOptions {
   bool new_labels = false;           // --new-labels: a fine-tuned model's labels may be replaced
   std::string on_error = "stop";
   bool debug_sync_each_step = false;  // --debug-sync-each-step: a host sync per step (for doctor's tests)
+  bool no_graphs = false;             // --no-graphs: every micro-batch eagerly (CUDA; the CPU never captures)
   // Set by doctor, not by flags.
   Trace* trace = nullptr;             // device spans and the host's step spans go here
   std::function<void(const std::string&)> on_thread_start;  // the host ("trainer") and device threads

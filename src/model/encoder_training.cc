@@ -65,6 +65,8 @@ EncoderTrainingRunner::EncoderTrainingRunner(const TrainableEncoder& encoder, Ba
       max_tokens_(max_tokens),
       max_sequences_(max_sequences),
       staging_(staging_slots < 1 ? 1 : staging_slots),
+      plan_(std::max<int64_t>(max_tokens, 1), std::max<int64_t>(max_sequences, 1),
+            std::max<int64_t>(encoder.config.usable_positions(), 1)),
       saved_(std::make_unique<Saved>()) {
   if (max_tokens <= 0 || max_sequences <= 0) throw Error(Errc::invalid_argument, "training workspace must be positive");
   const HfConfig& c = enc_.config;
@@ -154,13 +156,28 @@ EncoderTrainingRunner::EncoderTrainingRunner(const TrainableEncoder& encoder, Ba
     owned_.push_back(backend_.allocate(static_cast<size_t>(T) * 4));
     *p = owned_.back()->data();
   }
-  owned_.push_back(backend_.allocate(static_cast<size_t>(B + 1) * 4));
+  // Graph-shaped micro-batches have more sequence slots (the padding's).
+  max_slots_ = std::max(B, plan_.max_sequence_slots());
+  owned_.push_back(backend_.allocate(static_cast<size_t>(max_slots_ + 1) * 4));
   cu_ = owned_.back()->data();
   owned_.push_back(backend_.allocate(static_cast<size_t>(B) * 4));
   rows_ = owned_.back()->data();
   owned_.push_back(backend_.allocate(static_cast<size_t>(B) * 4));
   labels_ = owned_.back()->data();
-  for (auto& st : staging_) st.host = backend_.allocate_host(static_cast<size_t>(3 * T + 3 * B + 1) * 4);
+  owned_.push_back(backend_.allocate(static_cast<size_t>(B + 1) * 4));
+  cu_head_ = owned_.back()->data();
+  owned_.push_back(backend_.allocate(4));
+  step_ = owned_.back()->data();
+  // ids, types, positions; cu; rows, labels; cu_head; the step.
+  const int64_t staged = 3 * T + (max_slots_ + 1) + 2 * B + (B + 1) + 1;
+  for (auto& st : staging_) st.host = backend_.allocate_host(static_cast<size_t>(staged) * 4);
+  graphs_on_ = backend_.can_capture();
+  stats_.on = graphs_on_;
+}
+
+void EncoderTrainingRunner::set_graphs(bool on) {
+  graphs_on_ = on && backend_.can_capture() && !stats_.capture_failed;
+  stats_.on = graphs_on_;
 }
 
 EncoderTrainingRunner::~EncoderTrainingRunner() { backend_.drain(); }
@@ -211,22 +228,81 @@ void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const in
                                        " trains without dropout in its layers (as its hub configs set); the"
                                        " classifier's dropout alone may be above 0");
 
-  stage(batch, labels, targets, regression);
-  const Step st = step_views(batch, k);
+  const std::optional<TrainBucket> bucket = graph_bucket(batch, k);
+  stage(batch, labels, targets, regression, bucket, k.step);
+  const Step st = step_views(batch, k, bucket);
   if (c.arch->prenorm) {
     forward_prenorm(st);
     loss_prenorm(st, metrics);
     backward_prenorm(st);
     return;
   }
-  forward(st);
-  loss(st, metrics);
-  backward(st);
+  if (!bucket) {
+    ++stats_.eager;
+    forward(st);
+    loss(st, metrics);
+    backward_head(st);
+    backward_layers(st);
+    return;
+  }
+  stats_.real_tokens += T;
+  stats_.padded_tokens += bucket->tokens;
+  const GraphKey key{*bucket, k.dropout.hidden, k.dropout.attention, k.seed, k.token_offset};
+  run_phase(key, 0, [&] { forward(st); });
+  loss(st, metrics);  // the real sequences only: eager
+  backward_head(st);
+  run_phase(key, 1, [&] { backward_layers(st); });
+}
+
+std::optional<TrainBucket> EncoderTrainingRunner::graph_bucket(const PackedBatch& batch,
+                                                               const MicroBatchKnobs& k) const {
+  (void)k;
+  if (!(graphs_on_ || pad_without_capture_) || backward_hook_) return std::nullopt;
+  if (enc_.config.arch->prenorm || !enc_.master.rel_bias.empty()) return std::nullopt;
+  return plan_.bucket_of(batch.tokens(), batch.sequences(), batch.max_seqlen);
+}
+
+void EncoderTrainingRunner::run_phase(const GraphKey& key, int phase, const std::function<void()>& enqueue_phase) {
+  if (!graphs_on_) {  // tests (pad_without_capture_), or a capture failed earlier in this micro-batch
+    enqueue_phase();
+    return;
+  }
+  auto& graphs = graphs_[phase];
+  auto it = graphs.find(key);
+  if (it == graphs.end()) {
+    std::unique_ptr<Graph> g;
+    try {
+      backend_.begin_capture();
+      try {
+        enqueue_phase();
+      } catch (...) {
+        backend_.end_capture();  // leaves the stream usable; the recording is dropped
+        throw;
+      }
+      g = backend_.end_capture();
+    } catch (const Error&) {
+      // Eager for good: this micro-batch goes on at its padded shapes (they
+      // are staged), every later one unpadded.
+      graphs_on_ = false;
+      stats_.on = false;
+      stats_.capture_failed = true;
+      enqueue_phase();
+      return;
+    }
+    it = graphs.emplace(key, std::move(g)).first;
+    if (phase == 0) ++stats_.buckets;
+  }
+  backend_.replay(*it->second);
+  if (phase == 1) ++stats_.replayed;
 }
 
 void EncoderTrainingRunner::stage(const PackedBatch& batch, std::span<const int32_t> labels,
-                                  std::span<const float> targets, bool regression) {
+                                  std::span<const float> targets, bool regression,
+                                  const std::optional<TrainBucket>& bucket, uint32_t step) {
   const int64_t T = batch.tokens(), B = batch.sequences();
+  // Graph-shaped: Tp token rows (padding: token 0 at position 0, type 0, in
+  // sequences of its own) and S sequence slots.
+  const int64_t Tp = bucket ? bucket->tokens : T, S = bucket ? bucket->sequences : B;
   // The host buffer of a slot is refilled only after its previous copy ran:
   // flow control, not a sync.
   Staging& slot = staging_[next_slot_];
@@ -234,41 +310,64 @@ void EncoderTrainingRunner::stage(const PackedBatch& batch, std::span<const int3
   if (slot.done && !backend_.event_done(*slot.done)) backend_.throttle(*slot.done);
   auto* host = static_cast<int32_t*>(slot.host->data());
   int32_t* h_ids = host;
-  int32_t* h_types = h_ids + T;
-  int32_t* h_pos = h_types + T;
-  int32_t* h_cu = h_pos + T;
-  int32_t* h_rows = h_cu + B + 1;
+  int32_t* h_types = h_ids + Tp;
+  int32_t* h_pos = h_types + Tp;
+  int32_t* h_cu = h_pos + Tp;
+  int32_t* h_rows = h_cu + S + 1;
   int32_t* h_labels = h_rows + B;
+  int32_t* h_cu_head = h_labels + B;
+  int32_t* h_step = h_cu_head + B + 1;
   std::memcpy(h_ids, batch.ids.data(), static_cast<size_t>(T) * 4);
   std::memcpy(h_types, batch.type_ids.data(), static_cast<size_t>(T) * 4);
   std::memcpy(h_pos, batch.positions.data(), static_cast<size_t>(T) * 4);
-  std::memcpy(h_cu, batch.cu_seqlens.data(), static_cast<size_t>(B + 1) * 4);
+  std::fill(h_ids + T, h_ids + Tp, 0);
+  std::fill(h_types + T, h_types + Tp, 0);
+  std::fill(h_pos + T, h_pos + Tp, 0);
+  if (bucket) {
+    std::vector<int32_t> cu(batch.cu_seqlens.begin(), batch.cu_seqlens.begin() + B + 1);
+    TrainBucketPlan::pad_offsets(*bucket, B, cu);
+    std::memcpy(h_cu, cu.data(), static_cast<size_t>(S + 1) * 4);
+  } else {
+    std::memcpy(h_cu, batch.cu_seqlens.data(), static_cast<size_t>(B + 1) * 4);
+  }
   for (int64_t b = 0; b < B; ++b) h_rows[b] = batch.cu_seqlens[static_cast<size_t>(b)];
   if (regression)
     std::memcpy(h_labels, targets.data(), static_cast<size_t>(B) * 4);
   else
     std::memcpy(h_labels, labels.data(), static_cast<size_t>(B) * 4);
-  backend_.copy_to_device(ids_, h_ids, static_cast<size_t>(T) * 4);
-  backend_.copy_to_device(types_, h_types, static_cast<size_t>(T) * 4);
-  backend_.copy_to_device(positions_, h_pos, static_cast<size_t>(T) * 4);
-  backend_.copy_to_device(cu_, h_cu, static_cast<size_t>(B + 1) * 4);
+  // The head's offsets: the batch's, the last sequence reaching to Tp (cls
+  // pooling's backward writes every row of d h[L] and reads only first tokens).
+  std::memcpy(h_cu_head, batch.cu_seqlens.data(), static_cast<size_t>(B + 1) * 4);
+  h_cu_head[B] = static_cast<int32_t>(Tp);
+  std::memcpy(h_step, &step, 4);
+  backend_.copy_to_device(ids_, h_ids, static_cast<size_t>(Tp) * 4);
+  backend_.copy_to_device(types_, h_types, static_cast<size_t>(Tp) * 4);
+  backend_.copy_to_device(positions_, h_pos, static_cast<size_t>(Tp) * 4);
+  backend_.copy_to_device(cu_, h_cu, static_cast<size_t>(S + 1) * 4);
   backend_.copy_to_device(rows_, h_rows, static_cast<size_t>(B) * 4);
   backend_.copy_to_device(labels_, h_labels, static_cast<size_t>(B) * 4);
+  if (bucket) {
+    backend_.copy_to_device(cu_head_, h_cu_head, static_cast<size_t>(B + 1) * 4);
+    backend_.copy_to_device(step_, h_step, 4);
+  }
   slot.done = backend_.record_event();
 }
 
-EncoderTrainingRunner::Step EncoderTrainingRunner::step_views(const PackedBatch& batch, const MicroBatchKnobs& k) const {
+EncoderTrainingRunner::Step EncoderTrainingRunner::step_views(const PackedBatch& batch, const MicroBatchKnobs& k,
+                                                              const std::optional<TrainBucket>& bucket) const {
   const HfConfig& c = enc_.config;
   Step st{k};
-  st.T = batch.tokens();
+  st.T = bucket ? bucket->tokens : batch.tokens();
   st.B = batch.sequences();
-  st.maxlen = batch.max_seqlen;
+  st.maxlen = bucket ? bucket->max_seqlen : batch.max_seqlen;
   st.ids = shaped(ids_, DType::i32, {st.T});
   // No token types (DistilBERT): the embedding ops take no type ids.
   if (!enc_.compute.token_type_embeddings.empty()) st.types = shaped(types_, DType::i32, {st.T});
   st.positions = shaped(positions_, DType::i32, {st.T});
   if (c.arch->prenorm) st.positions = saved_->zero_pos.vec(st.T);  // ModernBERT: rotary, one zero position row
-  st.cu = shaped(cu_, DType::i32, {st.B + 1});
+  st.cu = shaped(cu_, DType::i32, {(bucket ? bucket->sequences : st.B) + 1});
+  st.cu_head = bucket ? shaped(cu_head_, DType::i32, {st.B + 1}) : st.cu;
+  st.layer_step = bucket ? Ops::DropoutStep(shaped(step_, DType::u32, {1})) : Ops::DropoutStep(k.step);
   st.rows = shaped(rows_, DType::i32, {st.B});
   st.labels = shaped(labels_, DType::i32, {st.B});
   st.targets = shaped(labels_, DType::f32, {st.B});
@@ -290,7 +389,7 @@ TensorView EncoderTrainingRunner::rel_buckets_view(const Step& st) const {
 }
 
 Ops::AttentionDropout EncoderTrainingRunner::Step::attn_drop(int64_t l) const {
-  return Ops::AttentionDropout{knobs.dropout.attention, knobs.seed, knobs.step, SequenceTraining::site(l, 0),
+  return Ops::AttentionDropout{knobs.dropout.attention, knobs.seed, layer_step, SequenceTraining::site(l, 0),
                                knobs.token_offset};
 }
 
@@ -320,7 +419,7 @@ void EncoderTrainingRunner::forward(const Step& st) const {
   train.hidden = ph;
   train.attention = k.dropout.attention;
   train.seed = k.seed;
-  train.step = k.step;
+  train.step = st.layer_step;
   train.token_offset = k.token_offset;
   train.low = st.low;
   // Embeddings; ELECTRA's are of size E, dropped out, then projected to H.
@@ -381,14 +480,14 @@ void EncoderTrainingRunner::loss(const Step& st, const TensorView& metrics) cons
 }
 
 // ---- backward: the forward's mirror, line by line
-void EncoderTrainingRunner::backward(const Step& st) const {
+void EncoderTrainingRunner::backward_head(const Step& st) const {
   const Ops& ops = backend_.ops();
   const EncoderParams& p = enc_.compute;
   const EncoderParams& g = enc_.grad;
   Saved& s = *saved_;
   const int64_t T = st.T, B = st.B;
   const MicroBatchKnobs& k = st.knobs;
-  const float ph = k.dropout.hidden, pc = k.dropout.classifier;
+  const float pc = k.dropout.classifier;
   const TensorView first = s.first.rows(B), hid = s.pooled.rows(B), hid_drop = s.pooled_drop.rows(B);
   const TensorView head_in = st.drop_before_dense ? s.first_drop.rows(B) : first;
   const TensorView out_in = pc > 0 ? hid_drop : hid;
@@ -406,9 +505,20 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     ops.linear_backward(g_b, g.head_dense_w, g.head_dense_b, g_a, head_in, p.head_dense_w);   // g_b = d head_in
   }
   if (st.drop_before_dense) ops.dropout_backward(g_b, g_b, pc, k.seed, k.step, kHeadSite, k.sequence_offset);
-  // d h[L]: the first token of each sequence gets g_b, every other token 0.
+  // d h[L]: the first token of each sequence gets g_b, every other token
+  // (padding too) 0.
+  ops.pool_backward(s.d_h.rows(T), g_b, TensorView{}, st.cu_head, PoolingMode::cls);
+}
+
+void EncoderTrainingRunner::backward_layers(const Step& st) const {
+  const Ops& ops = backend_.ops();
+  const EncoderParams& p = enc_.compute;
+  const EncoderParams& g = enc_.grad;
+  Saved& s = *saved_;
+  const int64_t T = st.T;
+  const MicroBatchKnobs& k = st.knobs;
+  const float ph = k.dropout.hidden;
   TensorView dh = s.d_h.rows(T), dx = s.d_x.rows(T);
-  ops.pool_backward(dh, g_b, TensorView{}, st.cu, PoolingMode::cls);
   const TensorView ds = s.d_s.rows(T), dt = s.d_t.rows(T), di = s.d_i.rows(T), dqkv = s.d_qkv.rows(T);
   SequenceInputs arch;  // rotary and GLU settings, as the forward took them
   set_architecture_inputs(arch, enc_.config, p);
@@ -424,11 +534,12 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     ops.layernorm_backward(ds, gw.ffn_ln_gamma, gw.ffn_ln_beta, dh, a.fo.rows(T), a.hm.rows(T), a.m2.vec(T),
                            a.r2.vec(T), w.ffn_ln_gamma);                       // ds = d fo' = d hm (residual)
     const TensorView dfo = ph > 0 ? dt : ds;
-    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 2), k.token_offset);
+    if (ph > 0)
+      ops.dropout_backward(dt, ds, ph, k.seed, st.layer_step, SequenceTraining::site(l, 2), k.token_offset);
     ops.linear_backward(di, gw.ffn_out_w, gw.ffn_out_b, dfo, a.ffa.rows(T), w.ffn_out_w);
     if (arch.gated) {  // [dropout], glu, the GEMM of both halves
       if (ph > 0 && arch.glu_dropout)
-        ops.dropout_backward(di, di, ph, k.seed, k.step, SequenceTraining::glu_site(l), k.token_offset);
+        ops.dropout_backward(di, di, ph, k.seed, st.layer_step, SequenceTraining::glu_site(l), k.token_offset);
       ops.glu_backward(dgu, di, a.ffgu.rows(T), arch.glu);
       ops.linear_backward(dx, gw.ffn_in_w, gw.ffn_in_b, dgu, hm_in, w.ffn_in_w);
     } else {
@@ -440,7 +551,8 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     ops.layernorm_backward(ds, gw.attn_ln_gamma, gw.attn_ln_beta, dx, a.ao.rows(T), s.h[li].rows(T), a.m1.vec(T),
                            a.r1.vec(T), w.attn_ln_gamma);                      // ds = d ao' = d x (residual)
     const TensorView dao = ph > 0 ? dt : ds;
-    if (ph > 0) ops.dropout_backward(dt, ds, ph, k.seed, k.step, SequenceTraining::site(l, 1), k.token_offset);
+    if (ph > 0)
+      ops.dropout_backward(dt, ds, ph, k.seed, st.layer_step, SequenceTraining::site(l, 1), k.token_offset);
     ops.linear_backward(dx, gw.attn_out_w, gw.attn_out_b, dao, a.ctx.rows(T), w.attn_out_w);  // dx = d ctx
     if (p.rel_bias.empty()) {
       ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen, 0,
@@ -467,7 +579,7 @@ void EncoderTrainingRunner::backward(const Step& st) const {
     de = s.d_emb.rows(T);
     ops.linear_backward(de, g.emb_proj_w, g.emb_proj_b, dh, s.emb.rows(T), p.emb_proj_w);  // de = d e
   }
-  if (ph > 0) ops.dropout_backward(de, de, ph, k.seed, k.step, 0, k.token_offset);
+  if (ph > 0) ops.dropout_backward(de, de, ph, k.seed, st.layer_step, 0, k.token_offset);
   ops.embed_layernorm_backward(g.word_embeddings, g.position_embeddings, g.token_type_embeddings, g.emb_ln_gamma,
                                g.emb_ln_beta, de, st.ids, st.positions, st.types, p.word_embeddings,
                                p.position_embeddings, p.token_type_embeddings, s.em.vec(T), s.er.vec(T),

@@ -8,12 +8,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
 #include "model/packed_batch.h"
+#include "model/train_buckets.h"
 #include "model/trainable_encoder.h"
 
 namespace stoke {
@@ -75,6 +79,34 @@ class EncoderTrainingRunner {
   // training hands them to the all-reduce). Empty: nothing is called.
   void set_backward_hook(std::function<void(int64_t layer)> hook) { backward_hook_ = std::move(hook); }
 
+  // Graphs (docs/training.md "Graphs"). Where the backend can capture, a
+  // micro-batch of at most TrainBucketPlan::kGraphMaxTokens tokens is padded
+  // to its bucket (model/train_buckets.h) and its encoder forward and its
+  // encoder backward each replay a graph captured on the bucket's first
+  // micro-batch; the classification head, the loss and the head's backward
+  // run eagerly between the two on the real sequences only, so padding never
+  // enters the loss, the metrics or the loss weight. Padding tokens form
+  // sequences of their own (at most the bucket's longest), get gradient 0 and
+  // change no parameter gradient. The layers' dropout step comes from device
+  // memory a copy writes before each replay (Ops::DropoutStep). A failed
+  // capture runs that micro-batch eagerly and every later one unpadded. Not
+  // used with a backward hook (data parallelism), for pre-norm encoders
+  // (ModernBERT) or MPNet (relative attention).
+  // On by default where the backend can capture.
+  void set_graphs(bool on);
+  // Tests: the graph-shaped micro-batch (padded, device-side dropout step)
+  // enqueued eagerly, on any backend — the CPU cannot capture, so this is how
+  // it proves the padded step equals the unpadded one.
+  void set_padding_without_capture(bool on) { pad_without_capture_ = on; }
+  struct GraphStats {
+    bool on = false;              // graphs enabled (and the backend can capture)
+    bool capture_failed = false;  // a capture failed: eager, unpadded since
+    int64_t buckets = 0;          // buckets captured (two graphs each)
+    int64_t replayed = 0, eager = 0;  // micro-batches through graphs / eagerly
+    int64_t real_tokens = 0, padded_tokens = 0;  // of the graph-shaped micro-batches
+  };
+  const GraphStats& graph_stats() const { return stats_; }
+
   // Device bytes of the workspace per token and per sequence (auto batch size).
   static int64_t bytes_per_token(const HfConfig& config, DType dtype);
   static int64_t bytes_per_sequence(const HfConfig& config);
@@ -86,11 +118,15 @@ class EncoderTrainingRunner {
     std::shared_ptr<Event> done;
   };
   // One micro-batch's device views and settings, shared by its phases.
+  // Graph-shaped: T, cu and maxlen are the bucket's (padding included), B
+  // and cu_head the real sequences'; else cu_head is cu.
   struct Step {
     const MicroBatchKnobs& knobs;
     int64_t T = 0, B = 0;
     int maxlen = 0;
     TensorView ids{}, types{}, positions{}, cu{}, rows{}, labels{}, targets{};  // types empty: no token types
+    TensorView cu_head{};      // B + 1 offsets for the head's pool_backward (the last one = T)
+    Ops::DropoutStep layer_step{};  // the layers' dropout step: knobs.step, or the device copy of it
     float eps = 0;
     int heads = 0;
     bool low = false;                 // GEMMs in bf16 / f16
@@ -102,11 +138,24 @@ class EncoderTrainingRunner {
   // The phases of enqueue, in order: copy the inputs into a staging slot and
   // on to the device; the forward keeping activations; head + loss; backward.
   void stage(const PackedBatch& batch, std::span<const int32_t> labels, std::span<const float> targets,
-             bool regression);
-  Step step_views(const PackedBatch& batch, const MicroBatchKnobs& k) const;
+             bool regression, const std::optional<TrainBucket>& bucket, uint32_t step);
+  Step step_views(const PackedBatch& batch, const MicroBatchKnobs& k, const std::optional<TrainBucket>& bucket) const;
   void forward(const Step& st) const;
   void loss(const Step& st, const TensorView& metrics) const;
-  void backward(const Step& st) const;
+  // The backward: the head's (down to d h[L]), then the layers' and the embeddings'.
+  void backward_head(const Step& st) const;
+  void backward_layers(const Step& st) const;
+  // Graphs: what a captured graph bakes in besides its bucket's shapes.
+  struct GraphKey {
+    TrainBucket bucket;
+    float hidden = 0, attention = 0;
+    uint64_t seed = 0, token_offset = 0;
+    auto operator<=>(const GraphKey&) const = default;
+  };
+  std::optional<TrainBucket> graph_bucket(const PackedBatch& batch, const MicroBatchKnobs& k) const;
+  // Replays phase 0 (forward) or 1 (backward) of the key's graphs, capturing
+  // it first; eagerly when graphs are off or a capture failed.
+  void run_phase(const GraphKey& key, int phase, const std::function<void()>& enqueue_phase);
   // ModernBERT's (Architecture::prenorm) forward, head + loss and backward
   // (model/prenorm_layer.h has the sequence).
   void forward_prenorm(const Step& st) const;
@@ -131,6 +180,13 @@ class EncoderTrainingRunner {
   void* cu_ = nullptr;
   void* rows_ = nullptr;
   void* labels_ = nullptr;
+  void* cu_head_ = nullptr;  // B + 1 i32
+  void* step_ = nullptr;     // u32 [1]: the device dropout step of graph-shaped micro-batches
+  TrainBucketPlan plan_;
+  int64_t max_slots_ = 0;    // sequence slots of the largest bucket (the offsets' size)
+  bool graphs_on_ = false, pad_without_capture_ = false;
+  std::map<GraphKey, std::unique_ptr<Graph>> graphs_[2];  // forward, backward
+  GraphStats stats_;
   struct Saved;
   std::unique_ptr<Saved> saved_;
   std::function<void(int64_t)> backward_hook_;

@@ -58,7 +58,7 @@ void relative_bias_forward(const Ops& ops, const TensorView& rel, const TensorVi
 struct SequenceTraining {
   float hidden = 0, attention = 0;  // dropout rates
   uint64_t seed = 0;
-  uint32_t step = 0;
+  Ops::DropoutStep step{};          // the masks' Philox step: a host value, or device memory (training graphs)
   uint64_t token_offset = 0;        // the batch's first token in the whole batch (the masks' row_offset)
   bool low = false;                 // GEMMs in bf16 / f16: convert their inputs
   static uint32_t site(int64_t l, int which) { return static_cast<uint32_t>(1 + 3 * l + which); }

@@ -294,6 +294,7 @@ void Trainer::make_runner() {
     try {
       crash_point("train_workspace");
       runner_ = std::make_unique<EncoderTrainingRunner>(enc_, backend_, workspace_tokens(lengths_, chunk_), chunk_);
+      runner_->set_graphs(o_.graphs && ranks_ == 1);
       return;
     } catch (const OutOfMemoryError& e) {
       runner_.reset();
@@ -522,6 +523,7 @@ TrainReport Trainer::run() {
   report_.throttle_waits = backend_.throttle_waits() - throttles0;
   if (busy0 >= 0) report_.device_busy = backend_.busy_seconds() - busy0;
   report_.ranks = ranks_;
+  report_.graphs = runner_->graph_stats();
   if (reducer_) report_.reduce = reducer_->stats();  // the executor is idle: the last step's metrics were read
   report_.micro_batch_halvings = halvings_;
   report_.micro_batch_examples = chunk_;

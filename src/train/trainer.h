@@ -53,6 +53,11 @@ struct TrainerOptions {
   OptimizerOptions optim;
   bool quiet = false;
   bool debug_sync_each_step = false;  // a host sync after every step (doctor's sync-bound test)
+  // CUDA graphs of the encoder forward and backward per length bucket
+  // (EncoderTrainingRunner::set_graphs); one process only: a data-parallel
+  // rank's token offsets differ per micro-batch, and its backward hands
+  // layers to the all-reduce as they finish.
+  bool graphs = true;
   Trace* trace = nullptr;             // host spans: "step" (enqueueing one optimizer step)
   // Data parallelism: each rank takes a fixed slice of every global
   // micro-batch, gradients are summed over the ranks before each optimizer
@@ -99,6 +104,7 @@ struct TrainReport {
   // f16's loss scaler, as last read (at the last log step: the run's end).
   bool loss_scaling = false;
   LossScalerState scaler;
+  EncoderTrainingRunner::GraphStats graphs;
 };
 
 class Trainer {

@@ -2,7 +2,8 @@
 // both fixture models (f32 <= 1e-5, bf16 and f16 <= 2e-2), eagerly and
 // through graph replay; a text alone equal to the same text in a batch; and
 // `stoke embed --device cuda` end to end equal to `--device cpu` (the binary
-// from $STOKE_BIN, as gpu-check sets it).
+// from $STOKE_BIN, as gpu-check sets it). Training: the step through graphs
+// per length bucket equal to the eager step (and both to the CPU's).
 // Skipped, with the reason, where there is no GPU.
 #include <gtest/gtest.h>
 
@@ -17,8 +18,12 @@
 #include <tuple>
 #include <vector>
 
+#include "cpu/cpu_backend.h"
 #include "cuda/cuda_test_support.h"
+#include "io/model_folder.h"
 #include "model/encoder.h"
+#include "model/encoder_training.h"
+#include "model/trainable_encoder.h"
 #include "support/fixtures.h"
 #include "support/encoder_goldens.h"
 
@@ -133,6 +138,99 @@ TEST(CudaCli, EmbedOnTheGpuEqualsTheCpu) {
     }
     EXPECT_LE(std::sqrt(num / den), 1e-5) << "row " << r;
   }
+}
+
+// ---- training: graphs per length bucket ------------------------------------------
+//
+// Three micro-batches (the golden batches "train.", "train2.", then "train."
+// again: its bucket's graphs replay), every dropout site at p = 0.1, the
+// gradients and the loss sums accumulated over the three: through graphs
+// (the encoder forward and backward captured per bucket, the head eager
+// between them, the layers' dropout step from device memory) against the
+// same runner with graphs off (eager, unpadded), and the eager CUDA step
+// against the CPU's fast kernels. Padding changes the GEMMs' row count, so
+// cuBLASLt may pick another algorithm: a tolerance, not bits (f32 1e-5,
+// bf16 2e-2 per tensor, relative; the key biases' gradient is zero up to
+// rounding and compared absolutely).
+struct TrainRun {
+  std::vector<float> grad;
+  std::vector<double> metrics;
+  EncoderTrainingRunner::GraphStats stats;
+  std::vector<ParamSlot> slots;
+};
+
+TrainRun train_three_micro_batches(Backend& backend, const std::string& model, DType dtype, bool graphs) {
+  const Fixture fx = open_fixture(model);
+  const HfConfig& c = fx.folder.config;
+  const ModelWeights weights = open_model_folder_weights(fx.folder);
+  auto enc = load_trainable_encoder(c, c, weights, backend, dtype, TrainableInit{}, nullptr);
+  const int64_t n = enc->layout.numel();
+  auto metrics_buf = backend.allocate(3 * sizeof(double));
+  const TensorView metrics(metrics_buf->data(), DType::f64, {3});
+  const std::vector<double> zero3(3, 0.0);
+  const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+  backend.copy_to_device(enc->grad_data(), zeros.data(), zeros.size() * 4);
+  backend.copy_to_device(metrics_buf->data(), zero3.data(), 3 * sizeof(double));
+  {
+    EncoderTrainingRunner runner(*enc, backend, 8 * c.usable_positions(), 8);
+    runner.set_graphs(graphs);
+    uint32_t step = 3;
+    for (const char* prefix : {"train.", "train2.", "train."}) {
+      const PackedBatch batch = pack_golden(fx, prefix);
+      std::vector<int32_t> labels;
+      for (double v : golden(*fx.golden, std::string(prefix) + "labels")) labels.push_back(static_cast<int32_t>(v));
+      MicroBatchKnobs k;
+      k.dropout = {0.1f, 0.1f, 0.1f};
+      k.seed = 77;
+      k.step = step++;
+      k.loss_scale = 1.0f / 24.0f;
+      runner.enqueue(batch, labels, {}, k, metrics);
+    }
+    TrainRun r;
+    r.grad.resize(static_cast<size_t>(n));
+    r.metrics.resize(3);
+    backend.copy_to_host(r.grad.data(), enc->grad_data(), r.grad.size() * 4);
+    backend.copy_to_host(r.metrics.data(), metrics_buf->data(), 3 * sizeof(double));
+    backend.synchronize();
+    r.stats = runner.graph_stats();
+    r.slots.assign(enc->layout.slots().begin(), enc->layout.slots().end());
+    return r;
+  }
+}
+
+void expect_same_training(const TrainRun& got, const TrainRun& want, double tol, const std::string& what) {
+  EXPECT_EQ(got.metrics[2], want.metrics[2]) << what << ": examples counted";
+  EXPECT_NEAR(got.metrics[0], want.metrics[0], tol * std::abs(want.metrics[0]) + 1e-9) << what << ": loss sum";
+  for (const ParamSlot& s : got.slots) {
+    const std::vector<float> g(got.grad.begin() + s.offset, got.grad.begin() + s.offset + s.numel);
+    const std::vector<double> w(want.grad.begin() + s.offset, want.grad.begin() + s.offset + s.numel);
+    if (s.role == TensorRole::key_bias) {
+      for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-5) << what << " " << s.name;
+      continue;
+    }
+    EXPECT_LE(relative_error(g, w), tol) << what << " " << s.name;
+  }
+}
+
+TEST(CudaTraining, GraphStepEqualsTheEagerStep) {
+  STOKE_REQUIRE_GPU(backend);
+  for (const char* model : {"tiny-bert", "tiny-roberta", "tiny-gte"})
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      const std::string what = std::string(model) + " " + std::string(dtype_name(dtype));
+      SCOPED_TRACE(what);
+      const TrainRun eager = train_three_micro_batches(*backend, model, dtype, false);
+      const TrainRun graphs = train_three_micro_batches(*backend, model, dtype, true);
+      EXPECT_FALSE(graphs.stats.capture_failed);
+      EXPECT_GE(graphs.stats.buckets, 1);
+      EXPECT_EQ(graphs.stats.replayed, 3) << "every micro-batch through its bucket's graphs";
+      EXPECT_EQ(eager.stats.replayed, 0);
+      expect_same_training(graphs, eager, dtype == DType::f32 ? 1e-5 : 2e-2, what + " graphs vs eager");
+      if (dtype == DType::f32) {
+        cpu::CpuBackend cpu_backend(cpu::fast_kernels());
+        const TrainRun cpu = train_three_micro_batches(cpu_backend, model, dtype, false);
+        expect_same_training(eager, cpu, 1e-4, what + " cuda vs cpu");
+      }
+    }
 }
 
 }  // namespace

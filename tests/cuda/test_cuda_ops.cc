@@ -65,7 +65,7 @@ TEST(CudaOps, LayerNormsMatchReference) {
   Rng rng(2);
   for (DType dt : {DType::f32, DType::bf16, DType::f16})
     for (int64_t T : {1, 7, 65})
-      for (int64_t H : {16, 63, 768})
+      for (int64_t H : {16, 63, 768, 1024, 1025, 2048})  // warp rows up to 1024, block rows above
         for (bool with_types : {false, true}) {
           DeviceTensors dev(*backend);
           const int64_t V = 50, P = 80, TV = 2;

@@ -121,6 +121,14 @@ std::vector<int32_t> draw(Rng& rng, int64_t count, int32_t below) {
 
 const cpu::Kernels& ref() { return cpu::reference_kernels(); }
 
+// A dropout step in device memory (Ops::DropoutStep: what a replayed
+// training graph reads).
+HostTensor step_tensor(uint32_t step) {
+  HostTensor h = host_tensor(DType::u32, {1});
+  std::memcpy(h.view.data, &step, 4);
+  return h;
+}
+
 // ---- the cases: one block per op, in op-list order --------------------------------
 
 std::vector<OpCase> make_cases() {
@@ -367,6 +375,26 @@ std::vector<OpCase> make_cases() {
                                r.inout("dbeta", random_tensor(rng, DType::f32, {H})), dy, r.in(x), r.in(res),
                                r.in(mean), r.in(rstd), r.in(gamma));
     });
+    // Rows wider than 1024 (the CUDA kernels' block-per-row path; narrower rows take a warp each).
+    train("residual_layernorm_train", dt + "_wide", at, 0, [=](Run& r, Rng& rng) {
+      const int64_t W = 1100;
+      const TensorView x = r.in(random_tensor(rng, at, {5, W}, -2, 3)), res = r.in(random_tensor(rng, at, {5, W}));
+      const TensorView gamma = r.in(random_tensor(rng, DType::f32, {W}, 0.5, 1.5));
+      const TensorView beta = r.in(random_tensor(rng, DType::f32, {W}, -0.5, 0.5));
+      r.ops.residual_layernorm_train(r.out("out", at, {5, W}), r.out("mean", DType::f32, {5}),
+                                     r.out("rstd", DType::f32, {5}), x, res, gamma, beta, 1e-5f);
+    });
+    train("layernorm_backward", dt + "_wide", at, 5, [=](Run& r, Rng& rng) {
+      const int64_t W = 1100;
+      const HostTensor x = random_tensor(rng, at, {5, W}, -2, 3), res = random_tensor(rng, at, {5, W});
+      const HostTensor gamma = random_tensor(rng, at, {W}, 0.5, 1.5), beta = random_tensor(rng, at, {W});
+      HostTensor y = host_tensor(at, {5, W}), mean = host_tensor(DType::f32, {5}), rstd = host_tensor(DType::f32, {5});
+      ref().residual_layernorm_train(y.view, mean.view, rstd.view, x.view, res.view, gamma.view, beta.view, 1e-5f);
+      const TensorView dy = r.in(random_tensor(rng, at, {5, W}));
+      r.ops.layernorm_backward(r.out("dx", at, {5, W}), r.inout("dgamma", random_tensor(rng, DType::f32, {W})),
+                               r.inout("dbeta", random_tensor(rng, DType::f32, {W})), dy, r.in(x), r.in(res),
+                               r.in(mean), r.in(rstd), r.in(gamma));
+    });
     train("embed_layernorm_train", dt, at, 0, [=](Run& r, Rng& rng) {
       const Embeddings e = embeddings(rng, DType::f32, H);
       r.ops.embed_layernorm_train(r.out("out", at, {T, H}), r.out("mean", DType::f32, {T}),
@@ -404,7 +432,7 @@ std::vector<OpCase> make_cases() {
       r.ops.relu_backward(r.out("dx", at, {5, 65}), dy, y);
     });
     // p = 0.1 also with a row offset (a data-parallel rank's slice of the batch).
-    for (const Ops::AttentionDropout dropout : {Ops::AttentionDropout{0.0f, 1234, 5, 6},
+    for (const Ops::AttentionDropout& dropout : {Ops::AttentionDropout{0.0f, 1234, 5, 6},
                                                 Ops::AttentionDropout{0.1f, 1234, 5, 6},
                                                 Ops::AttentionDropout{0.1f, 1234, 5, 6, 1000003}}) {
       const std::string what = dt + "_p" + std::to_string(static_cast<int>(dropout.p * 10)) +
@@ -414,6 +442,27 @@ std::vector<OpCase> make_cases() {
         r.ops.attention_train(r.out("out", at, {T, 32}), r.out("lse", DType::f32, {T, 2}), qkv,
                               r.in(cu_seqlens(lens)), 2, 16, 0, dropout);
       });
+      if (dropout.p > 0 && dropout.row_offset == 0) {
+        // The step from device memory (a graph's): the reference run reads it
+        // too, and test_ops_train proves it draws the host step's mask.
+        train("attention_train", what + "_device_step", at, 16, [=](Run& r, Rng& rng) {
+          const TensorView qkv = r.in(random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5));
+          Ops::AttentionDropout d = dropout;
+          d.step = Ops::DropoutStep(r.in(step_tensor(5)));
+          r.ops.attention_train(r.out("out", at, {T, 32}), r.out("lse", DType::f32, {T, 2}), qkv,
+                                r.in(cu_seqlens(lens)), 2, 16, 0, d);
+        });
+        train("attention_backward", what + "_device_step", at, 16, [=](Run& r, Rng& rng) {
+          const HostTensor qkv = random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5), cu = cu_seqlens(lens);
+          HostTensor out = host_tensor(at, {T, 32}), lse = host_tensor(DType::f32, {T, 2});
+          ref().attention_train(out.view, lse.view, qkv.view, cu.view, 2, 16, 0, dropout);
+          const TensorView dout = r.in(random_tensor(rng, at, {T, 32}));
+          Ops::AttentionDropout d = dropout;
+          d.step = Ops::DropoutStep(r.in(step_tensor(5)));
+          r.ops.attention_backward(r.out("dqkv", at, {T, 96}), dout, r.in(qkv), r.in(out), r.in(lse), r.in(cu), 2, 16,
+                                   0, d);
+        });
+      }
       train("attention_backward", what, at, 16, [=](Run& r, Rng& rng) {
         const HostTensor qkv = random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5), cu = cu_seqlens(lens);
         HostTensor out = host_tensor(at, {T, 32}), lse = host_tensor(DType::f32, {T, 2});
@@ -443,7 +492,7 @@ std::vector<OpCase> make_cases() {
     }
     // MPNet's relative-position bias: rel [2 * 16 - 1, 2] (the CUDA backend
     // has the forward; its training variants are CPU only, as all training ops).
-    for (const Ops::AttentionDropout dropout : {Ops::AttentionDropout{0.0f, 1234, 5, 6},
+    for (const Ops::AttentionDropout& dropout : {Ops::AttentionDropout{0.0f, 1234, 5, 6},
                                                 Ops::AttentionDropout{0.1f, 1234, 5, 6},
                                                 Ops::AttentionDropout{0.1f, 1234, 5, 6, 1000003}}) {
       const float p = dropout.p;
@@ -502,6 +551,16 @@ std::vector<OpCase> make_cases() {
       train("dropout_backward", what, at, 0, [=](Run& r, Rng& rng) {
         const TensorView dy = r.in(random_tensor(rng, at, {T, H}));
         r.ops.dropout_backward(r.out("dx", at, {T, H}), dy, 0.5f, 42, 3, 7, offset);
+      });
+      // The step from device memory (Ops::DropoutStep), as a replayed graph passes it.
+      train("dropout", what + "_device_step", at, 0, [=](Run& r, Rng& rng) {
+        const TensorView x = r.in(random_tensor(rng, at, {T, H}));
+        r.ops.dropout(r.out("out", at, {T, H}), x, 0.1f, 42, Ops::DropoutStep(r.in(step_tensor(3))), 7, offset);
+      });
+      train("dropout_backward", what + "_device_step", at, 0, [=](Run& r, Rng& rng) {
+        const TensorView dy = r.in(random_tensor(rng, at, {T, H}));
+        r.ops.dropout_backward(r.out("dx", at, {T, H}), dy, 0.5f, 42, Ops::DropoutStep(r.in(step_tensor(3))), 7,
+                               offset);
       });
     }
     train("sum_squares", dt, at, T * H, [=](Run& r, Rng& rng) {

@@ -201,8 +201,8 @@ Vec attention_mask64(const Ops::AttentionDropout& drop, int64_t T, int64_t heads
       for (int64_t j = 0; j < max_seqlen; ++j) {
         const uint64_t index = ((drop.row_offset + static_cast<uint64_t>(t)) * static_cast<uint64_t>(heads) +
                                 static_cast<uint64_t>(h)) * (uint64_t{1} << 32) + static_cast<uint64_t>(j);
-        m[static_cast<size_t>((t * heads + h) * max_seqlen + j)] =
-            philox::element_uniform(drop.seed, drop.step, drop.tensor_id, index) >= drop.p ? scale : 0.0;
+        const float u = philox::element_uniform(drop.seed, drop.step.host_value(), drop.tensor_id, index);
+        m[static_cast<size_t>((t * heads + h) * max_seqlen + j)] = u >= drop.p ? scale : 0.0;
       }
   return m;
 }

@@ -238,6 +238,57 @@ TEST(Dropout, ZeroCopiesAndOneZeroes) {
   }
 }
 
+// Ops::DropoutStep: a step in device memory (a replayed graph's) draws the
+// very mask of the same step passed as a value — dropout, its backward, and
+// the attention probabilities' (forward and backward) — read when the op
+// runs; a device step of another dtype or size is refused.
+TEST(Dropout, ADeviceStepDrawsTheHostStepsMask) {
+  Rng rng(21);
+  const int64_t n = 1031;
+  Tensor x = random(rng, DType::f32, {n}, -2.0, 2.0);
+  uint32_t step_value = 11;
+  const TensorView step_mem(&step_value, DType::u32, {1});
+  const Ops::DropoutStep device_step(step_mem);
+  for (const Kernels* k : kSets) {
+    Tensor want = make(DType::f32, {n}), got = make(DType::f32, {n});
+    k->dropout(want.view, x.view, 0.3f, 99, 11, 4, 5);
+    k->dropout(got.view, x.view, 0.3f, 99, device_step, 4, 5);
+    EXPECT_EQ(bytes(want.view), bytes(got.view)) << k->name;
+    k->dropout_backward(want.view, x.view, 0.3f, 99, 11, 4, 5);
+    k->dropout_backward(got.view, x.view, 0.3f, 99, device_step, 4, 5);
+    EXPECT_EQ(bytes(want.view), bytes(got.view)) << k->name;
+    // Attention: 2 sequences, 2 heads of 8.
+    const int64_t T = 13;
+    Tensor qkv = random(rng, DType::f32, {T, 48}, -2.0, 2.0), dout = random(rng, DType::f32, {T, 16}, -1.0, 1.0);
+    std::vector<int32_t> cu_host{0, 6, 13};
+    const TensorView cu(cu_host.data(), DType::i32, {3});
+    Ops::AttentionDropout host_drop{0.2f, 99, 11, 3, 0};
+    Ops::AttentionDropout dev_drop = host_drop;
+    dev_drop.step = device_step;
+    Tensor out_w = make(DType::f32, {T, 16}), out_g = make(DType::f32, {T, 16});
+    Tensor lse_w = make(DType::f32, {T, 2}), lse_g = make(DType::f32, {T, 2});
+    k->attention_train(out_w.view, lse_w.view, qkv.view, cu, 2, 7, 0, host_drop);
+    k->attention_train(out_g.view, lse_g.view, qkv.view, cu, 2, 7, 0, dev_drop);
+    EXPECT_EQ(bytes(out_w.view), bytes(out_g.view)) << k->name;
+    Tensor dq_w = make(DType::f32, {T, 48}), dq_g = make(DType::f32, {T, 48});
+    k->attention_backward(dq_w.view, dout.view, qkv.view, out_w.view, lse_w.view, cu, 2, 7, 0, host_drop);
+    k->attention_backward(dq_g.view, dout.view, qkv.view, out_w.view, lse_w.view, cu, 2, 7, 0, dev_drop);
+    EXPECT_EQ(bytes(dq_w.view), bytes(dq_g.view)) << k->name;
+    // Another value in the device step: another mask.
+    step_value = 12;
+    k->dropout(got.view, x.view, 0.3f, 99, device_step, 4, 5);
+    k->dropout(want.view, x.view, 0.3f, 99, 11, 4, 5);
+    EXPECT_NE(bytes(want.view), bytes(got.view)) << k->name;
+    step_value = 11;
+    int32_t wrong_value = 11;
+    const Ops::DropoutStep wrong(TensorView(&wrong_value, DType::i32, {1}));
+    EXPECT_THROW(k->dropout(got.view, x.view, 0.3f, 99, wrong, 4, 5), Error) << k->name;
+    Ops::AttentionDropout wrong_drop = host_drop;
+    wrong_drop.step = wrong;
+    EXPECT_THROW(k->attention_train(out_g.view, lse_g.view, qkv.view, cu, 2, 7, 0, wrong_drop), Error) << k->name;
+  }
+}
+
 TEST(Dropout, RefusesBadCalls) {
   Tensor x = make(DType::f32, {8}), out16 = make(DType::f16, {8}), out7 = make(DType::f32, {7});
   Tensor out = make(DType::f32, {8});

@@ -283,6 +283,12 @@ TEST(TrainCli, HostSyncsOverAnEpochStayWithinTheBound) {
   EXPECT_GT(run["throughput"]["samples_per_s"].get<double>(), 0);
   for (const char* key : {"batch_size", "lr", "base_lr", "precision", "workers", "threads", "device", "seed"})
     EXPECT_TRUE(run["settings"].contains(key)) << key;
+  // The CPU captures no graphs: every micro-batch eager, none padded.
+  EXPECT_EQ(run["graphs"]["used"], false) << run.dump(2);
+  EXPECT_EQ(run["graphs"]["enabled"], true);
+  EXPECT_EQ(run["graphs"]["buckets_captured"], 0);
+  EXPECT_EQ(run["graphs"]["micro_batches_eager"], 12);
+  EXPECT_EQ(run["graphs"]["padding_fraction"], 0.0);
 }
 
 // RELIABILITY 9: N steps + kill -9 + resume + N steps == 2N straight, bitwise,
@@ -525,7 +531,10 @@ TEST(TrainCli, GradientAccumulationEqualsTheLargerBatch) {
   const std::string base = "train --model " + model("tiny-bert") + " --train " + data.string() +
                            " --max-steps 3 --no-shuffle --dropout 0 --lr 1e-3 --quiet";
   ASSERT_EQ(test::run_stoke(base + " --batch-size 8 --output " + (root / "big").string()).status, 0);
-  ASSERT_EQ(test::run_stoke(base + " --batch-size 4 --grad-accum 2 --output " + (root / "accum").string()).status, 0);
+  // --no-graphs: accepted, and the same step (the CPU never captures).
+  ASSERT_EQ(test::run_stoke(base + " --batch-size 4 --grad-accum 2 --no-graphs --output " + (root / "accum").string())
+                .status,
+            0);
   auto big = SafetensorsFile::open(root / "big" / "model.safetensors");
   auto accum = SafetensorsFile::open(root / "accum" / "model.safetensors");
   for (const StoredTensor& t : big->tensors()) {
@@ -545,6 +554,7 @@ TEST(TrainCli, GradientAccumulationEqualsTheLargerBatch) {
   }
   const json run = json::parse(read_file(root / "accum" / "run.json"));
   EXPECT_EQ(run["settings"]["effective_batch"], 8);
+  EXPECT_EQ(run["graphs"]["enabled"], false);
 }
 
 // --batch-size auto picks the largest power of two whose workspace fits the

@@ -5,7 +5,9 @@
 // decay 0.01 on every parameter; relative 1e-5; the attention key biases,
 // whose gradient is mathematically zero, absolute 1e-3), with the reference
 // kernels and the fast ones. The CLI runs the same check end to end in
-// test_cli_train.
+// test_cli_train. Also: the graph-shaped step (padded to its bucket, the
+// layers' dropout step read from device memory) against the unpadded one,
+// and the bucket planning (model/train_buckets.h) on a real length mix.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,9 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <set>
 #include <span>
 #include <string>
@@ -21,10 +26,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
+#include "core/error.h"
 #include "core/file_util.h"
 #include "cpu/cpu_backend.h"
 #include "io/model_folder.h"
 #include "model/encoder_training.h"
+#include "model/train_buckets.h"
 #include "model/trainable_encoder.h"
 #include "train/loss_scaler.h"
 #include "train/optimizer.h"
@@ -33,6 +41,8 @@
 #include "support/capped_backend.h"
 #include "support/fixtures.h"
 #include "support/goldens.h"
+#include "text/tokenizer_loader.h"
+#include "train/batch_order.h"
 
 namespace stoke {
 namespace {
@@ -495,6 +505,285 @@ TEST(TrainDropoutSplit, TwoHalvesWithOffsetsGiveTheWholeBatchsGradient) {
       }
       EXPECT_GT(worst_unkeyed, 1e-2) << "halves without offsets drew the same masks: the check would not test them";
     }
+}
+
+// ---- graphs: the padded ("graph-shaped") step equals the unpadded one ----
+//
+// The CPU cannot capture, so EncoderTrainingRunner::set_padding_without_capture
+// enqueues exactly what a graph would record, eagerly: the micro-batch padded
+// to its bucket (padding tokens in sequences of their own), the layers'
+// dropout step read from device memory (Ops::DropoutStep), the head and the
+// loss on the real sequences. Every dropout site is on (p = 0.1). Two
+// micro-batches accumulate (steps 7 and 8: the device step is rewritten by a
+// copy per micro-batch). Reference kernels: gradients and metrics BITWISE
+// equal — each parameter-gradient sum is a double loop over the rows, and the
+// padding rows add exactly +-0 (their gradient is 0 and their activations
+// finite). Fast kernels: the GEMMs' row blocking may change with the row
+// count, so the sums may associate differently: relative 1e-6 per tensor
+// (on the development machine they came out bit for bit too; the test
+// prints the count of differing elements), metrics bitwise (the head runs
+// on the real rows, unpadded, in both).
+struct StepResult {
+  std::vector<float> grad;
+  std::vector<double> metrics;
+  EncoderTrainingRunner::GraphStats stats;
+  std::vector<ParamSlot> slots;
+};
+
+StepResult run_two_micro_batches(const Fixture& fx, const char* kernels, bool padded, uint32_t first_step) {
+  const HfConfig& c = fx.folder.config;
+  const ModelWeights weights = open_model_folder_weights(fx.folder);
+  cpu::CpuBackend backend(std::string(kernels) == "reference" ? cpu::reference_kernels() : cpu::fast_kernels());
+  auto enc = load_trainable_encoder(c, c, weights, backend, DType::f32, TrainableInit{}, nullptr);
+  const int64_t n = enc->layout.numel();
+  auto metrics_buf = backend.allocate(3 * sizeof(double));
+  const TensorView metrics(metrics_buf->data(), DType::f64, {3});
+  const std::vector<double> zero3(3, 0.0);
+  const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+  backend.copy_to_device(enc->grad_data(), zeros.data(), zeros.size() * 4);
+  backend.copy_to_device(metrics_buf->data(), zero3.data(), 3 * sizeof(double));
+  EncoderTrainingRunner runner(*enc, backend, 8 * c.usable_positions(), 8);
+  runner.set_padding_without_capture(padded);
+  uint32_t step = first_step;
+  for (const char* prefix : {"train.", "train2."}) {
+    const PackedBatch batch = pack_golden(fx, prefix);
+    const std::vector<int32_t> labels = golden_labels(fx, prefix);
+    MicroBatchKnobs k;
+    k.dropout = {0.1f, 0.1f, 0.1f};
+    k.seed = 1234;
+    k.step = step++;
+    k.loss_scale = 1.0f / 16.0f;
+    runner.enqueue(batch, labels, {}, k, metrics);
+  }
+  StepResult r;
+  r.grad.resize(static_cast<size_t>(n));
+  r.metrics.resize(3);
+  backend.copy_to_host(r.grad.data(), enc->grad_data(), r.grad.size() * 4);
+  backend.copy_to_host(r.metrics.data(), metrics_buf->data(), 3 * sizeof(double));
+  backend.synchronize();
+  r.stats = runner.graph_stats();
+  r.slots.assign(enc->layout.slots().begin(), enc->layout.slots().end());
+  return r;
+}
+
+TEST(TrainGraphShape, PaddedStepEqualsTheUnpaddedStep) {
+  // BERT (pooler), RoBERTa (dropout before the head's dense), ELECTRA
+  // (embedding projection), DistilBERT (ReLU head), GTE and NomicBERT
+  // (rotary positions, gated FFN); the reference kernels on BERT and GTE.
+  for (const char* model : {"tiny-bert", "tiny-roberta", "tiny-electra", "tiny-distilbert", "tiny-gte", "tiny-nomic"})
+    for (const char* kernels : {"reference", "fast"}) {
+      const bool ref = std::string(kernels) == "reference";
+      if (ref && std::string(model) != "tiny-bert" && std::string(model) != "tiny-gte") continue;
+      SCOPED_TRACE(std::string(model) + " " + kernels);
+      const Fixture fx = open_fixture(model);
+      const StepResult eager = run_two_micro_batches(fx, kernels, false, 7);
+      const StepResult padded = run_two_micro_batches(fx, kernels, true, 7);
+      EXPECT_EQ(eager.stats.padded_tokens, 0);
+      EXPECT_EQ(eager.stats.eager, 2);
+      ASSERT_GT(padded.stats.padded_tokens, padded.stats.real_tokens) << "the batches were not padded";
+      EXPECT_EQ(padded.stats.eager, 0);
+      EXPECT_EQ(padded.stats.buckets, 0);  // nothing captured on the CPU
+      EXPECT_EQ(std::memcmp(eager.metrics.data(), padded.metrics.data(), 3 * sizeof(double)), 0)
+          << "loss " << eager.metrics[0] << " vs " << padded.metrics[0];
+      EXPECT_EQ(padded.metrics[2], eager.metrics[2]);  // padded sequences are not counted
+      size_t differing = 0;
+      double worst = 0;
+      for (const ParamSlot& s : padded.slots) {
+        const std::vector<float> g(padded.grad.begin() + s.offset, padded.grad.begin() + s.offset + s.numel);
+        const std::vector<double> w(eager.grad.begin() + s.offset, eager.grad.begin() + s.offset + s.numel);
+        for (size_t i = 0; i < g.size(); ++i) differing += g[i] != static_cast<float>(w[i]);
+        if (s.role == TensorRole::key_bias) continue;  // zero up to rounding
+        const double e = relative_error(g, w);
+        worst = std::max(worst, e);
+        if (!ref) EXPECT_LE(e, 1e-6) << s.name;
+      }
+      if (ref) EXPECT_EQ(differing, 0u) << "the reference kernels must give the very bits (worst " << worst << ")";
+      std::printf("[graph-shaped %s %s] tokens %lld -> %lld padded; gradient elements differing: %zu, worst"
+                  " relative error %.3g\n",
+                  model, kernels, static_cast<long long>(padded.stats.real_tokens),
+                  static_cast<long long>(padded.stats.padded_tokens), differing, worst);
+    }
+}
+
+// The device step is what the padded step's layer dropout draws from: another
+// step there moves the gradient far outside the tolerance above.
+TEST(TrainGraphShape, TheDeviceStepKeysTheLayersMasks) {
+  const Fixture fx = open_fixture("tiny-bert");
+  const StepResult a = run_two_micro_batches(fx, "fast", true, 7), b = run_two_micro_batches(fx, "fast", true, 9);
+  const std::vector<double> w(a.grad.begin(), a.grad.end());
+  EXPECT_GT(relative_error(b.grad, w), 1e-3);
+}
+
+// A backend that says it can capture but refuses when asked (the CPU's
+// kernels underneath): a capture that fails on a GPU takes this path. The
+// runner must run that micro-batch at its padded shapes eagerly and every
+// later one eagerly, unpadded — the same gradients, bit for bit with the
+// reference kernels.
+class RefusingCaptureBackend final : public Backend {
+ public:
+  explicit RefusingCaptureBackend(const cpu::Kernels& k) : inner_(k) {}
+  std::string name() const override { return "cpu (refusing captures)"; }
+  bool device_is_host() const override { return true; }
+  std::unique_ptr<Buffer> allocate(size_t bytes) override { return inner_.allocate(bytes); }
+  std::unique_ptr<Buffer> allocate_host(size_t bytes) override { return inner_.allocate_host(bytes); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override { inner_.copy_to_device(dst, src, bytes); }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override { inner_.copy_to_host(dst, src, bytes); }
+  std::shared_ptr<Event> record_event() override { return inner_.record_event(); }
+  bool event_done(const Event& e) override { return inner_.event_done(e); }
+  void wait(const Event& e) override { inner_.wait(e); }
+  void throttle(const Event& e) override { inner_.throttle(e); }
+  void drain() noexcept override { inner_.drain(); }
+  const Ops& ops() const override { return inner_.ops(); }
+  FreeMemory free_memory() const override { return inner_.free_memory(); }
+  bool can_capture() const override { return true; }
+  void begin_capture() override {
+    ++refused;
+    throw Error(Errc::device, "capture refused (test)");
+  }
+  int refused = 0;
+
+ private:
+  cpu::CpuBackend inner_;
+};
+
+TEST(TrainGraphShape, AFailedCaptureRunsEagerlyForGood) {
+  const Fixture fx = open_fixture("tiny-bert");
+  const HfConfig& c = fx.folder.config;
+  const ModelWeights weights = open_model_folder_weights(fx.folder);
+  RefusingCaptureBackend backend(cpu::reference_kernels());
+  auto enc = load_trainable_encoder(c, c, weights, backend, DType::f32, TrainableInit{}, nullptr);
+  const int64_t n = enc->layout.numel();
+  auto metrics_buf = backend.allocate(3 * sizeof(double));
+  const TensorView metrics(metrics_buf->data(), DType::f64, {3});
+  const std::vector<double> zero3(3, 0.0);
+  const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+  backend.copy_to_device(enc->grad_data(), zeros.data(), zeros.size() * 4);
+  backend.copy_to_device(metrics_buf->data(), zero3.data(), 3 * sizeof(double));
+  std::vector<float> grad(static_cast<size_t>(n));
+  std::vector<double> got_metrics(3);
+  {
+    EncoderTrainingRunner runner(*enc, backend, 8 * c.usable_positions(), 8);
+    EXPECT_TRUE(runner.graph_stats().on);
+    uint32_t step = 7;
+    for (const char* prefix : {"train.", "train2."}) {
+      MicroBatchKnobs k;
+      k.dropout = {0.1f, 0.1f, 0.1f};
+      k.seed = 1234;
+      k.step = step++;
+      k.loss_scale = 1.0f / 16.0f;
+      runner.enqueue(pack_golden(fx, prefix), golden_labels(fx, prefix), {}, k, metrics);
+    }
+    const EncoderTrainingRunner::GraphStats st = runner.graph_stats();
+    EXPECT_TRUE(st.capture_failed);
+    EXPECT_FALSE(st.on);
+    EXPECT_EQ(st.buckets, 0);
+    EXPECT_EQ(st.replayed, 0);
+    EXPECT_EQ(st.eager, 1);  // the second micro-batch: unpadded
+    EXPECT_GT(st.padded_tokens, st.real_tokens);  // the first: padded, then eager
+    EXPECT_EQ(backend.refused, 1) << "no capture is tried after one failed";
+    backend.copy_to_host(grad.data(), enc->grad_data(), grad.size() * 4);
+    backend.copy_to_host(got_metrics.data(), metrics_buf->data(), 3 * sizeof(double));
+    backend.synchronize();
+  }
+  const StepResult want = run_two_micro_batches(fx, "reference", false, 7);
+  EXPECT_EQ(std::memcmp(grad.data(), want.grad.data(), grad.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(got_metrics.data(), want.metrics.data(), 3 * sizeof(double)), 0);
+}
+
+// ---- the bucket planning ----
+TEST(TrainBuckets, ShapesMapToBuckets) {
+  const TrainBucketPlan plan(100000, 64, 512);
+  // Tokens: multiples of max(64, 2^floor(log2 T) / 8).
+  EXPECT_EQ(plan.bucket_of(1, 1, 1)->tokens, 64);
+  EXPECT_EQ(plan.bucket_of(100, 8, 30)->tokens, 128);
+  EXPECT_EQ(plan.bucket_of(512, 16, 32)->tokens, 512);
+  EXPECT_EQ(plan.bucket_of(513, 16, 33)->tokens, 576);
+  EXPECT_EQ(plan.bucket_of(2048, 64, 32)->tokens, 2048);
+  EXPECT_EQ(plan.bucket_of(2050, 64, 40)->tokens, 2304);
+  EXPECT_EQ(plan.bucket_of(16384, 64, 256)->tokens, 16384);
+  EXPECT_FALSE(plan.bucket_of(16385, 64, 256)) << "past kGraphMaxTokens: eager";
+  // The longest sequence: a power of two, at least 16, at most the positions.
+  EXPECT_EQ(plan.bucket_of(100, 8, 5)->max_seqlen, 16);
+  EXPECT_EQ(plan.bucket_of(100, 8, 17)->max_seqlen, 32);
+  EXPECT_EQ(plan.bucket_of(900, 3, 300)->max_seqlen, 512);
+  EXPECT_FALSE(plan.bucket_of(900, 3, 513)) << "longer than the model's positions";
+  // Sequence slots: the workspace's, plus the padding's chunks.
+  EXPECT_EQ(plan.bucket_of(2050, 64, 40)->sequences, 64 + (256 - 1 + 63) / 64);
+  EXPECT_EQ(plan.bucket_of(100, 8, 30)->sequences, 64 + (64 - 1 + 31) / 32);
+  EXPECT_LE(plan.bucket_of(16384, 64, 16)->sequences, plan.max_sequence_slots());
+  // Never past the workspace.
+  const TrainBucketPlan small(1000, 8, 512);
+  EXPECT_EQ(small.bucket_of(990, 8, 128)->tokens, 1000);
+  EXPECT_FALSE(small.bucket_of(1001, 8, 128));
+  EXPECT_FALSE(small.bucket_of(100, 9, 16)) << "more sequences than the workspace";
+  // Micro-batches of one bucket share one shape: the same key.
+  EXPECT_EQ(*plan.bucket_of(2050, 64, 40), *plan.bucket_of(2300, 60, 64));
+  EXPECT_NE(*plan.bucket_of(2050, 64, 40), *plan.bucket_of(2050, 64, 65));
+}
+
+TEST(TrainBuckets, PaddingFormsSequencesOfItsOwn) {
+  const TrainBucketPlan plan(100000, 4, 512);
+  const TrainBucket b = *plan.bucket_of(20, 3, 11);  // 64 tokens, max_seqlen 16, 4 + 4 slots
+  EXPECT_EQ(b.tokens, 64);
+  EXPECT_EQ(b.max_seqlen, 16);
+  std::vector<int32_t> cu{0, 5, 9, 20};
+  TrainBucketPlan::pad_offsets(b, 3, cu);
+  const std::vector<int32_t> want{0, 5, 9, 20, 36, 52, 64, 64, 64};
+  EXPECT_EQ(cu, want);
+  EXPECT_EQ(static_cast<int64_t>(cu.size()), b.sequences + 1);
+  // Every micro-batch of every bucket fits its slots (the worst padding: one token past a boundary).
+  for (int64_t T = 1; T <= TrainBucketPlan::kGraphMaxTokens; T += 37)
+    for (int64_t L : {int64_t{1}, int64_t{16}, int64_t{100}, int64_t{512}}) {
+      const int64_t B = std::max<int64_t>(1, std::min<int64_t>(4, (T + L - 1) / L));
+      if (B * L < T) continue;  // not a batch of B sequences of at most L
+      const auto bucket = plan.bucket_of(T, B, L);
+      ASSERT_TRUE(bucket) << T;
+      std::vector<int32_t> offsets{0};
+      for (int64_t b2 = 0; b2 < B; ++b2)
+        offsets.push_back(static_cast<int32_t>(std::min<int64_t>(T, (b2 + 1) * L)));
+      offsets.back() = static_cast<int32_t>(T);
+      ASSERT_NO_THROW(TrainBucketPlan::pad_offsets(*bucket, B, offsets)) << T << " " << L;
+      for (size_t i = 1; i < offsets.size(); ++i) ASSERT_LE(offsets[i] - offsets[i - 1], bucket->max_seqlen);
+    }
+}
+
+// A real length mix: the first 4,000 multilingual fortunes tokenized by the
+// tiny BERT (128 tokens at most), batched as the trainer batches them
+// (shuffled, grouped by length), at batch sizes 16 and 64: how many buckets
+// (graph pairs) an epoch captures and how much of the enqueued work is padding.
+TEST(TrainBuckets, ARealLengthMixMakesFewBucketsAndLittlePadding) {
+  const auto tok = load_tokenizer(test::fixture("models/tiny-bert"));
+  std::ifstream in(test::fixture("corpus/fortunes-multilingual.jsonl"));
+  std::vector<int64_t> lengths;
+  std::string line;
+  EncodeOptions eo;
+  eo.max_length = 128;
+  while (lengths.size() < 4000 && std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    lengths.push_back(static_cast<int64_t>(tok->encode(j.at("text").get<std::string>(), eo).ids.size()));
+  }
+  ASSERT_EQ(lengths.size(), 4000u);
+  for (int64_t batch : {int64_t{16}, int64_t{64}}) {
+    const auto order = train::epoch_batches(lengths, train::BatchOrderOptions{true, true, batch, 42}, 0);
+    std::vector<std::vector<int64_t>> mix;
+    for (const auto& b : order) {
+      mix.emplace_back();
+      for (uint32_t i : b) mix.back().push_back(lengths[i]);
+    }
+    std::vector<int64_t> sorted = lengths;
+    std::sort(sorted.rbegin(), sorted.rend());
+    int64_t max_tokens = 0;
+    for (int64_t i = 0; i < batch; ++i) max_tokens += sorted[static_cast<size_t>(i)];
+    const TrainBucketPlan plan(max_tokens, batch, 512);
+    const TrainBucketPlan::MixReport r = plan.plan_mix(mix);
+    std::printf("[buckets] batch %lld: %zu micro-batches -> %zu buckets, %lld eager, padding %.1f%% of the tokens\n",
+                static_cast<long long>(batch), mix.size(), r.buckets.size(), static_cast<long long>(r.eager_batches),
+                100.0 * r.waste());
+    EXPECT_EQ(r.eager_batches, 0);
+    EXPECT_LE(r.waste(), 0.125);
+    EXPECT_LE(r.buckets.size(), 48u);
+    EXPECT_LT(r.buckets.size(), mix.size() / 2) << "graphs would rarely replay";
+  }
 }
 
 // The parameter names a stoke checkpoint is written with are exactly the

@@ -256,7 +256,7 @@ void attention(const TensorView& out, const TensorView& qkv, const TensorView& c
 void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv, const TensorView& cu_seqlens,
                      int heads, int max_seqlen, int window, const Ops::AttentionDropout& dropout) {
   const AttentionShape shape = check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, window, dropout);
-  const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step, dropout.tensor_id), dropout};
+  const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step.host_value(), dropout.tensor_id), dropout};
   attention_with_lse(shape, out, qkv, cu_seqlens, window, lse.as<float>(), dropout.p > 0.0f ? &drop : nullptr);
 }
 

@@ -22,7 +22,8 @@ float mask_at(const Ops::AttentionDropout& dropout, int64_t t, int64_t h, int64_
   if (dropout.p == 0.0f) return 1.0f;
   const float scale = dropout.p < 1.0f ? 1.0f / (1.0f - dropout.p) : 0.0f;
   const uint64_t index = dropout.row_index(t, h, heads) + static_cast<uint64_t>(j);
-  return philox::element_uniform(dropout.seed, dropout.step, dropout.tensor_id, index) >= dropout.p ? scale : 0.0f;
+  const float u = philox::element_uniform(dropout.seed, dropout.step.host_value(), dropout.tensor_id, index);
+  return u >= dropout.p ? scale : 0.0f;
 }
 
 void forward(const TensorView& out, const TensorView& lse, const TensorView& qkv, const TensorView& cu, int64_t T,

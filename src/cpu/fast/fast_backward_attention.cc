@@ -256,7 +256,7 @@ void attention_backward(const TensorView& dqkv, const TensorView& dout, const Te
   const float* l = lse.as<const float>();
   const int64_t n_items = static_cast<int64_t>(items.size());
   const bool parallel = n_items > 1 && work >= static_cast<double>(kParallelMinElements) * 16;
-  const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step, dropout.tensor_id), dropout};
+  const Dropout drop{mask_key(dropout.p, dropout.seed, dropout.step.host_value(), dropout.tensor_id), dropout};
   const bool dropping = dropout.p > 0.0f;  // p = 0: the code without dropout, bit for bit
   with_vector_floats([&](auto lanes) {
     constexpr int L = decltype(lanes)::value;

@@ -82,9 +82,10 @@ void dropout_unaligned(const TensorView& out, const TensorView& x, int64_t n, co
   }
 }
 
-void apply_mask(const char* op, const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step,
-                uint32_t tensor_id, uint64_t row_offset) {
-  const DropoutRange r = check_dropout(op, out, x, p, row_offset);
+void apply_mask(const char* op, const TensorView& out, const TensorView& x, float p, uint64_t seed,
+                const Ops::DropoutStep& step_from, uint32_t tensor_id, uint64_t row_offset) {
+  const DropoutRange r = check_dropout(op, out, x, p, step_from, row_offset);
+  const uint32_t step = step_from.host_value();  // read now, when the op runs
   if (r.n == 0) return;
   if (p == 0.0f) {  // keep everything, times exactly 1: a copy
     convert_n(x.data, x.dtype, out.data, out.dtype, r.n);
@@ -102,13 +103,13 @@ void apply_mask(const char* op, const TensorView& out, const TensorView& x, floa
 
 }  // namespace
 
-void dropout(const TensorView& out, const TensorView& x, float p, uint64_t seed, uint32_t step, uint32_t tensor_id,
-             uint64_t row_offset) {
+void dropout(const TensorView& out, const TensorView& x, float p, uint64_t seed, const Ops::DropoutStep& step,
+             uint32_t tensor_id, uint64_t row_offset) {
   apply_mask("dropout", out, x, p, seed, step, tensor_id, row_offset);
 }
 
-void dropout_backward(const TensorView& dx, const TensorView& dy, float p, uint64_t seed, uint32_t step,
-                      uint32_t tensor_id, uint64_t row_offset) {
+void dropout_backward(const TensorView& dx, const TensorView& dy, float p, uint64_t seed,
+                      const Ops::DropoutStep& step, uint32_t tensor_id, uint64_t row_offset) {
   apply_mask("dropout_backward", dx, dy, p, seed, step, tensor_id, row_offset);
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "cpu/ref/check_helpers.h"
+#include "cpu/ref/train_checks.h"
 
 namespace stoke::cpu {
 
@@ -55,6 +56,7 @@ void need_act_vector(const char* op, const char* name, const TensorView& t, int6
 void need_dropout_p(const char* op, const Ops::AttentionDropout& dropout) {
   if (!(dropout.p >= 0.0f && dropout.p <= 1.0f))
     fail(op, fmt::format("attention dropout p = {}, expected a probability in [0, 1]", dropout.p));
+  need_dropout_step(op, dropout.step);
 }
 
 // Every (row, head) of the mask's index, row_offset included, fits the 32

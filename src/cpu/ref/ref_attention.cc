@@ -38,9 +38,10 @@ void mask_row(const Ops::AttentionDropout& dropout, int64_t t, int64_t h, int64_
     return;
   }
   const float scale = dropout.p < 1.0f ? 1.0f / (1.0f - dropout.p) : 0.0f;  // the dropout op's f32 factor
+  const uint32_t step = dropout.step.host_value();
   for (size_t j = 0; j < m.size(); ++j) {
     const uint64_t index = dropout.row_index(t, h, heads) + j;
-    const bool keep = philox::element_uniform(dropout.seed, dropout.step, dropout.tensor_id, index) >= dropout.p;
+    const bool keep = philox::element_uniform(dropout.seed, step, dropout.tensor_id, index) >= dropout.p;
     m[j] = keep ? static_cast<double>(scale) : 0.0;
   }
 }

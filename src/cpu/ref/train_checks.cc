@@ -45,8 +45,16 @@ void need_finite(const char* op, const char* name, double v) {
 
 }  // namespace
 
-DropoutRange check_dropout(const char* op, const TensorView& out, const TensorView& x, float p, uint64_t row_offset) {
+void need_dropout_step(const char* op, const Ops::DropoutStep& step) {
+  if (step.device.empty()) return;
+  if (step.device.dtype != DType::u32 || step.device.numel() != 1)
+    fail(op, fmt::format("the device step is {}, expected U32 [1]", describe(step.device)));
+}
+
+DropoutRange check_dropout(const char* op, const TensorView& out, const TensorView& x, float p,
+                           const Ops::DropoutStep& step, uint64_t row_offset) {
   need_any_rank(op, "x", x);
+  need_dropout_step(op, step);
   need_any_rank(op, "out", out);
   if (!is_act(x.dtype)) fail(op, fmt::format("x is {}, expected F32, BF16 or F16", describe(x)));
   need_dtype(op, "out", out, x.dtype);

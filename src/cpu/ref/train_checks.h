@@ -22,7 +22,10 @@ struct DropoutRange {
 };
 // out and x are activations of one dtype and one shape, out is x itself or
 // does not overlap it, p in [0, 1], and the indices with row_offset fit 64 bits.
-DropoutRange check_dropout(const char* op, const TensorView& out, const TensorView& x, float p, uint64_t row_offset);
+// step: a device step must be U32 [1] (its value is not read here).
+DropoutRange check_dropout(const char* op, const TensorView& out, const TensorView& x, float p,
+                           const Ops::DropoutStep& step, uint64_t row_offset);
+void need_dropout_step(const char* op, const Ops::DropoutStep& step);
 
 struct LossShape {
   int64_t B, C;  // rows (examples) and classes (1 for mse_loss)
