@@ -26,6 +26,7 @@
 #include "model/trainable_encoder.h"
 #include "support/fixtures.h"
 #include "support/encoder_goldens.h"
+#include "support/golden_training_run.h"
 
 namespace stoke {
 namespace {
@@ -152,50 +153,11 @@ TEST(CudaCli, EmbedOnTheGpuEqualsTheCpu) {
 // cuBLASLt may pick another algorithm: a tolerance, not bits (f32 1e-5,
 // bf16 2e-2 per tensor, relative; the key biases' gradient is zero up to
 // rounding and compared absolutely).
-struct TrainRun {
-  std::vector<float> grad;
-  std::vector<double> metrics;
-  EncoderTrainingRunner::GraphStats stats;
-  std::vector<ParamSlot> slots;
-};
+using TrainRun = test::goldens::GoldenTrainingRun;
 
 TrainRun train_three_micro_batches(Backend& backend, const std::string& model, DType dtype, bool graphs) {
-  const Fixture fx = open_fixture(model);
-  const HfConfig& c = fx.folder.config;
-  const ModelWeights weights = open_model_folder_weights(fx.folder);
-  auto enc = load_trainable_encoder(c, c, weights, backend, dtype, TrainableInit{}, nullptr);
-  const int64_t n = enc->layout.numel();
-  auto metrics_buf = backend.allocate(3 * sizeof(double));
-  const TensorView metrics(metrics_buf->data(), DType::f64, {3});
-  const std::vector<double> zero3(3, 0.0);
-  const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
-  backend.copy_to_device(enc->grad_data(), zeros.data(), zeros.size() * 4);
-  backend.copy_to_device(metrics_buf->data(), zero3.data(), 3 * sizeof(double));
-  {
-    EncoderTrainingRunner runner(*enc, backend, 8 * c.usable_positions(), 8);
-    runner.set_graphs(graphs);
-    uint32_t step = 3;
-    for (const char* prefix : {"train.", "train2.", "train."}) {
-      const PackedBatch batch = pack_golden(fx, prefix);
-      std::vector<int32_t> labels;
-      for (double v : golden(*fx.golden, std::string(prefix) + "labels")) labels.push_back(static_cast<int32_t>(v));
-      MicroBatchKnobs k;
-      k.dropout = {0.1f, 0.1f, 0.1f};
-      k.seed = 77;
-      k.step = step++;
-      k.loss_scale = 1.0f / 24.0f;
-      runner.enqueue(batch, labels, {}, k, metrics);
-    }
-    TrainRun r;
-    r.grad.resize(static_cast<size_t>(n));
-    r.metrics.resize(3);
-    backend.copy_to_host(r.grad.data(), enc->grad_data(), r.grad.size() * 4);
-    backend.copy_to_host(r.metrics.data(), metrics_buf->data(), 3 * sizeof(double));
-    backend.synchronize();
-    r.stats = runner.graph_stats();
-    r.slots.assign(enc->layout.slots().begin(), enc->layout.slots().end());
-    return r;
-  }
+  return test::goldens::train_golden_micro_batches(backend, open_fixture(model), dtype, {"train.", "train2.", "train."}, 77, 3,
+                                          1.0f / 24.0f, [&](EncoderTrainingRunner& r) { r.set_graphs(graphs); });
 }
 
 void expect_same_training(const TrainRun& got, const TrainRun& want, double tol, const std::string& what) {

@@ -40,6 +40,7 @@
 #include "train/trainer.h"
 #include "support/capped_backend.h"
 #include "support/fixtures.h"
+#include "support/golden_training_run.h"
 #include "support/goldens.h"
 #include "text/tokenizer_loader.h"
 #include "train/batch_order.h"
@@ -48,12 +49,6 @@ namespace stoke {
 namespace {
 
 using namespace test::goldens;
-
-std::vector<int32_t> golden_labels(const Fixture& fx, const std::string& prefix) {
-  std::vector<int32_t> out;
-  for (double v : golden(*fx.golden, prefix + "labels")) out.push_back(static_cast<int32_t>(v));
-  return out;
-}
 
 std::vector<float> slice(const TrainableEncoder& enc, const float* base, const ParamSlot& s) {
   (void)enc;
@@ -523,47 +518,12 @@ TEST(TrainDropoutSplit, TwoHalvesWithOffsetsGiveTheWholeBatchsGradient) {
 // (on the development machine they came out bit for bit too; the test
 // prints the count of differing elements), metrics bitwise (the head runs
 // on the real rows, unpadded, in both).
-struct StepResult {
-  std::vector<float> grad;
-  std::vector<double> metrics;
-  EncoderTrainingRunner::GraphStats stats;
-  std::vector<ParamSlot> slots;
-};
+using StepResult = GoldenTrainingRun;
 
 StepResult run_two_micro_batches(const Fixture& fx, const char* kernels, bool padded, uint32_t first_step) {
-  const HfConfig& c = fx.folder.config;
-  const ModelWeights weights = open_model_folder_weights(fx.folder);
   cpu::CpuBackend backend(std::string(kernels) == "reference" ? cpu::reference_kernels() : cpu::fast_kernels());
-  auto enc = load_trainable_encoder(c, c, weights, backend, DType::f32, TrainableInit{}, nullptr);
-  const int64_t n = enc->layout.numel();
-  auto metrics_buf = backend.allocate(3 * sizeof(double));
-  const TensorView metrics(metrics_buf->data(), DType::f64, {3});
-  const std::vector<double> zero3(3, 0.0);
-  const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
-  backend.copy_to_device(enc->grad_data(), zeros.data(), zeros.size() * 4);
-  backend.copy_to_device(metrics_buf->data(), zero3.data(), 3 * sizeof(double));
-  EncoderTrainingRunner runner(*enc, backend, 8 * c.usable_positions(), 8);
-  runner.set_padding_without_capture(padded);
-  uint32_t step = first_step;
-  for (const char* prefix : {"train.", "train2."}) {
-    const PackedBatch batch = pack_golden(fx, prefix);
-    const std::vector<int32_t> labels = golden_labels(fx, prefix);
-    MicroBatchKnobs k;
-    k.dropout = {0.1f, 0.1f, 0.1f};
-    k.seed = 1234;
-    k.step = step++;
-    k.loss_scale = 1.0f / 16.0f;
-    runner.enqueue(batch, labels, {}, k, metrics);
-  }
-  StepResult r;
-  r.grad.resize(static_cast<size_t>(n));
-  r.metrics.resize(3);
-  backend.copy_to_host(r.grad.data(), enc->grad_data(), r.grad.size() * 4);
-  backend.copy_to_host(r.metrics.data(), metrics_buf->data(), 3 * sizeof(double));
-  backend.synchronize();
-  r.stats = runner.graph_stats();
-  r.slots.assign(enc->layout.slots().begin(), enc->layout.slots().end());
-  return r;
+  return train_golden_micro_batches(backend, fx, DType::f32, {"train.", "train2."}, 1234, first_step, 1.0f / 16.0f,
+                                          [&](EncoderTrainingRunner& r) { r.set_padding_without_capture(padded); });
 }
 
 TEST(TrainGraphShape, PaddedStepEqualsTheUnpaddedStep) {
@@ -595,9 +555,13 @@ TEST(TrainGraphShape, PaddedStepEqualsTheUnpaddedStep) {
         if (s.role == TensorRole::key_bias) continue;  // zero up to rounding
         const double e = relative_error(g, w);
         worst = std::max(worst, e);
-        if (!ref) EXPECT_LE(e, 1e-6) << s.name;
+        if (!ref) {
+          EXPECT_LE(e, 1e-6) << s.name;
+        }
       }
-      if (ref) EXPECT_EQ(differing, 0u) << "the reference kernels must give the very bits (worst " << worst << ")";
+      if (ref) {
+        EXPECT_EQ(differing, 0u) << "the reference kernels must give the very bits (worst " << worst << ")";
+      }
       std::printf("[graph-shaped %s %s] tokens %lld -> %lld padded; gradient elements differing: %zu, worst"
                   " relative error %.3g\n",
                   model, kernels, static_cast<long long>(padded.stats.real_tokens),
