@@ -43,6 +43,23 @@ TEST(LossScaler, DefaultsAreTorchs) {
   EXPECT_EQ(c.growth_interval, 2000);
 }
 
+// A golden run's scaler settings.
+LossScalerConfig config_of(const json& run) {
+  LossScalerConfig c;
+  c.init_scale = run.at("init_scale").get<float>();
+  c.growth_factor = run.at("growth_factor").get<float>();
+  c.backoff_factor = run.at("backoff_factor").get<float>();
+  c.growth_interval = run.at("growth_interval").get<int32_t>();
+  return c;
+}
+
+// A recorded step's scaled gradients (inf and NaN spelled as strings).
+std::vector<float> recorded_grads(const json& record) {
+  std::vector<float> grads;
+  for (const json& v : record.at("grad")) grads.push_back(number(v));
+  return grads;
+}
+
 // Every run of the golden, step by step: the same found-inf verdict, the same
 // unscaled gradients (bit for bit), the same scale and growth tracker after
 // the update; skipped steps counted.
@@ -51,11 +68,7 @@ TEST(LossScaler, MatchesTorchGradScaler) {
   ASSERT_GE(g.at("runs").size(), 3u);
   for (const json& run : g.at("runs")) {
     SCOPED_TRACE(run.at("name").get<std::string>());
-    LossScalerConfig c;
-    c.init_scale = run.at("init_scale").get<float>();
-    c.growth_factor = run.at("growth_factor").get<float>();
-    c.backoff_factor = run.at("backoff_factor").get<float>();
-    c.growth_interval = run.at("growth_interval").get<int32_t>();
+    const LossScalerConfig c = config_of(run);
     LossScalerState s = initial_loss_scaler_state(c);
     const int64_t steps = run.at("steps").get<int64_t>();
     const json& records = run.at("records");
@@ -70,8 +83,7 @@ TEST(LossScaler, MatchesTorchGradScaler) {
       const json& r = records[next++];
       SCOPED_TRACE("step " + std::to_string(step));
       ASSERT_EQ(s.scale, r.at("scale_before").get<float>());
-      std::vector<float> grads;
-      for (const json& v : r.at("grad")) grads.push_back(number(v));
+      std::vector<float> grads = recorded_grads(r);
       const bool found_inf = unscale_and_check(grads, inverse_loss_scale(s.scale));
       ASSERT_EQ(found_inf, r.at("found_inf").get<bool>());
       if (!found_inf) {
@@ -100,11 +112,7 @@ TEST(LossScaler, TheOpsMatchTorchGradScaler) {
     SCOPED_TRACE(k->name);
     for (const json& run : g.at("runs")) {
       SCOPED_TRACE(run.at("name").get<std::string>());
-      LossScalerConfig c;
-      c.init_scale = run.at("init_scale").get<float>();
-      c.growth_factor = run.at("growth_factor").get<float>();
-      c.backoff_factor = run.at("backoff_factor").get<float>();
-      c.growth_interval = run.at("growth_interval").get<int32_t>();
+      const LossScalerConfig c = config_of(run);
       std::vector<double> slots(Ops::LossScaler::kSlots);
       loss_scaler_to_slots(initial_loss_scaler_state(c), false, slots.data());
       const TensorView scaler(slots.data(), DType::f64, {Ops::LossScaler::kSlots});
@@ -120,13 +128,13 @@ TEST(LossScaler, TheOpsMatchTorchGradScaler) {
         const json& r = records[next++];
         SCOPED_TRACE("step " + std::to_string(step));
         ASSERT_EQ(static_cast<float>(slots[Ops::LossScaler::kScale]), r.at("scale_before").get<float>());
-        std::vector<float> grads;
-        for (const json& v : r.at("grad")) grads.push_back(number(v));
+        std::vector<float> grads = recorded_grads(r);
         k->loss_scale_unscale(TensorView(grads.data(), DType::f32, {static_cast<int64_t>(grads.size())}), scaler);
         const bool found_inf = slots[Ops::LossScaler::kFoundInf] != 0.0;
         ASSERT_EQ(found_inf, r.at("found_inf").get<bool>());
-        if (!found_inf)
+        if (!found_inf) {
           for (size_t i = 0; i < grads.size(); ++i) EXPECT_EQ(grads[i], r.at("unscaled")[i].get<float>()) << i;
+        }
         k->loss_scale_update(scaler, c.growth_factor, c.backoff_factor, c.growth_interval);
         EXPECT_EQ(slots[Ops::LossScaler::kFoundInf], 0.0) << "the update clears the flag";
         EXPECT_EQ(static_cast<float>(slots[Ops::LossScaler::kScale]), r.at("scale_after").get<float>());

@@ -612,46 +612,20 @@ class RefusingCaptureBackend final : public Backend {
 
 TEST(TrainGraphShape, AFailedCaptureRunsEagerlyForGood) {
   const Fixture fx = open_fixture("tiny-bert");
-  const HfConfig& c = fx.folder.config;
-  const ModelWeights weights = open_model_folder_weights(fx.folder);
   RefusingCaptureBackend backend(cpu::reference_kernels());
-  auto enc = load_trainable_encoder(c, c, weights, backend, DType::f32, TrainableInit{}, nullptr);
-  const int64_t n = enc->layout.numel();
-  auto metrics_buf = backend.allocate(3 * sizeof(double));
-  const TensorView metrics(metrics_buf->data(), DType::f64, {3});
-  const std::vector<double> zero3(3, 0.0);
-  const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
-  backend.copy_to_device(enc->grad_data(), zeros.data(), zeros.size() * 4);
-  backend.copy_to_device(metrics_buf->data(), zero3.data(), 3 * sizeof(double));
-  std::vector<float> grad(static_cast<size_t>(n));
-  std::vector<double> got_metrics(3);
-  {
-    EncoderTrainingRunner runner(*enc, backend, 8 * c.usable_positions(), 8);
-    EXPECT_TRUE(runner.graph_stats().on);
-    uint32_t step = 7;
-    for (const char* prefix : {"train.", "train2."}) {
-      MicroBatchKnobs k;
-      k.dropout = {0.1f, 0.1f, 0.1f};
-      k.seed = 1234;
-      k.step = step++;
-      k.loss_scale = 1.0f / 16.0f;
-      runner.enqueue(pack_golden(fx, prefix), golden_labels(fx, prefix), {}, k, metrics);
-    }
-    const EncoderTrainingRunner::GraphStats st = runner.graph_stats();
-    EXPECT_TRUE(st.capture_failed);
-    EXPECT_FALSE(st.on);
-    EXPECT_EQ(st.buckets, 0);
-    EXPECT_EQ(st.replayed, 0);
-    EXPECT_EQ(st.eager, 1);  // the second micro-batch: unpadded
-    EXPECT_GT(st.padded_tokens, st.real_tokens);  // the first: padded, then eager
-    EXPECT_EQ(backend.refused, 1) << "no capture is tried after one failed";
-    backend.copy_to_host(grad.data(), enc->grad_data(), grad.size() * 4);
-    backend.copy_to_host(got_metrics.data(), metrics_buf->data(), 3 * sizeof(double));
-    backend.synchronize();
-  }
+  const StepResult got = train_golden_micro_batches(backend, fx, DType::f32, {"train.", "train2."}, 1234, 7, 1.0f / 16.0f,
+                                                    [](EncoderTrainingRunner& r) { EXPECT_TRUE(r.graph_stats().on); });
+  const EncoderTrainingRunner::GraphStats& st = got.stats;
+  EXPECT_TRUE(st.capture_failed);
+  EXPECT_FALSE(st.on);
+  EXPECT_EQ(st.buckets, 0);
+  EXPECT_EQ(st.replayed, 0);
+  EXPECT_EQ(st.eager, 1);  // the second micro-batch: unpadded
+  EXPECT_GT(st.padded_tokens, st.real_tokens);  // the first: padded, then eager
+  EXPECT_EQ(backend.refused, 1) << "no capture is tried after one failed";
   const StepResult want = run_two_micro_batches(fx, "reference", false, 7);
-  EXPECT_EQ(std::memcmp(grad.data(), want.grad.data(), grad.size() * 4), 0);
-  EXPECT_EQ(std::memcmp(got_metrics.data(), want.metrics.data(), 3 * sizeof(double)), 0);
+  EXPECT_EQ(std::memcmp(got.grad.data(), want.grad.data(), got.grad.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(got.metrics.data(), want.metrics.data(), 3 * sizeof(double)), 0);
 }
 
 // ---- the bucket planning ----
