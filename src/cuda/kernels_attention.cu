@@ -32,52 +32,20 @@
 #include "cuda/kernels.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/kernels_common.cuh"
+#include "cuda/kernels_flash_common.cuh"
 
 namespace stoke::cuda {
 
 namespace {
 
-template <class T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) {
-  return __float2half_rn(v);
-}
-
-constexpr int kBr = 64;  // query rows per block (16 per warp)
-constexpr int kBc = 64;  // keys per tile
-constexpr int kWarps = 4;
-
-// Sequence b's first slot in the flash kernel's work list (see the header).
-__device__ __forceinline__ int64_t first_slot(const int32_t* cu, int b) { return cu[b] / kBr + b; }
-
-// The largest b in [0, B) with key(b) <= x, for key nondecreasing in b and
-// key(0) <= x: a block's sequence from its flattened index.
-template <class Key>
-__device__ __forceinline__ int last_at_or_below(int B, int64_t x, Key key) {
-  int lo = 0, hi = B - 1;
-  while (lo < hi) {
-    const int mid = lo + (hi - lo + 1) / 2;
-    if (key(mid) <= x)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
+using namespace flash;
 
 // Shared-memory rows are padded past their width (16 bytes for the 16-bit
-// tiles, 16 for the f32 scores) so that the rows a WMMA load or store walks
+// tiles, flash_ld; 16 for the f32 scores) so that the rows a WMMA load or store walks
 // start in different banks: with an unpadded row of 64 or 128 elements, every
 // row of a 16x16 fragment began in the same bank. The pads keep every
 // fragment pointer 32-byte aligned (WMMA's rule) and the leading dimensions
 // multiples of 8 (16-bit) and 4 (f32).
-template <int DP>
-__host__ __device__ constexpr int flash_ld() { return DP + 8; }  // Q, K, V rows (16-bit elements)
 constexpr int kLdP = kBc + 8;                          // P rows (16-bit elements)
 template <int DP>
 __host__ __device__ constexpr int flash_lds() { return (DP > kBc ? DP : kBc) + 4; }  // S / P·V rows (f32)
@@ -86,31 +54,6 @@ template <int DP>
 constexpr size_t flash_smem_bytes() {
   return size_t{2} * (kBr * flash_ld<DP>() + 2 * kBc * flash_ld<DP>() + kBr * kLdP)  // Q, K, V, P (16-bit)
          + size_t{4} * (kBr * flash_lds<DP>() + kBr * DP + 2 * kBr);                 // S / P·V, O, sum, rescale
-}
-
-// Rows [r0, r0 + rows) of one head's columns [col, col + d) of qkv into a
-// shared tile of rows x DP (leading dimension LD), zeros past d and past the
-// sequence's `valid` rows. 16-byte loads where every row start is 16-byte
-// aligned (d a multiple of 8 and qkv aligned: always so for the model's
-// tensors), else element by element.
-template <class T, int DP, int LD>
-__device__ __forceinline__ void load_tile(T* tile, const T* qkv, int64_t first_row, int rows, int valid,
-                                          int64_t stride, int64_t col, int d, bool vec) {
-  const T zero = from_float<T>(0.0f);
-  if (vec) {
-    constexpr int kChunks = DP / 8;
-    for (int i = threadIdx.x; i < rows * kChunks; i += blockDim.x) {
-      const int r = i / kChunks, c = (i % kChunks) * 8;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (c < d && r < valid) v = *reinterpret_cast<const uint4*>(qkv + (first_row + r) * stride + col + c);
-      *reinterpret_cast<uint4*>(tile + r * LD + c) = v;
-    }
-    return;
-  }
-  for (int i = threadIdx.x; i < rows * DP; i += blockDim.x) {
-    const int r = i / DP, c = i % DP;
-    tile[r * LD + c] = (c < d && r < valid) ? qkv[(first_row + r) * stride + col + c] : zero;
-  }
 }
 
 template <class T, int DP>
