@@ -40,37 +40,62 @@ namespace {
 
 using namespace flash;
 
-// Shared-memory rows are padded past their width (16 bytes for the 16-bit
-// tiles, flash_ld; 16 for the f32 scores) so that the rows a WMMA load or store walks
-// start in different banks: with an unpadded row of 64 or 128 elements, every
-// row of a 16x16 fragment began in the same bank. The pads keep every
-// fragment pointer 32-byte aligned (WMMA's rule) and the leading dimensions
-// multiples of 8 (16-bit) and 4 (f32).
-constexpr int kLdP = kBc + 8;                          // P rows (16-bit elements)
+// Shared memory per block: Q, K and V tiles (16-bit) and one f32 row of
+// scores per query row — nothing else. The output, the running max and sum
+// and the rescale factors live in registers, and a warp's probabilities are
+// written over its own score rows (16-bit, in the first half of each row), so
+// at d = 64 a block needs 45 KiB (4 blocks per SM on an H200, as registers
+// allow) where it once needed 71 KiB (3 blocks) for the separate P, O and
+// statistics tiles; d = 128 needs 86 KiB (2 blocks, once 1).
+//
+// The score rows are padded past their width (16 bytes) so that the rows a
+// WMMA load or store walks start in different banks, as the Q/K/V rows are
+// (flash_ld). The pads keep every fragment pointer 32-byte aligned (WMMA's
+// rule) and the leading dimensions multiples of 8 (16-bit) and 4 (f32).
 template <int DP>
-__host__ __device__ constexpr int flash_lds() { return (DP > kBc ? DP : kBc) + 4; }  // S / P·V rows (f32)
+__host__ __device__ constexpr int flash_lds() { return (DP > kBc ? DP : kBc) + 4; }  // S rows (f32)
+// A warp's P·V tile lands in its score rows past the probabilities (which
+// take the first kBc 16-bit elements = kBc / 2 floats of each row).
+constexpr int kPvCol = kBc / 2;
+static_assert(kPvCol + 16 <= kBc + 4, "the P·V tile fits beside the probabilities in a score row");
 
 template <int DP>
 constexpr size_t flash_smem_bytes() {
-  return size_t{2} * (kBr * flash_ld<DP>() + 2 * kBc * flash_ld<DP>() + kBr * kLdP)  // Q, K, V, P (16-bit)
-         + size_t{4} * (kBr * flash_lds<DP>() + kBr * DP + 2 * kBr);                 // S / P·V, O, sum, rescale
+  return size_t{2} * (kBr * flash_ld<DP>() + 2 * kBc * flash_ld<DP>())  // Q, K, V (16-bit)
+         + size_t{4} * kBr * flash_lds<DP>();                           // S, then P and a P·V tile
+}
+
+// Blocks per SM the register budget is set for: 4 at d <= 64 (at most 128
+// registers a thread), 2 at d = 128 (its output alone is 64 registers a
+// thread).
+template <int DP>
+constexpr int flash_min_blocks() { return DP <= 64 ? 4 : 2; }
+
+// Lane `lane` of a warp holds, of each 16x16 column tile of its 16 output
+// rows, the 8 elements at row (lane / 16) + 2u, column lane % 16 (u < 8).
+__device__ __forceinline__ int pv_row(int lane, int u) { return (lane >> 4) + 2 * u; }
+
+// v[(lane / 16) + 2u] with constant indices into a register array (a
+// lane-dependent index would put the array in local memory).
+__device__ __forceinline__ float of_my_row(const float (&v)[16], int lane, int u) {
+  float r = v[0];
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    if (k == u) r = (lane & 16) ? v[2 * k + 1] : v[2 * k];
+  return r;
 }
 
 template <class T, int DP>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, flash_min_blocks<DP>())
     flash_attention_kernel(T* out, const T* qkv, const int32_t* cu, int B, int heads, int d, int window,
                            float scale_log2) {
   using namespace nvcuda;
-  constexpr int LD = flash_ld<DP>(), SW = flash_lds<DP>();
+  constexpr int LD = flash_ld<DP>(), SW = flash_lds<DP>(), kTiles = DP / 16;
   extern __shared__ __align__(128) unsigned char smem[];
-  T* q_s = reinterpret_cast<T*>(smem);  // [kBr][LD]
-  T* k_s = q_s + kBr * LD;              // [kBc][LD]
-  T* v_s = k_s + kBc * LD;              // [kBc][LD]
-  T* p_s = v_s + kBc * LD;              // [kBr][kLdP] probabilities
-  float* s_s = reinterpret_cast<float*>(p_s + kBr * kLdP);  // [kBr][SW] scores, then P·V of the tile
-  float* o_s = s_s + kBr * SW;                              // [kBr][DP] output, unnormalised
-  float* l_s = o_s + kBr * DP;                             // [kBr] final sums (for the output pass)
-  float* a_s = l_s + kBr;                                  // [kBr] this tile's rescale factor
+  T* q_s = reinterpret_cast<T*>(smem);                       // [kBr][LD]
+  T* k_s = q_s + kBr * LD;                                   // [kBc][LD]
+  T* v_s = k_s + kBc * LD;                                   // [kBc][LD]
+  float* s_s = reinterpret_cast<float*>(v_s + kBc * LD);     // [kBr][SW] scores; then P (16-bit) and P·V
 
   const int64_t slot = blockIdx.x;
   const int b = last_at_or_below(B, slot, [cu](int i) { return first_slot(cu, i); });
@@ -83,24 +108,31 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t stride = int64_t{3} * heads * d;
   const int64_t q_col = int64_t{h} * d, k_col = int64_t{heads} * d + q_col, v_col = int64_t{2} * heads * d + q_col;
   const bool vec = d % 8 == 0 && (reinterpret_cast<uintptr_t>(qkv) & 15) == 0;  // block-uniform
+  float* s_w = s_s + warp * 16 * SW;                   // this warp's 16 score rows
+  T* p_w = reinterpret_cast<T*>(s_w);                  // its probabilities, 16-bit, leading dimension 2 SW
+  float* pv_w = s_w + kPvCol;                          // its 16x16 P·V tile, leading dimension SW
 
   load_tile<T, DP, LD>(q_s, qkv, first + q0, kBr, len - q0, stride, q_col, d, vec);
-  for (int i = threadIdx.x; i < kBr * DP; i += blockDim.x) o_s[i] = 0.0f;
-  // The running max (log2 units) and sum of this warp's 16 rows, in
-  // registers: every lane holds the same values (the warp reductions hand
-  // each lane the result), so no lane reads what another writes.
-  float m_run[16], l_run[16];
+  // The running max (log2 units), sum and last rescale of this warp's 16
+  // rows: every lane holds the same values (the warp reductions hand each
+  // lane the result). The output: see pv_row.
+  float m_run[16], l_run[16], alpha[16];
+  float o[kTiles][8];
 #pragma unroll
   for (int r = 0; r < 16; ++r) {
     m_run[r] = -INFINITY;
     l_run[r] = 0.0f;
   }
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int u = 0; u < 8; ++u) o[j][u] = 0.0f;
 
   // The key tiles any of the block's rows sees: all of them without a window.
   const int k_first = window ? max(0, q0 - window) / kBc * kBc : 0;
   const int k_end = window ? min(len, q0 + kBr + window) : len;
   for (int k0 = k_first; k0 < k_end; k0 += kBc) {
-    __syncthreads();  // the previous tile's K and V are no longer read
+    __syncthreads();  // the previous tile's K and V are no longer read (and Q is loaded)
     load_tile<T, DP, LD>(k_s, qkv, first + k0, kBc, len - k0, stride, k_col, d, vec);
     load_tile<T, DP, LD>(v_s, qkv, first + k0, kBc, len - k0, stride, v_col, d, vec);
     __syncthreads();
@@ -109,23 +141,24 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int j = 0; j < kBc / 16; ++j) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
       wmma::fill_fragment(acc, 0.0f);
-      for (int kk = 0; kk < DP / 16; ++kk) {
+#pragma unroll
+      for (int kk = 0; kk < kTiles; ++kk) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> bt;  // K^T: (k, n) at K[n][k]
         wmma::load_matrix_sync(a, q_s + warp * 16 * LD + kk * 16, LD);
         wmma::load_matrix_sync(bt, k_s + j * 16 * LD + kk * 16, LD);
         wmma::mma_sync(acc, a, bt, acc);
       }
-      wmma::store_matrix_sync(s_s + warp * 16 * SW + j * 16, acc, SW, wmma::mem_row_major);
+      wmma::store_matrix_sync(s_w + j * 16, acc, SW, wmma::mem_row_major);
     }
     __syncwarp();
 
-    // Online softmax over the tile, a warp per row: lanes take keys lane and lane + 32.
+    // Online softmax over the tile, a warp per row: lanes take keys lane and
+    // lane + 32; the row's probabilities are written over its scores.
 #pragma unroll
     for (int r = 0; r < 16; ++r) {
-      const int row = warp * 16 + r;
-      const float* srow = s_s + row * SW;
-      const int qi = q0 + row, j0 = k0 + lane, j1 = k0 + lane + 32;
+      const float* srow = s_w + r * SW;
+      const int qi = q0 + warp * 16 + r, j0 = k0 + lane, j1 = k0 + lane + 32;
       const bool see0 = j0 < len && (window == 0 || abs(qi - j0) <= window);
       const bool see1 = j1 < len && (window == 0 || abs(qi - j1) <= window);
       const float x0 = see0 ? srow[lane] * scale_log2 : -INFINITY;
@@ -137,44 +170,49 @@ __global__ void __launch_bounds__(kWarps * 32)
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;
       const float p0 = exp2f(x0 - m_use), p1 = exp2f(x1 - m_use);
       const float sum = warp_sum(p0 + p1);
-      const float alpha = exp2f(m_old - m_use);  // 0 on the row's first seen tile (m_old = -inf)
-      p_s[row * kLdP + lane] = from_float<T>(p0);
-      p_s[row * kLdP + lane + 32] = from_float<T>(p1);
-      l_run[r] = l_run[r] * alpha + sum;
+      alpha[r] = exp2f(m_old - m_use);  // 0 on the row's first seen tile (m_old = -inf)
+      l_run[r] = l_run[r] * alpha[r] + sum;
       m_run[r] = m_new;
-      if (lane == 0) a_s[row] = alpha;  // read by other lanes after the __syncwarp below
+      __syncwarp();  // every lane has read the row's scores before any overwrites them
+      T* prow = p_w + r * 2 * SW;
+      prow[lane] = from_float<T>(p0);
+      prow[lane + 32] = from_float<T>(p1);
     }
     __syncwarp();
 
-    // This tile's P V into the scratch, then O = O * alpha + P V.
-    for (int j = 0; j < DP / 16; ++j) {
+    // O = O * alpha + P V, a 16-column tile at a time through the scratch.
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
       wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
       for (int kk = 0; kk < kBc / 16; ++kk) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bv;
-        wmma::load_matrix_sync(a, p_s + warp * 16 * kLdP + kk * 16, kLdP);
+        wmma::load_matrix_sync(a, p_w + kk * 16, 2 * SW);
         wmma::load_matrix_sync(bv, v_s + kk * 16 * LD + j * 16, LD);
         wmma::mma_sync(acc, a, bv, acc);
       }
-      wmma::store_matrix_sync(s_s + warp * 16 * SW + j * 16, acc, SW, wmma::mem_row_major);
+      wmma::store_matrix_sync(pv_w, acc, SW, wmma::mem_row_major);
+      __syncwarp();
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        o[j][u] = o[j][u] * of_my_row(alpha, lane, u) + pv_w[pv_row(lane, u) * SW + (lane & 15)];
+      __syncwarp();  // read before the next tile's store
     }
-    __syncwarp();
-    for (int i = lane; i < 16 * DP; i += 32) {
-      const int row = warp * 16 + i / DP, c = i % DP;
-      o_s[row * DP + c] = o_s[row * DP + c] * a_s[row] + s_s[row * SW + c];
-    }
-    __syncwarp();
   }
 
-#pragma unroll
-  for (int r = 0; r < 16; ++r)
-    if (lane == 0) l_s[warp * 16 + r] = l_run[r];
-  __syncwarp();
   const int64_t out_stride = int64_t{heads} * d;
-  for (int i = lane; i < 16 * DP; i += 32) {
-    const int r = warp * 16 + i / DP, c = i % DP;
-    if (c < d && q0 + r < len) out[(first + q0 + r) * out_stride + q_col + c] = from_float<T>(o_s[r * DP + c] / l_s[r]);
+#pragma unroll
+  for (int u = 0; u < 8; ++u) {
+    const int r = warp * 16 + pv_row(lane, u);
+    if (q0 + r >= len) continue;
+    const float l = of_my_row(l_run, lane, u);
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      const int c = j * 16 + (lane & 15);
+      if (c < d) out[(first + q0 + r) * out_stride + q_col + c] = from_float<T>(o[j][u] / l);
+    }
   }
 }
 
@@ -224,8 +262,7 @@ __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const 
 
 // The largest padded head dim whose flash kernel fits the GPU's shared
 // memory (set by attention_setup; larger head dims take the exact path).
-// d = 128 needs 126 KiB (with the padded rows): Hopper and A100 have it, sm_86/89
-// (99 KiB) do not.
+// d = 128 needs 86 KiB: Hopper, A100 and sm_86/89 (99 KiB) have it.
 int g_flash_max_dp = 0;
 
 // Static shared memory beside the dynamic part (block reductions' scratch).
