@@ -196,7 +196,9 @@ STOKE_OP(embed_layernorm_train,
 // (the summed embedding row is recomputed from the tables), then the row
 // gradient is scatter-added: dword[ids[t]] += dx[t], dpos[positions[t]] +=
 // dx[t], dtype[type_ids[t] or 0] += dx[t] (all f32, any may be empty).
-// Tokens that share a row are summed in token order.
+// Tokens that share a row are summed in token order (CUDA: so too for the
+// word and position tables; a type table of at most 4 rows in fixed chunks
+// of tokens — deterministic either way; kernels_embedding_backward.cu).
 STOKE_OP(embed_layernorm_backward,
          (const TensorView& dword, const TensorView& dpos, const TensorView& dtype, const TensorView& dgamma,
           const TensorView& dbeta, const TensorView& dy, const TensorView& ids, const TensorView& positions,

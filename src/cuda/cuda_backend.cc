@@ -13,6 +13,9 @@ namespace {
 // cuBLASLt's scratch: enough for its fastest Hopper kernels (NVIDIA suggests
 // 32 MiB on sm_90); allocated once, so GEMMs never allocate and capture.
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
+// Partials of 64-row chunks for N = 3072 at T = 65,536 take 12 MiB; the
+// embedding backward's sort ~28 bytes a token (T up to ~1.1 million).
+constexpr size_t kReduceWorkspaceBytes = size_t{32} << 20;
 
 class DeviceBuffer final : public Buffer {
  public:
@@ -194,6 +197,8 @@ CudaBackend::CudaBackend(int index) : info_(require_device(index)), impl_(std::m
   s.allocator = std::make_shared<CachingAllocator>(index);
   s.gemm_workspace_bytes = kGemmWorkspaceBytes;
   check_cuda(cudaMalloc(&s.gemm_workspace, s.gemm_workspace_bytes), "cudaMalloc (GEMM workspace)");
+  s.reduce_workspace_bytes = kReduceWorkspaceBytes;
+  check_cuda(cudaMalloc(&s.reduce_workspace, s.reduce_workspace_bytes), "cudaMalloc (reduction workspace)");
   ops_ = make_cuda_ops(*this);
 }
 
@@ -206,6 +211,7 @@ CudaBackend::~CudaBackend() {
 // Also runs when the constructor throws half way (the members made so far).
 CudaBackend::Impl::~Impl() {
   if (gemm_workspace) cudaFree(gemm_workspace);
+  if (reduce_workspace) cudaFree(reduce_workspace);
   if (lt) cublasLtDestroy(lt);
   for (cudaEvent_t e : {compute_tail, h2d_tail, d2h_tail})
     if (e) cudaEventDestroy(e);

@@ -68,6 +68,11 @@ struct CudaBackend::Impl {
   cublasLtHandle_t lt = nullptr;
   void* gemm_workspace = nullptr;
   size_t gemm_workspace_bytes = 0;
+  // The training reductions' scratch (kernels_train.h Scratch: the column
+  // sums' partials, the embedding backward's sort), allocated once so that a
+  // captured graph and every replay use the same buffer.
+  void* reduce_workspace = nullptr;
+  size_t reduce_workspace_bytes = 0;
   std::shared_ptr<CachingAllocator> allocator;
   std::unique_ptr<OpTimer> timer;  // while a trace is attached
 

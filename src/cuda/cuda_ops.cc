@@ -169,7 +169,7 @@ class CudaOps final : public UnsupportedOps {
     Launch op(s_, "linear_backward");
     if (!da.empty()) gemm_general_.run(op.stream, da, dy, false, w, false, false);  // da = dy · w
     if (!dw.empty()) gemm_general_.run(op.stream, dw, dy, true, a, false, true);    // dw += dy^T · a
-    if (!db.empty()) launch_column_sums(op.stream, db, dy);
+    if (!db.empty()) launch_column_sums(op.stream, scratch(), db, dy);
   }
   void residual_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                                 const TensorView& x, const TensorView& residual, const TensorView& gamma,
@@ -183,7 +183,7 @@ class CudaOps final : public UnsupportedOps {
                           const TensorView& mean, const TensorView& rstd, const TensorView& gamma) const override {
     cpu::check_layernorm_backward(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma);
     Launch op(s_, "layernorm_backward");
-    launch_layernorm_backward(op.stream, dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma);
+    launch_layernorm_backward(op.stream, scratch(), dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma);
   }
   void embed_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                              const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
@@ -204,8 +204,8 @@ class CudaOps final : public UnsupportedOps {
     cpu::check_embed_layernorm_backward(dword, dpos, dtype, dgamma, dbeta, dy, ids, positions, type_ids, word, pos,
                                         type, mean, rstd, gamma, IndexData::device);
     Launch op(s_, "embed_layernorm_backward");
-    launch_embed_layernorm_backward(op.stream, dword, dpos, dtype, dgamma, dbeta, dy, ids, positions, type_ids, word,
-                                    pos, type, mean, rstd, gamma);
+    launch_embed_layernorm_backward(op.stream, scratch(), dword, dpos, dtype, dgamma, dbeta, dy, ids, positions,
+                                    type_ids, word, pos, type, mean, rstd, gamma);
   }
   void bias_gelu_train(const TensorView& x, const TensorView& pre, const TensorView& bias) const override {
     cpu::check_bias_gelu_train(x, pre, bias);
@@ -216,7 +216,7 @@ class CudaOps final : public UnsupportedOps {
                           const TensorView& pre) const override {
     cpu::check_bias_gelu_backward(dx, dbias, dy, pre);
     Launch op(s_, "bias_gelu_backward");
-    launch_bias_gelu_backward(op.stream, dx, dbias, dy, pre);
+    launch_bias_gelu_backward(op.stream, scratch(), dx, dbias, dy, pre);
   }
   void tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) const override {
     cpu::check_tanh_backward(dx, dy, y);
@@ -344,6 +344,8 @@ class CudaOps final : public UnsupportedOps {
   }
 
  private:
+  Scratch scratch() const { return {s_.reduce_workspace, s_.reduce_workspace_bytes}; }
+
   CudaBackend::Impl& s_;
   mutable Gemm gemm_;
   mutable GemmGeneral gemm_general_;

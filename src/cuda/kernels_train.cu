@@ -5,8 +5,8 @@
 // f16 training's loss-scale ops (the scaler's state stays on the device).
 //
 // Determinism: no atomics anywhere here. Every parameter-gradient sum over
-// tokens (dbias, dgamma, dbeta) is one thread per column walking the rows in
-// order, and the sum of squares is one block of fixed shape reducing in a
+// tokens (dbias, dgamma, dbeta) is kernels_column_reduce.cuh's fixed chunks
+// summed in a fixed order, and the sum of squares is one block of fixed shape reducing in a
 // fixed tree: the same bits on every run (on any GPU — the order does not
 // depend on the device's size). Arithmetic is in f32 (sums of squares in
 // double, as the CPU), so the results match the CPU reference to the op
@@ -16,7 +16,9 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "cuda/cuda_internal.h"
+#include "cuda/kernels_column_reduce.cuh"
 #include "cuda/kernels_common.cuh"
+#include "cuda/kernels_embedding.cuh"
 #include "cuda/kernels_train.h"
 #include "train/loss_scaler.h"
 
@@ -90,15 +92,17 @@ __global__ void bias_gelu_train_kernel(void* x, Elem x_e, void* pre, Elem pre_e,
     }
 }
 
-// dbias[c] += sum_t dy[t,c] GELU'(pre[t,c]), a thread per column, rows in order.
-__global__ void bias_gelu_dbias_kernel(float* dbias, const void* dy, Elem dy_e, const void* pre, Elem pre_e,
-                                       int64_t T, int64_t N) {
-  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (c >= N) return;
-  float acc = 0.0f;
-  for (int64_t t = 0; t < T; ++t) acc += load(dy, dy_e, t * N + c) * gelu_erf_grad(load(pre, pre_e, t * N + c));
-  dbias[c] += acc;
-}
+// What a row adds to dbias: dy[t,c] GELU'(pre[t,c]).
+struct GeluBiasGradOf {
+  const void* dy;
+  Elem dy_e;
+  const void* pre;
+  Elem pre_e;
+  int64_t N;
+  __device__ __forceinline__ void operator()(int64_t t, int64_t c, float (&acc)[1]) const {
+    acc[0] += load(dy, dy_e, t * N + c) * gelu_erf_grad(load(pre, pre_e, t * N + c));
+  }
+};
 
 __global__ void bias_gelu_dx_kernel(void* dx, Elem dx_e, const void* dy, Elem dy_e, const void* pre, Elem pre_e,
                                     int64_t n) {
@@ -132,23 +136,25 @@ __global__ void residual_layernorm_train_kernel(void* out, Elem out_e, float* me
   }
 }
 
-// dgamma[c] += sum_t dy s_hat, dbeta[c] += sum_t dy: a thread per column, rows in order.
-__global__ void layernorm_dparams_kernel(float* dgamma, float* dbeta, const void* dy, Elem dy_e, const void* x,
-                                         Elem x_e, const void* res, Elem res_e, const float* mean, const float* rstd,
-                                         int64_t T, int64_t H) {
-  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (c >= H) return;
-  float pg = 0.0f, pb = 0.0f;
-  for (int64_t t = 0; t < T; ++t) {
+// What a row adds to dgamma and dbeta: dy s_hat and dy, s = x (+ residual).
+struct LayerNormParamGradOf {
+  const void* dy;
+  Elem dy_e;
+  const void* x;
+  Elem x_e;
+  const void* res;
+  Elem res_e;
+  const float* mean;
+  const float* rstd;
+  int64_t H;
+  __device__ __forceinline__ void operator()(int64_t t, int64_t c, float (&acc)[2]) const {
     const int64_t i = t * H + c;
     const float d = load(dy, dy_e, i);
     const float s = load(x, x_e, i) + (res ? load(res, res_e, i) : 0.0f);
-    pg += d * ((s - mean[t]) * rstd[t]);
-    pb += d;
+    acc[0] += d * ((s - mean[t]) * rstd[t]);
+    acc[1] += d;
   }
-  if (dgamma) dgamma[c] += pg;
-  if (dbeta) dbeta[c] += pb;
-}
+};
 
 // ds = rstd (g - mean(g) - s_hat mean(g s_hat)), g = dy gamma; a block per
 // row. The reductions' barriers order every read of the row before the
@@ -501,15 +507,6 @@ __global__ void cross_entropy_kernel(float* dlogits, double* metrics, const floa
   }
 }
 
-// The embedding row of token t: word[ids[t]] + pos[positions[t]] (+ type[type_ids[t] or 0]).
-__device__ __forceinline__ float embedding_at(const int32_t* ids, const int32_t* positions, const int32_t* type_ids,
-                                              const void* word, const void* pos, const void* type, Elem we, Elem pe,
-                                              Elem te, int64_t t, int64_t H, int64_t c) {
-  float v = load(word, we, int64_t{ids[t]} * H + c) + load(pos, pe, int64_t{positions[t]} * H + c);
-  if (type) v += load(type, te, (type_ids ? int64_t{type_ids[t]} : 0) * H + c);
-  return v;
-}
-
 // embed_layernorm_train: a block per token, the row in shared memory, as residual_layernorm_train.
 __global__ void embed_layernorm_train_kernel(void* out, Elem out_e, float* mean, float* rstd, const int32_t* ids,
                                              const int32_t* positions, const int32_t* type_ids, const void* word,
@@ -535,51 +532,6 @@ __global__ void embed_layernorm_train_kernel(void* out, Elem out_e, float* mean,
     mean[t] = mu;
     rstd[t] = r;
   }
-}
-
-// embed_layernorm_backward, deterministic without atomics or scratch: each
-// block owns a slice of kThreads columns (a thread per column) and walks the
-// tokens in order; per token the whole block computes the row's two means
-// (every block the full row, redundantly), then each thread adds its
-// column's ds into the table rows the token read — so tokens sharing a row
-// add up in token order, and no two threads touch one element. dgamma/dbeta
-// are summed per column in registers and added once. Correct first: the walk
-// over tokens is sequential (a scatter by sorted row runs is the speed step).
-__global__ void embed_layernorm_backward_kernel(float* dword, float* dpos, float* dtype, float* dgamma, float* dbeta,
-                                                const void* dy, Elem dy_e, const int32_t* ids,
-                                                const int32_t* positions, const int32_t* type_ids, const void* word,
-                                                Elem we, const void* pos, Elem pe, const void* type, Elem te,
-                                                const float* mean, const float* rstd, const void* gamma,
-                                                Elem gamma_e, int64_t T, int64_t H) {
-  __shared__ float scratch[32];
-  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  const bool mine = c < H;
-  const float gc = mine ? load(gamma, gamma_e, c) : 0.0f;
-  float pg = 0.0f, pb = 0.0f;
-  for (int64_t t = 0; t < T; ++t) {
-    const float mu = mean[t], r = rstd[t];
-    float sg = 0.0f, sgx = 0.0f;
-    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-      const float s = embedding_at(ids, positions, type_ids, word, pos, type, we, pe, te, t, H, i);
-      const float g = load(dy, dy_e, t * H + i) * load(gamma, gamma_e, i);
-      sg += g;
-      sgx += g * ((s - mu) * r);
-    }
-    const float mg = block_sum(sg, scratch) / static_cast<float>(H);
-    const float mgx = block_sum(sgx, scratch) / static_cast<float>(H);
-    if (!mine) continue;
-    const float s = embedding_at(ids, positions, type_ids, word, pos, type, we, pe, te, t, H, c);
-    const float d = load(dy, dy_e, t * H + c), xhat = (s - mu) * r;
-    pg += d * xhat;
-    pb += d;
-    const float ds = r * (d * gc - mg - xhat * mgx);
-    if (dword) dword[int64_t{ids[t]} * H + c] += ds;
-    if (dpos) dpos[int64_t{positions[t]} * H + c] += ds;
-    if (dtype) dtype[(type_ids ? int64_t{type_ids[t]} : 0) * H + c] += ds;
-  }
-  if (!mine) return;
-  if (dgamma) dgamma[c] += pg;
-  if (dbeta) dbeta[c] += pb;
 }
 
 const void* or_null(const TensorView& t) { return t.empty() ? nullptr : t.data; }
@@ -633,15 +585,14 @@ void launch_bias_gelu_train(cudaStream_t s, const TensorView& x, const TensorVie
   check_launch("bias_gelu_train_kernel");
 }
 
-void launch_bias_gelu_backward(cudaStream_t s, const TensorView& dx, const TensorView& dbias, const TensorView& dy,
-                               const TensorView& pre) {
+void launch_bias_gelu_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dx, const TensorView& dbias,
+                               const TensorView& dy, const TensorView& pre) {
   const int64_t T = dy.dim(0), N = dy.dim(1);
   if (T == 0 || N == 0) return;
-  if (!dbias.empty()) {  // first: dx may be dy
-    bias_gelu_dbias_kernel<<<static_cast<unsigned>((N + kThreads - 1) / kThreads), kThreads, 0, s>>>(
-        dbias.as<float>(), dy.data, elem_of(dy.dtype), pre.data, elem_of(pre.dtype), T, N);
-    check_launch("bias_gelu_dbias_kernel");
-  }
+  if (!dbias.empty())  // first: dx may be dy
+    column_reduce::launch<1>(s, scratch, {{dbias.as<float>()}},
+                             GeluBiasGradOf{dy.data, elem_of(dy.dtype), pre.data, elem_of(pre.dtype), N}, T, N,
+                             "bias_gelu_backward dbias");
   bias_gelu_dx_kernel<<<blocks_for(T * N, kThreads), kThreads, 0, s>>>(dx.data, elem_of(dx.dtype), dy.data,
                                                                        elem_of(dy.dtype), pre.data,
                                                                        elem_of(pre.dtype), T * N);
@@ -676,20 +627,20 @@ void launch_residual_layernorm_train(cudaStream_t s, const TensorView& out, cons
   check_launch("residual_layernorm_train_kernel");
 }
 
-void launch_layernorm_backward(cudaStream_t s, const TensorView& dx, const TensorView& dgamma,
+void launch_layernorm_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dx, const TensorView& dgamma,
                                const TensorView& dbeta, const TensorView& dy, const TensorView& x,
                                const TensorView& residual, const TensorView& mean, const TensorView& rstd,
                                const TensorView& gamma) {
   const int64_t T = dy.dim(0), H = dy.dim(1);
   if (T == 0 || H == 0) return;
   const void* res = or_null(residual);
-  if (!dgamma.empty() || !dbeta.empty()) {  // first: dx may be dy
-    layernorm_dparams_kernel<<<static_cast<unsigned>((H + kThreads - 1) / kThreads), kThreads, 0, s>>>(
-        dgamma.empty() ? nullptr : dgamma.as<float>(), dbeta.empty() ? nullptr : dbeta.as<float>(), dy.data,
-        elem_of(dy.dtype), x.data, elem_of(x.dtype), res, elem_of(residual.dtype), mean.as<const float>(),
-        rstd.as<const float>(), T, H);
-    check_launch("layernorm_dparams_kernel");
-  }
+  if (!dgamma.empty() || !dbeta.empty())  // first: dx may be dy
+    column_reduce::launch<2>(s, scratch, {{dgamma.empty() ? nullptr : dgamma.as<float>(),
+                                           dbeta.empty() ? nullptr : dbeta.as<float>()}},
+                             LayerNormParamGradOf{dy.data, elem_of(dy.dtype), x.data, elem_of(x.dtype), res,
+                                                  elem_of(residual.dtype), mean.as<const float>(),
+                                                  rstd.as<const float>(), H},
+                             T, H, "layernorm_backward dgamma/dbeta");
   switch (ln_warp_values(H)) {
 #define STOKE_LN_DX_WARP(N)                                                                                         \
   case N:                                                                                                            \
@@ -816,24 +767,6 @@ void launch_embed_layernorm_train(cudaStream_t s, const TensorView& out, const T
       elem_of(word.dtype), pos.data, elem_of(pos.dtype), or_null(type), elem_of(type.dtype), gamma.data,
       elem_of(gamma.dtype), beta.data, elem_of(beta.dtype), H, eps);
   check_launch("embed_layernorm_train_kernel");
-}
-
-void launch_embed_layernorm_backward(cudaStream_t s, const TensorView& dword, const TensorView& dpos,
-                                     const TensorView& dtype, const TensorView& dgamma, const TensorView& dbeta,
-                                     const TensorView& dy, const TensorView& ids, const TensorView& positions,
-                                     const TensorView& type_ids, const TensorView& word, const TensorView& pos,
-                                     const TensorView& type, const TensorView& mean, const TensorView& rstd,
-                                     const TensorView& gamma) {
-  const int64_t T = dy.dim(0), H = dy.dim(1);
-  if (T == 0 || H == 0) return;
-  auto f32_or_null = [](const TensorView& t) { return t.empty() ? nullptr : t.as<float>(); };
-  embed_layernorm_backward_kernel<<<static_cast<unsigned>((H + kThreads - 1) / kThreads), kThreads, 0, s>>>(
-      f32_or_null(dword), f32_or_null(dpos), f32_or_null(dtype), f32_or_null(dgamma), f32_or_null(dbeta), dy.data,
-      elem_of(dy.dtype), ids.as<const int32_t>(), positions.as<const int32_t>(),
-      type_ids.empty() ? nullptr : type_ids.as<const int32_t>(), word.data, elem_of(word.dtype), pos.data,
-      elem_of(pos.dtype), or_null(type), elem_of(type.dtype), mean.as<const float>(), rstd.as<const float>(),
-      gamma.data, elem_of(gamma.dtype), T, H);
-  check_launch("embed_layernorm_backward_kernel");
 }
 
 }  // namespace stoke::cuda

@@ -12,6 +12,14 @@
 
 namespace stoke::cuda {
 
+// Device memory an op may use while it runs (CudaBackend::Impl's reduction
+// workspace): ops run in stream order, so one buffer serves them all, and a
+// captured graph bakes in the same buffer its replays use.
+struct Scratch {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
 void launch_tanh_backward(cudaStream_t s, const TensorView& dx, const TensorView& dy, const TensorView& y);
 void launch_relu_backward(cudaStream_t s, const TensorView& dx, const TensorView& dy, const TensorView& y);
 void launch_add(cudaStream_t s, const TensorView& y, const TensorView& x);
@@ -20,12 +28,12 @@ void launch_add(cudaStream_t s, const TensorView& y, const TensorView& x);
 void launch_dropout(cudaStream_t s, const TensorView& out, const TensorView& x, float p, uint64_t seed,
                     const Ops::DropoutStep& step, uint32_t tensor_id, uint64_t first);
 void launch_bias_gelu_train(cudaStream_t s, const TensorView& x, const TensorView& pre, const TensorView& bias);
-void launch_bias_gelu_backward(cudaStream_t s, const TensorView& dx, const TensorView& dbias, const TensorView& dy,
-                               const TensorView& pre);
+void launch_bias_gelu_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dx, const TensorView& dbias,
+                               const TensorView& dy, const TensorView& pre);
 void launch_residual_layernorm_train(cudaStream_t s, const TensorView& out, const TensorView& mean,
                                      const TensorView& rstd, const TensorView& x, const TensorView& residual,
                                      const TensorView& gamma, const TensorView& beta, float eps);
-void launch_layernorm_backward(cudaStream_t s, const TensorView& dx, const TensorView& dgamma,
+void launch_layernorm_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dx, const TensorView& dgamma,
                                const TensorView& dbeta, const TensorView& dy, const TensorView& x,
                                const TensorView& residual, const TensorView& mean, const TensorView& rstd,
                                const TensorView& gamma);
@@ -33,7 +41,8 @@ void launch_embed_layernorm_train(cudaStream_t s, const TensorView& out, const T
                                   const TensorView& rstd, const TensorView& ids, const TensorView& positions,
                                   const TensorView& type_ids, const TensorView& word, const TensorView& pos,
                                   const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps);
-void launch_embed_layernorm_backward(cudaStream_t s, const TensorView& dword, const TensorView& dpos,
+void launch_embed_layernorm_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dword,
+                                     const TensorView& dpos,
                                      const TensorView& dtype, const TensorView& dgamma, const TensorView& dbeta,
                                      const TensorView& dy, const TensorView& ids, const TensorView& positions,
                                      const TensorView& type_ids, const TensorView& word, const TensorView& pos,
@@ -82,6 +91,6 @@ void launch_attention_relpos_backward(cudaStream_t s, const TensorView& dqkv, co
 void launch_plain_gemm_general(cudaStream_t s, const TensorView& c, const TensorView& a, bool trans_a,
                                const TensorView& b, bool trans_b, bool accumulate);
 // db[N] += column sums of dy[M,N] (f32), a thread per column, rows in order.
-void launch_column_sums(cudaStream_t s, const TensorView& db, const TensorView& dy);
+void launch_column_sums(cudaStream_t s, const Scratch& scratch, const TensorView& db, const TensorView& dy);
 
 }  // namespace stoke::cuda

@@ -1,7 +1,9 @@
 // The general GEMM's fallback and the bias gradient's column sums (see
-// kernels_train.h). Deterministic: every output is one thread's ordered sum.
+// kernels_train.h). Deterministic: every GEMM output is one thread's
+// ordered sum; the column sums are kernels_column_reduce.cuh's fixed chunks.
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
+#include "cuda/kernels_column_reduce.cuh"
 #include "cuda/kernels_common.cuh"
 #include "cuda/kernels_train.h"
 
@@ -26,14 +28,6 @@ __global__ void plain_gemm_general_kernel(void* c, Elem c_e, const void* a, Elem
   store(c, c_e, m * N + n, acc);
 }
 
-__global__ void column_sums_kernel(float* db, const void* dy, Elem e, int64_t M, int64_t N) {
-  const int64_t n = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (n >= N) return;
-  float acc = 0.0f;
-  for (int64_t m = 0; m < M; ++m) acc += load(dy, e, m * N + n);
-  db[n] += acc;
-}
-
 }  // namespace
 
 void launch_plain_gemm_general(cudaStream_t s, const TensorView& c, const TensorView& a, bool trans_a,
@@ -48,12 +42,10 @@ void launch_plain_gemm_general(cudaStream_t s, const TensorView& c, const Tensor
   check_launch("plain_gemm_general_kernel");
 }
 
-void launch_column_sums(cudaStream_t s, const TensorView& db, const TensorView& dy) {
+void launch_column_sums(cudaStream_t s, const Scratch& scratch, const TensorView& db, const TensorView& dy) {
   const int64_t M = dy.dim(0), N = dy.dim(1);
-  if (N == 0) return;
-  column_sums_kernel<<<static_cast<unsigned>((N + 255) / 256), 256, 0, s>>>(db.as<float>(), dy.data,
-                                                                            elem_of(dy.dtype), M, N);
-  check_launch("column_sums_kernel");
+  column_reduce::launch<1>(s, scratch, {{db.as<float>()}}, column_reduce::ColumnOf{dy.data, elem_of(dy.dtype), N}, M,
+                           N, "column sums (linear_backward db)");
 }
 
 }  // namespace stoke::cuda

@@ -198,11 +198,13 @@ std::vector<OpCase> make_cases() {
   struct Embeddings {
     HostTensor ids, positions, type_ids, word, pos, type, gamma, beta;
   };
-  auto embeddings = [T](Rng& rng, DType wt, int64_t H) {
-    const int32_t V = 50, P = 40, TV = 2;
-    return Embeddings{index_tensor(draw(rng, T, V)),
-                      index_tensor(draw(rng, T, P)),
-                      index_tensor(draw(rng, T, TV)),
+  // tokens: T unless given; TV: the type table's rows.
+  auto embeddings = [T](Rng& rng, DType wt, int64_t H, int64_t tokens = 0, int32_t TV = 2) {
+    const int32_t V = 50, P = 40;
+    const int64_t n = tokens ? tokens : T;
+    return Embeddings{index_tensor(draw(rng, n, V)),
+                      index_tensor(draw(rng, n, P)),
+                      index_tensor(draw(rng, n, TV)),
                       random_tensor(rng, wt, {V, H}),
                       random_tensor(rng, wt, {P, H}, -0.3, 0.3),
                       random_tensor(rng, wt, {TV, H}, -0.2, 0.2),
@@ -413,6 +415,51 @@ std::vector<OpCase> make_cases() {
                                      r.out("dbeta", DType::f32, {H}), dy, r.in(e.ids), r.in(e.positions),
                                      r.in(e.type_ids), r.in(e.word), r.in(e.pos), r.in(e.type), r.in(mean),
                                      r.in(rstd), r.in(e.gamma));
+    });
+    // Many tokens: the CUDA reductions' chunks (64 rows) and the word and
+    // position tables' long runs of tokens sharing a row; a type table of 2
+    // rows (summed as columns on CUDA) and one of 6 (sorted into runs).
+    for (const int32_t TV : {2, 6}) {
+      const int64_t TL = 700;
+      train("embed_layernorm_backward", dt + "_long_types" + std::to_string(TV), at, TL, [=](Run& r, Rng& rng) {
+        const Embeddings e = embeddings(rng, at, H, TL, TV);
+        HostTensor y = host_tensor(at, {TL, H}), mean = host_tensor(DType::f32, {TL}),
+                   rstd = host_tensor(DType::f32, {TL});
+        ref().embed_layernorm_train(y.view, mean.view, rstd.view, e.ids.view, e.positions.view, e.type_ids.view,
+                                    e.word.view, e.pos.view, e.type.view, e.gamma.view, e.beta.view, 1e-12f);
+        const TensorView dy = r.in(random_tensor(rng, at, {TL, H}));
+        r.ops.embed_layernorm_backward(r.out("dword", DType::f32, {50, H}), r.out("dpos", DType::f32, {40, H}),
+                                       r.out("dtype", DType::f32, {TV, H}), r.out("dgamma", DType::f32, {H}),
+                                       r.out("dbeta", DType::f32, {H}), dy, r.in(e.ids), r.in(e.positions),
+                                       r.in(e.type_ids), r.in(e.word), r.in(e.pos), r.in(e.type), r.in(mean),
+                                       r.in(rstd), r.in(e.gamma));
+      });
+    }
+    // Tall inputs: the column sums of dbias, dgamma, dbeta in several CUDA chunks.
+    train("linear_backward", dt + "_tall", at, 1000, [=](Run& r, Rng& rng) {
+      const int64_t M = 1000, N = 33, K = 17;
+      const TensorView a = r.in(random_tensor(rng, at, {M, K})), w = r.in(random_tensor(rng, at, {N, K}, -0.2, 0.2));
+      const TensorView dy = r.in(random_tensor(rng, at, {M, N}));
+      r.ops.linear_backward(r.out("da", at, {M, K}), r.inout("dw", random_tensor(rng, DType::f32, {N, K})),
+                            r.inout("db", random_tensor(rng, DType::f32, {N})), dy, a, w);
+    });
+    train("layernorm_backward", dt + "_tall", at, 700, [=](Run& r, Rng& rng) {
+      const int64_t TL = 700;
+      const HostTensor x = random_tensor(rng, at, {TL, H}, -2, 3), res = random_tensor(rng, at, {TL, H});
+      const HostTensor gamma = random_tensor(rng, at, {H}, 0.5, 1.5), beta = random_tensor(rng, at, {H});
+      HostTensor y = host_tensor(at, {TL, H}), mean = host_tensor(DType::f32, {TL}),
+                 rstd = host_tensor(DType::f32, {TL});
+      ref().residual_layernorm_train(y.view, mean.view, rstd.view, x.view, res.view, gamma.view, beta.view, 1e-5f);
+      const TensorView dy = r.in(random_tensor(rng, at, {TL, H}));
+      r.ops.layernorm_backward(r.out("dx", at, {TL, H}), r.inout("dgamma", random_tensor(rng, DType::f32, {H})),
+                               r.inout("dbeta", random_tensor(rng, DType::f32, {H})), dy, r.in(x), r.in(res),
+                               r.in(mean), r.in(rstd), r.in(gamma));
+    });
+    train("bias_gelu_backward", dt + "_tall", at, 700, [=](Run& r, Rng& rng) {
+      const TensorView dy = r.in(random_tensor(rng, at, {700, 65}));
+      const TensorView pre = r.in(random_tensor(rng, at, {700, 65}, -6, 6));
+      r.ops.bias_gelu_backward(r.out("dx", at, {700, 65}), r.inout("dbias", random_tensor(rng, DType::f32, {65})),
+                               dy, pre);
     });
     train("bias_gelu_train", dt, at, 0, [=](Run& r, Rng& rng) {
       const TensorView x = r.inout("x", random_tensor(rng, at, {T, 65}, -6, 6));
