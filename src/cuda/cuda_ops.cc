@@ -304,7 +304,7 @@ class CudaOps final : public UnsupportedOps {
   void sum_squares(const TensorView& out, const TensorView& x) const override {
     cpu::check_sum_squares(out, x);
     Launch op(s_, "sum_squares");
-    launch_sum_squares(op.stream, out, x);
+    launch_sum_squares(op.stream, scratch(), out, x);
   }
   void clip_scale(const TensorView& scale, const TensorView& sumsq, float max_norm) const override {
     cpu::check_clip_scale(scale, sumsq, max_norm);

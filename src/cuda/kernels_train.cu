@@ -6,8 +6,8 @@
 //
 // Determinism: no atomics anywhere here. Every parameter-gradient sum over
 // tokens (dbias, dgamma, dbeta) is kernels_column_reduce.cuh's fixed chunks
-// summed in a fixed order, and the sum of squares is one block of fixed shape reducing in a
-// fixed tree: the same bits on every run (on any GPU — the order does not
+// summed in a fixed order, and the sum of squares is two passes of fixed
+// shape reducing in fixed trees: the same bits on every run (on any GPU — the order does not
 // depend on the device's size). Arithmetic is in f32 (sums of squares in
 // double, as the CPU), so the results match the CPU reference to the op
 // table's tolerance, not bit for bit.
@@ -266,23 +266,43 @@ __global__ void layernorm_dx_warp_kernel(void* dx, Elem dx_e, const void* dy, El
   }
 }
 
-// out[0] += sum x_i^2 in double: one block of 1024 threads, each a strided
-// run, then a fixed tree. The same order for any GPU.
-constexpr int kSumThreads = 1024;
-__global__ void __launch_bounds__(kSumThreads) sum_squares_kernel(void* out, bool out_f64, const void* x, Elem e,
-                                                                  int64_t n) {
+// out[0] += sum x_i^2 in double, in two passes of fixed shape (the same
+// order on any GPU, whatever n): kSumBlocks blocks of kSumThreads, thread k
+// of the grid summing elements k, k + kSumBlocks * kSumThreads, ... in order,
+// each block a fixed tree into partial[block]; then one block sums the
+// partials in a fixed tree. (The first version was the second pass alone
+// over every element: one SM reading a bert-base gradient, milliseconds.)
+constexpr int kSumThreads = 256;
+constexpr int kSumBlocks = 1024;
+
+// A fixed tree over part[0, n) (n a power of two, blockDim.x >= n / 2 ... n):
+// part[0] holds the sum after it; every thread of the block calls it.
+__device__ __forceinline__ void tree_sum(double* part, int n) {
+  __syncthreads();
+  for (int w = n / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+}
+
+__global__ void __launch_bounds__(kSumThreads) sum_squares_partials_kernel(double* partial, const void* x, Elem e,
+                                                                           int64_t n) {
   __shared__ double part[kSumThreads];
   double s = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += kSumThreads) {
+  for (int64_t i = blockIdx.x * int64_t{kSumThreads} + threadIdx.x; i < n; i += int64_t{kSumBlocks} * kSumThreads) {
     const double v = load(x, e, i);
     s += v * v;
   }
   part[threadIdx.x] = s;
-  __syncthreads();
-  for (int w = kSumThreads / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
+  tree_sum(part, kSumThreads);
+  if (threadIdx.x == 0) partial[blockIdx.x] = part[0];
+}
+
+__global__ void __launch_bounds__(kSumBlocks) sum_squares_finish_kernel(void* out, bool out_f64,
+                                                                        const double* partial) {
+  __shared__ double part[kSumBlocks];
+  part[threadIdx.x] = partial[threadIdx.x];
+  tree_sum(part, kSumBlocks);
   if (threadIdx.x == 0) {
     if (out_f64)
       *static_cast<double*>(out) += part[0];
@@ -663,10 +683,14 @@ void launch_layernorm_backward(cudaStream_t s, const Scratch& scratch, const Ten
   check_launch("layernorm_dx_kernel");
 }
 
-void launch_sum_squares(cudaStream_t s, const TensorView& out, const TensorView& x) {
-  sum_squares_kernel<<<1, kSumThreads, 0, s>>>(out.data, out.dtype == DType::f64, x.data, elem_of(x.dtype),
-                                               x.numel());
-  check_launch("sum_squares_kernel");
+void launch_sum_squares(cudaStream_t s, const Scratch& scratch, const TensorView& out, const TensorView& x) {
+  if (scratch.bytes < kSumBlocks * sizeof(double))
+    throw Error(Errc::internal, "cuda sum_squares: the reduction workspace is smaller than 8 KiB");
+  auto* partial = static_cast<double*>(scratch.data);
+  sum_squares_partials_kernel<<<kSumBlocks, kSumThreads, 0, s>>>(partial, x.data, elem_of(x.dtype), x.numel());
+  check_launch("sum_squares_partials_kernel");
+  sum_squares_finish_kernel<<<1, kSumBlocks, 0, s>>>(out.data, out.dtype == DType::f64, partial);
+  check_launch("sum_squares_finish_kernel");
 }
 
 void launch_clip_scale(cudaStream_t s, const TensorView& scale, const TensorView& sumsq, float max_norm) {

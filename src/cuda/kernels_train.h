@@ -48,7 +48,7 @@ void launch_embed_layernorm_backward(cudaStream_t s, const Scratch& scratch, con
                                      const TensorView& type_ids, const TensorView& word, const TensorView& pos,
                                      const TensorView& type, const TensorView& mean, const TensorView& rstd,
                                      const TensorView& gamma);
-void launch_sum_squares(cudaStream_t s, const TensorView& out, const TensorView& x);
+void launch_sum_squares(cudaStream_t s, const Scratch& scratch, const TensorView& out, const TensorView& x);
 void launch_clip_scale(cudaStream_t s, const TensorView& scale, const TensorView& sumsq, float max_norm);
 void launch_adamw(cudaStream_t s, const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
                   const TensorView& decay_ranges, const TensorView& grad_scale, const TensorView& scaler,
