@@ -26,6 +26,7 @@
 #include "model/trainable_encoder.h"
 #include "support/fixtures.h"
 #include "support/encoder_goldens.h"
+#include "support/golden_adamw_steps.h"
 #include "support/golden_training_run.h"
 
 namespace stoke {
@@ -171,6 +172,18 @@ void expect_same_training(const TrainRun& got, const TrainRun& want, double tol,
       continue;
     }
     EXPECT_LE(relative_error(g, w), tol) << what << " " << s.name;
+  }
+}
+
+// The f32 training goldens on the GPU, as tests/train checks the CPU: the
+// loss and every gradient of the first batch (relative 1e-4), the parameters
+// after two torch.optim.AdamW steps (1e-5).
+TEST(CudaTraining, GoldenLossGradientsAndTwoAdamWSteps) {
+  STOKE_REQUIRE_GPU(backend);
+  for (const char* model : {"tiny-bert", "tiny-xlmr", "tiny-electra", "tiny-distilbert", "tiny-roberta",
+                            "tiny-camembert", "tiny-xlmr5", "tiny-mpnet", "tiny-modernbert", "tiny-gte", "tiny-nomic"}) {
+    SCOPED_TRACE(model);
+    test::goldens::expect_golden_loss_gradients_and_two_adamw_steps(*backend, open_fixture(model));
   }
 }
 
