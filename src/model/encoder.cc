@@ -282,7 +282,6 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     v.xn_low = xn_low_ ? device(*xn_low_, dt, {T, H}) : TensorView{};
     v.qkv = qkv;
     v.ctx = ctx;
-    v.tmp = tmp;
     v.gate = device(*gate_, dt, {T, 2 * I});
     v.ffa = ffn;
     prenorm_encoder_forward(ops, p, c, in, v);
@@ -331,7 +330,7 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     for (size_t i = 0; i < enc_.dense.size(); ++i) {
       const DenseLayerParams& d = enc_.dense[i];
       const TensorView next = device(i % 2 == 0 ? *dense_a_ : *dense_b_, DType::f32, {B, d.w.dim(0)});
-      ops.linear(next, pooled, d.w, d.b, d.act);
+      ops.linear(next, pooled, d.w, d.b, d.act, Accumulate::no);
       pooled = next;
     }
     if (s.normalize) ops.l2_normalize(pooled);
@@ -346,15 +345,15 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     if (c.arch->prenorm) {  // ModernBERT: pooled (cls or mean), dense, GELU, LayerNorm
       prenorm_head_forward(ops, p, c, h, cu, first, hidden, device(*zero_rows_, DType::f32, {B, H}));
       if (s.logits)
-        ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none);
+        ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
     } else {
       ops.gather_rows(first, h, rows);
       if (c.arch->decoder) {  // score(h[last non-pad token]): no hidden layer
-        if (s.logits) ops.linear(device(*logits_, DType::f32, {B, C}), first, p.head_out_w, p.head_out_b, Activation::none);
+        if (s.logits) ops.linear(device(*logits_, DType::f32, {B, C}), first, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
       } else {
-        ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, head_activation(*c.arch));
+        ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, head_activation(*c.arch), Accumulate::no);
         if (s.logits)
-          ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none);
+          ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
       }
     }
   }

@@ -48,9 +48,9 @@ TEST(CudaOps, LinearMatchesReference) {
                                                     : random_tensor(rng, bias_kind == 1 ? DType::f32 : dt, {N});
             const DType out_t = out_f32 ? DType::f32 : dt;
             HostTensor want = host_tensor(out_t, {M, N});
-            ref().linear(want.view, a.view, w.view, bias.view, act);
+            ref().linear(want.view, a.view, w.view, bias.view, act, Accumulate::no);
             const TensorView out = dev.make(out_t, {M, N});
-            backend->ops().linear(out, dev.upload(a), dev.upload(w), dev.upload(bias), act);
+            backend->ops().linear(out, dev.upload(a), dev.upload(w), dev.upload(bias), act, Accumulate::no);
             const HostTensor got = dev.download(out);
             const double tol = std::max(tolerance(out_t == DType::f32 ? dt : out_t),
                                         dt == DType::f32 ? 16 * 0x1.0p-24 * std::sqrt(double(K)) : 0.0);
@@ -346,14 +346,14 @@ TEST(CudaBackend, GraphReplaysGemms) {
   const TensorView dw = dev.upload(w), db = dev.upload(bias);
   backend->synchronize();
   backend->begin_capture();
-  backend->ops().linear(out, a, dw, db, Activation::gelu_erf);
+  backend->ops().linear(out, a, dw, db, Activation::gelu_erf, Accumulate::no);
   const auto graph = backend->end_capture();
   for (int round = 0; round < 2; ++round) {
     const HostTensor x = random_tensor(rng, DType::bf16, {40, 64});
     backend->copy_to_device(a.data, x.view.data, x.view.bytes());
     backend->replay(*graph);
     HostTensor want = host_tensor(DType::f32, {40, 96});
-    ref().linear(want.view, x.view, w.view, bias.view, Activation::gelu_erf);
+    ref().linear(want.view, x.view, w.view, bias.view, Activation::gelu_erf, Accumulate::no);
     EXPECT_LE(relative_error(dev.download(out).view, want.view), 2e-2) << "round " << round;
   }
 }
