@@ -42,7 +42,9 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
   const size_t ctx_cols = decoder ? heads * D : H;
   qkv_ = backend_.allocate(T * qkv_cols * act);  // (T, 3H)
   ctx_ = backend_.allocate(T * ctx_cols * act);  // (T, H) attention output
-  tmp_ = backend_.allocate(T * H * 4);        // (T, H) f32 dense outputs before residual + LayerNorm
+  // (T, H) f32 dense outputs before residual + LayerNorm; the pre-norm
+  // layers add theirs into h in the GEMM and need none.
+  if (!c.arch->prenorm) tmp_ = backend_.allocate(T * H * 4);
   ffn_ = backend_.allocate(T * (decoder ? 2 : 1) * I * act);  // (T, I)
   if (c.arch->gated_ffn && !decoder) ffgu_ = backend_.allocate(T * 2 * I * act);  // (T, 2I) both GLU halves
   if (decoder) {
@@ -251,7 +253,7 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   const TensorView h_low = h_low_ ? device(*h_low_, dt, {T, H}) : h;
   const TensorView qkv = device(*qkv_, dt, {T, 3 * H});
   const TensorView ctx = device(*ctx_, dt, {T, H});
-  const TensorView tmp = device(*tmp_, DType::f32, {T, H});
+  const TensorView tmp = tmp_ ? device(*tmp_, DType::f32, {T, H}) : TensorView{};
   const TensorView ffn = device(*ffn_, dt, {T, I});
   // The GEMMs read the compute dtype; the residual stream and LayerNorm stay
   // f32. Each LayerNorm also writes the compute-dtype copy the next GEMM
