@@ -34,9 +34,15 @@
 // out[M,N] = act(a[M,K] · w[N,K]^T + bias[N]); w in nn.Linear layout
 // ([out_features, in_features]); bias may be empty. out is in a's dtype or
 // f32 (a low-precision GEMM writing into the f32 residual stream).
+// acc = Accumulate::yes adds instead: out[M,N] += a·w^T + bias, the residual
+// add folded into the GEMM (out holds the residual stream before the call).
+// Only for an f32 out and Activation::none (the residual stream is f32 and
+// a residual branch ends without an activation; cuBLASLt's epilogue would
+// apply an activation after the add); anything else is refused.
 STOKE_OP(linear,
-         (const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias, Activation act),
-         (out, a, w, bias, act))
+         (const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias, Activation act,
+          Accumulate acc),
+         (out, a, w, bias, act, acc))
 
 // The int8 linear (--precision int8 on the CPU): out[M,N] (f32) =
 // act(dequant(q(a) · wq^T) + bias[N]). a[M,K] f32; wq[N,K] i8, quantized per
@@ -69,7 +75,9 @@ STOKE_OP(embed_layernorm,
          (out, ids, positions, type_ids, word, pos, type, gamma, beta, eps, out_low))
 
 // out[T,H] = LayerNorm(x + residual) * gamma + beta; out may alias x or
-// residual. out_low (may be empty) as for embed_layernorm.
+// residual. residual may be empty (out = LayerNorm(x) * gamma + beta: x
+// already holds the sum, added by an accumulating linear). out_low (may be
+// empty) as for embed_layernorm.
 STOKE_OP(residual_layernorm,
          (const TensorView& out, const TensorView& x, const TensorView& residual, const TensorView& gamma,
           const TensorView& beta, float eps, const TensorView& out_low),
@@ -148,7 +156,8 @@ STOKE_OP(glu_backward, (const TensorView& dx, const TensorView& dout, const Tens
 // --- training: forward variants that keep what backward needs, and backward ops
 // Gradients are named d<thing> after the tensor they are the gradient of.
 // - Activation gradients (dx, da, dqkv, dh) are WRITTEN (=), in the dtype of
-//   their tensor or f32; gather_rows_backward alone adds (+=, see there).
+//   their tensor or f32; gather_rows_backward adds (+=, see there), and so
+//   does linear_backward's da when asked (Accumulate::yes).
 // - Parameter gradients (dw, db, dbias, dgamma, dbeta, dword, dpos, dtype)
 //   are f32 and ACCUMULATED (+=), so micro-batches of one optimizer step add
 //   up in place; the trainer zeroes them once per step. Any of them may be
@@ -163,10 +172,13 @@ STOKE_OP(glu_backward, (const TensorView& dx, const TensorView& dout, const Tens
 // dw[N,K] += dy^T·a, db[N] += column sums of dy. The forward's activation
 // is not undone here: pass dy already multiplied by its derivative
 // (bias_gelu_backward, tanh_backward, relu_backward).
+// da_acc = Accumulate::yes: da[M,K] += dy·w instead, for an f32 da only
+// (the gradient of a tensor that also reached the residual path: da holds
+// that path's gradient before the call); anything else is refused.
 STOKE_OP(linear_backward,
          (const TensorView& da, const TensorView& dw, const TensorView& db, const TensorView& dy, const TensorView& a,
-          const TensorView& w),
-         (da, dw, db, dy, a, w))
+          const TensorView& w, Accumulate da_acc),
+         (da, dw, db, dy, a, w, da_acc))
 
 // residual_layernorm that also writes mean[T] and rstd[T] (f32) of the row
 // x + residual (rstd = 1 / sqrt(biased variance + eps)).

@@ -47,14 +47,17 @@ class CudaOps final : public UnsupportedOps {
         gemm_general_(b.impl().lt, b.impl().gemm_workspace, b.impl().gemm_workspace_bytes) {}
 
   void linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias,
-              Activation act) const override {
-    cpu::check_linear(out, a, w, bias);
+              Activation act, Accumulate acc) const override {
+    cpu::check_linear(out, a, w, bias, act, acc);
     if (w.dtype != a.dtype)
       throw Error(Errc::unsupported, "linear: on CUDA the weight must be in the activation dtype (" +
                                          std::string(dtype_name(a.dtype)) + "), not " +
                                          std::string(dtype_name(w.dtype)));
     Launch op(s_, "linear");
-    const bool bias_done = gemm_.run(op.stream, out, a, w, bias);
+    // Accumulating: cuBLASLt's beta = 1 with C = D = out (D = a·w^T + out
+    // [+ bias]); an unfused bias is then added in place, and there is no
+    // activation (the check).
+    const bool bias_done = gemm_.run(op.stream, out, a, w, bias, acc == Accumulate::yes);
     const TensorView left = bias_done ? TensorView{} : bias;
     if (!left.empty() || act != Activation::none) launch_bias_act(op.stream, out, left, act);
   }
@@ -164,10 +167,11 @@ class CudaOps final : public UnsupportedOps {
   // ---- training
 
   void linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db, const TensorView& dy,
-                       const TensorView& a, const TensorView& w) const override {
-    cpu::check_linear_backward(da, dw, db, dy, a, w);
+                       const TensorView& a, const TensorView& w, Accumulate da_acc) const override {
+    cpu::check_linear_backward(da, dw, db, dy, a, w, da_acc);
     Launch op(s_, "linear_backward");
-    if (!da.empty()) gemm_general_.run(op.stream, da, dy, false, w, false, false);  // da = dy · w
+    if (!da.empty())  // da (+)= dy · w
+      gemm_general_.run(op.stream, da, dy, false, w, false, da_acc == Accumulate::yes);
     if (!dw.empty()) gemm_general_.run(op.stream, dw, dy, true, a, false, true);    // dw += dy^T · a
     if (!db.empty()) launch_column_sums(op.stream, scratch(), db, dy);
   }

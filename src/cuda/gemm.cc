@@ -110,21 +110,22 @@ Gemm::Plan& Gemm::plan(const TensorView& out, const TensorView& a, const TensorV
 }
 
 bool Gemm::run(cudaStream_t stream, const TensorView& out, const TensorView& a, const TensorView& w,
-               const TensorView& bias) {
+               const TensorView& bias, bool accumulate) {
   if (a.dim(0) == 0 || w.dim(0) == 0) return true;
   if (a.dim(1) == 0) {
-    // K = 0: the product is zero (cuBLASLt may refuse the shape).
-    check_cuda(cudaMemsetAsync(out.data, 0, out.bytes(), stream), "cudaMemsetAsync");
+    // K = 0: the product is zero (cuBLASLt may refuse the shape); adding it changes nothing.
+    if (!accumulate) check_cuda(cudaMemsetAsync(out.data, 0, out.bytes(), stream), "cudaMemsetAsync");
     return false;
   }
   std::lock_guard<std::mutex> lock(mu_);
   Plan& p = plan(out, a, w, bias);
   if (p.plain) {
-    launch_plain_gemm(stream, out, a, w, bias);
+    launch_plain_gemm(stream, out, a, w, bias, accumulate);
     return true;
   }
   if (p.fused_bias) set_desc(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias.data));
-  const float alpha = 1.0f, beta = 0.0f;
+  // The plan does not depend on beta: one plan serves both forms.
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   cublasStatus_t status = cublasLtMatmul(lt_, p.op, &alpha, w.data, p.w, a.data, p.a, &beta, out.data, p.out,
                                          out.data, p.out, &p.algo, ws_, ws_bytes_, stream);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
@@ -132,7 +133,7 @@ bool Gemm::run(cudaStream_t stream, const TensorView& out, const TensorView& a, 
     // shape takes the plain kernel from now on.
     destroy(p);
     p.plain = true;
-    launch_plain_gemm(stream, out, a, w, bias);
+    launch_plain_gemm(stream, out, a, w, bias, accumulate);
     return true;
   }
   check_cublas(status, "cublasLtMatmul");

@@ -1,4 +1,4 @@
-// GEMMs through cuBLASLt: out[M,N] = a[M,K] · w[N,K]^T (+ bias[N]), the
+// GEMMs through cuBLASLt: out[M,N] (+)= a[M,K] · w[N,K]^T (+ bias[N]), the
 // op table's `linear` without its activation. Row-major tensors are handed
 // to cuBLASLt (column-major) as their transposes: out^T = w · a^T.
 // Plans (descriptors and the algorithm cuBLASLt's heuristic picked) are
@@ -33,12 +33,15 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // Enqueues the product on `stream`. Returns true when the bias was added
-  // (by cuBLASLt's epilogue, or by the plain kernel for shapes cuBLASLt has
-  // no algorithm for); false when the caller must add it (the epilogue is
-  // used only where cuBLASLt documents it: a bias of the output's dtype).
+  // Enqueues the product on `stream`; with `accumulate`, adds it into out
+  // (beta = 1, C = D = out: D = a·w^T + bias + out, the epilogue's bias and
+  // the C term both added before the store). Returns true when the bias was
+  // added (by cuBLASLt's epilogue, or by the plain kernel for shapes
+  // cuBLASLt has no algorithm for); false when the caller must add it (the
+  // epilogue is used only where cuBLASLt documents it: a bias of the
+  // output's dtype).
   bool run(cudaStream_t stream, const TensorView& out, const TensorView& a, const TensorView& w,
-           const TensorView& bias);
+           const TensorView& bias, bool accumulate);
 
  private:
   struct Plan {

@@ -26,10 +26,11 @@ void launch_gather_rows(cudaStream_t s, const TensorView& out, const TensorView&
 void launch_slice_columns(cudaStream_t s, const TensorView& out, const TensorView& in);
 void launch_l2_normalize(cudaStream_t s, const TensorView& x);
 
-// kernels_gemm_fallback.cu: out[M,N] = a[M,K] · w[N,K]^T (+ bias[N]), a
-// thread per output (for shapes cuBLASLt has no algorithm for).
+// kernels_gemm_fallback.cu: out[M,N] (+)= a[M,K] · w[N,K]^T (+ bias[N]), a
+// thread per output (for shapes cuBLASLt has no algorithm for); with
+// `accumulate`, out's value is added last.
 void launch_plain_gemm(cudaStream_t s, const TensorView& out, const TensorView& a, const TensorView& w,
-                       const TensorView& bias);
+                       const TensorView& bias, bool accumulate);
 
 // kernels_pool.cu
 void launch_pool(cudaStream_t s, const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,

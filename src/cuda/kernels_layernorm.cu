@@ -70,12 +70,16 @@ __global__ void embed_layernorm_kernel(LnOut o, const int32_t* ids, const int32_
   normalize_and_store(row, scratch, p, o, t);
 }
 
+// residual may be null: LayerNorm of x alone (x holds the sum already).
 __global__ void residual_layernorm_kernel(LnOut o, const void* x, const void* residual, Elem in_e, LnParams p) {
   extern __shared__ float row[];
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x, H = p.H;
-  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
-    row[i] = load(x, in_e, t * H + i) + load(residual, in_e, t * H + i);
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    float v = load(x, in_e, t * H + i);
+    if (residual) v += load(residual, in_e, t * H + i);
+    row[i] = v;
+  }
   __syncthreads();  // the whole row is read before any of it is written (aliasing)
   normalize_and_store(row, scratch, p, o, t);
 }
@@ -143,7 +147,12 @@ __global__ void residual_layernorm_warp_kernel(LnOut o, const void* x, const voi
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const int64_t i = lane + 32 * k;
-    v[k] = i < H ? load(x, in_e, t * H + i) + load(residual, in_e, t * H + i) : 0.0f;
+    float s = 0.0f;
+    if (i < H) {
+      s = load(x, in_e, t * H + i);
+      if (residual) s += load(residual, in_e, t * H + i);  // null: x alone
+    }
+    v[k] = s;
   }
   warp_normalize_and_store<N>(v, p, o, t, lane);
 }

@@ -42,7 +42,9 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
   const size_t ctx_cols = decoder ? heads * D : H;
   qkv_ = backend_.allocate(T * qkv_cols * act);  // (T, 3H)
   ctx_ = backend_.allocate(T * ctx_cols * act);  // (T, H) attention output
-  tmp_ = backend_.allocate(T * H * 4);        // (T, H) f32 dense outputs before residual + LayerNorm
+  // (T, H) f32 dense outputs before residual + LayerNorm; the pre-norm
+  // layers add theirs into h in the GEMM and need none.
+  if (!c.arch->prenorm) tmp_ = backend_.allocate(T * H * 4);
   ffn_ = backend_.allocate(T * (decoder ? 2 : 1) * I * act);  // (T, I)
   if (c.arch->gated_ffn && !decoder) ffgu_ = backend_.allocate(T * 2 * I * act);  // (T, 2I) both GLU halves
   if (decoder) {
@@ -251,7 +253,7 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   const TensorView h_low = h_low_ ? device(*h_low_, dt, {T, H}) : h;
   const TensorView qkv = device(*qkv_, dt, {T, 3 * H});
   const TensorView ctx = device(*ctx_, dt, {T, H});
-  const TensorView tmp = device(*tmp_, DType::f32, {T, H});
+  const TensorView tmp = tmp_ ? device(*tmp_, DType::f32, {T, H}) : TensorView{};
   const TensorView ffn = device(*ffn_, dt, {T, I});
   // The GEMMs read the compute dtype; the residual stream and LayerNorm stay
   // f32. Each LayerNorm also writes the compute-dtype copy the next GEMM
@@ -282,7 +284,6 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     v.xn_low = xn_low_ ? device(*xn_low_, dt, {T, H}) : TensorView{};
     v.qkv = qkv;
     v.ctx = ctx;
-    v.tmp = tmp;
     v.gate = device(*gate_, dt, {T, 2 * I});
     v.ffa = ffn;
     prenorm_encoder_forward(ops, p, c, in, v);
@@ -331,7 +332,7 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     for (size_t i = 0; i < enc_.dense.size(); ++i) {
       const DenseLayerParams& d = enc_.dense[i];
       const TensorView next = device(i % 2 == 0 ? *dense_a_ : *dense_b_, DType::f32, {B, d.w.dim(0)});
-      ops.linear(next, pooled, d.w, d.b, d.act);
+      ops.linear(next, pooled, d.w, d.b, d.act, Accumulate::no);
       pooled = next;
     }
     if (s.normalize) ops.l2_normalize(pooled);
@@ -346,15 +347,15 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     if (c.arch->prenorm) {  // ModernBERT: pooled (cls or mean), dense, GELU, LayerNorm
       prenorm_head_forward(ops, p, c, h, cu, first, hidden, device(*zero_rows_, DType::f32, {B, H}));
       if (s.logits)
-        ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none);
+        ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
     } else {
       ops.gather_rows(first, h, rows);
       if (c.arch->decoder) {  // score(h[last non-pad token]): no hidden layer
-        if (s.logits) ops.linear(device(*logits_, DType::f32, {B, C}), first, p.head_out_w, p.head_out_b, Activation::none);
+        if (s.logits) ops.linear(device(*logits_, DType::f32, {B, C}), first, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
       } else {
-        ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, head_activation(*c.arch));
+        ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, head_activation(*c.arch), Accumulate::no);
         if (s.logits)
-          ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none);
+          ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
       }
     }
   }

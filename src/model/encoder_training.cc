@@ -464,14 +464,14 @@ void EncoderTrainingRunner::loss(const Step& st, const TensorView& metrics) cons
   ops.gather_rows(first, s.h[p.layers.size()].rows(T), st.rows);
   if (st.drop_before_dense) ops.dropout(head_in, first, pc, k.seed, k.step, kHeadSite, k.sequence_offset);
   if (st.act == Activation::gelu_erf) {  // GELU's backward reads the pre-activation
-    ops.linear(hid, head_in, p.head_dense_w, TensorView{}, Activation::none);
+    ops.linear(hid, head_in, p.head_dense_w, TensorView{}, Activation::none, Accumulate::no);
     ops.bias_gelu_train(hid, s.head_pre.rows(B), p.head_dense_b);
   } else {
-    ops.linear(hid, head_in, p.head_dense_w, p.head_dense_b, st.act);
+    ops.linear(hid, head_in, p.head_dense_w, p.head_dense_b, st.act, Accumulate::no);
   }
   const TensorView out_in = pc > 0 ? hid_drop : hid;
   if (pc > 0) ops.dropout(hid_drop, hid, pc, k.seed, k.step, st.out_site, k.sequence_offset);
-  ops.linear(logits, out_in, p.head_out_w, p.head_out_b, Activation::none);
+  ops.linear(logits, out_in, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
   if (k.regression)
     ops.mse_loss(dlogits, metrics, logits, st.targets, k.loss_scale);
   else
@@ -492,17 +492,19 @@ void EncoderTrainingRunner::backward_head(const Step& st) const {
   const TensorView head_in = st.drop_before_dense ? s.first_drop.rows(B) : first;
   const TensorView out_in = pc > 0 ? hid_drop : hid;
   const TensorView g_a = s.g_a.rows(B), g_b = s.g_b.rows(B);
-  ops.linear_backward(g_a, g.head_out_w, g.head_out_b, s.dlogits.rows(B), out_in, p.head_out_w);  // g_a = d out_in
+  ops.linear_backward(g_a, g.head_out_w, g.head_out_b, s.dlogits.rows(B), out_in, p.head_out_w,
+                      Accumulate::no);  // g_a = d out_in
   if (pc > 0) ops.dropout_backward(g_a, g_a, pc, k.seed, k.step, st.out_site, k.sequence_offset);  // d hid
   if (st.act == Activation::gelu_erf) {
     ops.bias_gelu_backward(g_a, g.head_dense_b, g_a, s.head_pre.rows(B));
-    ops.linear_backward(g_b, g.head_dense_w, TensorView{}, g_a, head_in, p.head_dense_w);     // g_b = d head_in
+    ops.linear_backward(g_b, g.head_dense_w, TensorView{}, g_a, head_in, p.head_dense_w, Accumulate::no);  // d head_in
   } else {  // tanh and ReLU: their derivative from the output
     if (st.act == Activation::relu)
       ops.relu_backward(g_a, g_a, hid);
     else
       ops.tanh_backward(g_a, g_a, hid);
-    ops.linear_backward(g_b, g.head_dense_w, g.head_dense_b, g_a, head_in, p.head_dense_w);   // g_b = d head_in
+    ops.linear_backward(g_b, g.head_dense_w, g.head_dense_b, g_a, head_in, p.head_dense_w,
+                        Accumulate::no);  // g_b = d head_in
   }
   if (st.drop_before_dense) ops.dropout_backward(g_b, g_b, pc, k.seed, k.step, kHeadSite, k.sequence_offset);
   // d h[L]: the first token of each sequence gets g_b, every other token
@@ -518,8 +520,12 @@ void EncoderTrainingRunner::backward_layers(const Step& st) const {
   const int64_t T = st.T;
   const MicroBatchKnobs& k = st.knobs;
   const float ph = k.dropout.hidden;
+  // The residual adds are folded into the GEMMs (Accumulate::yes): each
+  // LayerNorm's backward writes the residual path's gradient straight into
+  // the buffer the branch's input GEMM then adds into (dx for d hm, dh for
+  // d x), so no separate add pass reads and writes [T, H] twice a layer.
   TensorView dh = s.d_h.rows(T), dx = s.d_x.rows(T);
-  const TensorView ds = s.d_s.rows(T), dt = s.d_t.rows(T), di = s.d_i.rows(T), dqkv = s.d_qkv.rows(T);
+  const TensorView dt = s.d_t.rows(T), di = s.d_i.rows(T), dqkv = s.d_qkv.rows(T);
   SequenceInputs arch;  // rotary and GLU settings, as the forward took them
   set_architecture_inputs(arch, enc_.config, p);
   const TensorView dgu = arch.gated ? s.d_gu.rows(T) : TensorView{};
@@ -531,29 +537,29 @@ void EncoderTrainingRunner::backward_layers(const Step& st) const {
     const TensorView x_in = st.low ? a.x_low.rows(T) : s.h[li].rows(T);
     const TensorView hm_in = st.low ? a.hm_low.rows(T) : a.hm.rows(T);
     // FFN block: h[l+1] = LN(dropout(fo) + hm)
-    ops.layernorm_backward(ds, gw.ffn_ln_gamma, gw.ffn_ln_beta, dh, a.fo.rows(T), a.hm.rows(T), a.m2.vec(T),
-                           a.r2.vec(T), w.ffn_ln_gamma);                       // ds = d fo' = d hm (residual)
-    const TensorView dfo = ph > 0 ? dt : ds;
+    ops.layernorm_backward(dx, gw.ffn_ln_gamma, gw.ffn_ln_beta, dh, a.fo.rows(T), a.hm.rows(T), a.m2.vec(T),
+                           a.r2.vec(T), w.ffn_ln_gamma);                       // dx = d fo' = d hm (residual)
+    const TensorView dfo = ph > 0 ? dt : dx;
     if (ph > 0)
-      ops.dropout_backward(dt, ds, ph, k.seed, st.layer_step, SequenceTraining::site(l, 2), k.token_offset);
-    ops.linear_backward(di, gw.ffn_out_w, gw.ffn_out_b, dfo, a.ffa.rows(T), w.ffn_out_w);
+      ops.dropout_backward(dt, dx, ph, k.seed, st.layer_step, SequenceTraining::site(l, 2), k.token_offset);
+    ops.linear_backward(di, gw.ffn_out_w, gw.ffn_out_b, dfo, a.ffa.rows(T), w.ffn_out_w, Accumulate::no);
     if (arch.gated) {  // [dropout], glu, the GEMM of both halves
       if (ph > 0 && arch.glu_dropout)
         ops.dropout_backward(di, di, ph, k.seed, st.layer_step, SequenceTraining::glu_site(l), k.token_offset);
       ops.glu_backward(dgu, di, a.ffgu.rows(T), arch.glu);
-      ops.linear_backward(dx, gw.ffn_in_w, gw.ffn_in_b, dgu, hm_in, w.ffn_in_w);
+      ops.linear_backward(dx, gw.ffn_in_w, gw.ffn_in_b, dgu, hm_in, w.ffn_in_w, Accumulate::yes);  // d hm, both paths
     } else {
       ops.bias_gelu_backward(di, gw.ffn_in_b, di, a.ffpre.rows(T));
-      ops.linear_backward(dx, gw.ffn_in_w, TensorView{}, di, hm_in, w.ffn_in_w);
+      ops.linear_backward(dx, gw.ffn_in_w, TensorView{}, di, hm_in, w.ffn_in_w, Accumulate::yes);  // d hm, both paths
     }
-    ops.add(dx, ds);                                                             // d hm, both paths
     // Attention block: hm = LN(dropout(ao) + x)
-    ops.layernorm_backward(ds, gw.attn_ln_gamma, gw.attn_ln_beta, dx, a.ao.rows(T), s.h[li].rows(T), a.m1.vec(T),
-                           a.r1.vec(T), w.attn_ln_gamma);                      // ds = d ao' = d x (residual)
-    const TensorView dao = ph > 0 ? dt : ds;
+    ops.layernorm_backward(dh, gw.attn_ln_gamma, gw.attn_ln_beta, dx, a.ao.rows(T), s.h[li].rows(T), a.m1.vec(T),
+                           a.r1.vec(T), w.attn_ln_gamma);                      // dh = d ao' = d x (residual)
+    const TensorView dao = ph > 0 ? dt : dh;
     if (ph > 0)
-      ops.dropout_backward(dt, ds, ph, k.seed, st.layer_step, SequenceTraining::site(l, 1), k.token_offset);
-    ops.linear_backward(dx, gw.attn_out_w, gw.attn_out_b, dao, a.ctx.rows(T), w.attn_out_w);  // dx = d ctx
+      ops.dropout_backward(dt, dh, ph, k.seed, st.layer_step, SequenceTraining::site(l, 1), k.token_offset);
+    ops.linear_backward(dx, gw.attn_out_w, gw.attn_out_b, dao, a.ctx.rows(T), w.attn_out_w,
+                        Accumulate::no);                                       // dx = d ctx
     if (p.rel_bias.empty()) {
       ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen, 0,
                              st.attn_drop(l));
@@ -566,8 +572,7 @@ void EncoderTrainingRunner::backward_layers(const Step& st) const {
       if (!last) ops.add(s.d_rel.rows(R), s.d_rel_l.rows(R));
     }
     if (!arch.inv_freq.empty()) ops.rotary_backward(dqkv, st.cu, arch.inv_freq, arch.rope);  // d q, d k before rotary
-    ops.linear_backward(dh, gw.qkv_w, gw.qkv_b, dqkv, x_in, w.qkv_w);          // dh = d x via the branch
-    ops.add(dh, ds);                                                             // + the residual path
+    ops.linear_backward(dh, gw.qkv_w, gw.qkv_b, dqkv, x_in, w.qkv_w, Accumulate::yes);  // dh = d x, both paths
     if (backward_hook_) backward_hook_(l);
   }
   // The relative bias: its rows' gradient into the bucket table.
@@ -577,7 +582,7 @@ void EncoderTrainingRunner::backward_layers(const Step& st) const {
   TensorView de = dh;
   if (!p.emb_proj_w.empty()) {
     de = s.d_emb.rows(T);
-    ops.linear_backward(de, g.emb_proj_w, g.emb_proj_b, dh, s.emb.rows(T), p.emb_proj_w);  // de = d e
+    ops.linear_backward(de, g.emb_proj_w, g.emb_proj_b, dh, s.emb.rows(T), p.emb_proj_w, Accumulate::no);  // de = d e
   }
   if (ph > 0) ops.dropout_backward(de, de, ph, k.seed, st.layer_step, 0, k.token_offset);
   ops.embed_layernorm_backward(g.word_embeddings, g.position_embeddings, g.token_type_embeddings, g.emb_ln_gamma,
@@ -634,17 +639,18 @@ void EncoderTrainingRunner::forward_prenorm(const Step& st) const {
       x_in = l == 0 ? a.x_low.rows(T) : q.xa_low.rows(T);
     }
     const int window = c.attention_window[l];
-    ops.linear(a.qkv.rows(T), x_in, w.qkv_w, TensorView{}, Activation::none);
+    ops.linear(a.qkv.rows(T), x_in, w.qkv_w, TensorView{}, Activation::none, Accumulate::no);
     ops.rotary(a.qkv.rows(T), st.cu, window ? p.rope_local : p.rope_global, rope);
     ops.attention_train(a.ctx.rows(T), a.lse.rows(T), a.qkv.rows(T), st.cu, st.heads, st.maxlen, window,
                         st.attn_drop(static_cast<int64_t>(l)));
-    ops.linear(ao, a.ctx.rows(T), w.attn_out_w, TensorView{}, Activation::none);
+    ops.linear(ao, a.ctx.rows(T), w.attn_out_w, TensorView{}, Activation::none, Accumulate::no);
     ops.residual_layernorm_train(q.xm.rows(T), q.mm.vec(T), q.rm.vec(T), ao, h, w.ffn_ln_gamma, w.ffn_ln_beta, st.eps);
     ops.add(ao, h);  // ao = h + attention
     if (st.low) ops.convert(q.xm_low.rows(T), q.xm.rows(T));
-    ops.linear(q.gate.rows(T), st.low ? q.xm_low.rows(T) : q.xm.rows(T), w.ffn_in_w, TensorView{}, Activation::none);
+    ops.linear(q.gate.rows(T), st.low ? q.xm_low.rows(T) : q.xm.rows(T), w.ffn_in_w, TensorView{}, Activation::none,
+               Accumulate::no);
     ops.glu(a.ffa.rows(T), q.gate.rows(T), geglu);
-    ops.linear(next, a.ffa.rows(T), w.ffn_out_w, TensorView{}, Activation::none);
+    ops.linear(next, a.ffa.rows(T), w.ffn_out_w, TensorView{}, Activation::none, Accumulate::no);
     if (l + 1 == L) {
       ops.residual_layernorm_train(s.h_out.rows(T), s.mf.vec(T), s.rf.vec(T), next, ao, p.final_norm, p.zeros, st.eps);
     } else {
@@ -670,12 +676,12 @@ void EncoderTrainingRunner::loss_prenorm(const Step& st, const TensorView& metri
   const TensorView pooled = s.first.rows(B), hid = s.pooled.rows(B), ln = s.head_ln.rows(B);
   const TensorView out_in = pc > 0 ? s.pooled_drop.rows(B) : ln;
   ops.pool(pooled, s.h_out.rows(T), st.cu, c.classifier_mean_pooling ? PoolingMode::mean : PoolingMode::cls);
-  ops.linear(hid, pooled, p.head_dense_w, TensorView{}, Activation::none);
+  ops.linear(hid, pooled, p.head_dense_w, TensorView{}, Activation::none, Accumulate::no);
   ops.bias_gelu_train(hid, s.head_pre.rows(B), TensorView{});
   ops.residual_layernorm_train(ln, s.head_m.vec(B), s.head_r.vec(B), hid, s.zero_rows.rows(B), p.head_norm, p.zeros,
                                st.eps);
   if (pc > 0) ops.dropout(out_in, ln, pc, k.seed, k.step, kHeadSite, k.sequence_offset);
-  ops.linear(s.logits.rows(B), out_in, p.head_out_w, p.head_out_b, Activation::none);
+  ops.linear(s.logits.rows(B), out_in, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
   if (k.regression)
     ops.mse_loss(s.dlogits.rows(B), metrics, s.logits.rows(B), st.targets, k.loss_scale);
   else
@@ -697,12 +703,13 @@ void EncoderTrainingRunner::backward_prenorm(const Step& st) const {
   const TensorView pooled = s.first.rows(B), hid = s.pooled.rows(B), ln = s.head_ln.rows(B);
   const TensorView out_in = pc > 0 ? s.pooled_drop.rows(B) : ln;
   const TensorView g_a = s.g_a.rows(B), g_b = s.g_b.rows(B);
-  ops.linear_backward(g_a, g.head_out_w, g.head_out_b, s.dlogits.rows(B), out_in, p.head_out_w);  // d out_in
+  ops.linear_backward(g_a, g.head_out_w, g.head_out_b, s.dlogits.rows(B), out_in, p.head_out_w,
+                      Accumulate::no);                                                                // d out_in
   if (pc > 0) ops.dropout_backward(g_a, g_a, pc, k.seed, k.step, kHeadSite, k.sequence_offset);      // d ln
   ops.layernorm_backward(g_b, g.head_norm, TensorView{}, g_a, hid, s.zero_rows.rows(B), s.head_m.vec(B),
                          s.head_r.vec(B), p.head_norm);                                               // d GELU out
   ops.bias_gelu_backward(g_b, TensorView{}, g_b, s.head_pre.rows(B));
-  ops.linear_backward(g_a, g.head_dense_w, TensorView{}, g_b, pooled, p.head_dense_w);                // d pooled
+  ops.linear_backward(g_a, g.head_dense_w, TensorView{}, g_b, pooled, p.head_dense_w, Accumulate::no);  // d pooled
   const TensorView dh = s.d_h.rows(T), dx = s.d_x.rows(T), ds = s.d_s.rows(T), di = s.d_i.rows(T);
   const TensorView dqkv = s.d_qkv.rows(T), dgate = s.d_gate.rows(T);
   ops.pool_backward(dx, g_a, s.h_out.rows(T), st.cu, c.classifier_mean_pooling ? PoolingMode::mean : PoolingMode::cls);
@@ -717,7 +724,7 @@ void EncoderTrainingRunner::backward_prenorm(const Step& st) const {
     Saved::PrenormSlabs& q = s.pre[li];
     const TensorView h = s.h[li].rows(T), ao = a.ao.rows(T);
     // Feed-forward: h[l + 1] = ao + Wo_mlp GeGLU(Wi LN_mlp(ao))   (ao = h + attention)
-    ops.linear_backward(di, gw.ffn_out_w, TensorView{}, dh, a.ffa.rows(T), w.ffn_out_w);               // d ffa
+    ops.linear_backward(di, gw.ffn_out_w, TensorView{}, dh, a.ffa.rows(T), w.ffn_out_w, Accumulate::no);  // d ffa
     if (st.low) {  // glu_backward takes dout in x's dtype: the gate widened to f32 (exact), in place
       ops.convert(dgate, q.gate.rows(T));
       ops.glu_backward(dgate, di, dgate, geglu);
@@ -725,24 +732,24 @@ void EncoderTrainingRunner::backward_prenorm(const Step& st) const {
       ops.glu_backward(dgate, di, q.gate.rows(T), geglu);                                              // d gate
     }
     ops.linear_backward(dx, gw.ffn_in_w, TensorView{}, dgate, st.low ? q.xm_low.rows(T) : q.xm.rows(T),
-                        w.ffn_in_w);                                                                   // d xm
+                        w.ffn_in_w, Accumulate::no);                                                   // d xm
     ops.layernorm_backward(ds, gw.ffn_ln_gamma, TensorView{}, dx, ao, TensorView{}, q.mm.vec(T), q.rm.vec(T),
                            w.ffn_ln_gamma);
     ops.add(dh, ds);                                                                                   // d ao
     // Attention: ao = h + Wo attention(rotary(Wqkv x)), x = h (layer 0) or LN_attn(h)
-    ops.linear_backward(dx, gw.attn_out_w, TensorView{}, dh, a.ctx.rows(T), w.attn_out_w);            // d ctx
+    ops.linear_backward(dx, gw.attn_out_w, TensorView{}, dh, a.ctx.rows(T), w.attn_out_w, Accumulate::no);  // d ctx
     const int window = c.attention_window[li];
     ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen,
                            window, st.attn_drop(l));
     ops.rotary_backward(dqkv, st.cu, window ? p.rope_local : p.rope_global, rope);
     const TensorView x_in = li == 0 ? (st.low ? a.x_low.rows(T) : h) : (st.low ? q.xa_low.rows(T) : q.xa.rows(T));
-    ops.linear_backward(dx, gw.qkv_w, TensorView{}, dqkv, x_in, w.qkv_w);                            // d x
     if (li > 0) {
+      ops.linear_backward(dx, gw.qkv_w, TensorView{}, dqkv, x_in, w.qkv_w, Accumulate::no);            // d x
       ops.layernorm_backward(ds, gw.attn_ln_gamma, TensorView{}, dx, h, TensorView{}, q.ma.vec(T), q.ra.vec(T),
                              w.attn_ln_gamma);
       ops.add(dh, ds);                                                                                 // d h[l]
-    } else {
-      ops.add(dh, dx);
+    } else {  // layer 0 reads h itself: the branch's gradient adds into d h[0] in the GEMM
+      ops.linear_backward(dh, gw.qkv_w, TensorView{}, dqkv, x_in, w.qkv_w, Accumulate::yes);           // d h[0]
     }
     if (backward_hook_) backward_hook_(l);
   }

@@ -61,7 +61,7 @@ void embeddings_forward(const Ops& ops, const EncoderParams& p, const SequenceIn
                         project ? TensorView{} : h_low);
   }
   if (project) {
-    ops.linear(h, e, p.emb_proj_w, p.emb_proj_b, Activation::none);
+    ops.linear(h, e, p.emb_proj_w, p.emb_proj_b, Activation::none, Accumulate::no);
     if (!h_low.empty()) ops.convert(h_low, h);
   }
 }
@@ -72,7 +72,7 @@ namespace {
 void layer_linear(const Ops& ops, const TensorView& out, const TensorView& a, const TensorView& w,
                   const TensorView& meta, const TensorView& bias, Activation act) {
   if (meta.empty())
-    ops.linear(out, a, w, bias, act);
+    ops.linear(out, a, w, bias, act, Accumulate::no);
   else
     ops.linear_int8(out, a, w, meta, bias, act);
 }
@@ -117,7 +117,7 @@ void layer_forward(const Ops& ops, const EncoderLayerParams& w, const SequenceIn
     if (ph > 0 && in.glu_dropout)
       ops.dropout(v.ffa, v.ffa, ph, train->seed, train->step, SequenceTraining::glu_site(l), train->token_offset);
   } else if (train) {  // the backward reads GELU's pre-activation
-    ops.linear(v.ffa, hm_in, w.ffn_in_w, TensorView{}, Activation::none);
+    ops.linear(v.ffa, hm_in, w.ffn_in_w, TensorView{}, Activation::none, Accumulate::no);
     ops.bias_gelu_train(v.ffa, v.ffpre, w.ffn_in_b);
   } else {
     layer_linear(ops, v.ffa, hm_in, w.ffn_in_w, w.ffn_in_meta, w.ffn_in_b, Activation::gelu_erf);

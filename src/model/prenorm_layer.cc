@@ -19,23 +19,22 @@ void prenorm_encoder_forward(const Ops& ops, const EncoderParams& p, const HfCon
   for (size_t l = 0; l < L; ++l) {
     const EncoderLayerParams& w = p.layers[l];
     const int window = c.attention_window[l];
-    ops.linear(v.qkv, x, w.qkv_w, TensorView{}, Activation::none);
+    ops.linear(v.qkv, x, w.qkv_w, TensorView{}, Activation::none, Accumulate::no);
     ops.rotary(v.qkv, in.cu, window ? p.rope_local : p.rope_global, rope);
     ops.attention(v.ctx, v.qkv, in.cu, heads, in.max_seqlen, window);
-    ops.linear(v.tmp, v.ctx, w.attn_out_w, TensorView{}, Activation::none);
-    // xn = LN_mlp(h + attention), then h takes the sum.
-    ops.residual_layernorm(v.xn, v.tmp, v.h, w.ffn_ln_gamma, w.ffn_ln_beta, in.eps, v.xn_low);
-    ops.add(v.h, v.tmp);
+    // h += attention, added by the GEMM itself (no pass of its own), then
+    // xn = LN_mlp(h).
+    ops.linear(v.h, v.ctx, w.attn_out_w, TensorView{}, Activation::none, Accumulate::yes);
+    ops.residual_layernorm(v.xn, v.h, TensorView{}, w.ffn_ln_gamma, w.ffn_ln_beta, in.eps, v.xn_low);
     const TensorView xn_in = low ? v.xn_low : v.xn;
-    ops.linear(v.gate, xn_in, w.ffn_in_w, TensorView{}, Activation::none);
+    ops.linear(v.gate, xn_in, w.ffn_in_w, TensorView{}, Activation::none, Accumulate::no);
     ops.glu(v.ffa, v.gate, geglu);
-    ops.linear(v.tmp, v.ffa, w.ffn_out_w, TensorView{}, Activation::none);
-    if (l + 1 == L) {  // the final LayerNorm of h + mlp, into h (nothing reads the sum after it)
-      ops.residual_layernorm(v.h, v.tmp, v.h, p.final_norm, p.zeros, in.eps, TensorView{});
-    } else {  // the next layer's attn_norm of h + mlp, then h takes the sum
+    ops.linear(v.h, v.ffa, w.ffn_out_w, TensorView{}, Activation::none, Accumulate::yes);  // h += mlp
+    if (l + 1 == L) {  // the final LayerNorm, into h (nothing reads the sum after it)
+      ops.residual_layernorm(v.h, v.h, TensorView{}, p.final_norm, p.zeros, in.eps, TensorView{});
+    } else {  // the next layer's attn_norm
       const EncoderLayerParams& next = p.layers[l + 1];
-      ops.residual_layernorm(v.xn, v.tmp, v.h, next.attn_ln_gamma, next.attn_ln_beta, in.eps, v.xn_low);
-      ops.add(v.h, v.tmp);
+      ops.residual_layernorm(v.xn, v.h, TensorView{}, next.attn_ln_gamma, next.attn_ln_beta, in.eps, v.xn_low);
       x = xn_in;
     }
   }
@@ -45,7 +44,7 @@ void prenorm_head_forward(const Ops& ops, const EncoderParams& p, const HfConfig
                           const TensorView& cu, const TensorView& pooled, const TensorView& hidden,
                           const TensorView& zero_rows) {
   ops.pool(hidden, h, cu, c.classifier_mean_pooling ? PoolingMode::mean : PoolingMode::cls);
-  ops.linear(pooled, hidden, p.head_dense_w, TensorView{}, Activation::gelu_erf);
+  ops.linear(pooled, hidden, p.head_dense_w, TensorView{}, Activation::gelu_erf, Accumulate::no);
   ops.residual_layernorm(hidden, pooled, zero_rows, p.head_norm, p.zeros, static_cast<float>(c.layer_norm_eps),
                          TensorView{});
 }

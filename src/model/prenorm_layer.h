@@ -8,9 +8,9 @@
 //                 h = h + GeGLU(LN_mlp(h) Wi^T) Wo_mlp^T   (Wi = [input | gate], GELU on input)
 //   out = LN_final(h)
 // every LayerNorm without a bias, no linear biases. The residual stream h is
-// f32; each LayerNorm runs on the sum it normalises (the block's output plus
-// h) and also writes its compute-dtype copy for the next GEMM, then h takes
-// the sum: a residual add and a LayerNorm per block, as the post-LN encoders.
+// f32; each block's output projection adds into it in the GEMM
+// (Accumulate::yes: no residual-add pass), then the LayerNorm reads the sum
+// and also writes its compute-dtype copy for the next GEMM.
 #pragma once
 
 #include "backend/backend.h"
@@ -22,13 +22,12 @@ namespace stoke {
 
 // One batch's buffers (all (T, ·)).
 struct PrenormViews {
-  TensorView h;       // (T, H) f32 residual stream; the final LayerNorm's output at the end
+  TensorView h;       // (T, H) f32 residual stream (the output projections add into it); LN_final's output at the end
   TensorView h_low;   // (T, H) the embeddings' output in the compute dtype (layer 0's GEMM input); empty in f32
   TensorView xn;      // (T, H) f32 a block's normalised input
   TensorView xn_low;  // (T, H) the same in the compute dtype; empty in f32
   TensorView qkv;     // (T, 3H) compute dtype
   TensorView ctx;     // (T, H) compute dtype
-  TensorView tmp;     // (T, H) f32 a block's output projection
   TensorView gate;    // (T, 2I) compute dtype: Wi's output
   TensorView ffa;     // (T, I) compute dtype: the GeGLU's output
 };

@@ -48,9 +48,9 @@ TEST(CudaOps, LinearMatchesReference) {
                                                     : random_tensor(rng, bias_kind == 1 ? DType::f32 : dt, {N});
             const DType out_t = out_f32 ? DType::f32 : dt;
             HostTensor want = host_tensor(out_t, {M, N});
-            ref().linear(want.view, a.view, w.view, bias.view, act);
+            ref().linear(want.view, a.view, w.view, bias.view, act, Accumulate::no);
             const TensorView out = dev.make(out_t, {M, N});
-            backend->ops().linear(out, dev.upload(a), dev.upload(w), dev.upload(bias), act);
+            backend->ops().linear(out, dev.upload(a), dev.upload(w), dev.upload(bias), act, Accumulate::no);
             const HostTensor got = dev.download(out);
             const double tol = std::max(tolerance(out_t == DType::f32 ? dt : out_t),
                                         dt == DType::f32 ? 16 * 0x1.0p-24 * std::sqrt(double(K)) : 0.0);
@@ -58,6 +58,65 @@ TEST(CudaOps, LinearMatchesReference) {
                 << name_of(dt) << " M" << M << " N" << N << " K" << K << " out " << name_of(out_t) << " bias "
                 << bias_kind << " act " << static_cast<int>(act);
           }
+}
+
+// The residual add folded into the GEMMs (Accumulate::yes): cuBLASLt with
+// beta = 1 and C = D = the f32 destination, at the model's shapes too (where
+// the heuristic may pick split-K kernels, whose reduction must still add C
+// once), then the LayerNorm that reads the sum alone.
+TEST(CudaOps, AccumulatingGemmsMatchReference) {
+  STOKE_REQUIRE_GPU(backend);
+  Rng rng(17);
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 16}, {9, 1, 64}, {300, 768, 128},
+                           {1024, 768, 3072}, {2048, 768, 768}, {33, 5, 0}})
+      for (int bias_kind : {0, 1, 2}) {  // none, f32 (the epilogue), activation dtype (our kernel after)
+        if (M >= 1024 && bias_kind != 1) continue;  // the model's shapes once: the reference's loops are slow
+        DeviceTensors dev(*backend);
+        const float w_range = std::sqrt(3.0f / static_cast<float>(std::max<int64_t>(K, 1)));
+        const HostTensor a = random_tensor(rng, dt, {M, K}), w = random_tensor(rng, dt, {N, K}, -w_range, w_range);
+        const HostTensor bias =
+            bias_kind == 0 ? HostTensor{} : random_tensor(rng, bias_kind == 1 ? DType::f32 : dt, {N});
+        const HostTensor residual = random_tensor(rng, DType::f32, {M, N}, -3, 3);
+        HostTensor want = residual;
+        ref().linear(want.view, a.view, w.view, bias.view, Activation::none, Accumulate::yes);
+        const TensorView out = dev.upload(residual);
+        backend->ops().linear(out, dev.upload(a), dev.upload(w), dev.upload(bias), Activation::none,
+                              Accumulate::yes);
+        const HostTensor got = dev.download(out);
+        const double tol = dt == DType::f32 ? std::max(1e-5, 16 * 0x1.0p-24 * std::sqrt(double(K))) : tolerance(dt);
+        EXPECT_LE(relative_error(got.view, want.view), tol)
+            << "linear " << name_of(dt) << " M" << M << " N" << N << " K" << K << " bias " << bias_kind;
+      }
+  // linear_backward: da (f32) += dy · w, at the FFN's shapes.
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 70, 17}, {1024, 3072, 768}, {2048, 768, 768}}) {
+      DeviceTensors dev(*backend);
+      const HostTensor a = random_tensor(rng, dt, {M, K}), w = random_tensor(rng, dt, {N, K}, -0.05, 0.05);
+      const HostTensor dy = random_tensor(rng, dt, {M, N}), residual = random_tensor(rng, DType::f32, {M, K}, -2, 2);
+      HostTensor want = residual;
+      ref().linear_backward(want.view, TensorView{}, TensorView{}, dy.view, a.view, w.view, Accumulate::yes);
+      const TensorView da = dev.upload(residual);
+      backend->ops().linear_backward(da, TensorView{}, TensorView{}, dev.upload(dy), dev.upload(a), dev.upload(w),
+                                     Accumulate::yes);
+      const HostTensor got = dev.download(da);
+      const double tol = dt == DType::f32 ? std::max(1e-5, 16 * 0x1.0p-24 * std::sqrt(double(N))) : tolerance(dt);
+      EXPECT_LE(relative_error(got.view, want.view), tol)
+          << "linear_backward " << name_of(dt) << " M" << M << " N" << N << " K" << K;
+    }
+  // residual_layernorm without a residual, on the warp rows and the block rows.
+  for (int64_t H : {16, 63, 768, 1025, 2048}) {
+    DeviceTensors dev(*backend);
+    const int64_t T = 37;
+    const HostTensor x = random_tensor(rng, DType::f32, {T, H}, -2, 3);
+    const HostTensor g = random_tensor(rng, DType::f32, {H}, 0.5, 1.5), b = random_tensor(rng, DType::f32, {H});
+    HostTensor want = host_tensor(DType::f32, {T, H});
+    ref().residual_layernorm(want.view, x.view, TensorView{}, g.view, b.view, 1e-5f, TensorView{});
+    const TensorView out = dev.make(DType::f32, {T, H});
+    backend->ops().residual_layernorm(out, dev.upload(x), TensorView{}, dev.upload(g), dev.upload(b), 1e-5f,
+                                      TensorView{});
+    EXPECT_LE(relative_error(dev.download(out).view, want.view), 1e-5) << "residual_layernorm H" << H;
+  }
 }
 
 TEST(CudaOps, LayerNormsMatchReference) {
@@ -346,14 +405,14 @@ TEST(CudaBackend, GraphReplaysGemms) {
   const TensorView dw = dev.upload(w), db = dev.upload(bias);
   backend->synchronize();
   backend->begin_capture();
-  backend->ops().linear(out, a, dw, db, Activation::gelu_erf);
+  backend->ops().linear(out, a, dw, db, Activation::gelu_erf, Accumulate::no);
   const auto graph = backend->end_capture();
   for (int round = 0; round < 2; ++round) {
     const HostTensor x = random_tensor(rng, DType::bf16, {40, 64});
     backend->copy_to_device(a.data, x.view.data, x.view.bytes());
     backend->replay(*graph);
     HostTensor want = host_tensor(DType::f32, {40, 96});
-    ref().linear(want.view, x.view, w.view, bias.view, Activation::gelu_erf);
+    ref().linear(want.view, x.view, w.view, bias.view, Activation::gelu_erf, Accumulate::no);
     EXPECT_LE(relative_error(dev.download(out).view, want.view), 2e-2) << "round " << round;
   }
 }

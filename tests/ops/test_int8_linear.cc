@@ -134,7 +134,7 @@ void compare_int8_to_f32(double f32_tol) {
   const TensorView qv(wq.data(), DType::i8, {N, K}), mv(meta.data(), DType::f32, {2, N});
   cpu::reference_kernels().linear_int8(TensorView(out_ref.data(), DType::f32, {M, N}), av, qv, mv, bv, Activation::gelu_erf);
   cpu::fast_kernels().linear_int8(TensorView(out_fast.data(), DType::f32, {M, N}), av, qv, mv, bv, Activation::gelu_erf);
-  cpu::reference_kernels().linear(TensorView(out_f32.data(), DType::f32, {M, N}), av, wv, bv, Activation::gelu_erf);
+  cpu::reference_kernels().linear(TensorView(out_f32.data(), DType::f32, {M, N}), av, wv, bv, Activation::gelu_erf, Accumulate::no);
   double d_fast = 0, d_f32 = 0, n2 = 0;
   for (int64_t i = 0; i < M * N; ++i) {
     d_fast += std::pow(double(out_fast[i]) - out_ref[i], 2);

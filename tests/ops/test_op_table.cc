@@ -158,9 +158,34 @@ std::vector<OpCase> make_cases() {
             const TensorView a = r.in(random_tensor(rng, at, {M, K}));
             const TensorView w = r.in(random_tensor(rng, at, {N, K}, -w_range, w_range));
             const TensorView bias = act == Activation::tanh ? TensorView{} : r.in(random_tensor(rng, DType::f32, {N}));
-            r.ops.linear(r.out("out", at, {M, N}), a, w, bias, act);
+            r.ops.linear(r.out("out", at, {M, N}), a, w, bias, act, Accumulate::no);
           });
     }
+  // The residual add folded into the GEMM: out (f32, holding the residual)
+  // += a·w^T + bias, for every activation dtype, a bias of either allowed
+  // dtype (on CUDA an f32 bias is cuBLASLt's epilogue, a low one our kernel
+  // after the GEMM) or none, odd shapes, one row, and K = 0 (out += bias).
+  struct AccShape {
+    int64_t M, N, K;
+  };
+  for (DType at : acts)
+    for (const AccShape sh : {AccShape{7, 65, 129}, AccShape{1, 33, 70}, AccShape{5, 3, 0}})
+      for (int bias_kind = 0; bias_kind < 3; ++bias_kind) {  // none, f32, the activation dtype
+        const std::string what = std::string(dname(at)) + "_acc_m" + std::to_string(sh.M) + "n" +
+                                 std::to_string(sh.N) + "k" + std::to_string(sh.K) + "_bias" +
+                                 std::to_string(bias_kind);
+        add("linear", what, at, sh.K, [=](Run& r, Rng& rng) {
+          const auto [M, N, K] = sh;
+          const float w_range = std::sqrt(3.0f / static_cast<float>(std::max<int64_t>(K, 1)));
+          const TensorView a = r.in(random_tensor(rng, at, {M, K}));
+          const TensorView w = r.in(random_tensor(rng, at, {N, K}, -w_range, w_range));
+          const TensorView bias = bias_kind == 0   ? TensorView{}
+                                  : bias_kind == 1 ? r.in(random_tensor(rng, DType::f32, {N}))
+                                                   : r.in(random_tensor(rng, at, {N}));
+          const TensorView out = r.inout("out", random_tensor(rng, DType::f32, {M, N}, -3, 3));
+          r.ops.linear(out, a, w, bias, Activation::none, Accumulate::yes);
+        });
+      }
   // linear_int8: weights quantized as the loader does (model/int8_weights),
   // activations drawn with a zero row and a row with one huge outlier (its
   // other entries quantize to 0). Exactness of the int32 sums and the
@@ -173,8 +198,9 @@ std::vector<OpCase> make_cases() {
   for (const Int8Shape sh : {Int8Shape{7, 65, 129, Activation::none}, Int8Shape{7, 65, 129, Activation::gelu_erf},
                              Int8Shape{1, 5, 3, Activation::none}, Int8Shape{5, 33, 64, Activation::relu},
                              Int8Shape{4, 3, 70, Activation::tanh}}) {
-    const std::string what = "m" + std::to_string(sh.M) + "n" + std::to_string(sh.N) + "k" + std::to_string(sh.K) +
-                              "_act" + std::to_string(static_cast<int>(sh.act));
+    // std::string("m"), not "m" + ...: gcc 12 reports a false -Wrestrict for a literal + an rvalue string.
+    const std::string what = std::string("m") + std::to_string(sh.M) + "n" + std::to_string(sh.N) + "k" +
+                             std::to_string(sh.K) + "_act" + std::to_string(static_cast<int>(sh.act));
     add("linear_int8", what, DType::f32, sh.K, [=](Run& r, Rng& rng) {
          const auto [M, N, K, act] = sh;
          HostTensor a = random_tensor(rng, DType::f32, {M, K});
@@ -225,6 +251,15 @@ std::vector<OpCase> make_cases() {
       const TensorView gamma = r.in(random_tensor(rng, DType::f32, {H}, 0.5, 1.5));
       const TensorView beta = r.in(random_tensor(rng, DType::f32, {H}, -0.5, 0.5));
       r.ops.residual_layernorm(r.out("out", at, {T, H}), x, res, gamma, beta, 1e-5f, TensorView{});
+    });
+    // No residual (the stream after an accumulating linear already holds the
+    // sum), with the compute-dtype copy an f32 stream writes for the next GEMM.
+    add("residual_layernorm", std::string(dname(at)) + "_no_residual", at, 0, [=](Run& r, Rng& rng) {
+      const TensorView x = r.in(random_tensor(rng, at, {T, H}, -2, 3));
+      const TensorView gamma = r.in(random_tensor(rng, DType::f32, {H}, 0.5, 1.5));
+      const TensorView beta = r.in(random_tensor(rng, DType::f32, {H}, -0.5, 0.5));
+      const TensorView low = at == DType::f32 ? r.out("out_low", DType::bf16, {T, H}) : TensorView{};
+      r.ops.residual_layernorm(r.out("out", at, {T, H}), x, TensorView{}, gamma, beta, 1e-5f, low);
     });
     add("bias_gelu", dname(at), at, 0, [=](Run& r, Rng& rng) {
       const TensorView x = r.inout("x", random_tensor(rng, at, {T, 65}, -6, 6));
@@ -357,8 +392,26 @@ std::vector<OpCase> make_cases() {
       const TensorView a = r.in(random_tensor(rng, at, {M, K})), w = r.in(random_tensor(rng, at, {N, K}, -0.2, 0.2));
       const TensorView dy = r.in(random_tensor(rng, at, {M, N}));
       r.ops.linear_backward(r.out("da", at, {M, K}), r.inout("dw", random_tensor(rng, DType::f32, {N, K})),
-                            r.inout("db", random_tensor(rng, DType::f32, {N})), dy, a, w);
+                            r.inout("db", random_tensor(rng, DType::f32, {N})), dy, a, w, Accumulate::no);
     });
+    // da (f32, holding the residual path's gradient) += dy·w: the post-LN
+    // backward's folded add. Odd shapes, one row; da alone and with dw, db.
+    for (const AccShape sh : {AccShape{24, 33, 65}, AccShape{1, 70, 17}, AccShape{9, 0, 5}})
+      train("linear_backward",
+            dt + "_acc_m" + std::to_string(sh.M) + "n" + std::to_string(sh.N) + "k" + std::to_string(sh.K), at,
+            std::max<int64_t>(sh.N, 1), [=](Run& r, Rng& rng) {
+              const auto [M, N, K] = sh;
+              const TensorView a = r.in(random_tensor(rng, at, {M, K}));
+              const TensorView w = r.in(random_tensor(rng, at, {N, K}, -0.2, 0.2));
+              const TensorView dy = r.in(random_tensor(rng, at, {M, N}));
+              const TensorView da = r.inout("da", random_tensor(rng, DType::f32, {M, K}, -2, 2));
+              if (M == 1) {  // da alone
+                r.ops.linear_backward(da, TensorView{}, TensorView{}, dy, a, w, Accumulate::yes);
+              } else {
+                r.ops.linear_backward(da, r.inout("dw", random_tensor(rng, DType::f32, {N, K})),
+                                      r.inout("db", random_tensor(rng, DType::f32, {N})), dy, a, w, Accumulate::yes);
+              }
+            });
     train("residual_layernorm_train", dt, at, 0, [=](Run& r, Rng& rng) {
       const TensorView x = r.in(random_tensor(rng, at, {T, H}, -2, 3)), res = r.in(random_tensor(rng, at, {T, H}));
       const TensorView gamma = r.in(random_tensor(rng, DType::f32, {H}, 0.5, 1.5));

@@ -190,7 +190,7 @@ void add_linear_cases(std::vector<OpCase>& cases) {
       Tensor w = random(rng, wt, {s.N, s.K}, -r, r);
       Tensor b = random(rng, wt, {s.N}, -0.5f, 0.5f);
       Tensor out = make(at, {s.M, s.N});
-      k.linear(out.view, a.view, w.view, bias ? b.view : TensorView{}, act);
+      k.linear(out.view, a.view, w.view, bias ? b.view : TensorView{}, act, Accumulate::no);
       return values(out.view);
     };
     cases.push_back(std::move(c));
@@ -601,7 +601,7 @@ TEST_P(HandComputed, LinearWithBias) {
   for (DType t : kActs) {
     Tensor a = from(t, {2, 2}, {1, 2, 3, 4}), w = from(t, {3, 2}, {1, 0, 0, 1, 1, 1});
     Tensor b = from(t, {3}, {0.5f, -1, 0}), out = make(t, {2, 3});
-    k().linear(out.view, a.view, w.view, b.view, Activation::none);
+    k().linear(out.view, a.view, w.view, b.view, Activation::none, Accumulate::no);
     EXPECT_EQ(values(out.view), (std::vector<double>{1.5, 1, 3, 3.5, 3, 7})) << dname(t);
   }
 }
@@ -612,10 +612,10 @@ TEST_P(HandComputed, LinearActivations) {
   // tanh(1) = 0.761594155955765.
   Tensor a = from(DType::f32, {1, 1}, {0.5f}), w = from(DType::f32, {2, 1}, {2, -2});
   Tensor out = make(DType::f32, {1, 2});
-  k().linear(out.view, a.view, w.view, TensorView{}, Activation::gelu_erf);
+  k().linear(out.view, a.view, w.view, TensorView{}, Activation::gelu_erf, Accumulate::no);
   EXPECT_NEAR(get(out.view, 0), 0.841344746068543, 2e-6);
   EXPECT_NEAR(get(out.view, 1), -0.158655253931457, 2e-6);
-  k().linear(out.view, a.view, w.view, TensorView{}, Activation::tanh);
+  k().linear(out.view, a.view, w.view, TensorView{}, Activation::tanh, Accumulate::no);
   EXPECT_NEAR(get(out.view, 0), 0.761594155955765, 2e-6);
   EXPECT_NEAR(get(out.view, 1), -0.761594155955765, 2e-6);
 }
@@ -756,9 +756,9 @@ TEST_P(HandComputed, GatherAndSlice) {
 
 TEST_P(HandComputed, RefusesBadCalls) {
   Tensor a = make(DType::f32, {2, 3}), w = make(DType::f32, {4, 5}), out = make(DType::f32, {2, 4});
-  EXPECT_THROW(k().linear(out.view, a.view, w.view, TensorView{}, Activation::none), Error);  // K mismatch
+  EXPECT_THROW(k().linear(out.view, a.view, w.view, TensorView{}, Activation::none, Accumulate::no), Error);  // K mismatch
   Tensor wb = make(DType::bf16, {4, 3});
-  EXPECT_THROW(k().linear(out.view, a.view, wb.view, TensorView{}, Activation::none), Error);  // bf16 w, f32 a
+  EXPECT_THROW(k().linear(out.view, a.view, wb.view, TensorView{}, Activation::none, Accumulate::no), Error);  // bf16 w, f32 a
   Tensor qkv = make(DType::f32, {3, 12}), ao = make(DType::f32, {3, 4});
   Tensor bad_end = cu_seqlens({2}), ok = cu_seqlens({3});
   EXPECT_THROW(k().attention(ao.view, qkv.view, bad_end.view, 1, 3, 0), Error);  // cu_seqlens ends at 2, T = 3
@@ -994,12 +994,12 @@ TEST(PoolIsolation, SequenceAloneEqualsSequenceInBatch) {
 TEST(FastLinear, ReusesCachedPrimitives) {
   Rng rng(3);
   Tensor a = random(rng, DType::f32, {11, 13}), w = random(rng, DType::f32, {17, 13}), out = make(DType::f32, {11, 17});
-  fast_kernels().linear(out.view, a.view, w.view, TensorView{}, Activation::none);
+  fast_kernels().linear(out.view, a.view, w.view, TensorView{}, Activation::none, Accumulate::no);
   const size_t n = fast::linear_cached_primitives();
-  for (int i = 0; i < 3; ++i) fast_kernels().linear(out.view, a.view, w.view, TensorView{}, Activation::none);
+  for (int i = 0; i < 3; ++i) fast_kernels().linear(out.view, a.view, w.view, TensorView{}, Activation::none, Accumulate::no);
   EXPECT_EQ(fast::linear_cached_primitives(), n);  // same shape: no new primitive
   Tensor a2 = random(rng, DType::f32, {12, 13}), out2 = make(DType::f32, {12, 17});
-  fast_kernels().linear(out2.view, a2.view, w.view, TensorView{}, Activation::none);
+  fast_kernels().linear(out2.view, a2.view, w.view, TensorView{}, Activation::none, Accumulate::no);
   EXPECT_EQ(fast::linear_cached_primitives(), std::min<size_t>(n + 1, 256));  // a new M: one more
 }
 

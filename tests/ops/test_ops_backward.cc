@@ -314,7 +314,7 @@ TEST(FiniteDifference, Linear) {
   Tensor a = random(rng, DType::f32, {M, K}), w = random(rng, DType::f32, {N, K}), b = random(rng, DType::f32, {N});
   Tensor dy = random(rng, DType::f32, {M, N});
   Tensor da = make(DType::f32, {M, K}), dw = make(DType::f32, {N, K}), db = make(DType::f32, {N});
-  ref().linear_backward(da.view, dw.view, db.view, dy.view, a.view, w.view);
+  ref().linear_backward(da.view, dw.view, db.view, dy.view, a.view, w.view, Accumulate::no);
   Vec av = values(a.view), wv = values(w.view), bv = values(b.view), g = values(dy.view);
   auto loss = [&] { return dot(g, linear64(av, wv, bv, M, N, K)); };
   expect_matches_fd("linear da", values(da.view), numeric_grad(&av, loss));
@@ -651,7 +651,7 @@ void add_linear_cases(std::vector<Case>& cases) {
         // Parameter gradients start from non-zero values: "+=" is part of the contract.
         Tensor dw = random(rng, DType::f32, {s.N, s.K}), db = random(rng, DType::f32, {s.N});
         k.linear_backward(variant == 1 ? TensorView{} : da.view, dw.view, variant == 2 ? TensorView{} : db.view,
-                          dy.view, a.view, w.view);
+                          dy.view, a.view, w.view, Accumulate::no);
         std::vector<double> all;
         if (variant != 1) append(all, da.view);
         append(all, dw.view);
@@ -991,8 +991,8 @@ TEST_P(Semantics, ParameterGradientsAccumulate) {
   Tensor a = random(rng, DType::f32, {M, K}), w = random(rng, DType::f32, {N, K}), dy = random(rng, DType::f32, {M, N});
   Tensor dw1 = make(DType::f32, {N, K}), db1 = make(DType::f32, {N});
   Tensor dw2 = make(DType::f32, {N, K}), db2 = make(DType::f32, {N});
-  k().linear_backward(TensorView{}, dw1.view, db1.view, dy.view, a.view, w.view);
-  for (int i = 0; i < 2; ++i) k().linear_backward(TensorView{}, dw2.view, db2.view, dy.view, a.view, w.view);
+  k().linear_backward(TensorView{}, dw1.view, db1.view, dy.view, a.view, w.view, Accumulate::no);
+  for (int i = 0; i < 2; ++i) k().linear_backward(TensorView{}, dw2.view, db2.view, dy.view, a.view, w.view, Accumulate::no);
   for (const auto& [one, two] : {std::pair{&dw1, &dw2}, std::pair{&db1, &db2}}) {
     const auto v1 = values(one->view), v2 = values(two->view);
     for (size_t i = 0; i < v1.size(); ++i) ASSERT_EQ(v2[i], 2 * v1[i]) << k().name << " linear element " << i;
@@ -1223,7 +1223,7 @@ TEST_P(Semantics, BackwardIsBitwiseReproducible) {
     k().embed_layernorm_backward(dword.view, dpos.view, TensorView{}, dg.view, dbt.view, dy.view, ids.view, ps.view,
                                  TensorView{}, word.view, pos.view, TensorView{}, mean.view, rstd.view, g.view);
     k().layernorm_backward(dx.view, dg.view, dbt.view, dy.view, a.view, TensorView{}, mean.view, rstd.view, g.view);
-    k().linear_backward(da.view, dw.view, db.view, dy.view, a.view, w.view);
+    k().linear_backward(da.view, dw.view, db.view, dy.view, a.view, w.view, Accumulate::no);
     k().bias_gelu_backward(dx.view, dbias.view, dy.view, a.view);
     std::vector<double> all;
     for (Tensor* t : {&dword, &dpos, &dg, &dbt, &dx, &dw, &db, &dbias, &da}) append(all, t->view);
@@ -1262,7 +1262,7 @@ TEST(Determinism, TokenReductionsDoNotDependOnThreadCount) {
                                     ty.view, word.view, pos.view, type.view, mean.view, rstd.view, g.view);
     fast().layernorm_backward(dx.view, dg.view, dbt.view, dy.view, x.view, TensorView{}, mean.view, rstd.view, g.view);
     fast().bias_gelu_backward(dx.view, dbias.view, dy.view, x.view);
-    fast().linear_backward(TensorView{}, TensorView{}, db.view, dy.view, x.view, w.view);  // db only
+    fast().linear_backward(TensorView{}, TensorView{}, db.view, dy.view, x.view, w.view, Accumulate::no);  // db only
     std::vector<double> all;
     for (Tensor* t : {&dword, &dpos, &dtype, &dg, &dbt, &dx, &dbias, &db}) append(all, t->view);
     runs.push_back(std::move(all));
@@ -1276,9 +1276,9 @@ TEST(Determinism, TokenReductionsDoNotDependOnThreadCount) {
 TEST_P(Semantics, RefusesBadCalls) {
   Tensor a = make(DType::f32, {2, 3}), w = make(DType::f32, {4, 3}), dy = make(DType::f32, {2, 4});
   Tensor dw = make(DType::f32, {4, 3}), dwb = make(DType::bf16, {4, 3}), db = make(DType::f32, {5});
-  EXPECT_NO_THROW(k().linear_backward(TensorView{}, dw.view, TensorView{}, dy.view, a.view, w.view));
-  EXPECT_THROW(k().linear_backward(TensorView{}, dwb.view, TensorView{}, dy.view, a.view, w.view), Error);  // bf16 dw
-  EXPECT_THROW(k().linear_backward(TensorView{}, dw.view, db.view, dy.view, a.view, w.view), Error);  // db [5], N = 4
+  EXPECT_NO_THROW(k().linear_backward(TensorView{}, dw.view, TensorView{}, dy.view, a.view, w.view, Accumulate::no));
+  EXPECT_THROW(k().linear_backward(TensorView{}, dwb.view, TensorView{}, dy.view, a.view, w.view, Accumulate::no), Error);  // bf16 dw
+  EXPECT_THROW(k().linear_backward(TensorView{}, dw.view, db.view, dy.view, a.view, w.view, Accumulate::no), Error);  // db [5], N = 4
   Tensor qkv = make(DType::f32, {3, 12}), out = make(DType::f32, {3, 4}), lse = make(DType::f32, {3, 2});
   Tensor dqkv = make(DType::f32, {3, 12}), cu = cu_seqlens({3});
   EXPECT_THROW(k().attention_train(out.view, lse.view, qkv.view, cu.view, 1, 3, 0, {}), Error);  // lse [3, 2], heads 1

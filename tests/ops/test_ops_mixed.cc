@@ -38,8 +38,8 @@ void check_low_precision_gemm_to_f32(DType low) {
     std::vector<float> fast(static_cast<size_t>(M * N)), ref(static_cast<size_t>(M * N));
     const TensorView av(a_low.data(), low, {M, K}), wv(w_low.data(), low, {N, K}), bv(b.data(), DType::f32, {N});
     for (Activation act : {Activation::none, Activation::gelu_erf}) {
-      cpu::fast_kernels().linear(TensorView(fast.data(), DType::f32, {M, N}), av, wv, bv, act);
-      cpu::reference_kernels().linear(TensorView(ref.data(), DType::f32, {M, N}), av, wv, bv, act);
+      cpu::fast_kernels().linear(TensorView(fast.data(), DType::f32, {M, N}), av, wv, bv, act, Accumulate::no);
+      cpu::reference_kernels().linear(TensorView(ref.data(), DType::f32, {M, N}), av, wv, bv, act, Accumulate::no);
       double num = 0, den = 0;
       for (size_t i = 0; i < ref.size(); ++i) {
         num += (fast[i] - ref[i]) * (fast[i] - ref[i]);
@@ -61,7 +61,7 @@ TEST(OpsMixedPrecision, OtherOutputDtypesAreRefused) {
   std::vector<f16> out(4);
   EXPECT_THROW(cpu::fast_kernels().linear(TensorView(out.data(), DType::f16, {2, 2}),
                                           TensorView(a.data(), DType::bf16, {2, 2}),
-                                          TensorView(w.data(), DType::bf16, {2, 2}), TensorView(), Activation::none),
+                                          TensorView(w.data(), DType::bf16, {2, 2}), TensorView(), Activation::none, Accumulate::no),
                std::exception);
 }
 

@@ -1,5 +1,7 @@
 // linear_backward through oneDNN matmul:
-//   da[M,K]  = dy[M,N] · w[N,K]       (w read in its nn.Linear layout)
+//   da[M,K]  = dy[M,N] · w[N,K]       (w read in its nn.Linear layout; "+="
+//                                      with Accumulate::yes, an f32 da: the
+//                                      sum post-op, as dw's)
 //   dw[N,K] += dy^T[N,M] · a[M,K]     (dy read transposed through strides {1, N},
 //                                      no copy; "+=" is matmul's sum post-op)
 //   db[N]   += column sums of dy      (column_sums_add: fixed-order blocks)
@@ -125,8 +127,9 @@ void column_sums_add(const float* x, int64_t rows, int64_t N, float* acc) {
 }
 
 void linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db, const TensorView& dy,
-                     const TensorView& a, const TensorView& w) {
-  const LinearShape shape = check_linear_backward(da, dw, db, dy, a, w);
+                     const TensorView& a, const TensorView& w, Accumulate da_acc) {
+  const LinearShape shape = check_linear_backward(da, dw, db, dy, a, w, da_acc);
+  const bool da_add = da_acc == Accumulate::yes;  // da is f32 then (the check)
   const int64_t M = shape.M, N = shape.N, K = shape.K;
   thread_local std::vector<float> dy_buf, a_buf, w_buf, da_buf;
   thread_local std::vector<bf16> dy_low;
@@ -146,12 +149,12 @@ void linear_backward(const TensorView& da, const TensorView& dw, const TensorVie
     if (!da.empty() && M * K > 0) {
       float* out = f32_output(da, da_buf);
       if (N == 0) {
-        std::fill(out, out + M * K, 0.0f);
+        if (!da_add) std::fill(out, out + M * K, 0.0f);  // a sum of nothing
       } else if (low) {
-        run(Gemm{M, K, N, N, 1, K, 1, false, true}, g_in, w.data, out);
+        run(Gemm{M, K, N, N, 1, K, 1, da_add, true}, g_in, w.data, out);
       } else {
         const float* wf = f32_input(w, w_buf);
-        run(Gemm{M, K, N, N, 1, K, 1, false}, g, wf, out);
+        run(Gemm{M, K, N, N, 1, K, 1, da_add}, g, wf, out);
       }
       finish_output(da, out);
     }

@@ -29,7 +29,10 @@ STOKE_CPU_CLONES void normalize_row(float* x, T* out, int64_t H, const float* ga
 template <class T>
 STOKE_CPU_CLONES void residual_row(const T* x, const T* res, T* out, float* row, int64_t H, const float* gamma,
                                    const float* beta, float eps) {
-  for (int64_t i = 0; i < H; ++i) row[i] = to_float(x[i]) + to_float(res[i]);
+  if (res)
+    for (int64_t i = 0; i < H; ++i) row[i] = to_float(x[i]) + to_float(res[i]);
+  else  // no residual: x already holds the sum
+    for (int64_t i = 0; i < H; ++i) row[i] = to_float(x[i]);
   normalize_row(row, out, H, gamma, beta, eps);
 }
 
@@ -38,14 +41,14 @@ void residual_layernorm_t(const TensorView& out, const TensorView& x, const Tens
                           const std::vector<float>& gamma, const std::vector<float>& beta, float eps, int64_t rows,
                           int64_t H) {
   const T* xp = x.as<const T>();
-  const T* rp = residual.as<const T>();
+  const T* rp = residual.empty() ? nullptr : residual.as<const T>();
   T* op = out.as<T>();
 #pragma omp parallel if (rows * H >= kParallelMinElements)
   {
     std::vector<float> row(static_cast<size_t>(H));
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < rows; ++t)
-      residual_row(xp + t * H, rp + t * H, op + t * H, row.data(), H, gamma.data(), beta.data(), eps);
+      residual_row(xp + t * H, rp ? rp + t * H : nullptr, op + t * H, row.data(), H, gamma.data(), beta.data(), eps);
   }
 }
 

@@ -4,7 +4,10 @@
 //   {1, K} (oneDNN's "ba"), so no transpose copy is ever made.
 // - bias through matmul's bias (always f32: an activation-dtype bias is widened,
 //   N values); GELU-erf and tanh as eltwise post-ops, applied in f32 before
-//   the store.
+//   the store. Accumulate::yes (an f32 out, no activation) is matmul's sum
+//   post-op: out = a·w^T + bias + out, the residual add inside the GEMM.
+//   Not bit for bit the unfolded linear + add (the GEMM may add out in
+//   before its last K block), but at the GEMM's own f32 rounding.
 // - Paths: f32·f32 -> f32 natively; bf16·bf16 -> bf16 natively (f32
 //   accumulation) where the CPU has AVX512-BF16 or AMX; every other mix
 //   (bf16 without native support, bf16 activations with f32 weights, f16)
@@ -49,6 +52,7 @@ struct Key {
   dt src, wei, dst;
   bool bias;
   Activation act;
+  bool accumulate = false;  // the sum post-op: dst += the product
   auto operator<=>(const Key&) const = default;
 };
 
@@ -83,14 +87,15 @@ class PrimitiveCache {
     const md wei({k.K, k.N}, k.wei, {1, k.K});  // w[N, K] read as its transpose, in place
     const md dst({k.M, k.N}, k.dst, {k.N, 1});
     dnnl::primitive_attr attr;
+    dnnl::post_ops ops;
     if (k.act != Activation::none) {
-      dnnl::post_ops ops;
       const dnnl::algorithm alg = k.act == Activation::gelu_erf ? dnnl::algorithm::eltwise_gelu_erf
                                   : k.act == Activation::tanh   ? dnnl::algorithm::eltwise_tanh
                                                                 : dnnl::algorithm::eltwise_relu;  // alpha 0: max(x, 0)
       ops.append_eltwise(1.0f, alg, 0.0f, 0.0f);
-      attr.set_post_ops(ops);
     }
+    if (k.accumulate) ops.append_sum(1.0f);
+    if (ops.len() > 0) attr.set_post_ops(ops);
     if (k.bias) {
       const md bias({1, k.N}, dt::f32, {k.N, 1});
       return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias, dst), attr, cpu_engine()));
@@ -137,8 +142,9 @@ float* scratch(std::vector<float>& buf, int64_t n) {
   return buf.data();
 }
 
-// K == 0: no products, out = act(bias).
-void linear_no_k(const TensorView& out, const std::vector<float>& bias, int64_t M, int64_t N, Activation act) {
+// K == 0: no products, out = act(bias) (out += bias when accumulating: no activation then).
+void linear_no_k(const TensorView& out, const std::vector<float>& bias, int64_t M, int64_t N, Activation act,
+                 bool accumulate) {
   std::vector<float> row(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) {
     const float v = bias.empty() ? 0.0f : bias[static_cast<size_t>(n)];
@@ -146,6 +152,11 @@ void linear_no_k(const TensorView& out, const std::vector<float>& bias, int64_t 
                                   : act == Activation::tanh   ? std::tanh(v)
                                   : act == Activation::relu   ? std::max(v, 0.0f)
                                                               : v;
+  }
+  if (accumulate) {  // out is f32 (check_linear)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) out.as<float>()[m * N + n] += row[static_cast<size_t>(n)];
+    return;
   }
   for (int64_t m = 0; m < M; ++m)
     convert_n(row.data(), DType::f32, static_cast<char*>(out.data) + static_cast<size_t>(m * N) * dtype_size(out.dtype),
@@ -156,7 +167,7 @@ void linear_no_k(const TensorView& out, const std::vector<float>& bias, int64_t 
 
 void gemm_u8s8s32(const uint8_t* a, const int8_t* w, int32_t* out, int64_t M, int64_t N, int64_t K) {
   try {
-    run_matmul(Key{M, N, K, dt::u8, dt::s8, dt::s32, false, Activation::none}, a, w, nullptr, out);
+    run_matmul(Key{M, N, K, dt::u8, dt::s8, dt::s32, false, Activation::none, false}, a, w, nullptr, out);
   } catch (const dnnl::error& e) {
     throw Error(Errc::internal, std::string("linear_int8: oneDNN u8 x s8 matmul failed: ") + e.what() + " (M " +
                                     std::to_string(M) + ", N " + std::to_string(N) + ", K " + std::to_string(K) + ")");
@@ -166,8 +177,10 @@ void gemm_u8s8s32(const uint8_t* a, const int8_t* w, int32_t* out, int64_t M, in
 void set_linear_native_bf16_for_testing(bool allowed) { g_native_bf16_allowed.store(allowed); }
 size_t linear_cached_primitives() { return cache().size(); }
 
-void linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias, Activation act) {
-  const auto [M, N, K] = check_linear(out, a, w, bias);
+void linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias, Activation act,
+            Accumulate acc) {
+  const auto [M, N, K] = check_linear(out, a, w, bias, act, acc);
+  const bool accumulate = acc == Accumulate::yes;
   if (M == 0 || N == 0) return;
   thread_local std::vector<float> bias_buf, a_buf, w_buf, out_buf;
   const float* b = nullptr;
@@ -180,7 +193,7 @@ void linear(const TensorView& out, const TensorView& a, const TensorView& w, con
     }
   }
   if (K == 0) {
-    linear_no_k(out, bias.empty() ? std::vector<float>{} : std::vector<float>(b, b + N), M, N, act);
+    linear_no_k(out, bias.empty() ? std::vector<float>{} : std::vector<float>(b, b + N), M, N, act, accumulate);
     return;
   }
   try {
@@ -188,7 +201,7 @@ void linear(const TensorView& out, const TensorView& a, const TensorView& w, con
                              g_native_bf16_allowed.load(std::memory_order_relaxed);
     if ((a.dtype == DType::f32 && w.dtype == DType::f32) || native_bf16) {
       const dt t = to_dnnl(a.dtype);
-      run_matmul(Key{M, N, K, t, t, to_dnnl(out.dtype), b != nullptr, act}, a.data, w.data, b, out.data);
+      run_matmul(Key{M, N, K, t, t, to_dnnl(out.dtype), b != nullptr, act, accumulate}, a.data, w.data, b, out.data);
       return;
     }
     // Widen what is not f32, run f32, narrow the result.
@@ -204,8 +217,8 @@ void linear(const TensorView& out, const TensorView& a, const TensorView& w, con
       convert_n(w.data, w.dtype, p, DType::f32, N * K);
       wf = p;
     }
-    float* of = out.dtype == DType::f32 ? out.as<float>() : scratch(out_buf, M * N);
-    run_matmul(Key{M, N, K, dt::f32, dt::f32, dt::f32, b != nullptr, act}, af, wf, b, of);
+    float* of = out.dtype == DType::f32 ? out.as<float>() : scratch(out_buf, M * N);  // f32 when accumulating
+    run_matmul(Key{M, N, K, dt::f32, dt::f32, dt::f32, b != nullptr, act, accumulate}, af, wf, b, of);
     if (out.dtype != DType::f32) convert_n(of, DType::f32, out.data, out.dtype, M * N);
   } catch (const dnnl::error& e) {
     throw Error(Errc::internal, std::string("linear: oneDNN matmul failed: ") + e.what() + " (a " + a.shape_string() +

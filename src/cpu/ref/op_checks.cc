@@ -36,7 +36,8 @@ void need_gamma_beta(const char* op, const TensorView& gamma, const TensorView& 
 
 }  // namespace
 
-LinearShape check_linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias) {
+LinearShape check_linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias,
+                         Activation act, Accumulate acc) {
   const char* op = "linear";
   need(op, "a", a, 2);
   need(op, "w", w, 2);
@@ -57,6 +58,14 @@ LinearShape check_linear(const TensorView& out, const TensorView& a, const Tenso
   }
   need_no_overlap(op, "out", out, "a", a);
   need_no_overlap(op, "out", out, "w", w);
+  if (acc == Accumulate::yes) {
+    // The folded residual add: the residual stream is f32, and every
+    // backend adds after the bias with no activation to apply after it.
+    if (out.dtype != DType::f32)
+      fail(op, fmt::format("accumulating into out {}: only an F32 out may accumulate", describe(out)));
+    if (act != Activation::none) fail(op, "accumulating into out takes no activation (Activation::none)");
+    need_no_overlap(op, "out", out, "bias", bias);
+  }
   return {M, N, K};
 }
 
@@ -125,12 +134,13 @@ RowsShape check_residual_layernorm(const TensorView& out, const TensorView& x, c
   const char* op = "residual_layernorm";
   need(op, "out", out, 2);
   need(op, "x", x, 2);
-  need(op, "residual", residual, 2);
+  if (!residual.empty()) need(op, "residual", residual, 2);
   need_act(op, "out", out);
   need_dtype(op, "x", x, out.dtype);
-  need_dtype(op, "residual", residual, out.dtype);
+  if (!residual.empty()) need_dtype(op, "residual", residual, out.dtype);
   const int64_t T = out.dim(0), H = out.dim(1);
   for (const auto* t : {&x, &residual}) {
+    if (t == &residual && residual.empty()) continue;  // LayerNorm of x alone
     need_dim(op, t == &x ? "x" : "residual", *t, 0, T);
     need_dim(op, t == &x ? "x" : "residual", *t, 1, H);
   }

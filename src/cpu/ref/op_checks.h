@@ -20,7 +20,9 @@ enum class IndexData { host, device };
 struct LinearShape {
   int64_t M, N, K;
 };
-LinearShape check_linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias);
+// acc = Accumulate::yes: out must be f32 and act none (op_list.h: linear).
+LinearShape check_linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias,
+                         Activation act, Accumulate acc);
 LinearShape check_linear_int8(const TensorView& out, const TensorView& a, const TensorView& wq,
                               const TensorView& wq_meta, const TensorView& bias);
 
@@ -31,6 +33,7 @@ RowsShape check_embed_layernorm(const TensorView& out, const TensorView& ids, co
                                 const TensorView& type_ids, const TensorView& word, const TensorView& pos,
                                 const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps,
                                 IndexData where = IndexData::host);
+// residual may be empty (LayerNorm of x alone).
 RowsShape check_residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual,
                                    const TensorView& gamma, const TensorView& beta, float eps);
 RowsShape check_bias_gelu(const TensorView& x, const TensorView& bias);

@@ -73,7 +73,8 @@ void need_dropout_rows(const char* op, const Ops::AttentionDropout& dropout, int
 }  // namespace
 
 LinearShape check_linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db,
-                                  const TensorView& dy, const TensorView& a, const TensorView& w) {
+                                  const TensorView& dy, const TensorView& a, const TensorView& w,
+                                  Accumulate da_acc) {
   const char* op = "linear_backward";
   need(op, "a", a, 2);
   need(op, "w", w, 2);
@@ -86,6 +87,8 @@ LinearShape check_linear_backward(const TensorView& da, const TensorView& dw, co
     need_rows(op, "da", da, M, K);
     for (const auto& [name, t] : {std::pair{"dy", &dy}, std::pair{"a", &a}, std::pair{"w", &w}})
       need_no_overlap(op, "da", da, name, *t);
+    if (da_acc == Accumulate::yes && da.dtype != DType::f32)
+      fail(op, fmt::format("accumulating into da {}: only an F32 da may accumulate", describe(da)));
   }
   if (!dw.empty()) {
     need_f32_like(op, "dw", dw, w);
@@ -104,6 +107,7 @@ RowsShape check_residual_layernorm_train(const TensorView& out, const TensorView
                                          const TensorView& x, const TensorView& residual, const TensorView& gamma,
                                          const TensorView& beta, float eps) {
   const char* op = "residual_layernorm_train";
+  need(op, "residual", residual, 2);  // not optional here, unlike residual_layernorm's
   const RowsShape s = check_residual_layernorm(out, x, residual, gamma, beta, eps);
   need_f32_vector(op, "mean", mean, s.T);
   need_f32_vector(op, "rstd", rstd, s.T);

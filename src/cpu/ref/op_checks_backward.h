@@ -9,8 +9,10 @@
 
 namespace stoke::cpu {
 
+// da_acc = Accumulate::yes: da must be f32 (op_list.h: linear_backward).
 LinearShape check_linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db,
-                                  const TensorView& dy, const TensorView& a, const TensorView& w);
+                                  const TensorView& dy, const TensorView& a, const TensorView& w,
+                                  Accumulate da_acc);
 RowsShape check_residual_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                                          const TensorView& x, const TensorView& residual, const TensorView& gamma,
                                          const TensorView& beta, float eps);

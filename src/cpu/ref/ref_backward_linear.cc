@@ -21,19 +21,22 @@ double gelu_erf_grad(double u) {
 }  // namespace
 
 void linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db, const TensorView& dy,
-                     const TensorView& a, const TensorView& w) {
-  const auto [M, N, K] = check_linear_backward(da, dw, db, dy, a, w);
+                     const TensorView& a, const TensorView& w, Accumulate da_acc) {
+  const auto [M, N, K] = check_linear_backward(da, dw, db, dy, a, w, da_acc);
   auto at = [](const std::vector<double>& v, int64_t i) { return v[static_cast<size_t>(i)]; };
   std::vector<double> g(static_cast<size_t>(M * N)), x(static_cast<size_t>(M * K)), wd(static_cast<size_t>(N * K));
   for (int64_t i = 0; i < M * N; ++i) g[static_cast<size_t>(i)] = load(dy, i);
   for (int64_t i = 0; i < M * K; ++i) x[static_cast<size_t>(i)] = load(a, i);
   for (int64_t i = 0; i < N * K; ++i) wd[static_cast<size_t>(i)] = load(w, i);
-  if (!da.empty())  // da[m,k] = sum_n dy[m,n] w[n,k]
+  if (!da.empty())  // da[m,k] (+)= sum_n dy[m,n] w[n,k]
     for (int64_t m = 0; m < M; ++m)
       for (int64_t k = 0; k < K; ++k) {
         double acc = 0.0;
         for (int64_t n = 0; n < N; ++n) acc += at(g, m * N + n) * at(wd, n * K + k);
-        store(da, m * K + k, acc);
+        if (da_acc == Accumulate::yes)  // f32 da: the sum rounded as stored, then the add op's f32 add
+          store(da, m * K + k, static_cast<double>(static_cast<float>(load(da, m * K + k)) + static_cast<float>(acc)));
+        else
+          store(da, m * K + k, acc);
       }
   if (!dw.empty())  // dw[n,k] += sum_m dy[m,n] a[m,k]
     for (int64_t n = 0; n < N; ++n)

@@ -54,7 +54,8 @@ void residual_layernorm(const TensorView& out, const TensorView& x, const Tensor
   check_layernorm_copy("residual_layernorm", out, out_low, {&x, &residual, &gamma, &beta});
   std::vector<double> row(static_cast<size_t>(H));
   for (int64_t t = 0; t < T; ++t) {
-    for (int64_t i = 0; i < H; ++i) row[static_cast<size_t>(i)] = load(x, t * H + i) + load(residual, t * H + i);
+    for (int64_t i = 0; i < H; ++i)
+      row[static_cast<size_t>(i)] = load(x, t * H + i) + (residual.empty() ? 0.0 : load(residual, t * H + i));
     layernorm_row(row.data(), H, gamma, beta, eps);
     store_row(out, out_low, t, H, row);
   }
