@@ -494,7 +494,7 @@ std::vector<OpCase> make_cases() {
       const TensorView a = r.in(random_tensor(rng, at, {M, K})), w = r.in(random_tensor(rng, at, {N, K}, -0.2, 0.2));
       const TensorView dy = r.in(random_tensor(rng, at, {M, N}));
       r.ops.linear_backward(r.out("da", at, {M, K}), r.inout("dw", random_tensor(rng, DType::f32, {N, K})),
-                            r.inout("db", random_tensor(rng, DType::f32, {N})), dy, a, w);
+                            r.inout("db", random_tensor(rng, DType::f32, {N})), dy, a, w, Accumulate::no);
     });
     train("layernorm_backward", dt + "_tall", at, 700, [=](Run& r, Rng& rng) {
       const int64_t TL = 700;
