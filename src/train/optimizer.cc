@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -105,6 +106,10 @@ void Optimizer::step(int64_t t, double lr) {
   if (graphs_on_ || values_on_device_) {
     stage_step_values(t, lr);
     hp.device = TensorView(step_values_->data(), DType::f64, {2});
+    // Not read when hp.device is set: a NaN lr makes a kernel that read it
+    // anyway show it (the graph-form tests would see NaN parameters).
+    hp.step = 0;
+    hp.lr = std::numeric_limits<double>::quiet_NaN();
   }
   if (options_.max_grad_norm > 0) backend_.copy_to_device(sumsq_->data(), zeros_host_->data(), 8);
   if (!graphs_on_) {
