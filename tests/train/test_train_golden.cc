@@ -772,10 +772,14 @@ TEST(TrainOptimizerGraph, AFailedCaptureRunsEagerlyForGood) {
 
 // The whole trainer in the graphs' form (TrainerOptions::graph_shapes_without_capture:
 // padded micro-batches, the device dropout step, t and lr from device
-// memory), reference kernels: the eager run's parameters bit for bit over six
-// steps of warmup and decay; and a run resumed from its checkpoint-3 ends on
-// the same bits as the uninterrupted one.
+// memory), reference kernels, six steps of warmup and decay: the eager run's
+// parameters bit for bit, its checkpoint-3 byte for byte (weights, moments,
+// trainer state); and a run resumed from that checkpoint ends on the same
+// bits as the uninterrupted one. In f32, and in f16 with the loss scaler
+// growing every second step. (A skipped f16 step in the graphs' form:
+// StepValuesOnTheDeviceEqualTheEagerSteps above.)
 TEST(TrainOptimizerGraph, TheTrainerInTheGraphsFormEqualsEagerAndResumes) {
+  namespace fs = std::filesystem;
   const Fixture fx = open_fixture("tiny-bert");
   const HfConfig& c = fx.folder.config;
   std::vector<train::Example> examples(24);
@@ -786,44 +790,68 @@ TEST(TrainOptimizerGraph, TheTrainerInTheGraphsFormEqualsEagerAndResumes) {
     examples[i].type_ids.assign(len, 0);
     examples[i].label = static_cast<int32_t>(i % 2);
   }
-  train::TrainerOptions o;
-  o.max_steps = 6;
-  o.batch_size = 8;
-  o.lr = 1e-3;
-  o.warmup_steps = 2;
-  o.log_every = 3;
-  o.save_every = 3;
-  o.quiet = true;
-  o.dropout = DropoutRates{0.1f, 0.1f, 0.1f};
-  train::SaveContext save;
-  save.config_json = read_file(fx.folder.model_dir / "config.json");
-  namespace fs = std::filesystem;
-  auto train_run = [&](const fs::path& output, bool graph_form, const fs::path& resume) {
-    train::TrainerOptions oo = o;
-    oo.output = output;
-    oo.graph_shapes_without_capture = graph_form;
-    cpu::CpuBackend backend(cpu::reference_kernels());
-    const ModelFolder from = resume.empty() ? fx.folder : open_model_folder(resume);
-    auto enc = load_trainable_encoder(c, from.config, open_model_folder_weights(from), backend, DType::f32,
-                                      TrainableInit{}, nullptr);
-    train::Trainer trainer(*enc, backend, oo, examples, nullptr, false, save);
-    if (!resume.empty()) trainer.resume_from(resume);
-    const train::TrainReport report = trainer.run();
-    EXPECT_EQ(report.graphs.padded_tokens > 0, graph_form);
-    std::vector<float> params(static_cast<size_t>(enc->layout.numel()));
-    backend.copy_to_host(params.data(), enc->master_data(), params.size() * 4);
-    backend.synchronize();
-    return params;
-  };
-  const fs::path eager_dir = test::scratch_dir("optimizer-graph-eager");
-  const fs::path dir = test::scratch_dir("optimizer-graph-form");
-  const std::vector<float> eager = train_run(eager_dir, false, {});
-  const std::vector<float> graphs = train_run(dir, true, {});
-  EXPECT_TRUE(eager == graphs) << "the graphs' form changed the parameters";
-  const fs::path ck = dir / "checkpoint-3";
-  ASSERT_TRUE(fs::exists(ck));
-  const std::vector<float> resumed = train_run(dir, true, ck);
-  EXPECT_TRUE(resumed == graphs) << "a resume in the graphs' form changed the parameters";
+  for (const DType dtype : {DType::f32, DType::f16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    train::TrainerOptions o;
+    o.max_steps = 6;
+    o.batch_size = 8;
+    o.lr = 1e-3;
+    o.warmup_steps = 2;
+    o.log_every = 3;
+    o.save_every = 3;
+    o.quiet = true;
+    o.dropout = DropoutRates{0.1f, 0.1f, 0.1f};
+    o.optim.loss_scaling = dtype == DType::f16;
+    o.optim.scaler.growth_interval = 2;  // the scale grows at steps 2, 4, 6: a resume must keep its tracker
+    train::SaveContext save;
+    save.config_json = read_file(fx.folder.model_dir / "config.json");
+    struct Run {
+      std::vector<float> params;
+      train::TrainReport report;
+    };
+    auto train_run = [&](const fs::path& output, bool graph_form, const fs::path& resume) {
+      train::TrainerOptions oo = o;
+      oo.output = output;
+      oo.graph_shapes_without_capture = graph_form;
+      cpu::CpuBackend backend(cpu::reference_kernels());
+      const ModelFolder from = resume.empty() ? fx.folder : open_model_folder(resume);
+      auto enc = load_trainable_encoder(c, from.config, open_model_folder_weights(from), backend, dtype,
+                                        TrainableInit{}, nullptr);
+      train::Trainer trainer(*enc, backend, oo, examples, nullptr, false, save);
+      if (!resume.empty()) trainer.resume_from(resume);
+      Run r;
+      r.report = trainer.run();
+      EXPECT_EQ(r.report.graphs.padded_tokens > 0, graph_form);
+      r.params.resize(static_cast<size_t>(enc->layout.numel()));
+      backend.copy_to_host(r.params.data(), enc->master_data(), r.params.size() * 4);
+      backend.synchronize();
+      return r;
+    };
+    const std::string name = "optimizer-graph-" + std::string(dtype_name(dtype));
+    const fs::path eager_dir = test::scratch_dir(name + "-eager"), dir = test::scratch_dir(name + "-form");
+    const Run eager = train_run(eager_dir, false, {});
+    const Run graphs = train_run(dir, true, {});
+    EXPECT_TRUE(eager.params == graphs.params) << "the graphs' form changed the parameters";
+    if (dtype == DType::f16) {
+      EXPECT_EQ(graphs.report.scaler.scale, 8.0f * 65536.0f) << "the scale did not grow every 2 steps";
+      EXPECT_EQ(graphs.report.scaler.scale, eager.report.scaler.scale);
+      EXPECT_EQ(graphs.report.scaler.optimizer_steps, 6);
+    }
+    // checkpoint-3 of both runs: the same bytes in every file.
+    size_t files = 0;
+    for (const auto& e : fs::directory_iterator(eager_dir / "checkpoint-3")) {
+      if (!e.is_regular_file()) continue;
+      ++files;
+      EXPECT_TRUE(read_file(e.path()) == read_file(dir / "checkpoint-3" / e.path().filename()))
+          << e.path().filename() << " differs";
+    }
+    EXPECT_GE(files, 3u);
+    const fs::path ck = dir / "checkpoint-3";
+    ASSERT_TRUE(fs::exists(ck));
+    const Run resumed = train_run(dir, true, ck);
+    EXPECT_TRUE(resumed.params == graphs.params) << "a resume in the graphs' form changed the parameters";
+    EXPECT_EQ(resumed.report.scaler.scale, graphs.report.scaler.scale);
+  }
 }
 
 // ---- the bucket planning ----
