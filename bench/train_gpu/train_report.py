@@ -121,7 +121,8 @@ def main():
     if g:
         print(f"train stoke graphs: used {g.get('used')}, buckets {g.get('buckets_captured')}, replayed "
               f"{g.get('micro_batches_replayed')}, eager {g.get('micro_batches_eager')}, padding "
-              f"{g.get('padding_fraction')}, capture failed {g.get('capture_failed')}")
+              f"{g.get('padding_fraction')}, capture failed {g.get('capture_failed')}, graphed {g.get('graphed')}, "
+              f"optimizer steps replayed {g.get('optimizer_steps_replayed')}")
     print(f"train: stoke / fixed loop = {res.get('stoke_over_fixed')}; loss curve ok = {res['loss_curve'].get('ok')}")
     return 0
 

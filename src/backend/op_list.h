@@ -416,7 +416,10 @@ STOKE_OP(loss_scale_update,
 // decay_ranges[R,2] i64: sorted, disjoint [begin, end) element ranges where
 // weight decay applies (the per-tensor decay flags of the group, merged); an
 // unset view (TensorView{}, rank 0) = decay applies everywhere, R = 0 rows =
-// nowhere. g is read, never written.
+// nowhere. g is read, never written. hp.device (f64 [2] = {t, lr}, may be
+// empty): t and lr read from device memory when the op runs, in place of
+// hp.step and hp.lr (a replayed optimizer-step graph); with a scaler, t is
+// still the scaler's. The coefficients are formed from them in double.
 STOKE_OP(adamw,
          (const TensorView& p, const TensorView& g, const TensorView& m, const TensorView& v,
           const TensorView& decay_ranges, const TensorView& grad_scale, const TensorView& scaler,

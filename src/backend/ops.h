@@ -74,6 +74,22 @@ class Ops {
     double lr = 0.0;
     double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
     double weight_decay = 0.0;  // decoupled: p -= lr * weight_decay * p where decay applies
+    // The values that change every step, from device memory instead: f64
+    // [2] = {t, lr} (kDeviceStep, kDeviceLr), read when the op runs — as
+    // DropoutStep's device step. A replayed optimizer-step graph
+    // (train/optimizer.h) repeats the arguments it was captured with, so its
+    // lr (the schedule's, a host value) and t come from memory a copy wrote
+    // before the replay; `step` and `lr` are then not read. The op checks
+    // the tensor's shape only: whoever writes the values checks them (t >= 1,
+    // lr finite and >= 0). Empty: `step` and `lr` as given.
+    TensorView device{};
+    static constexpr int kDeviceStep = 0, kDeviceLr = 1;
+    // t and lr where device memory is host memory (the CPU backends), read
+    // when the op runs (on the executor, in stream order).
+    int64_t host_step() const {
+      return device.empty() ? step : static_cast<int64_t>(device.as<const double>()[kDeviceStep]);
+    }
+    double host_lr() const { return device.empty() ? lr : device.as<const double>()[kDeviceLr]; }
   };
 
   // The state of f16 training's dynamic loss scale (torch.amp.GradScaler),

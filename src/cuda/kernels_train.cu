@@ -327,37 +327,49 @@ __global__ void clip_scale_kernel(float* scale, const void* sumsq, bool f64, flo
 struct AdamWCoef {
   float decay, w1, beta2, w2, bc2_sqrt, eps, neg_step;
 };
-// The f32 coefficients of step t, formed in double and rounded once (as the
-// CPU kernels); on the host for a step number the host knows, on the device
-// for one the loss scaler counts.
-__host__ __device__ AdamWCoef adamw_coef(const Ops::AdamWStep& hp, double t) {
+// The hyperparameters a kernel takes by value (Ops::AdamWStep less its
+// device view: a kernel argument is plain data).
+struct AdamWHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;
+};
+// The f32 coefficients of step t at learning rate lr, formed in double and
+// rounded once (as the CPU kernels), on the device: t and lr may come from
+// device memory (a replayed optimizer-step graph, the loss scaler's count),
+// and the eager launch forms them the same way, so a graph's step and the
+// eager one give the same bits.
+__device__ AdamWCoef adamw_coef(const AdamWHyper& hp, double t, double lr) {
   AdamWCoef k;
-  k.decay = static_cast<float>(1.0 - hp.lr * hp.weight_decay);
+  k.decay = static_cast<float>(1.0 - lr * hp.weight_decay);
   k.w1 = static_cast<float>(1.0 - hp.beta1);
   k.beta2 = static_cast<float>(hp.beta2);
   k.w2 = static_cast<float>(1.0 - hp.beta2);
   k.bc2_sqrt = static_cast<float>(sqrt(1.0 - pow(hp.beta2, t)));
   k.eps = static_cast<float>(hp.eps);
-  k.neg_step = static_cast<float>(-(hp.lr / (1.0 - pow(hp.beta1, t))));
+  k.neg_step = static_cast<float>(-(lr / (1.0 - pow(hp.beta1, t))));
   return k;
 }
-// scaler (f16 training's loss scaler, or null): a set found-inf flag skips
-// the step (every block returns before writing), else t is its step count +
-// 1 and each block's thread 0 forms the coefficients from it.
+// Each block's thread 0 forms the coefficients: t is hp.step, or
+// per_step[kDeviceStep] (per_step: Ops::AdamWStep::device, or null), or —
+// with f16 training's loss scaler — its step count + 1; lr is hp.lr or
+// per_step[kDeviceLr]. A set found-inf flag skips the step (every block
+// returns before writing).
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, bool all,
-                             const int64_t* ranges, int64_t R, const float* grad_scale, AdamWCoef host_k,
-                             const double* scaler, Ops::AdamWStep hp) {
+                             const int64_t* ranges, int64_t R, const float* grad_scale, const double* scaler,
+                             const double* per_step, AdamWHyper hp) {
   __shared__ AdamWCoef shared_k;
   __shared__ bool skip;
-  if (scaler) {
-    if (threadIdx.x == 0) {
-      skip = scaler[Ops::LossScaler::kFoundInf] != 0.0;
-      if (!skip) shared_k = adamw_coef(hp, scaler[Ops::LossScaler::kOptimizerSteps] + 1.0);
+  if (threadIdx.x == 0) {
+    skip = scaler && scaler[Ops::LossScaler::kFoundInf] != 0.0;
+    if (!skip) {
+      double t = per_step ? per_step[Ops::AdamWStep::kDeviceStep] : static_cast<double>(hp.step);
+      if (scaler) t = scaler[Ops::LossScaler::kOptimizerSteps] + 1.0;
+      shared_k = adamw_coef(hp, t, per_step ? per_step[Ops::AdamWStep::kDeviceLr] : hp.lr);
     }
-    __syncthreads();
-    if (skip) return;
   }
-  const AdamWCoef k = scaler ? shared_k : host_k;
+  __syncthreads();  // every thread reaches it: the early return is after
+  if (skip) return;
+  const AdamWCoef k = shared_k;
   const float s = grad_scale ? *grad_scale : 1.0f;
   STOKE_GRID_STRIDE(i, n) {
     bool decays = all;
@@ -703,13 +715,13 @@ void launch_adamw(cudaStream_t s, const TensorView& p, const TensorView& g, cons
                   const Ops::AdamWStep& hp) {
   const int64_t n = p.numel();
   if (n == 0) return;
-  const AdamWCoef k = adamw_coef(hp, static_cast<double>(hp.step));
+  const AdamWHyper h{hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.step};
   const bool all = decay_ranges.rank == 0;
   adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(
       p.as<float>(), g.as<const float>(), m.as<float>(), v.as<float>(), n, all,
       all ? nullptr : static_cast<const int64_t*>(decay_ranges.data), all ? 0 : decay_ranges.dim(0),
-      grad_scale.empty() ? nullptr : grad_scale.as<const float>(), k,
-      scaler.empty() ? nullptr : scaler.as<const double>(), hp);
+      grad_scale.empty() ? nullptr : grad_scale.as<const float>(), scaler.empty() ? nullptr : scaler.as<const double>(),
+      hp.device.empty() ? nullptr : hp.device.as<const double>(), h);
   check_launch("adamw_kernel");
 }
 

@@ -542,17 +542,28 @@ json run_record(const TrainOptions& o, const json& identity, const TrainingData&
                           {"skipped_steps", r.scaler.skipped_steps},
                           {"optimizer_steps", r.scaler.optimizer_steps}};
   }
-  // CUDA graphs of the step per length bucket (docs/training.md "Graphs").
-  run["graphs"] = {{"used", r.graphs.replayed > 0},
+  // CUDA graphs (docs/training.md "Graphs"): the encoder forward and backward
+  // per length bucket, and the optimizer step; "graphed" names the phases
+  // that replayed at least once.
+  nlohmann::json graphed = nlohmann::json::array();
+  if (r.graphs.replayed > 0) {
+    graphed.push_back("encoder_forward");
+    graphed.push_back("encoder_backward");
+  }
+  if (r.optimizer_graph.replayed > 0) graphed.push_back("optimizer_step");
+  run["graphs"] = {{"used", r.graphs.replayed > 0 || r.optimizer_graph.replayed > 0},
                    {"enabled", !o.no_graphs},
-                   {"capture_failed", r.graphs.capture_failed},
+                   {"graphed", graphed},
+                   {"capture_failed", r.graphs.capture_failed || r.optimizer_graph.capture_failed},
                    {"buckets_captured", r.graphs.buckets},
                    {"micro_batches_replayed", r.graphs.replayed},
                    {"micro_batches_eager", r.graphs.eager},
                    {"padding_fraction", r.graphs.padded_tokens > 0
                                             ? 1.0 - static_cast<double>(r.graphs.real_tokens) /
                                                         static_cast<double>(r.graphs.padded_tokens)
-                                            : 0.0}};
+                                            : 0.0},
+                   {"optimizer_steps_replayed", r.optimizer_graph.replayed},
+                   {"optimizer_steps_eager", r.optimizer_graph.eager}};
   run["final"] = {{"loss", r.last_loss}, {"accuracy", r.last_accuracy}};
   if (r.last_eval) {
     run["final"]["eval_loss"] = r.last_eval->loss;

@@ -231,34 +231,40 @@ void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const in
   const std::optional<TrainBucket> bucket = graph_bucket(batch, k);
   stage(batch, labels, targets, regression, bucket, k.step);
   const Step st = step_views(batch, k, bucket);
-  if (c.arch->prenorm) {
-    forward_prenorm(st);
-    loss_prenorm(st, metrics);
-    backward_prenorm(st);
-    return;
-  }
+  // The three phases of either layer sequence: the encoder forward, the head
+  // (its loss and its backward down to the encoder's output gradient), the
+  // encoder backward.
+  const bool prenorm = c.arch->prenorm;
+  const auto encoder_forward = [&] { prenorm ? forward_prenorm(st) : forward(st); };
+  const auto head = [&] {
+    if (prenorm) {
+      loss_prenorm(st, metrics);
+      backward_prenorm_head(st);
+    } else {
+      loss(st, metrics);
+      backward_head(st);
+    }
+  };
+  const auto encoder_backward = [&] { prenorm ? backward_prenorm_layers(st) : backward_layers(st); };
   if (!bucket) {
     ++stats_.eager;
-    forward(st);
-    loss(st, metrics);
-    backward_head(st);
-    backward_layers(st);
+    encoder_forward();
+    head();
+    encoder_backward();
     return;
   }
   stats_.real_tokens += T;
   stats_.padded_tokens += bucket->tokens;
   const GraphKey key{*bucket, k.dropout.hidden, k.dropout.attention, k.seed, k.token_offset};
-  run_phase(key, 0, [&] { forward(st); });
-  loss(st, metrics);  // the real sequences only: eager
-  backward_head(st);
-  run_phase(key, 1, [&] { backward_layers(st); });
+  run_phase(key, 0, encoder_forward);
+  head();  // the real sequences only: eager
+  run_phase(key, 1, encoder_backward);
 }
 
 std::optional<TrainBucket> EncoderTrainingRunner::graph_bucket(const PackedBatch& batch,
                                                                const MicroBatchKnobs& k) const {
   (void)k;
   if (!(graphs_on_ || pad_without_capture_) || backward_hook_) return std::nullopt;
-  if (enc_.config.arch->prenorm || !enc_.master.rel_bias.empty()) return std::nullopt;
   return plan_.bucket_of(batch.tokens(), batch.sequences(), batch.max_seqlen);
 }
 
@@ -367,6 +373,8 @@ EncoderTrainingRunner::Step EncoderTrainingRunner::step_views(const PackedBatch&
   if (c.arch->prenorm) st.positions = saved_->zero_pos.vec(st.T);  // ModernBERT: rotary, one zero position row
   st.cu = shaped(cu_, DType::i32, {(bucket ? bucket->sequences : st.B) + 1});
   st.cu_head = bucket ? shaped(cu_head_, DType::i32, {st.B + 1}) : st.cu;
+  st.tokens = batch.tokens();
+  st.cu_real = shaped(cu_, DType::i32, {st.B + 1});  // the padded offsets begin with the batch's own
   st.layer_step = bucket ? Ops::DropoutStep(shaped(step_, DType::u32, {1})) : Ops::DropoutStep(k.step);
   st.rows = shaped(rows_, DType::i32, {st.B});
   st.labels = shaped(labels_, DType::i32, {st.B});
@@ -670,12 +678,13 @@ void EncoderTrainingRunner::loss_prenorm(const Step& st, const TensorView& metri
   const HfConfig& c = enc_.config;
   const EncoderParams& p = enc_.compute;
   Saved& s = *saved_;
-  const int64_t T = st.T, B = st.B;
+  const int64_t B = st.B;
   const MicroBatchKnobs& k = st.knobs;
   const float pc = k.dropout.classifier;
   const TensorView pooled = s.first.rows(B), hid = s.pooled.rows(B), ln = s.head_ln.rows(B);
   const TensorView out_in = pc > 0 ? s.pooled_drop.rows(B) : ln;
-  ops.pool(pooled, s.h_out.rows(T), st.cu, c.classifier_mean_pooling ? PoolingMode::mean : PoolingMode::cls);
+  ops.pool(pooled, s.h_out.rows(st.tokens), st.cu_real,
+           c.classifier_mean_pooling ? PoolingMode::mean : PoolingMode::cls);  // the real rows only
   ops.linear(hid, pooled, p.head_dense_w, TensorView{}, Activation::none, Accumulate::no);
   ops.bias_gelu_train(hid, s.head_pre.rows(B), TensorView{});
   ops.residual_layernorm_train(ln, s.head_m.vec(B), s.head_r.vec(B), hid, s.zero_rows.rows(B), p.head_norm, p.zeros,
@@ -689,7 +698,8 @@ void EncoderTrainingRunner::loss_prenorm(const Step& st, const TensorView& metri
   if (!k.loss_scaler.empty()) ops.loss_scale_multiply(s.dlogits.rows(B), k.loss_scaler);
 }
 
-void EncoderTrainingRunner::backward_prenorm(const Step& st) const {
+// The head's backward, down to d h_out (in d_x).
+void EncoderTrainingRunner::backward_prenorm_head(const Step& st) const {
   const Ops& ops = backend_.ops();
   const HfConfig& c = enc_.config;
   const EncoderParams& p = enc_.compute;
@@ -698,8 +708,6 @@ void EncoderTrainingRunner::backward_prenorm(const Step& st) const {
   const int64_t T = st.T, B = st.B;
   const MicroBatchKnobs& k = st.knobs;
   const float pc = k.dropout.classifier;
-  const Ops::Rotary rope = prenorm_rope(c);
-  const Ops::Glu geglu = prenorm_geglu();
   const TensorView pooled = s.first.rows(B), hid = s.pooled.rows(B), ln = s.head_ln.rows(B);
   const TensorView out_in = pc > 0 ? s.pooled_drop.rows(B) : ln;
   const TensorView g_a = s.g_a.rows(B), g_b = s.g_b.rows(B);
@@ -710,9 +718,30 @@ void EncoderTrainingRunner::backward_prenorm(const Step& st) const {
                          s.head_r.vec(B), p.head_norm);                                               // d GELU out
   ops.bias_gelu_backward(g_b, TensorView{}, g_b, s.head_pre.rows(B));
   ops.linear_backward(g_a, g.head_dense_w, TensorView{}, g_b, pooled, p.head_dense_w, Accumulate::no);  // d pooled
+  // d h_out: the pooled rows' gradient, every other row (padding too) 0.
+  // cu_head reaches the last row (padding included) for the first-token
+  // pooling; a mean over the real rows writes the padding's zeros first.
+  const TensorView dx = s.d_x.rows(T);
+  if (!c.classifier_mean_pooling) {
+    ops.pool_backward(dx, g_a, s.h_out.rows(T), st.cu_head, PoolingMode::cls);
+  } else {
+    if (st.tokens < T) ops.pool_backward(dx, s.zero_rows.rows(B), TensorView{}, st.cu_head, PoolingMode::cls);
+    ops.pool_backward(s.d_x.rows(st.tokens), g_a, s.h_out.rows(st.tokens), st.cu_real, PoolingMode::mean);
+  }
+}
+
+// The encoder's backward from d h_out (in d_x): the final norm, the layers, the embeddings.
+void EncoderTrainingRunner::backward_prenorm_layers(const Step& st) const {
+  const Ops& ops = backend_.ops();
+  const HfConfig& c = enc_.config;
+  const EncoderParams& p = enc_.compute;
+  const EncoderParams& g = enc_.grad;
+  Saved& s = *saved_;
+  const int64_t T = st.T;
+  const Ops::Rotary rope = prenorm_rope(c);
+  const Ops::Glu geglu = prenorm_geglu();
   const TensorView dh = s.d_h.rows(T), dx = s.d_x.rows(T), ds = s.d_s.rows(T), di = s.d_i.rows(T);
   const TensorView dqkv = s.d_qkv.rows(T), dgate = s.d_gate.rows(T);
-  ops.pool_backward(dx, g_a, s.h_out.rows(T), st.cu, c.classifier_mean_pooling ? PoolingMode::mean : PoolingMode::cls);
   const size_t L = p.layers.size();
   ops.layernorm_backward(dh, g.final_norm, TensorView{}, dx, s.h[L].rows(T), TensorView{}, s.mf.vec(T), s.rf.vec(T),
                          p.final_norm);                                                               // d h[L]

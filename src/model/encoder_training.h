@@ -89,9 +89,12 @@ class EncoderTrainingRunner {
   // sequences of their own (at most the bucket's longest), get gradient 0 and
   // change no parameter gradient. The layers' dropout step comes from device
   // memory a copy writes before each replay (Ops::DropoutStep). A failed
-  // capture runs that micro-batch eagerly and every later one unpadded. Not
-  // used with a backward hook (data parallelism), for pre-norm encoders
-  // (ModernBERT) or MPNet (relative attention).
+  // capture runs that micro-batch eagerly and every later one unpadded.
+  // Every layer sequence: post-LN, pre-norm (ModernBERT: the final norm is
+  // in the backward graph, the head pools the real rows only) and MPNet (its
+  // relative bias table is the bucket's: 2 max_seqlen - 1 rows; distances
+  // only padding sequences reach get gradient 0). Not used with a backward
+  // hook (data parallelism: docs/training.md says why).
   // On by default where the backend can capture.
   void set_graphs(bool on);
   // Tests: the graph-shaped micro-batch (padded, device-side dropout step)
@@ -126,6 +129,8 @@ class EncoderTrainingRunner {
     int maxlen = 0;
     TensorView ids{}, types{}, positions{}, cu{}, rows{}, labels{}, targets{};  // types empty: no token types
     TensorView cu_head{};      // B + 1 offsets for the head's pool_backward (the last one = T)
+    int64_t tokens = 0;        // the batch's own tokens (T less the padding)
+    TensorView cu_real{};      // B + 1 offsets, the batch's own (the last one = tokens): the head's pooling
     Ops::DropoutStep layer_step{};  // the layers' dropout step: knobs.step, or the device copy of it
     float eps = 0;
     int heads = 0;
@@ -160,7 +165,8 @@ class EncoderTrainingRunner {
   // (model/prenorm_layer.h has the sequence).
   void forward_prenorm(const Step& st) const;
   void loss_prenorm(const Step& st, const TensorView& metrics) const;
-  void backward_prenorm(const Step& st) const;
+  void backward_prenorm_head(const Step& st) const;
+  void backward_prenorm_layers(const Step& st) const;
   // MPNet: the buckets of the distances of this batch's max_seqlen.
   TensorView rel_buckets_view(const Step& st) const;
   TensorView take(DType t, std::initializer_list<int64_t> shape, int64_t rows_used);

@@ -43,6 +43,28 @@ class Optimizer {
   // scale updated — torch's scaler.unscale_, clip, scaler.step, scaler.update.
   void step(int64_t t, double lr);
 
+  // Graphs (docs/training.md "Graphs"). Where the backend can capture, the
+  // step's ops (unscale, gradient norm, clipping coefficient, AdamW, the
+  // compute-weight refresh, the scaler update) are captured on the first
+  // step and replayed on every later one: their shapes never change. t and
+  // lr — the only arguments that change per step — reach AdamW from device
+  // memory (Ops::AdamWStep::device) that an enqueued copy writes before each
+  // replay, from a ring of host staging slots (a slot is rewritten only once
+  // its previous copy has run). A failed capture runs that step and every
+  // later one eagerly. On by default where the backend can capture.
+  void set_graphs(bool on);
+  // Tests: the graph's form (t and lr from device memory, staged as above)
+  // enqueued eagerly, on any backend — the CPU cannot capture, so this is
+  // how it proves a replayed step equals the eager one.
+  void set_step_values_on_device(bool on) { values_on_device_ = on; }
+  struct GraphStats {
+    bool on = false;              // graphs enabled (and the backend can capture)
+    bool capture_failed = false;  // the capture failed: eager since
+    bool captured = false;        // the step's graph exists
+    int64_t replayed = 0, eager = 0;  // steps through the graph / eagerly
+  };
+  const GraphStats& graph_stats() const { return stats_; }
+
   // The loss scaler's device state (Ops::LossScaler), empty without loss
   // scaling: the micro-batches multiply the loss gradient by its scale.
   TensorView loss_scaler() const;
@@ -70,6 +92,20 @@ class Optimizer {
   std::unique_ptr<Buffer> m_, v_, decay_, sumsq_, scale_, zeros_host_;
   std::unique_ptr<Buffer> scaler_, scaler_host_;  // loss scaling: the device state, the host staging of loads
   int64_t decay_rows_ = 0;
+  // The step's ops with hyperparameters `hp` (what a graph records).
+  void enqueue_step_ops(const Ops::AdamWStep& hp) const;
+  // Copies {t, lr} into step_values_ from the next host staging slot.
+  void stage_step_values(int64_t t, double lr);
+  struct Staging {
+    std::unique_ptr<Buffer> host;  // f64 [2]
+    std::shared_ptr<Event> done;   // after its copy
+  };
+  std::unique_ptr<Buffer> step_values_;  // f64 [2] {t, lr}: Ops::AdamWStep::device
+  std::vector<Staging> staging_;
+  size_t next_slot_ = 0;
+  bool graphs_on_ = false, values_on_device_ = false;
+  std::unique_ptr<Graph> graph_;
+  GraphStats stats_;
 };
 
 }  // namespace stoke::train

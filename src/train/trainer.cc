@@ -91,6 +91,8 @@ Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptio
   scaler_host_.assign(Ops::LossScaler::kSlots, 0.0);
   report_.loss_scaling = o_.optim.loss_scaling;
   st_.scaler = initial_loss_scaler_state(o_.optim.scaler);
+  optimizer_.set_graphs(o_.graphs && ranks_ == 1);
+  optimizer_.set_step_values_on_device(o_.graph_shapes_without_capture);
 }
 
 Trainer::~Trainer() { backend_.drain(); }
@@ -295,6 +297,7 @@ void Trainer::make_runner() {
       crash_point("train_workspace");
       runner_ = std::make_unique<EncoderTrainingRunner>(enc_, backend_, workspace_tokens(lengths_, chunk_), chunk_);
       runner_->set_graphs(o_.graphs && ranks_ == 1);
+      runner_->set_padding_without_capture(o_.graph_shapes_without_capture);
       return;
     } catch (const OutOfMemoryError& e) {
       runner_.reset();
@@ -524,6 +527,7 @@ TrainReport Trainer::run() {
   if (busy0 >= 0) report_.device_busy = backend_.busy_seconds() - busy0;
   report_.ranks = ranks_;
   report_.graphs = runner_->graph_stats();
+  report_.optimizer_graph = optimizer_.graph_stats();
   if (reducer_) report_.reduce = reducer_->stats();  // the executor is idle: the last step's metrics were read
   report_.micro_batch_halvings = halvings_;
   report_.micro_batch_examples = chunk_;

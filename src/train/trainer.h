@@ -54,10 +54,15 @@ struct TrainerOptions {
   bool quiet = false;
   bool debug_sync_each_step = false;  // a host sync after every step (doctor's sync-bound test)
   // CUDA graphs of the encoder forward and backward per length bucket
-  // (EncoderTrainingRunner::set_graphs); one process only: a data-parallel
-  // rank's token offsets differ per micro-batch, and its backward hands
-  // layers to the all-reduce as they finish.
+  // (EncoderTrainingRunner::set_graphs) and of the optimizer step
+  // (Optimizer::set_graphs); one process only: a data-parallel rank's
+  // backward hands layers to the all-reduce as they finish
+  // (docs/training.md "Graphs" says why that stays eager).
   bool graphs = true;
+  // Tests: what the graphs would record, enqueued eagerly on any backend
+  // (the padded micro-batches, t and lr from device memory): how the CPU
+  // proves a graphed run equals the eager one, resume included.
+  bool graph_shapes_without_capture = false;
   Trace* trace = nullptr;             // host spans: "step" (enqueueing one optimizer step)
   // Data parallelism: each rank takes a fixed slice of every global
   // micro-batch, gradients are summed over the ranks before each optimizer
@@ -105,6 +110,7 @@ struct TrainReport {
   bool loss_scaling = false;
   LossScalerState scaler;
   EncoderTrainingRunner::GraphStats graphs;
+  Optimizer::GraphStats optimizer_graph;
 };
 
 class Trainer {

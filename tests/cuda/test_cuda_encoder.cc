@@ -3,7 +3,8 @@
 // through graph replay; a text alone equal to the same text in a batch; and
 // `stoke embed --device cuda` end to end equal to `--device cpu` (the binary
 // from $STOKE_BIN, as gpu-check sets it). Training: the step through graphs
-// per length bucket equal to the eager step (and both to the CPU's).
+// per length bucket equal to the eager step (and both to the CPU's), and the
+// optimizer step's graph equal to the eager optimizer step.
 // Skipped, with the reason, where there is no GPU.
 #include <gtest/gtest.h>
 
@@ -145,7 +146,8 @@ TEST(CudaCli, EmbedOnTheGpuEqualsTheCpu) {
 // ---- training: graphs per length bucket ------------------------------------------
 //
 // Three micro-batches (the golden batches "train.", "train2.", then "train."
-// again: its bucket's graphs replay), every dropout site at p = 0.1, the
+// again: its bucket's graphs replay), every dropout site the architecture
+// trains with at p = 0.1 (test::goldens::golden_dropout), the
 // gradients and the loss sums accumulated over the three: through graphs
 // (the encoder forward and backward captured per bucket, the head eager
 // between them, the layers' dropout step from device memory) against the
@@ -189,7 +191,9 @@ TEST(CudaTraining, GoldenLossGradientsAndTwoAdamWSteps) {
 
 TEST(CudaTraining, GraphStepEqualsTheEagerStep) {
   STOKE_REQUIRE_GPU(backend);
-  for (const char* model : {"tiny-bert", "tiny-roberta", "tiny-gte"})
+  // ModernBERT (pre-norm, dropout in its classifier only) and MPNet
+  // (relative attention) replay their graphs too.
+  for (const char* model : {"tiny-bert", "tiny-roberta", "tiny-gte", "tiny-modernbert", "tiny-mpnet"})
     for (DType dtype : {DType::f32, DType::bf16}) {
       const std::string what = std::string(model) + " " + std::string(dtype_name(dtype));
       SCOPED_TRACE(what);
@@ -206,6 +210,32 @@ TEST(CudaTraining, GraphStepEqualsTheEagerStep) {
         expect_same_training(eager, cpu, 1e-4, what + " cuda vs cpu");
       }
     }
+}
+
+// The optimizer step through its graph (captured on the first step; t and
+// lr from device memory, staged by a copy before each replay) against the
+// eager step, over six steps of a warmup and a decay
+// (test::goldens::train_golden_optimizer_steps): bit for bit, as the AdamW
+// kernel forms its coefficients on the device either way — f32, bf16, and
+// f16 with the loss scaler and a skipped step.
+TEST(CudaTraining, OptimizerGraphEqualsTheEagerSteps) {
+  STOKE_REQUIRE_GPU(backend);
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const Fixture fx = open_fixture("tiny-bert");
+    const auto run = [&](bool graphs) {
+      return train_golden_optimizer_steps(*backend, fx, dtype, [&](train::Optimizer& o) { o.set_graphs(graphs); });
+    };
+    const GoldenOptimizerRun eager = run(false), graphs = run(true);
+    EXPECT_FALSE(graphs.stats.capture_failed);
+    EXPECT_TRUE(graphs.stats.captured);
+    EXPECT_EQ(graphs.stats.replayed, 6);
+    EXPECT_EQ(eager.stats.eager, 6);
+    EXPECT_TRUE(graphs.params == eager.params) << "parameters";
+    EXPECT_TRUE(graphs.m == eager.m) << "exp_avg";
+    EXPECT_TRUE(graphs.v == eager.v) << "exp_avg_sq";
+    EXPECT_EQ(std::memcmp(graphs.scaler.data(), eager.scaler.data(), eager.scaler.size() * 8), 0);
+  }
 }
 
 }  // namespace

@@ -783,6 +783,30 @@ std::vector<OpCase> make_cases() {
       r.ops.adamw(p, r.in(gh), m, v, TensorView{}, r.in(scale), r.in(scaler_state(4096.0, 2, found_inf ? 1 : 0, 1, 2)),
                   hp);
     }).exact = found_inf;  // skipped: every backend leaves the very bits
+  // adamw with t and lr from device memory (a replayed optimizer-step graph:
+  // Ops::AdamWStep::device): hp.step and hp.lr hold other values, which must
+  // not be read; with a loss scaler, t is still the scaler's (3) and lr the
+  // device's.
+  for (bool with_scaler : {false, true})
+    train("adamw", with_scaler ? "device_lr_scaler" : "device_step_lr", DType::f32, 0, [=](Run& r, Rng& rng) {
+      const int64_t n = 1000;
+      const TensorView p = r.inout("p", random_tensor(rng, DType::f32, {n}));
+      const TensorView g = r.in(random_tensor(rng, DType::f32, {n}, -0.1, 0.1));
+      const TensorView m = r.inout("m", random_tensor(rng, DType::f32, {n}, -0.01, 0.01));
+      const TensorView v = r.inout("v", random_tensor(rng, DType::f32, {n}, 0.0, 1e-4));
+      HostTensor ranges = host_tensor(DType::i64, {2, 2});
+      for (int i = 0; i < 4; ++i) ranges.view.as<int64_t>()[i] = std::vector<int64_t>{0, 300, 640, 1000}[i];
+      HostTensor per_step = host_tensor(DType::f64, {2});
+      per_step.view.as<double>()[Ops::AdamWStep::kDeviceStep] = 5;
+      per_step.view.as<double>()[Ops::AdamWStep::kDeviceLr] = 7.5e-4;
+      Ops::AdamWStep hp;
+      hp.step = 1000;  // not read
+      hp.lr = 0.5;     // not read
+      hp.weight_decay = 0.01;
+      hp.device = r.in(per_step);
+      const TensorView scaler = with_scaler ? r.in(scaler_state(4096.0, 2, 0, 1, 2)) : TensorView{};
+      r.ops.adamw(p, g, m, v, r.in(ranges), TensorView{}, scaler, hp);
+    });
 
   // --- decoder embedders (Qwen2, Qwen3): GQA with 4 query heads on 2 k/v
   // heads, a head dim (24) neither hidden / heads nor a power of two.

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -746,6 +747,49 @@ TEST(AdamW, FastMatchesReference) {
   EXPECT_LE(relative_error(out[1][0], out[0][0]), 1e-7) << "p";
   EXPECT_LE(relative_error(out[1][1], out[0][1]), 1e-6) << "m";
   EXPECT_LE(relative_error(out[1][2], out[0][2]), 1e-6) << "v";
+}
+
+// t and lr from device memory (Ops::AdamWStep::device: what a replayed
+// optimizer-step graph reads) give the bits of the same values passed on
+// the host, over a changing lr; hp.step and hp.lr are then not read. Bad
+// values found there are refused where the op reads them.
+TEST(AdamW, StepValuesFromDeviceMemoryEqualHostValues) {
+  const int64_t n = 4099;
+  Rng rng(21);
+  Tensor p = random(rng, DType::f32, {n}), g = random(rng, DType::f32, {n}, -0.1, 0.1);
+  Tensor m = random(rng, DType::f32, {n}, -0.01, 0.01), v = random(rng, DType::f32, {n}, 0.0, 1e-4);
+  Tensor ranges = from(DType::i64, {2, 2}, {10, 2000, 3000, 4099});
+  for (const Kernels* k : kSets) {
+    Tensor ph = p, mh = m, vh = v, pd = p, md = m, vd = v;
+    Tensor per_step = make(DType::f64, {2});
+    for (int64_t step = 1; step <= 4; ++step) {
+      Ops::AdamWStep hp;
+      hp.step = step;
+      hp.lr = 1e-3 * static_cast<double>(step) / 3.0;  // warmup-like: a new lr every step
+      hp.weight_decay = 0.01;
+      k->adamw(ph.view, g.view, mh.view, vh.view, ranges.view, TensorView{}, TensorView{}, hp);
+      per_step.view.as<double>()[Ops::AdamWStep::kDeviceStep] = static_cast<double>(step);
+      per_step.view.as<double>()[Ops::AdamWStep::kDeviceLr] = hp.lr;
+      Ops::AdamWStep hd = hp;
+      hd.step = 99;  // not read
+      hd.lr = 0.25;  // not read
+      hd.device = per_step.view;
+      k->adamw(pd.view, g.view, md.view, vd.view, ranges.view, TensorView{}, TensorView{}, hd);
+    }
+    EXPECT_EQ(values(pd.view), values(ph.view)) << k->name;
+    EXPECT_EQ(values(md.view), values(mh.view)) << k->name;
+    EXPECT_EQ(values(vd.view), values(vh.view)) << k->name;
+    Ops::AdamWStep bad;
+    bad.device = per_step.view;
+    per_step.view.as<double>()[Ops::AdamWStep::kDeviceLr] = std::numeric_limits<double>::quiet_NaN();
+    EXPECT_THROW(k->adamw(pd.view, g.view, md.view, vd.view, TensorView{}, TensorView{}, TensorView{}, bad), Error);
+    per_step.view.as<double>()[Ops::AdamWStep::kDeviceLr] = 1e-3;
+    per_step.view.as<double>()[Ops::AdamWStep::kDeviceStep] = 0;
+    EXPECT_THROW(k->adamw(pd.view, g.view, md.view, vd.view, TensorView{}, TensorView{}, TensorView{}, bad), Error);
+    Tensor f32_values = make(DType::f32, {2});
+    bad.device = f32_values.view;
+    EXPECT_THROW(k->adamw(pd.view, g.view, md.view, vd.view, TensorView{}, TensorView{}, TensorView{}, bad), Error);
+  }
 }
 
 TEST(AdamW, RefusesBadCalls) {

@@ -289,6 +289,9 @@ TEST(TrainCli, HostSyncsOverAnEpochStayWithinTheBound) {
   EXPECT_EQ(run["graphs"]["buckets_captured"], 0);
   EXPECT_EQ(run["graphs"]["micro_batches_eager"], 12);
   EXPECT_EQ(run["graphs"]["padding_fraction"], 0.0);
+  EXPECT_EQ(run["graphs"]["graphed"], json::array());
+  EXPECT_EQ(run["graphs"]["optimizer_steps_replayed"], 0);
+  EXPECT_EQ(run["graphs"]["optimizer_steps_eager"], steps);
 }
 
 // RELIABILITY 9: N steps + kill -9 + resume + N steps == 2N straight, bitwise,

@@ -417,13 +417,60 @@ TEST(TrainDropoutSplit, TwoHalvesWithOffsetsGiveTheWholeBatchsGradient) {
 // count, so the sums may associate differently: relative 1e-6 per tensor
 // (on the development machine they came out bit for bit too; the test
 // prints the count of differing elements), metrics bitwise (the head runs
-// on the real rows, unpadded, in both).
+// on the real rows, unpadded, in both). Pre-norm encoders (ModernBERT) train
+// with dropout in the classifier only; their head pools the real rows (a
+// mean, or the first token) and the padding's rows of d h_out are zeros.
+// MPNet's relative bias table has the bucket's 2 max_seqlen - 1 rows: the
+// same bias per distance, and the distances only padding sequences reach get
+// an exact 0 in its gradient.
 using StepResult = GoldenTrainingRun;
 
-StepResult run_two_micro_batches(const Fixture& fx, const char* kernels, bool padded, uint32_t first_step) {
+StepResult run_two_micro_batches(const Fixture& fx, const char* kernels, bool padded, uint32_t first_step,
+                                 const DropoutRates& dropout) {
   cpu::CpuBackend backend(std::string(kernels) == "reference" ? cpu::reference_kernels() : cpu::fast_kernels());
   return train_golden_micro_batches(backend, fx, DType::f32, {"train.", "train2."}, 1234, first_step, 1.0f / 16.0f,
-                                          [&](EncoderTrainingRunner& r) { r.set_padding_without_capture(padded); });
+                                    dropout,
+                                    [&](EncoderTrainingRunner& r) { r.set_padding_without_capture(padded); });
+}
+
+StepResult run_two_micro_batches(const Fixture& fx, const char* kernels, bool padded, uint32_t first_step) {
+  return run_two_micro_batches(fx, kernels, padded, first_step, golden_dropout(fx));
+}
+
+// The padded step against the unpadded one, as the comment above says.
+void expect_padded_step_equals_unpadded(const Fixture& fx, const std::string& label, const char* kernels,
+                                        const DropoutRates& dropout) {
+  const bool ref = std::string(kernels) == "reference";
+  const StepResult eager = run_two_micro_batches(fx, kernels, false, 7, dropout);
+  const StepResult padded = run_two_micro_batches(fx, kernels, true, 7, dropout);
+  EXPECT_EQ(eager.stats.padded_tokens, 0);
+  EXPECT_EQ(eager.stats.eager, 2);
+  ASSERT_GT(padded.stats.padded_tokens, padded.stats.real_tokens) << "the batches were not padded";
+  EXPECT_EQ(padded.stats.eager, 0);
+  EXPECT_EQ(padded.stats.buckets, 0);  // nothing captured on the CPU
+  EXPECT_EQ(std::memcmp(eager.metrics.data(), padded.metrics.data(), 3 * sizeof(double)), 0)
+      << "loss " << eager.metrics[0] << " vs " << padded.metrics[0];
+  EXPECT_EQ(padded.metrics[2], eager.metrics[2]);  // padded sequences are not counted
+  size_t differing = 0;
+  double worst = 0;
+  for (const ParamSlot& s : padded.slots) {
+    const std::vector<float> g(padded.grad.begin() + s.offset, padded.grad.begin() + s.offset + s.numel);
+    const std::vector<double> w(eager.grad.begin() + s.offset, eager.grad.begin() + s.offset + s.numel);
+    for (size_t i = 0; i < g.size(); ++i) differing += g[i] != static_cast<float>(w[i]);
+    if (s.role == TensorRole::key_bias) continue;  // zero up to rounding
+    const double e = relative_error(g, w);
+    worst = std::max(worst, e);
+    if (!ref) {
+      EXPECT_LE(e, 1e-6) << s.name;
+    }
+  }
+  if (ref) {
+    EXPECT_EQ(differing, 0u) << "the reference kernels must give the very bits (worst " << worst << ")";
+  }
+  std::printf("[graph-shaped %s %s] tokens %lld -> %lld padded; gradient elements differing: %zu, worst"
+              " relative error %.3g\n",
+              label.c_str(), kernels, static_cast<long long>(padded.stats.real_tokens),
+              static_cast<long long>(padded.stats.padded_tokens), differing, worst);
 }
 
 TEST(TrainGraphShape, PaddedStepEqualsTheUnpaddedStep) {
@@ -436,36 +483,30 @@ TEST(TrainGraphShape, PaddedStepEqualsTheUnpaddedStep) {
       if (ref && std::string(model) != "tiny-bert" && std::string(model) != "tiny-gte") continue;
       SCOPED_TRACE(std::string(model) + " " + kernels);
       const Fixture fx = open_fixture(model);
-      const StepResult eager = run_two_micro_batches(fx, kernels, false, 7);
-      const StepResult padded = run_two_micro_batches(fx, kernels, true, 7);
-      EXPECT_EQ(eager.stats.padded_tokens, 0);
-      EXPECT_EQ(eager.stats.eager, 2);
-      ASSERT_GT(padded.stats.padded_tokens, padded.stats.real_tokens) << "the batches were not padded";
-      EXPECT_EQ(padded.stats.eager, 0);
-      EXPECT_EQ(padded.stats.buckets, 0);  // nothing captured on the CPU
-      EXPECT_EQ(std::memcmp(eager.metrics.data(), padded.metrics.data(), 3 * sizeof(double)), 0)
-          << "loss " << eager.metrics[0] << " vs " << padded.metrics[0];
-      EXPECT_EQ(padded.metrics[2], eager.metrics[2]);  // padded sequences are not counted
-      size_t differing = 0;
-      double worst = 0;
-      for (const ParamSlot& s : padded.slots) {
-        const std::vector<float> g(padded.grad.begin() + s.offset, padded.grad.begin() + s.offset + s.numel);
-        const std::vector<double> w(eager.grad.begin() + s.offset, eager.grad.begin() + s.offset + s.numel);
-        for (size_t i = 0; i < g.size(); ++i) differing += g[i] != static_cast<float>(w[i]);
-        if (s.role == TensorRole::key_bias) continue;  // zero up to rounding
-        const double e = relative_error(g, w);
-        worst = std::max(worst, e);
-        if (!ref) {
-          EXPECT_LE(e, 1e-6) << s.name;
+      expect_padded_step_equals_unpadded(fx, model, kernels, golden_dropout(fx));
+    }
+}
+
+// ModernBERT (pre-norm; its head's mean pooling, and first-token pooling) and
+// MPNet (relative attention), with every dropout the architecture trains with
+// and with none; the reference kernels and the fast ones.
+TEST(TrainGraphShape, PreNormAndRelativeAttentionPaddedStepsEqualTheUnpaddedSteps) {
+  for (const char* model : {"tiny-modernbert", "tiny-mpnet"})
+    for (const bool mean_pooling : {true, false}) {
+      Fixture fx = open_fixture(model);
+      const bool prenorm = fx.folder.config.arch->prenorm;
+      if (!prenorm && !mean_pooling) continue;  // MPNet's head takes the first token
+      if (prenorm) {
+        ASSERT_TRUE(fx.folder.config.classifier_mean_pooling) << "the fixture's own pooling is the mean";
+        fx.folder.config.classifier_mean_pooling = mean_pooling;
+      }
+      for (const char* kernels : {"reference", "fast"})
+        for (const bool dropout : {true, false}) {
+          const std::string label = std::string(model) + (prenorm ? (mean_pooling ? " mean" : " cls") : "") +
+                                    (dropout ? " dropout" : " no-dropout");
+          SCOPED_TRACE(label + " " + kernels);
+          expect_padded_step_equals_unpadded(fx, label, kernels, dropout ? golden_dropout(fx) : DropoutRates{});
         }
-      }
-      if (ref) {
-        EXPECT_EQ(differing, 0u) << "the reference kernels must give the very bits (worst " << worst << ")";
-      }
-      std::printf("[graph-shaped %s %s] tokens %lld -> %lld padded; gradient elements differing: %zu, worst"
-                  " relative error %.3g\n",
-                  model, kernels, static_cast<long long>(padded.stats.real_tokens),
-                  static_cast<long long>(padded.stats.padded_tokens), differing, worst);
     }
 }
 
@@ -511,21 +552,206 @@ class RefusingCaptureBackend final : public Backend {
 };
 
 TEST(TrainGraphShape, AFailedCaptureRunsEagerlyForGood) {
+  for (const char* model : {"tiny-bert", "tiny-modernbert", "tiny-mpnet"}) {
+    SCOPED_TRACE(model);
+    const Fixture fx = open_fixture(model);
+    RefusingCaptureBackend backend(cpu::reference_kernels());
+    const StepResult got =
+        train_golden_micro_batches(backend, fx, DType::f32, {"train.", "train2."}, 1234, 7, 1.0f / 16.0f,
+                                   [](EncoderTrainingRunner& r) { EXPECT_TRUE(r.graph_stats().on); });
+    const EncoderTrainingRunner::GraphStats& st = got.stats;
+    EXPECT_TRUE(st.capture_failed);
+    EXPECT_FALSE(st.on);
+    EXPECT_EQ(st.buckets, 0);
+    EXPECT_EQ(st.replayed, 0);
+    EXPECT_EQ(st.eager, 1);  // the second micro-batch: unpadded
+    EXPECT_GT(st.padded_tokens, st.real_tokens);  // the first: padded, then eager
+    EXPECT_EQ(backend.refused, 1) << "no capture is tried after one failed";
+    const StepResult want = run_two_micro_batches(fx, "reference", false, 7);
+    EXPECT_EQ(std::memcmp(got.grad.data(), want.grad.data(), got.grad.size() * 4), 0);
+    EXPECT_EQ(std::memcmp(got.metrics.data(), want.metrics.data(), 3 * sizeof(double)), 0);
+  }
+}
+
+// ---- graphs: the optimizer step with t and lr from device memory ----
+//
+// A replayed optimizer-step graph reads t and lr from device memory that a
+// copy wrote before the replay (Ops::AdamWStep::device, staged from a ring
+// of host slots). The CPU cannot capture, so Optimizer::set_step_values_on_device
+// enqueues that form eagerly: over the six steps of
+// train_golden_optimizer_steps (a warmup and a decay; in f16 a NaN gradient
+// at step 4, skipped) it must give the eager run's parameters, moments and
+// scaler bit for bit.
+TEST(TrainOptimizerGraph, StepValuesOnTheDeviceEqualTheEagerSteps) {
+  struct Case {
+    const char* model;
+    const char* kernels;
+    DType dtype;
+  };
+  for (const Case& k : {Case{"tiny-bert", "reference", DType::f32}, Case{"tiny-bert", "fast", DType::f32},
+                        Case{"tiny-bert", "fast", DType::f16}, Case{"tiny-modernbert", "fast", DType::f16}}) {
+    SCOPED_TRACE(std::string(k.model) + " " + k.kernels + " " + std::string(dtype_name(k.dtype)));
+    const Fixture fx = open_fixture(k.model);
+    const auto run = [&](bool on_device) {
+      cpu::CpuBackend backend(std::string(k.kernels) == "reference" ? cpu::reference_kernels() : cpu::fast_kernels());
+      return train_golden_optimizer_steps(backend, fx, k.dtype,
+                                          [&](train::Optimizer& o) { o.set_step_values_on_device(on_device); });
+    };
+    const GoldenOptimizerRun eager = run(false), device = run(true);
+    EXPECT_FALSE(device.stats.on);  // the CPU captures nothing: eager, in the graph's form
+    EXPECT_EQ(device.stats.eager, 6);
+    EXPECT_EQ(device.stats.replayed, 0);
+    EXPECT_TRUE(eager.params == device.params) << "parameters";
+    EXPECT_TRUE(eager.m == device.m) << "exp_avg";
+    EXPECT_TRUE(eager.v == device.v) << "exp_avg_sq";
+    EXPECT_EQ(std::memcmp(eager.scaler.data(), device.scaler.data(), eager.scaler.size() * 8), 0);
+    if (k.dtype == DType::f16) {
+      const LossScalerState st = loss_scaler_from_slots(device.scaler.data());
+      EXPECT_EQ(st.skipped_steps, 1);
+      EXPECT_EQ(st.optimizer_steps, 5);
+    }
+  }
+}
+
+// The values the op reads are the ones staged for it: another lr on the
+// device moves the parameters (the check above could not pass by reading the
+// host's lr).
+TEST(TrainOptimizerGraph, TheStagedLrIsTheOneApplied) {
   const Fixture fx = open_fixture("tiny-bert");
-  RefusingCaptureBackend backend(cpu::reference_kernels());
-  const StepResult got = train_golden_micro_batches(backend, fx, DType::f32, {"train.", "train2."}, 1234, 7, 1.0f / 16.0f,
-                                                    [](EncoderTrainingRunner& r) { EXPECT_TRUE(r.graph_stats().on); });
-  const EncoderTrainingRunner::GraphStats& st = got.stats;
-  EXPECT_TRUE(st.capture_failed);
-  EXPECT_FALSE(st.on);
-  EXPECT_EQ(st.buckets, 0);
-  EXPECT_EQ(st.replayed, 0);
-  EXPECT_EQ(st.eager, 1);  // the second micro-batch: unpadded
-  EXPECT_GT(st.padded_tokens, st.real_tokens);  // the first: padded, then eager
-  EXPECT_EQ(backend.refused, 1) << "no capture is tried after one failed";
-  const StepResult want = run_two_micro_batches(fx, "reference", false, 7);
-  EXPECT_EQ(std::memcmp(got.grad.data(), want.grad.data(), got.grad.size() * 4), 0);
-  EXPECT_EQ(std::memcmp(got.metrics.data(), want.metrics.data(), 3 * sizeof(double)), 0);
+  const HfConfig& c = fx.folder.config;
+  const ModelWeights weights = open_model_folder_weights(fx.folder);
+  cpu::CpuBackend backend(cpu::fast_kernels());
+  auto run = [&](double lr) {
+    auto enc = load_trainable_encoder(c, c, weights, backend, DType::f32, TrainableInit{}, nullptr);
+    train::Optimizer opt(*enc, backend, train::OptimizerOptions{});
+    opt.set_step_values_on_device(true);
+    const std::vector<float> g(static_cast<size_t>(enc->layout.numel()), 0.01f);
+    backend.copy_to_device(enc->grad_data(), g.data(), g.size() * 4);
+    opt.step(1, lr);
+    std::vector<float> p(g.size());
+    backend.copy_to_host(p.data(), enc->master_data(), p.size() * 4);
+    backend.synchronize();
+    return p;
+  };
+  const std::vector<float> a = run(1e-3), b = run(2e-3), a2 = run(1e-3);
+  EXPECT_EQ(a, a2);
+  EXPECT_NE(a, b);
+}
+
+// A backend that says it can capture but refuses when asked: the optimizer
+// step runs eagerly for good, with the same results.
+TEST(TrainOptimizerGraph, AFailedCaptureRunsEagerlyForGood) {
+  const Fixture fx = open_fixture("tiny-bert");
+  const HfConfig& c = fx.folder.config;
+  const ModelWeights weights = open_model_folder_weights(fx.folder);
+  std::vector<std::vector<float>> params;
+  for (bool refusing : {false, true}) {
+    cpu::CpuBackend plain(cpu::reference_kernels());
+    RefusingCaptureBackend refuses(cpu::reference_kernels());
+    Backend& backend = refusing ? static_cast<Backend&>(refuses) : plain;
+    auto enc = load_trainable_encoder(c, c, weights, backend, DType::f32, TrainableInit{}, nullptr);
+    train::Optimizer opt(*enc, backend, train::OptimizerOptions{});
+    EXPECT_EQ(opt.graph_stats().on, refusing);
+    const std::vector<float> g(static_cast<size_t>(enc->layout.numel()), 0.01f);
+    for (int64_t t = 1; t <= 3; ++t) {
+      backend.copy_to_device(enc->grad_data(), g.data(), g.size() * 4);
+      opt.step(t, 1e-3 * static_cast<double>(t));
+    }
+    params.emplace_back(g.size());
+    backend.copy_to_host(params.back().data(), enc->master_data(), g.size() * 4);
+    backend.synchronize();
+    if (refusing) {
+      EXPECT_TRUE(opt.graph_stats().capture_failed);
+      EXPECT_FALSE(opt.graph_stats().on);
+      EXPECT_EQ(opt.graph_stats().eager, 3);
+      EXPECT_EQ(refuses.refused, 1) << "no capture is tried after one failed";
+    }
+  }
+  EXPECT_EQ(params[0], params[1]);
+}
+
+// The whole trainer in the graphs' form (TrainerOptions::graph_shapes_without_capture:
+// padded micro-batches, the device dropout step, t and lr from device
+// memory), reference kernels, six steps of warmup and decay: the eager run's
+// parameters bit for bit, its checkpoint-3 byte for byte (weights, moments,
+// trainer state); and a run resumed from that checkpoint ends on the same
+// bits as the uninterrupted one. In f32, and in f16 with the loss scaler
+// growing every second step. (A skipped f16 step in the graphs' form:
+// StepValuesOnTheDeviceEqualTheEagerSteps above.)
+TEST(TrainOptimizerGraph, TheTrainerInTheGraphsFormEqualsEagerAndResumes) {
+  namespace fs = std::filesystem;
+  const Fixture fx = open_fixture("tiny-bert");
+  const HfConfig& c = fx.folder.config;
+  std::vector<train::Example> examples(24);
+  std::mt19937 rng(5);
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const size_t len = 6 + rng() % 30;
+    for (size_t t = 0; t < len; ++t) examples[i].ids.push_back(static_cast<int32_t>(100 + rng() % 2000));
+    examples[i].type_ids.assign(len, 0);
+    examples[i].label = static_cast<int32_t>(i % 2);
+  }
+  for (const DType dtype : {DType::f32, DType::f16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    train::TrainerOptions o;
+    o.max_steps = 6;
+    o.batch_size = 8;
+    o.lr = 1e-3;
+    o.warmup_steps = 2;
+    o.log_every = 3;
+    o.save_every = 3;
+    o.quiet = true;
+    o.dropout = DropoutRates{0.1f, 0.1f, 0.1f};
+    o.optim.loss_scaling = dtype == DType::f16;
+    o.optim.scaler.growth_interval = 2;  // the scale grows at steps 2, 4, 6: a resume must keep its tracker
+    train::SaveContext save;
+    save.config_json = read_file(fx.folder.model_dir / "config.json");
+    struct Run {
+      std::vector<float> params;
+      train::TrainReport report;
+    };
+    auto train_run = [&](const fs::path& output, bool graph_form, const fs::path& resume) {
+      train::TrainerOptions oo = o;
+      oo.output = output;
+      oo.graph_shapes_without_capture = graph_form;
+      cpu::CpuBackend backend(cpu::reference_kernels());
+      const ModelFolder from = resume.empty() ? fx.folder : open_model_folder(resume);
+      auto enc = load_trainable_encoder(c, from.config, open_model_folder_weights(from), backend, dtype,
+                                        TrainableInit{}, nullptr);
+      train::Trainer trainer(*enc, backend, oo, examples, nullptr, false, save);
+      if (!resume.empty()) trainer.resume_from(resume);
+      Run r;
+      r.report = trainer.run();
+      EXPECT_EQ(r.report.graphs.padded_tokens > 0, graph_form);
+      r.params.resize(static_cast<size_t>(enc->layout.numel()));
+      backend.copy_to_host(r.params.data(), enc->master_data(), r.params.size() * 4);
+      backend.synchronize();
+      return r;
+    };
+    const std::string name = "optimizer-graph-" + std::string(dtype_name(dtype));
+    const fs::path eager_dir = test::scratch_dir(name + "-eager"), dir = test::scratch_dir(name + "-form");
+    const Run eager = train_run(eager_dir, false, {});
+    const Run graphs = train_run(dir, true, {});
+    EXPECT_TRUE(eager.params == graphs.params) << "the graphs' form changed the parameters";
+    if (dtype == DType::f16) {
+      EXPECT_EQ(graphs.report.scaler.scale, 8.0f * 65536.0f) << "the scale did not grow every 2 steps";
+      EXPECT_EQ(graphs.report.scaler.scale, eager.report.scaler.scale);
+      EXPECT_EQ(graphs.report.scaler.optimizer_steps, 6);
+    }
+    // checkpoint-3 of both runs: the same bytes in every file.
+    size_t files = 0;
+    for (const auto& e : fs::directory_iterator(eager_dir / "checkpoint-3")) {
+      if (!e.is_regular_file()) continue;
+      ++files;
+      EXPECT_TRUE(read_file(e.path()) == read_file(dir / "checkpoint-3" / e.path().filename()))
+          << e.path().filename() << " differs";
+    }
+    EXPECT_GE(files, 3u);
+    const fs::path ck = dir / "checkpoint-3";
+    ASSERT_TRUE(fs::exists(ck));
+    const Run resumed = train_run(dir, true, ck);
+    EXPECT_TRUE(resumed.params == graphs.params) << "a resume in the graphs' form changed the parameters";
+    EXPECT_EQ(resumed.report.scaler.scale, graphs.report.scaler.scale);
+  }
 }
 
 // ---- the bucket planning ----

@@ -150,13 +150,13 @@ void adamw(const TensorView& p, const TensorView& g, const TensorView& m, const 
   const double t = static_cast<double>(step.t);
   AdamWCoef k;
   k.grad_scale = grad_scale.empty() ? 1.0f : *grad_scale.as<const float>();
-  k.decay = static_cast<float>(1.0 - hp.lr * hp.weight_decay);
+  k.decay = static_cast<float>(1.0 - step.lr * hp.weight_decay);
   k.w1 = static_cast<float>(1.0 - hp.beta1);
   k.beta2 = static_cast<float>(hp.beta2);
   k.w2 = static_cast<float>(1.0 - hp.beta2);
   k.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(hp.beta2, t)));
   k.eps = static_cast<float>(hp.eps);
-  k.neg_step = static_cast<float>(-(hp.lr / (1.0 - std::pow(hp.beta1, t))));
+  k.neg_step = static_cast<float>(-(step.lr / (1.0 - std::pow(hp.beta1, t))));
 
   // Cut [0, n) into runs that decay or not, then into chunks for the threads.
   std::vector<Span> runs;

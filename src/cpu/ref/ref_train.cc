@@ -7,6 +7,9 @@
 #include <cmath>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "core/philox.h"
 #include "cpu/ref/ref_ops.h"
 #include "cpu/ref/train_checks.h"
@@ -113,10 +116,19 @@ void sum_squares(const TensorView& out, const TensorView& x) {
 }
 
 AdamWStepNumber adamw_step_number(const TensorView& scaler, const Ops::AdamWStep& hp) {
-  if (scaler.empty()) return {false, hp.step};
+  const double lr = hp.host_lr();
+  if (!hp.device.empty()) {  // the op's check saw the tensor's shape only
+    if (!(lr >= 0.0) || !std::isfinite(lr))
+      throw Error(Errc::invalid_argument,
+                  fmt::format("adamw: lr = {} (from device memory) must be finite and >= 0", lr));
+    if (scaler.empty() && !(hp.device.as<const double>()[Ops::AdamWStep::kDeviceStep] >= 1.0))
+      throw Error(Errc::invalid_argument, fmt::format("adamw: step = {} (from device memory) must be at least 1",
+                                                      hp.device.as<const double>()[Ops::AdamWStep::kDeviceStep]));
+  }
+  if (scaler.empty()) return {false, hp.host_step(), lr};
   const double* s = scaler.as<const double>();
-  if (s[Ops::LossScaler::kFoundInf] != 0.0) return {true, 0};
-  return {false, static_cast<int64_t>(s[Ops::LossScaler::kOptimizerSteps]) + 1};
+  if (s[Ops::LossScaler::kFoundInf] != 0.0) return {true, 0, lr};
+  return {false, static_cast<int64_t>(s[Ops::LossScaler::kOptimizerSteps]) + 1, lr};
 }
 
 float clip_coefficient(double sumsq, float max_norm) {
@@ -165,6 +177,7 @@ void adamw(const TensorView& p, const TensorView& g, const TensorView& m, const 
   const int64_t n = check_adamw(p, g, m, v, decay_ranges, grad_scale, scaler, hp);
   const AdamWStepNumber step = adamw_step_number(scaler, hp);
   if (step.skip) return;  // an inf/NaN gradient: p, m, v untouched
+  const double lr = step.lr;
   const double s = grad_scale.empty() ? 1.0 : static_cast<double>(*grad_scale.as<const float>());
   const double t = static_cast<double>(step.t);
   const double bc1 = 1.0 - std::pow(hp.beta1, t), bc2 = 1.0 - std::pow(hp.beta2, t);
@@ -181,10 +194,10 @@ void adamw(const TensorView& p, const TensorView& g, const TensorView& m, const 
   for (int64_t i = 0; i < n; ++i) {
     const double gi = s * gp[i];
     double pi = pp[i];
-    if (decays[static_cast<size_t>(i)]) pi *= 1.0 - hp.lr * hp.weight_decay;
+    if (decays[static_cast<size_t>(i)]) pi *= 1.0 - lr * hp.weight_decay;
     const double mi = hp.beta1 * mp[i] + (1.0 - hp.beta1) * gi;
     const double vi = hp.beta2 * vp[i] + (1.0 - hp.beta2) * gi * gi;
-    pi -= hp.lr * (mi / bc1) / (std::sqrt(vi / bc2) + hp.eps);
+    pi -= lr * (mi / bc1) / (std::sqrt(vi / bc2) + hp.eps);
     pp[i] = static_cast<float>(pi);
     mp[i] = static_cast<float>(mi);
     vp[i] = static_cast<float>(vi);

@@ -9,11 +9,13 @@
 namespace stoke::cpu::ref {
 
 // Which AdamW step a call takes (shared with the fast set): without a loss
-// scaler, hp.step; with one, none when its found-inf flag is set (skip), else
-// the steps it has counted + 1.
+// scaler, hp.step (or its device value); with one, none when its found-inf
+// flag is set (skip), else the steps it has counted + 1. lr: hp.lr or its
+// device value (Ops::AdamWStep::device), checked here when it came from there.
 struct AdamWStepNumber {
   bool skip = false;
   int64_t t = 1;
+  double lr = 0.0;
 };
 AdamWStepNumber adamw_step_number(const TensorView& scaler, const Ops::AdamWStep& hp);
 

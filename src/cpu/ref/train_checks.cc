@@ -219,8 +219,15 @@ int64_t check_adamw(const TensorView& p, const TensorView& g, const TensorView& 
       prev_end = end;
     }
   }
-  if (hp.step < 1) fail(op, fmt::format("step = {} must be at least 1 (the first step is 1)", hp.step));
-  if (!(hp.lr >= 0.0) || !std::isfinite(hp.lr)) fail(op, fmt::format("lr = {} must be finite and >= 0", hp.lr));
+  if (!hp.device.empty()) {  // {t, lr} in device memory: the shape here, the values where they are read
+    need(op, "hp.device", hp.device, 1);
+    need_dtype(op, "hp.device", hp.device, DType::f64);
+    need_dim(op, "hp.device", hp.device, 0, 2);
+    for (int i = 0; i < 4; ++i) need_no_overlap(op, names[i], *t[i], "hp.device", hp.device);
+  } else {
+    if (hp.step < 1) fail(op, fmt::format("step = {} must be at least 1 (the first step is 1)", hp.step));
+    if (!(hp.lr >= 0.0) || !std::isfinite(hp.lr)) fail(op, fmt::format("lr = {} must be finite and >= 0", hp.lr));
+  }
   if (!(hp.beta1 >= 0.0 && hp.beta1 < 1.0)) fail(op, fmt::format("beta1 = {} must be in [0, 1)", hp.beta1));
   if (!(hp.beta2 >= 0.0 && hp.beta2 < 1.0)) fail(op, fmt::format("beta2 = {} must be in [0, 1)", hp.beta2));
   if (!(hp.eps >= 0.0) || !std::isfinite(hp.eps)) fail(op, fmt::format("eps = {} must be finite and >= 0", hp.eps));
