@@ -1,6 +1,6 @@
 // The pieces the flash-style attention kernels share (the inference kernel
 // in kernels_attention.cu, the training kernels in
-// kernels_attention_flash_train.cu): 16-bit element conversion, the tile
+// kernels_attention_flash_train.cu): 16-bit element conversion (both ways), the tile
 // sizes, the flattened (sequence, 64-row block) work list, and loading one
 // head's rows of the packed qkv into a zero-padded shared tile.
 #pragma once
@@ -22,6 +22,9 @@ template <>
 __device__ __forceinline__ __half from_float<__half>(float v) {
   return __float2half_rn(v);
 }
+
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 
 constexpr int kBr = 64;  // query rows per block (16 per warp)
 constexpr int kBc = 64;  // keys per tile

@@ -1,0 +1,40 @@
+// The flash-style training attention (kernels_attention_flash_train.cu): the
+// tensor-core path of attention_train / attention_backward and MPNet's
+// attention_relpos_train / _backward for bf16 and f16 with head dim <= 128.
+// The exact kernels (kernels_attention_train.cuh) keep f32, d > 128 and
+// mixed-dtype calls. The launchers in kernels_attention_train.cu and
+// kernels_attention_relpos_train.cu ask flash_train_takes first.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <initializer_list>
+
+#include "backend/ops.h"
+
+namespace stoke::cuda {
+
+// Once per device (beside attention_setup): the kernels' dynamic shared
+// memory attributes, and the largest head dim whose kernels fit.
+void attention_train_setup();
+
+// Whether the flash kernels take a call: qkv and every other tensor given
+// (out; dout and dqkv for the backward) one 16-bit dtype, and a head dim the
+// device's shared memory holds (<= 128 on Hopper/A100).
+bool flash_train_takes(const TensorView& qkv, int heads, std::initializer_list<const TensorView*> others);
+
+// out (activation dtype), lse[T, heads] (f32): as attention_train; window
+// 0 for none; rel: MPNet's bias rel[2 * max_seqlen - 1, heads] (f32), or
+// null. A packed batch with B >= 1, T > 0.
+void launch_flash_attention_train(cudaStream_t s, const TensorView& out, const TensorView& lse,
+                                  const TensorView& qkv, const TensorView& cu_seqlens, int heads, int window,
+                                  const float* rel, int max_seqlen, const Ops::AttentionDropout& dropout);
+
+// dqkv written in full (every real row): as attention_backward (rel as
+// above; MPNet's drel is the exact relpos_drel_kernel's).
+void launch_flash_attention_backward(cudaStream_t s, const TensorView& dqkv, const TensorView& dout,
+                                     const TensorView& qkv, const TensorView& out, const TensorView& lse,
+                                     const TensorView& cu_seqlens, int heads, int window, const float* rel,
+                                     int max_seqlen, const Ops::AttentionDropout& dropout);
+
+}  // namespace stoke::cuda
