@@ -85,8 +85,11 @@ TEST(FlashTiles, ReachHoldsEverySeenRowAndNoWholeUnseenTile) {
         EXPECT_GE(r.first, 0);
         EXPECT_LE(r.end, len);
         EXPECT_LT(r.first, r.end);  // a tile always sees itself
-        for (int j = 0; j < len; ++j)
-          if (tile_sees(start, len, window, j)) EXPECT_TRUE(r.first <= j && j < r.end) << "row " << j;
+        for (int j = 0; j < len; ++j) {
+          if (tile_sees(start, len, window, j)) {
+            EXPECT_TRUE(r.first <= j && j < r.end) << "row " << j;
+          }
+        }
         // Tight: the first tile and the last row of the range are seen.
         bool first_tile_seen = false;
         for (int j = r.first; j < r.first + kTile && j < len; ++j) first_tile_seen |= tile_sees(start, len, window, j);
