@@ -523,9 +523,11 @@ std::vector<OpCase> make_cases() {
     // The flash kernels of the CUDA training attention (bf16/f16, head dim
     // <= 128): head dims 16, 64, 128 and one not a multiple of 8 (40: the
     // element-wise tile loads), lengths at the 64-row tile edges (1, 63, 64,
-    // 65, 130) and one long sequence (700: eleven tiles each way), a window
-    // that spans tiles, dropout with a fixed and a device-side step, MPNet's
-    // bias. Tolerances: the case's precision, as for every op — reasoned for
+    // 65, 130) and one long sequence (700: eleven tiles each way; d 16 keeps
+    // it quick under scripts/gpu-check.sh's compute-sanitizer budget), a
+    // window that spans tiles, dropout with a fixed and a device-side step,
+    // MPNet's bias (not on the d 16 / 128 edge cases: the other cases and the
+    // relpos cases above cover those). Tolerances: the case's precision, as for every op — reasoned for
     // these kernels: S, dP and all sums are f32 (error ~1e-6 relative); P and
     // dS are rounded to the activation dtype for the MMAs (relative error
     // <= 2^-9 bf16 / 2^-12 f16 per element, RMS about 0.6x that, random in
@@ -550,7 +552,7 @@ std::vector<OpCase> make_cases() {
           {"d64_edges", edges, 64, 0, none, false},
           {"d128_edges", edges, 128, 0, none, false},
           {"d40_edges", edges, 40, 0, none, false},
-          {"d64_len700", {700, 5}, 64, 0, none, false},
+          {"d16_len700", {700, 5}, 16, 0, none, false},
           {"d64_window40", {130, 65, 300, 1}, 64, 40, none, false},
           {"d64_p1", {65, 130, 1}, 64, 0, p1, false},
           {"d64_p1_device_step", {65, 130, 1}, 64, 0, p1, true},
@@ -582,7 +584,7 @@ std::vector<OpCase> make_cases() {
           r.ops.attention_backward(r.out("dqkv", at, {ft, 3 * heads * d}), dout, r.in(qkv), r.in(out), r.in(lse),
                                    r.in(cu), heads, max_len, window, dropout_in(r));
         });
-        if (window != 0) continue;
+        if (window != 0 || f.what == "d16_edges" || f.what == "d128_edges") continue;
         // MPNet's bias on the same shapes: rel [2 * max_len - 1, heads].
         train("attention_relpos_train", "flash_" + dt + "_" + f.what, at, max_len, [=](Run& r, Rng& rng) {
           const TensorView qkv = r.in(random_tensor(rng, at, {ft, 3 * heads * d}, -2.5, 2.5));
