@@ -29,11 +29,15 @@
 // no scratch buffer, nothing to allocate while a graph is captured.
 //
 // Precision: S, dP and every sum are f32 (WMMA accumulators); P (for P V and
-// dV) and dS (for dK and dQ) are rounded to the activation dtype for the
-// MMAs, as FlashAttention does: a relative error of at most 2^-9 (bf16) /
-// 2^-12 (f16) per element, random in sign, which the sums over keys/queries
+// dV), dS (for dK and dQ) and an f32 dout (the trainer's gradients are f32;
+// dout may also be the activation dtype, and so may dqkv) are rounded to the
+// activation dtype for the MMAs, as FlashAttention does: a relative error of at most 2^-8 (bf16) /
+// 2^-11 (f16) per element, random in sign, which the sums over keys/queries
 // average rather than grow (tests/ops/test_op_table.cc states what that
 // means for the tolerances).
+// f16 has the narrower range: an f32 dout or a dS past 65504 (a loss scale
+// too high) becomes inf in its 16-bit copy, and f16 training's loss scaler
+// skips that step and halves the scale, as it does for torch's f16 grads.
 //
 // Each dK/dV and dQ element is one warp's fixed sequence of MMAs over the
 // tiles in order: the backward is deterministic run to run.
@@ -264,10 +268,15 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- the backward ----------------------------------------------------------------
 
+// dout and dqkv are T or f32 (the trainer's gradients are f32): dout rows
+// are rounded to T for the MMAs (as FlashAttention's dout is 16-bit), D and
+// the stores take them as they are.
 template <class T>
 struct FlashBackward {
-  T* dqkv;
-  const T* dout;
+  void* dqkv;
+  Elem dq_e;
+  const void* dout;
+  Elem dout_e;
   const T* qkv;
   const T* out;
   const float* lse;
@@ -288,13 +297,29 @@ __device__ __forceinline__ void load_row_stats(const FlashBackward<T>& a, const 
     float acc = 0.0f;
     if (qi < len) {
       const int64_t base = (int64_t{first} + qi) * hc.o_stride + hc.q_col;
-      for (int c = lane; c < hc.d; c += 32) acc += to_float(a.dout[base + c]) * to_float(a.out[base + c]);
+      for (int c = lane; c < hc.d; c += 32) acc += load(a.dout, a.dout_e, base + c) * to_float(a.out[base + c]);
     }
     acc = warp_sum(acc);
     if (lane == 0) {
       d_s[r] = acc;
       lse_s[r] = qi < len ? a.lse[(int64_t{first} + qi) * a.heads + h] * kLog2e : 0.0f;
     }
+  }
+}
+
+// Rows [first_row, first_row + 64) of one head's dout columns into a shared
+// tile of T, as load_tile does; f32 dout is rounded to T here.
+template <class T, int DP, int LD>
+__device__ __forceinline__ void load_dout_tile(T* tile, const FlashBackward<T>& a, const Heads& hc, int64_t first_row,
+                                               int valid, bool vec) {
+  if (a.dout_e != Elem::f32) {  // T itself (block-uniform)
+    load_tile<T, DP, LD>(tile, static_cast<const T*>(a.dout), first_row, kTile, valid, hc.o_stride, hc.q_col, hc.d, vec);
+    return;
+  }
+  const float* dout = static_cast<const float*>(a.dout);
+  for (int i = threadIdx.x; i < kTile * DP; i += blockDim.x) {
+    const int r = i / DP, c = i % DP;
+    tile[r * LD + c] = from_float<T>(c < hc.d && r < valid ? dout[(first_row + r) * hc.o_stride + hc.q_col + c] : 0.0f);
   }
 }
 
@@ -333,10 +358,10 @@ __device__ __forceinline__ float probability(const Scores& sc, float product, fl
 // The warp's 16 accumulator rows (16 x DP) times `scale` into rows
 // [row0, row0 + 16) of column block `col` of dqkv, through the warp's f32
 // staging `stage` (16 x ld_out). Rows past the sequence are not written.
-template <class T, int DP>
+template <int DP>
 __device__ __forceinline__ void store_rows(const wmma::fragment<wmma::accumulator, 16, 16, 16, float> (&acc)[DP / 16],
-                                           float* stage, T* dqkv, const Heads& hc, int64_t col, int first, int row0,
-                                           int len, float scale) {
+                                           float* stage, void* dqkv, Elem dq_e, const Heads& hc, int64_t col, int first,
+                                           int row0, int len, float scale) {
   constexpr int LO = ld_out<DP>();
   const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -345,7 +370,7 @@ __device__ __forceinline__ void store_rows(const wmma::fragment<wmma::accumulato
   for (int i = lane; i < 16 * DP; i += 32) {
     const int r = i / DP, c = i % DP;
     if (c < hc.d && row0 + r < len)
-      dqkv[(int64_t{first} + row0 + r) * hc.qkv_stride + col + c] = from_float<T>(stage[r * LO + c] * scale);
+      store(dqkv, dq_e, (int64_t{first} + row0 + r) * hc.qkv_stride + col + c, stage[r * LO + c] * scale);
   }
   __syncwarp();  // the staging is free again
 }
@@ -390,7 +415,7 @@ __global__ void __launch_bounds__(kThreads) flash_train_dkv_kernel(FlashBackward
   for (int i0 = queries.first; i0 < queries.end; i0 += kTile) {
     __syncthreads();  // the previous query tile is no longer read (the first time: K and V are loaded)
     load_tile<T, DP, LD>(q_s, a.qkv, first + i0, kTile, len - i0, hc.qkv_stride, hc.q_col, a.d, vec_qkv);
-    load_tile<T, DP, LD>(do_s, a.dout, first + i0, kTile, len - i0, hc.o_stride, hc.q_col, a.d, vec_dout);
+    load_dout_tile<T, DP, LD>(do_s, a, hc, first + i0, len - i0, vec_dout);
     load_row_stats(a, hc, first, len, i0, h, lse_s, d_s);
     __syncthreads();
 
@@ -441,8 +466,8 @@ __global__ void __launch_bounds__(kThreads) flash_train_dkv_kernel(FlashBackward
 
   __syncthreads();  // every warp is done with K and V: their space stages the results
   float* stage = reinterpret_cast<float*>(smem) + warp * 16 * ld_out<DP>();
-  store_rows<T, DP>(dk, stage, a.dqkv, hc, hc.k_col, first, k0 + warp * 16, len, a.scale);
-  store_rows<T, DP>(dv, stage, a.dqkv, hc, hc.v_col, first, k0 + warp * 16, len, 1.0f);
+  store_rows<DP>(dk, stage, a.dqkv, a.dq_e, hc, hc.k_col, first, k0 + warp * 16, len, a.scale);
+  store_rows<DP>(dv, stage, a.dqkv, a.dq_e, hc, hc.v_col, first, k0 + warp * 16, len, 1.0f);
 }
 
 // dQ of one 64-query tile: a block per (sequence, query tile, head).
@@ -471,7 +496,7 @@ __global__ void __launch_bounds__(kThreads) flash_train_dq_kernel(FlashBackward<
   float* fp = fs + 16 * kLdF;
 
   load_tile<T, DP, LD>(q_s, a.qkv, first + q0, kTile, len - q0, hc.qkv_stride, hc.q_col, a.d, vec_qkv);
-  load_tile<T, DP, LD>(do_s, a.dout, first + q0, kTile, len - q0, hc.o_stride, hc.q_col, a.d, vec_dout);
+  load_dout_tile<T, DP, LD>(do_s, a, hc, first + q0, len - q0, vec_dout);
   load_row_stats(a, hc, first, len, q0, h, lse_s, d_s);
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> dq[DP / 16];  // this warp's 16 rows
 #pragma unroll
@@ -525,7 +550,7 @@ __global__ void __launch_bounds__(kThreads) flash_train_dq_kernel(FlashBackward<
 
   __syncthreads();  // every warp is done with K and V: their space stages the result
   float* stage = reinterpret_cast<float*>(smem) + warp * 16 * ld_out<DP>();
-  store_rows<T, DP>(dq, stage, a.dqkv, hc, hc.q_col, first, q0 + warp * 16, len, a.scale);
+  store_rows<DP>(dq, stage, a.dqkv, a.dq_e, hc, hc.q_col, first, q0 + warp * 16, len, a.scale);
 }
 
 // ---- setup and launch ------------------------------------------------------------
@@ -600,8 +625,10 @@ void backward_of(cudaStream_t s, const TensorView& dqkv, const TensorView& dout,
                  const Dropout& dr) {
   const dim3 grid = grid_of(qkv, cu_seqlens, heads);
   const int d = attention_train::head_dim_of(qkv, heads);
-  const FlashBackward<T> a{dqkv.as<T>(),
-                           dout.as<const T>(),
+  const FlashBackward<T> a{dqkv.data,
+                           elem_of(dqkv.dtype),
+                           dout.data,
+                           elem_of(dout.dtype),
                            qkv.as<const T>(),
                            out.as<const T>(),
                            lse.as<const float>(),
@@ -634,10 +661,11 @@ void attention_train_setup() {
   g_flash_train_max_dp = dp;
 }
 
-bool flash_train_takes(const TensorView& qkv, int heads, std::initializer_list<const TensorView*> others) {
-  if (qkv.dtype != DType::bf16 && qkv.dtype != DType::f16) return false;
-  for (const TensorView* t : others)
-    if (t->dtype != qkv.dtype) return false;
+bool flash_train_takes(const TensorView& qkv, const TensorView& out, int heads,
+                       std::initializer_list<const TensorView*> grads) {
+  if ((qkv.dtype != DType::bf16 && qkv.dtype != DType::f16) || out.dtype != qkv.dtype) return false;
+  for (const TensorView* g : grads)
+    if (g->dtype != qkv.dtype && g->dtype != DType::f32) return false;
   const int d = attention_train::head_dim_of(qkv, heads);
   return d >= 1 && d <= g_flash_train_max_dp;
 }

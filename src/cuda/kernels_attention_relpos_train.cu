@@ -62,7 +62,7 @@ void launch_attention_relpos_train(cudaStream_t s, const TensorView& out, const 
                                    const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen,
                                    const TensorView& rel, const Ops::AttentionDropout& dropout) {
   if (cu_seqlens.dim(0) <= 1 || qkv.dim(0) == 0 || max_seqlen == 0) return;
-  if (flash_train_takes(qkv, heads, {&out})) {
+  if (flash_train_takes(qkv, out, heads)) {
     launch_flash_attention_train(s, out, lse, qkv, cu_seqlens, heads, 0, rel.as<const float>(), max_seqlen, dropout);
     return;
   }
@@ -81,7 +81,7 @@ void launch_attention_relpos_backward(cudaStream_t s, const TensorView& dqkv, co
     return;
   }
   const RelposScores sc{rel.as<const float>(), heads, max_seqlen};
-  const bool flash = flash_train_takes(qkv, heads, {&out, &dout, &dqkv});
+  const bool flash = flash_train_takes(qkv, out, heads, {&dout, &dqkv});
   if (flash && 2 * int64_t{max_seqlen} - 1 > INT32_MAX)
     throw Error(Errc::unsupported, "cuda attention_relpos_backward: max_seqlen up to 2^30");
   const Backward a = flash ? backward_of(dqkv, dout, qkv, out, lse, cu_seqlens, heads, dropout)

@@ -14,8 +14,9 @@
 // as the query, dK and dV as the key; each output element is one thread's
 // sum in a fixed order, so the backward is deterministic (no atomics) — at
 // the price of recomputing the scores once per pass and O(len) shared memory
-// per row. This path serves f32, head dims > 128 and mixed-dtype calls; bf16
-// and f16 with head dim <= 128 take the flash kernels.
+// per row. This path serves f32, head dims > 128 and other dtype mixes; bf16
+// and f16 with head dim <= 128 (gradients in that dtype or f32) take the
+// flash kernels.
 #pragma once
 
 #include <cmath>
