@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "cuda/flash_tiles.h"
+
 namespace stoke::cuda::flash {
 
 template <class T>
@@ -32,8 +34,9 @@ constexpr int kWarps = 4;
 
 // Sequence b's first slot in the work list of 64-row blocks: sequence b owns
 // the slots from floor(cu[b] / 64) + b, at least ceil(len_b / 64) of them and
-// at most one more (kernels_attention.cu's header says why).
-__device__ __forceinline__ int64_t first_slot(const int32_t* cu, int b) { return cu[b] / kBr + b; }
+// at most one more (flash_tiles.h says why, and its CPU test checks it).
+static_assert(kBr == flash_tiles::kTile, "the work list's tiles are the kernels' query blocks");
+__device__ __forceinline__ int64_t first_slot(const int32_t* cu, int b) { return flash_tiles::first_slot(cu, b); }
 
 // The largest b in [0, B) with key(b) <= x, for key nondecreasing in b and
 // key(0) <= x: a block's sequence from its flattened index.
