@@ -4,8 +4,9 @@
 // cuBLASLt with the bias in its epilogue where offered; everything else is
 // our own kernels (kernels.h).
 //
-// Training: the element-wise, LayerNorm, GEMM-backward, attention (exact
-// path, MPNet's relative-position forms included), embedding LayerNorm
+// Training: the element-wise, LayerNorm, GEMM-backward, attention (flash
+// kernels for bf16/f16, exact ones otherwise; MPNet's relative-position
+// forms included), embedding LayerNorm
 // (scatter-add in token order), pooling/row-gather backward, loss, clipping
 // and AdamW ops are here (kernels_train.h, gemm_general.h); an op not yet on
 // the GPU would throw from UnsupportedOps with one clear line.
@@ -26,6 +27,7 @@
 #include "cuda/gemm.h"
 #include "cuda/gemm_general.h"
 #include "cuda/kernels.h"
+#include "cuda/kernels_attention_flash_train.h"
 #include "cuda/kernels_train.h"
 
 namespace stoke::cuda {
@@ -359,6 +361,7 @@ class CudaOps final : public UnsupportedOps {
 
 std::unique_ptr<Ops> make_cuda_ops(CudaBackend& backend) {
   attention_setup();
+  attention_train_setup();
   return std::make_unique<CudaOps>(backend);
 }
 

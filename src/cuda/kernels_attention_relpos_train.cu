@@ -1,17 +1,20 @@
-// MPNet's relative-position attention for training, the exact path (f32
-// arithmetic, any dtype, any head dim), as src/cpu/ref/ref_attention.cc
+// MPNet's relative-position attention for training (any dtype, any head
+// dim), as src/cpu/ref/ref_attention.cc
 // defines it: the score of query i and key j carries the per-head bias
 // rel[(j - i) + max_seqlen - 1, h]; the forward writes lse and drops
 // probabilities out with the CPU's Philox element index
 // (kernels_attention_train.cuh); the backward writes dqkv and drel.
 //
-// The forward, dQ and dK/dV are the kernels of plain attention
-// (kernels_attention_train.cuh) with the bias in the score. drel is a
+// The forward, dQ and dK/dV are the kernels of plain attention with the
+// bias in the score: the flash kernels (kernels_attention_flash_train.cu)
+// for bf16/f16 with head dim <= 128, else the exact ones
+// (kernels_attention_train.cuh). drel, on both paths, is a
 // block per (distance, head): its threads walk the packed query rows in a
 // fixed stride, recompute dS_ij for the key at that distance, and the block
 // sums them in a fixed tree. No atomics: the results do not depend on
 // scheduling (deterministic run to run), at the price of recomputing the
-// scores once per pass — the correctness-first kernels the op table checks.
+// scores once per pass (O(max_seqlen * T * d) per head: correctness first).
+#include "cuda/kernels_attention_flash_train.h"
 #include "cuda/kernels_attention_train.cuh"
 #include "cuda/kernels_train.h"
 
@@ -59,6 +62,10 @@ void launch_attention_relpos_train(cudaStream_t s, const TensorView& out, const 
                                    const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen,
                                    const TensorView& rel, const Ops::AttentionDropout& dropout) {
   if (cu_seqlens.dim(0) <= 1 || qkv.dim(0) == 0 || max_seqlen == 0) return;
+  if (flash_train_takes(qkv, out, heads)) {
+    launch_flash_attention_train(s, out, lse, qkv, cu_seqlens, heads, 0, rel.as<const float>(), max_seqlen, dropout);
+    return;
+  }
   launch_forward(s, "attention_relpos_train", out, lse, qkv, cu_seqlens, heads, max_seqlen,
                  RelposScores{rel.as<const float>(), heads, max_seqlen}, dropout);
 }
@@ -73,10 +80,17 @@ void launch_attention_relpos_backward(cudaStream_t s, const TensorView& dqkv, co
     if (drel.bytes()) check_cuda(cudaMemsetAsync(drel.data, 0, drel.bytes(), s), "cudaMemsetAsync");
     return;
   }
-  const Backward a =
-      backward_args("attention_relpos_backward", dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
   const RelposScores sc{rel.as<const float>(), heads, max_seqlen};
-  launch_backward(s, a, T, max_seqlen, sc);
+  const bool flash = flash_train_takes(qkv, out, heads, {&dout, &dqkv});
+  if (flash && 2 * int64_t{max_seqlen} - 1 > INT32_MAX)
+    throw Error(Errc::unsupported, "cuda attention_relpos_backward: max_seqlen up to 2^30");
+  const Backward a = flash ? backward_of(dqkv, dout, qkv, out, lse, cu_seqlens, heads, dropout)
+                           : backward_args("attention_relpos_backward", dqkv, dout, qkv, out, lse, cu_seqlens, heads,
+                                           max_seqlen, dropout);
+  if (flash)
+    launch_flash_attention_backward(s, dqkv, dout, qkv, out, lse, cu_seqlens, heads, 0, sc.rel, max_seqlen, dropout);
+  else
+    launch_backward(s, a, T, max_seqlen, sc);
   relpos_drel_kernel<<<dim3(static_cast<unsigned>(2 * max_seqlen - 1), static_cast<unsigned>(heads)), kThreads, 0, s>>>(
       a, sc, drel.as<float>(), T);
   check_launch("relpos_drel_kernel");

@@ -3,15 +3,20 @@
 // window or none) and MPNet's relative-position attention
 // (kernels_attention_relpos_train.cu: a per-head bias on every score), which
 // differ only in how a scaled product q_i·k_j / sqrt(d) becomes a score — the
-// `Scores` policy the kernels are templated on. Also here: the dropout key
-// and its mask factor (the CPU's Philox element index, so both backends drop
-// the very same probabilities), the sequence of a packed token, a head's qkv
+// `Scores` policy the kernels are templated on (the flash kernels,
+// kernels_attention_flash_train.cu, take the same policies). Also here: the
+// dropout key and its mask factor (the CPU's Philox element index, so both
+// backends drop the very same probabilities; mask_factors4 draws four keys
+// from one Philox block), the sequence of a packed token, a head's qkv
 // columns.
 //
 // Every block is one (packed token, head): the forward and dQ take the token
 // as the query, dK and dV as the key; each output element is one thread's
 // sum in a fixed order, so the backward is deterministic (no atomics) — at
-// the price of recomputing the scores once per pass.
+// the price of recomputing the scores once per pass and O(len) shared memory
+// per row. This path serves f32, head dims > 128 and other dtype mixes; bf16
+// and f16 with head dim <= 128 (gradients in that dtype or f32) take the
+// flash kernels.
 #pragma once
 
 #include <cmath>
@@ -49,6 +54,33 @@ __device__ __forceinline__ float mask_factor(const Dropout& dr, int64_t t, int h
   return philox::element_uniform(dr.seed, step, dr.tensor_id, index) >= dr.p ? dr.scale : 0.0f;
 }
 
+// mask_factor of keys j0 .. j0 + 3 (j0 a multiple of 4) into m[4]: the four
+// words of one Philox block (element index row << 32 | j, block = index / 4),
+// the very factors mask_factor draws one call each (the tiled kernels).
+__device__ __forceinline__ void mask_factors4(const Dropout& dr, int64_t t, int h, int heads, int j0, float m[4]) {
+  if (dr.p == 0.0f) {
+    m[0] = m[1] = m[2] = m[3] = 1.0f;
+    return;
+  }
+  const uint64_t row = (dr.row_offset + static_cast<uint64_t>(t)) * static_cast<uint64_t>(heads) + static_cast<uint64_t>(h);
+  const uint64_t index = (row << Ops::AttentionDropout::kKeyBits) + static_cast<uint64_t>(j0);
+  const uint32_t step = dr.device_step ? *dr.device_step : dr.step;
+  uint32_t w[4];
+  philox::block_bits(dr.seed, step, dr.tensor_id, index >> 2, w);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) m[k] = philox::uniform(w[k]) >= dr.p ? dr.scale : 0.0f;
+}
+
+// The dropout with a device-side step read once (a block's first act),
+// so the per-element draws do not each read it from memory.
+__device__ __forceinline__ Dropout with_step_read(Dropout dr) {
+  if (dr.device_step) {
+    dr.step = *dr.device_step;
+    dr.device_step = nullptr;
+  }
+  return dr;
+}
+
 // The sequence holding packed token t: the largest b with cu[b] <= t.
 __device__ __forceinline__ int sequence_of(const int32_t* cu, int B, int64_t t) {
   int lo = 0, hi = B - 1;
@@ -80,6 +112,7 @@ struct WindowScores {
   int window;
   __device__ __forceinline__ bool sees(int i, int j) const { return window == 0 || abs(i - j) <= window; }
   __device__ __forceinline__ float score(float scaled, int, int, int) const { return scaled; }
+  __device__ __forceinline__ int reach() const { return window; }  // 0: the whole sequence
 };
 
 // MPNet: every query sees its whole sequence, and the score of query i and key
@@ -89,6 +122,7 @@ struct RelposScores {
   const float* rel;
   int heads, max_seqlen;
   __device__ __forceinline__ bool sees(int, int) const { return true; }
+  __device__ __forceinline__ int reach() const { return 0; }  // the whole sequence
   __device__ __forceinline__ float bias(int i, int j, int h) const {
     return rel[(int64_t{j} - i + max_seqlen - 1) * heads + h];
   }
@@ -270,18 +304,30 @@ void launch_forward(cudaStream_t s, const char* op, const TensorView& out, const
   check_launch("attention forward_kernel");
 }
 
-// The backward's arguments, after the refusal of rows that do not fit.
-inline Backward backward_args(const char* op, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
-                              const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
-                              int max_seqlen, const Ops::AttentionDropout& dropout) {
-  const int64_t B = cu_seqlens.dim(0) - 1, T = qkv.dim(0);
+// The backward's arguments, as they are.
+inline Backward backward_of(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                            const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
+                            const Ops::AttentionDropout& dropout) {
+  const int64_t B = cu_seqlens.dim(0) - 1;
   const int d = head_dim_of(qkv, heads);
-  const size_t smem = (2 * static_cast<size_t>(d) + 2 * static_cast<size_t>(max_seqlen)) * 4;
-  if (smem > 46 * 1024 || heads > 65535 || T > INT32_MAX / 2 || 2 * int64_t{max_seqlen} - 1 > INT32_MAX)
-    throw Error(Errc::unsupported, std::string("cuda ") + op + ": sequences up to ~5,000 tokens, at most 65535 heads");
   return {dqkv.data, elem_of(dqkv.dtype), dout.data, elem_of(dout.dtype), qkv.data, elem_of(qkv.dtype), out.data,
           elem_of(out.dtype), lse.as<const float>(), cu_seqlens.as<const int32_t>(), static_cast<int>(B), heads, d,
           1.0f / sqrtf(static_cast<float>(d)), dropout_of(dropout)};
+}
+
+// The exact backward's arguments, after the refusal of rows that do not fit
+// its O(len) shared memory (the flash kernels have no such limit).
+inline Backward backward_args(const char* op, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
+                              const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
+                              int max_seqlen, const Ops::AttentionDropout& dropout) {
+  const int64_t T = qkv.dim(0);
+  const int d = head_dim_of(qkv, heads);
+  const size_t smem = (2 * static_cast<size_t>(d) + 2 * static_cast<size_t>(max_seqlen)) * 4;
+  if (smem > 46 * 1024 || heads > 65535 || T > INT32_MAX / 2 || 2 * int64_t{max_seqlen} - 1 > INT32_MAX)
+    throw Error(Errc::unsupported, std::string("cuda ") + op +
+                                       ": sequences up to ~5,000 tokens, at most 65535 heads (f32 or head dim > 128; "
+                                       "bf16/f16 with head dim <= 128 take the flash kernels, without this limit)");
+  return backward_of(dqkv, dout, qkv, out, lse, cu_seqlens, heads, dropout);
 }
 
 // dQ, then dK and dV, of a packed batch (B, T > 0, max_seqlen > 0).

@@ -1,6 +1,6 @@
 // The pieces the flash-style attention kernels share (the inference kernel
 // in kernels_attention.cu, the training kernels in
-// kernels_attention_flash_train.cu): 16-bit element conversion, the tile
+// kernels_attention_flash_train.cu): 16-bit element conversion (both ways), the tile
 // sizes, the flattened (sequence, 64-row block) work list, and loading one
 // head's rows of the packed qkv into a zero-padded shared tile.
 #pragma once
@@ -9,6 +9,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+
+#include "cuda/flash_tiles.h"
 
 namespace stoke::cuda::flash {
 
@@ -23,14 +25,18 @@ __device__ __forceinline__ __half from_float<__half>(float v) {
   return __float2half_rn(v);
 }
 
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+
 constexpr int kBr = 64;  // query rows per block (16 per warp)
 constexpr int kBc = 64;  // keys per tile
 constexpr int kWarps = 4;
 
 // Sequence b's first slot in the work list of 64-row blocks: sequence b owns
 // the slots from floor(cu[b] / 64) + b, at least ceil(len_b / 64) of them and
-// at most one more (kernels_attention.cu's header says why).
-__device__ __forceinline__ int64_t first_slot(const int32_t* cu, int b) { return cu[b] / kBr + b; }
+// at most one more (flash_tiles.h says why, and its CPU test checks it).
+static_assert(kBr == flash_tiles::kTile, "the work list's tiles are the kernels' query blocks");
+__device__ __forceinline__ int64_t first_slot(const int32_t* cu, int b) { return flash_tiles::first_slot(cu, b); }
 
 // The largest b in [0, B) with key(b) <= x, for key nondecreasing in b and
 // key(0) <= x: a block's sequence from its flattened index.

@@ -66,8 +66,9 @@ void launch_pool_backward(cudaStream_t s, const TensorView& dh, const TensorView
 void launch_cross_entropy(cudaStream_t s, const TensorView& dlogits, const TensorView& metrics,
                           const TensorView& logits, const TensorView& labels, float label_smoothing, float scale);
 
-// kernels_attention_train.cu: the exact (f32-arithmetic) attention forward
-// with lse and dropout, and its backward (dqkv written in full).
+// kernels_attention_train.cu: the attention forward with lse and dropout,
+// and its backward (dqkv written in full): the flash kernels for bf16/f16
+// with head dim <= 128 (kernels_attention_flash_train.h), else the exact ones.
 void launch_attention_train(cudaStream_t s, const TensorView& out, const TensorView& lse, const TensorView& qkv,
                             const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
                             const Ops::AttentionDropout& dropout);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -210,6 +211,46 @@ TEST(CudaOps, AttentionMatchesReference) {
               << name_of(dt) << " d" << d << " heads " << heads << " T" << T << " max_seqlen " << max_seqlen;
         }
       }
+}
+
+// The flash training kernels (bf16/f16, head dim <= 128) need O(tile)
+// shared memory: a 6,000-token sequence, past the exact backward's ~5,000, is
+// taken, with the trainer's f32 gradients; the backward is bitwise the same
+// run to run (no atomics) and finite; with a window the bf16 forward meets
+// the reference (the op table checks the rest at tile-edge lengths).
+TEST(CudaOps, FlashTrainingAttentionTakesLongSequencesDeterministically) {
+  STOKE_REQUIRE_GPU(backend);
+  Rng rng(11);
+  for (DType dt : {DType::bf16, DType::f16})
+    for (int window : {0, 128}) {
+      SCOPED_TRACE(name_of(dt) + " window " + std::to_string(window));
+      DeviceTensors dev(*backend);
+      const std::vector<int32_t> lengths = {6000, 70};
+      const auto cu = offsets(lengths);
+      const int64_t T = cu.back();
+      const int heads = 2, d = 64, max_seqlen = 6000;
+      const HostTensor hqkv = random_tensor(rng, dt, {T, 3 * heads * d}, -2, 2), hcu = index_tensor(cu);
+      const TensorView qkv = dev.upload(hqkv), cu_dev = dev.upload(hcu);
+      const TensorView out = dev.make(dt, {T, heads * d}), lse = dev.make(DType::f32, {T, heads});
+      const Ops::AttentionDropout drop{0.1f, 77, 3, 4};
+      backend->ops().attention_train(out, lse, qkv, cu_dev, heads, max_seqlen, window, drop);
+      const TensorView dout = dev.upload(random_tensor(rng, DType::f32, {T, heads * d}));
+      std::vector<HostTensor> runs;
+      for (int run = 0; run < 2; ++run) {
+        const TensorView dqkv = dev.make(DType::f32, {T, 3 * heads * d});
+        backend->ops().attention_backward(dqkv, dout, qkv, out, lse, cu_dev, heads, max_seqlen, window, drop);
+        runs.push_back(dev.download(dqkv));
+      }
+      const float* a = runs[0].view.as<const float>();
+      EXPECT_TRUE(std::all_of(a, a + runs[0].view.numel(), [](float v) { return std::isfinite(v); }));
+      EXPECT_EQ(std::memcmp(runs[0].view.data, runs[1].view.data, runs[0].view.bytes()), 0) << "not bitwise repeatable";
+      if (window && dt == DType::bf16) {  // the reference's forward: a few seconds at this length
+        HostTensor want = host_tensor(dt, {T, heads * d}), want_lse = host_tensor(DType::f32, {T, heads});
+        ref().attention_train(want.view, want_lse.view, hqkv.view, hcu.view, heads, max_seqlen, window, drop);
+        EXPECT_LE(relative_error(dev.download(out).view, want.view), tolerance(dt));
+        EXPECT_LE(relative_error(dev.download(lse).view, want_lse.view), tolerance(dt));
+      }
+    }
 }
 
 // As the encoder's graphs call it: 40 padding rows past the last sequence

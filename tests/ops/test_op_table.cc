@@ -620,6 +620,97 @@ std::vector<OpCase> make_cases() {
                                         r.in(out), r.in(lse), r.in(cu), 2, 16, r.in(rel), dropout);
       });
     }
+    // The flash kernels of the CUDA training attention (bf16/f16, head dim
+    // <= 128): head dims 16, 64, 128 and one not a multiple of 8 (40: the
+    // element-wise tile loads), lengths at the 64-row tile edges (1, 63, 64,
+    // 65, 130) and one long sequence (700: eleven tiles each way; d 16 keeps
+    // it quick under scripts/gpu-check.sh's compute-sanitizer budget), a
+    // window that spans tiles, dropout with a fixed and a device-side step,
+    // MPNet's bias (not on the d 16 / 128 edge cases: the other cases and the
+    // relpos cases above cover those), and dout / dqkv in f32 as the trainer
+    // passes them (dout then rounded to 16 bits for the MMAs: one more
+    // rounding of the size counted below). Tolerances: the case's precision, as
+    // for every op — reasoned for these kernels: S, dP and all sums are f32
+    // (error ~1e-6 relative); P, dS and an f32 dout are rounded to the
+    // activation dtype for the MMAs and each output once more when stored:
+    // at most three roundings on a path, each of relative error <= u (2^-8
+    // bf16, 2^-11 f16), RMS about u / 2, random in sign. The rounded terms
+    // enter sums whose exact values are of the size of the terms'
+    // root-sum-square (random q, k, v: no cancellation beyond what the
+    // reference has too), so the relative L2 error is about
+    // sqrt(3) x u / 2 = 3.4e-3 (bf16; tolerance 2e-2) and 4.2e-4 (f16;
+    // tolerance 2e-3): five times the room or more, not loosened.
+    if (at != DType::f32) {
+      struct Flash {
+        std::string what;
+        std::vector<int32_t> lens;
+        int d, window;
+        Ops::AttentionDropout dropout;
+        bool device_step;
+        bool f32_grads = false;  // dout and dqkv f32, as the trainer passes them
+      };
+      const Ops::AttentionDropout none{0.0f, 1234, 5, 6}, p1{0.1f, 1234, 5, 6};
+      const std::vector<int32_t> edges = {1, 63, 64, 65, 130};
+      const std::vector<Flash> flash = {
+          {"d16_edges", edges, 16, 0, none, false},
+          {"d64_edges", edges, 64, 0, none, false},
+          {"d128_edges", edges, 128, 0, none, false},
+          {"d40_edges", edges, 40, 0, none, false},
+          {"d16_len700", {700, 5}, 16, 0, none, false},
+          {"d64_window40", {130, 65, 300, 1}, 64, 40, none, false},
+          {"d64_p1", {65, 130, 1}, 64, 0, p1, false},
+          {"d64_p1_device_step", {65, 130, 1}, 64, 0, p1, true},
+          {"d64_window40_p1", {130, 300}, 64, 40, p1, false},
+          {"d64_edges_f32_grads", edges, 64, 0, none, false, true},
+          {"d40_window40_p1_f32_grads", {130, 300}, 40, 40, p1, false, true},
+      };
+      for (const Flash& f : flash) {
+        const int heads = 2, d = f.d, window = f.window;
+        const std::vector<int32_t> fl = f.lens;
+        const int64_t ft = std::accumulate(fl.begin(), fl.end(), int64_t{0});
+        const int max_len = *std::max_element(fl.begin(), fl.end());
+        const Ops::AttentionDropout dropout = f.dropout;
+        const bool device_step = f.device_step;
+        const DType gt = f.f32_grads ? DType::f32 : at;
+        auto dropout_in = [=](Run& r) {
+          Ops::AttentionDropout dd = dropout;
+          if (device_step) dd.step = Ops::DropoutStep(r.in(step_tensor(5)));
+          return dd;
+        };
+        const int64_t reach = window ? 2 * window + 1 : max_len;
+        train("attention_train", "flash_" + dt + "_" + f.what, at, reach, [=](Run& r, Rng& rng) {
+          const TensorView qkv = r.in(random_tensor(rng, at, {ft, 3 * heads * d}, -2.5, 2.5));
+          r.ops.attention_train(r.out("out", at, {ft, heads * d}), r.out("lse", DType::f32, {ft, heads}), qkv,
+                                r.in(cu_seqlens(fl)), heads, max_len, window, dropout_in(r));
+        });
+        train("attention_backward", "flash_" + dt + "_" + f.what, at, reach, [=](Run& r, Rng& rng) {
+          const HostTensor qkv = random_tensor(rng, at, {ft, 3 * heads * d}, -2.5, 2.5), cu = cu_seqlens(fl);
+          HostTensor out = host_tensor(at, {ft, heads * d}), lse = host_tensor(DType::f32, {ft, heads});
+          ref().attention_train(out.view, lse.view, qkv.view, cu.view, heads, max_len, window, dropout);
+          const TensorView dout = r.in(random_tensor(rng, gt, {ft, heads * d}));
+          r.ops.attention_backward(r.out("dqkv", gt, {ft, 3 * heads * d}), dout, r.in(qkv), r.in(out), r.in(lse),
+                                   r.in(cu), heads, max_len, window, dropout_in(r));
+        });
+        if (window != 0 || f.what == "d16_edges" || f.what == "d128_edges") continue;
+        // MPNet's bias on the same shapes: rel [2 * max_len - 1, heads].
+        train("attention_relpos_train", "flash_" + dt + "_" + f.what, at, max_len, [=](Run& r, Rng& rng) {
+          const TensorView qkv = r.in(random_tensor(rng, at, {ft, 3 * heads * d}, -2.5, 2.5));
+          const TensorView rel = r.in(random_tensor(rng, DType::f32, {2 * max_len - 1, heads}, -2, 2));
+          r.ops.attention_relpos_train(r.out("out", at, {ft, heads * d}), r.out("lse", DType::f32, {ft, heads}), qkv,
+                                       r.in(cu_seqlens(fl)), heads, max_len, rel, dropout_in(r));
+        });
+        train("attention_relpos_backward", "flash_" + dt + "_" + f.what, at, max_len, [=](Run& r, Rng& rng) {
+          const HostTensor qkv = random_tensor(rng, at, {ft, 3 * heads * d}, -2.5, 2.5), cu = cu_seqlens(fl);
+          const HostTensor rel = random_tensor(rng, DType::f32, {2 * max_len - 1, heads}, -2, 2);
+          HostTensor out = host_tensor(at, {ft, heads * d}), lse = host_tensor(DType::f32, {ft, heads});
+          ref().attention_relpos_train(out.view, lse.view, qkv.view, cu.view, heads, max_len, rel.view, dropout);
+          const TensorView dout = r.in(random_tensor(rng, gt, {ft, heads * d}));
+          r.ops.attention_relpos_backward(r.out("dqkv", gt, {ft, 3 * heads * d}),
+                                          r.out("drel", DType::f32, {2 * max_len - 1, heads}), dout, r.in(qkv),
+                                          r.in(out), r.in(lse), r.in(cu), heads, max_len, r.in(rel), dropout_in(r));
+        });
+      }
+    }
     train("gather_rows_backward", dt, at, 2, [=](Run& r, Rng& rng) {
       const TensorView dh = r.inout("dh", random_tensor(rng, at, {T, H}));
       r.ops.gather_rows_backward(dh, r.in(random_tensor(rng, at, {5, H})), r.in(index_tensor({0, 7, 8, 23, 7})));
