@@ -41,56 +41,25 @@ namespace {
 using namespace flash;
 
 // Shared memory per block: Q, K and V tiles (16-bit) and one f32 row of
-// scores per query row — nothing else. The output, the running max and sum
-// and the rescale factors live in registers, and a warp's probabilities are
-// written over its own score rows (16-bit, in the first half of each row), so
-// at d = 64 a block needs 45 KiB (4 blocks per SM on an H200, as registers
-// allow) where it once needed 71 KiB (3 blocks) for the separate P, O and
-// statistics tiles; d = 128 needs 86 KiB (2 blocks, once 1).
-//
-// The score rows are padded past their width (16 bytes) so that the rows a
-// WMMA load or store walks start in different banks, as the Q/K/V rows are
-// (flash_ld). The pads keep every fragment pointer 32-byte aligned (WMMA's
-// rule) and the leading dimensions multiples of 8 (16-bit) and 4 (f32).
-template <int DP>
-__host__ __device__ constexpr int flash_lds() { return (DP > kBc ? DP : kBc) + 4; }  // S rows (f32)
-// A warp's P·V tile lands in its score rows past the probabilities (which
-// take the first kBc 16-bit elements = kBc / 2 floats of each row).
-constexpr int kPvCol = kBc / 2;
-static_assert(kPvCol + 16 <= kBc + 4, "the P·V tile fits beside the probabilities in a score row");
-
+// scores per query row (kLdS) — nothing else: the output, the running max
+// and sum and the rescale factors live in registers, and a warp's
+// probabilities are written over its own score rows (kernels_flash_common.cuh
+// has the layout). At d = 64 a block needs 45 KiB (4 blocks per SM on an
+// H200, as registers allow) where it once needed 71 KiB (3 blocks) for the
+// separate P, O and statistics tiles; d = 128 needs 69 KiB (2 blocks, as
+// registers allow; once 126 KiB, 1).
 template <int DP>
 constexpr size_t flash_smem_bytes() {
   return size_t{2} * (kBr * flash_ld<DP>() + 2 * kBc * flash_ld<DP>())  // Q, K, V (16-bit)
-         + size_t{4} * kBr * flash_lds<DP>();                           // S, then P and a P·V tile
-}
-
-// Blocks per SM the register budget is set for: 4 at d <= 64 (at most 128
-// registers a thread), 2 at d = 128 (its output alone is 64 registers a
-// thread).
-template <int DP>
-constexpr int flash_min_blocks() { return DP <= 64 ? 4 : 2; }
-
-// Lane `lane` of a warp holds, of each 16x16 column tile of its 16 output
-// rows, the 8 elements at row (lane / 16) + 2u, column lane % 16 (u < 8).
-__device__ __forceinline__ int pv_row(int lane, int u) { return (lane >> 4) + 2 * u; }
-
-// v[(lane / 16) + 2u] with constant indices into a register array (a
-// lane-dependent index would put the array in local memory).
-__device__ __forceinline__ float of_my_row(const float (&v)[16], int lane, int u) {
-  float r = v[0];
-#pragma unroll
-  for (int k = 0; k < 8; ++k)
-    if (k == u) r = (lane & 16) ? v[2 * k + 1] : v[2 * k];
-  return r;
+         + size_t{4} * kBr * kLdS;                                      // S, then P and a P·V tile
 }
 
 template <class T, int DP>
-__global__ void __launch_bounds__(kWarps * 32, flash_min_blocks<DP>())
+__global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
     flash_attention_kernel(T* out, const T* qkv, const int32_t* cu, int B, int heads, int d, int window,
                            float scale_log2) {
   using namespace nvcuda;
-  constexpr int LD = flash_ld<DP>(), SW = flash_lds<DP>(), kTiles = DP / 16;
+  constexpr int LD = flash_ld<DP>(), SW = kLdS, kTiles = DP / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   T* q_s = reinterpret_cast<T*>(smem);                       // [kBr][LD]
   T* k_s = q_s + kBr * LD;                                   // [kBc][LD]
@@ -115,7 +84,7 @@ __global__ void __launch_bounds__(kWarps * 32, flash_min_blocks<DP>())
   load_tile<T, DP, LD>(q_s, qkv, first + q0, kBr, len - q0, stride, q_col, d, vec);
   // The running max (log2 units), sum and last rescale of this warp's 16
   // rows: every lane holds the same values (the warp reductions hand each
-  // lane the result). The output: see pv_row.
+  // lane the result). The output: kernels_flash_common.cuh.
   float m_run[16], l_run[16], alpha[16];
   float o[kTiles][8];
 #pragma unroll
@@ -262,7 +231,7 @@ __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const 
 
 // The largest padded head dim whose flash kernel fits the GPU's shared
 // memory (set by attention_setup; larger head dims take the exact path).
-// d = 128 needs 86 KiB: Hopper, A100 and sm_86/89 (99 KiB) have it.
+// d = 128 needs 69 KiB: Hopper, A100 and sm_86/89 (99 KiB) have it.
 int g_flash_max_dp = 0;
 
 // Static shared memory beside the dynamic part (block reductions' scratch).

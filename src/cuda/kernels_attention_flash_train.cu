@@ -16,6 +16,9 @@
 //   forward  (query tile): S = Q K^T (WMMA), online softmax in f32 (running
 //            max and sum per row), O += (P * mask) V (WMMA); the sum that
 //            normalises stays undropped; lse = max + log(sum), natural log.
+//            The output and the running statistics in registers, the
+//            probabilities over the score rows (kernels_flash_common.cuh):
+//            48 KiB of shared memory at d = 64, 4 blocks per SM.
 //   dK/dV    (key tile; K, V stay in shared memory): for each query tile,
 //            S^T = K Q^T, dP^T = V dO^T (WMMA), in f32 P = exp(S*scale + bias
 //            - lse), dS = P * (dP * mask - D); dV += (P*mask)^T dO and
@@ -78,18 +81,16 @@ constexpr float kLn2 = 0.6931471805599453f;
 // load or store walks start in different banks; every fragment pointer stays
 // 32-byte aligned and every leading dimension a multiple of 8 (16-bit) or 4
 // (f32), WMMA's rules.
-constexpr int kLdP = kBc + 8;  // 64-wide 16-bit rows: P, P*mask, dS
+constexpr int kLdP = kBc + 8;  // the backward's 64-wide 16-bit rows: (P * mask)^T, dS
 constexpr int kLdF = 16 + 4;   // a warp's 16x16 f32 blocks of S and dP
-template <int DP>
-__host__ __device__ constexpr int ld_s() { return (DP > kBc ? DP : kBc) + 4; }  // the forward's S / P.V rows (f32)
 template <int DP>
 __host__ __device__ constexpr int ld_out() { return DP + 4; }  // the backward's f32 staging of dQ / dK / dV rows
 
+// The forward: Q, K, V (16-bit), one f32 score row per query (the register
+// layout of kernels_flash_common.cuh), the tile's keep flags.
 template <int DP>
 constexpr size_t forward_smem_bytes() {
-  return size_t{2} * (kBr * flash_ld<DP>() + 2 * kBc * flash_ld<DP>() + kBr * kLdP)  // Q, K, V, P (16-bit)
-         + size_t{4} * (kBr * ld_s<DP>() + kBr * DP + 2 * kBr)                       // S / P.V, O, sum, rescale
-         + size_t{kBr} * kBc;                                                        // the tile's keep flags
+  return size_t{2} * (kBr + 2 * kBc) * flash_ld<DP>() + size_t{4} * kBr * flash::kLdS + size_t{kBr} * kBc;
 }
 // Both backward kernels: Q, dO, K, V tiles (16-bit), the warps' f32 S and dP
 // blocks, lse and D of the query tile; dK/dV adds P*mask^T and dS^T (16-bit,
@@ -126,20 +127,16 @@ __device__ __forceinline__ bool rows_aligned(const void* p, int d) {
 // ---- the forward ---------------------------------------------------------------
 
 template <class T, int DP, class Scores>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, flash::min_blocks<DP>())
     flash_train_forward_kernel(T* out, float* lse, const T* qkv, const int32_t* cu, int B, int heads, int d,
                                float scale, Scores sc, Dropout dropout) {
-  constexpr int LD = flash_ld<DP>(), SW = ld_s<DP>();
+  constexpr int LD = flash_ld<DP>(), SW = flash::kLdS, kTiles = DP / 16;
   extern __shared__ __align__(128) unsigned char smem[];
-  T* q_s = reinterpret_cast<T*>(smem);                      // [kBr][LD]
-  T* k_s = q_s + kBr * LD;                                  // [kBc][LD]
-  T* v_s = k_s + kBc * LD;                                  // [kBc][LD]
-  T* p_s = v_s + kBc * LD;                                  // [kBr][kLdP] probabilities times the mask
-  float* s_s = reinterpret_cast<float*>(p_s + kBr * kLdP);  // [kBr][SW] scores, then P.V of the tile
-  float* o_s = s_s + kBr * SW;                              // [kBr][DP] output, unnormalised
-  float* l_s = o_s + kBr * DP;                              // [kBr] final sums
-  float* a_s = l_s + kBr;                                   // [kBr] this tile's rescale factor
-  uint8_t* keep_s = reinterpret_cast<uint8_t*>(a_s + kBr);  // [kBr][kBc] 1: the probability is kept
+  T* q_s = reinterpret_cast<T*>(smem);                        // [kBr][LD]
+  T* k_s = q_s + kBr * LD;                                    // [kBc][LD]
+  T* v_s = k_s + kBc * LD;                                    // [kBc][LD]
+  float* s_s = reinterpret_cast<float*>(v_s + kBc * LD);      // [kBr][SW] scores; then P * mask (16-bit) and P.V
+  uint8_t* keep_s = reinterpret_cast<uint8_t*>(s_s + kBr * SW);  // [kBr][kBc] 1: the probability is kept
 
   const flash_tiles::Tile tile = flash_tiles::tile_of_slot(cu, B, blockIdx.x);
   const int first = cu[tile.b], len = cu[tile.b + 1] - first;
@@ -149,21 +146,28 @@ __global__ void __launch_bounds__(kThreads)
   const Heads hc = heads_of(heads, d, h);
   const Dropout dr = attention_train::with_step_read(dropout);
   const bool vec = rows_aligned(qkv, d);
+  float* s_w = s_s + warp * 16 * SW;            // this warp's 16 score rows
+  T* p_w = reinterpret_cast<T*>(s_w);           // its probabilities, 16-bit, leading dimension 2 SW
+  float* pv_w = s_w + flash::kPvCol;            // its 16x16 P.V tile, leading dimension SW
 
   load_tile<T, DP, LD>(q_s, qkv, first + q0, kBr, len - q0, hc.qkv_stride, hc.q_col, d, vec);
-  for (int i = threadIdx.x; i < kBr * DP; i += blockDim.x) o_s[i] = 0.0f;
-  // The running max (log2 units) and sum of this warp's 16 rows, in
-  // registers: the warp reductions hand every lane the same values.
+  // The register layout of kernels_flash_common.cuh: the running max (log2
+  // units), sum and last rescale of the warp's 16 rows, and its output.
   float m_run[16], l_run[16];
+  float o[kTiles][8];
 #pragma unroll
   for (int r = 0; r < 16; ++r) {
     m_run[r] = -INFINITY;
     l_run[r] = 0.0f;
   }
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+    for (int u = 0; u < 8; ++u) o[j][u] = 0.0f;
 
   const flash_tiles::Range keys = flash_tiles::tiles_in_reach(q0, len, sc.reach());
   for (int k0 = keys.first; k0 < keys.end; k0 += kBc) {
-    __syncthreads();  // the previous tile's K, V and keep flags are no longer read
+    __syncthreads();  // the previous tile's K, V and keep flags are no longer read (and Q is loaded)
     load_tile<T, DP, LD>(k_s, qkv, first + k0, kBc, len - k0, hc.qkv_stride, hc.k_col, d, vec);
     load_tile<T, DP, LD>(v_s, qkv, first + k0, kBc, len - k0, hc.qkv_stride, hc.v_col, d, vec);
     if (dr.p > 0.0f) {  // block-uniform
@@ -184,22 +188,23 @@ __global__ void __launch_bounds__(kThreads)
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
       wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
-      for (int kk = 0; kk < DP / 16; ++kk) {
+      for (int kk = 0; kk < kTiles; ++kk) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> bt;  // K^T: (k, n) at K[n][k]
         wmma::load_matrix_sync(a, q_s + warp * 16 * LD + kk * 16, LD);
         wmma::load_matrix_sync(bt, k_s + j * 16 * LD + kk * 16, LD);
         wmma::mma_sync(acc, a, bt, acc);
       }
-      wmma::store_matrix_sync(s_s + warp * 16 * SW + j * 16, acc, SW, wmma::mem_row_major);
+      wmma::store_matrix_sync(s_w + j * 16, acc, SW, wmma::mem_row_major);
     }
     __syncwarp();
 
-    // Online softmax over the tile, a warp per row: lanes take keys lane and lane + 32.
+    // Online softmax over the tile, a warp per row: lanes take keys lane and
+    // lane + 32; the row's probabilities (times the mask) go over its scores.
 #pragma unroll
     for (int r = 0; r < 16; ++r) {
       const int row = warp * 16 + r;
-      const float* srow = s_s + row * SW;
+      const float* srow = s_w + r * SW;
       const int qi = q0 + row, j0 = k0 + lane, j1 = k0 + lane + 32;
       // Rows past the sequence see nothing (and never index MPNet's bias).
       const bool see0 = qi < len && j0 < len && sc.sees(qi, j0);
@@ -218,51 +223,55 @@ __global__ void __launch_bounds__(kThreads)
         p0 = keep_s[row * kBc + lane] ? p0 * dr.scale : 0.0f;
         p1 = keep_s[row * kBc + lane + 32] ? p1 * dr.scale : 0.0f;
       }
-      p_s[row * kLdP + lane] = from_float<T>(p0);
-      p_s[row * kLdP + lane + 32] = from_float<T>(p1);
       l_run[r] = l_run[r] * alpha + sum;
       m_run[r] = m_new;
-      if (lane == 0) a_s[row] = alpha;  // read by other lanes after the __syncwarp below
+      __syncwarp();  // every lane has read the row's scores before any overwrites them
+      T* prow = p_w + r * 2 * SW;
+      prow[lane] = from_float<T>(p0);
+      prow[lane + 32] = from_float<T>(p1);
+      if (lane == 0) s_w[r * SW + flash::kAlphaCol] = alpha;  // read by every lane after the __syncwarp below
     }
     __syncwarp();
 
-    // This tile's (P * mask) V into the scratch, then O = O * alpha + (P * mask) V.
+    // O = O * alpha + (P * mask) V, a 16-column tile at a time through the warp's P.V tile.
 #pragma unroll
-    for (int j = 0; j < DP / 16; ++j) {
+    for (int j = 0; j < kTiles; ++j) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
       wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
       for (int kk = 0; kk < kBc / 16; ++kk) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bv;
-        wmma::load_matrix_sync(a, p_s + warp * 16 * kLdP + kk * 16, kLdP);
+        wmma::load_matrix_sync(a, p_w + kk * 16, 2 * SW);
         wmma::load_matrix_sync(bv, v_s + kk * 16 * LD + j * 16, LD);
         wmma::mma_sync(acc, a, bv, acc);
       }
-      wmma::store_matrix_sync(s_s + warp * 16 * SW + j * 16, acc, SW, wmma::mem_row_major);
+      wmma::store_matrix_sync(pv_w, acc, SW, wmma::mem_row_major);
+      __syncwarp();
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        o[j][u] = o[j][u] * s_w[flash::pv_row(lane, u) * SW + flash::kAlphaCol] +
+                  pv_w[flash::pv_row(lane, u) * SW + (lane & 15)];
+      __syncwarp();  // read before the next tile's store
     }
-    __syncwarp();
-    for (int i = lane; i < 16 * DP; i += 32) {
-      const int row = warp * 16 + i / DP, c = i % DP;
-      o_s[row * DP + c] = o_s[row * DP + c] * a_s[row] + s_s[row * SW + c];
-    }
-    __syncwarp();
   }
 
+  // Every real row sees at least its own key, so its sum is >= 1.
 #pragma unroll
   for (int r = 0; r < 16; ++r) {
-    const int row = warp * 16 + r;
-    if (lane == 0) {
-      l_s[row] = l_run[r];
-      // Every real row sees at least its own key, so its sum is >= 1.
-      if (q0 + row < len) lse[(int64_t{first} + q0 + row) * heads + h] = m_run[r] * kLn2 + logf(l_run[r]);
-    }
+    const int qi = q0 + warp * 16 + r;
+    if (lane == 0 && qi < len) lse[(int64_t{first} + qi) * heads + h] = m_run[r] * kLn2 + logf(l_run[r]);
   }
-  __syncwarp();
-  for (int i = lane; i < 16 * DP; i += 32) {
-    const int r = warp * 16 + i / DP, c = i % DP;
-    if (c < d && q0 + r < len)
-      out[(int64_t{first} + q0 + r) * hc.o_stride + hc.q_col + c] = from_float<T>(o_s[r * DP + c] / l_s[r]);
+#pragma unroll
+  for (int u = 0; u < 8; ++u) {
+    const int qi = q0 + warp * 16 + flash::pv_row(lane, u);
+    if (qi >= len) continue;
+    const float l = flash::of_my_row(l_run, lane, u);
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      const int c = j * 16 + (lane & 15);
+      if (c < d) out[(int64_t{first} + qi) * hc.o_stride + hc.q_col + c] = from_float<T>(o[j][u] / l);
+    }
   }
 }
 

@@ -2,7 +2,8 @@
 // in kernels_attention.cu, the training kernels in
 // kernels_attention_flash_train.cu): 16-bit element conversion (both ways), the tile
 // sizes, the flattened (sequence, 64-row block) work list, and loading one
-// head's rows of the packed qkv into a zero-padded shared tile.
+// head's rows of the packed qkv into a zero-padded shared tile, and the
+// forward's register layout.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -81,6 +82,44 @@ __device__ __forceinline__ void load_tile(T* tile, const T* qkv, int64_t first_r
     const int r = i / DP, c = i % DP;
     tile[r * LD + c] = (c < d && r < valid) ? qkv[(first_row + r) * stride + col + c] : zero;
   }
+}
+
+// ---- the forward's register layout (both forward kernels) ----------------------
+//
+// A warp owns 16 query rows. Their running max, sum and last rescale factor
+// are per-lane arrays of 16 (every lane holds the same values: the warp
+// reductions hand each lane the result) — except that the training forward,
+// with more live state (the score policy, dropout), keeps the rescale factor
+// in its score row's padding (kAlphaCol) to stay within 128 registers. Their output, 16 x DP f32, is
+// spread over the lanes: of each 16x16 column tile, lane l holds the 8
+// elements at row (l / 16) + 2u, column l % 16 (u < 8) — o[DP / 16][8]. Shared
+// memory holds one f32 score row per query row (kLdS: 16 bytes of padding,
+// so the rows a WMMA fragment walks start in different banks); the warp
+// writes its probabilities (16-bit) over the first half of its own score
+// rows and stages each 16x16 tile of P.V beside them, at column kPvCol.
+
+constexpr int kLdS = kBc + 4;
+constexpr int kPvCol = kBc / 2;  // past the probabilities: kBc 16-bit elements = kBc / 2 floats
+constexpr int kAlphaCol = kBc;  // past the scores: the row's last rescale factor
+static_assert(kPvCol + 16 <= kLdS, "the P.V tile fits beside the probabilities in a score row");
+static_assert(kAlphaCol < kLdS && kPvCol + 16 <= kAlphaCol, "the rescale factor has a column of its own");
+
+// Blocks per SM the register budget is set for: 4 at d <= 64 (at most 128
+// registers a thread), 2 at d = 128 (its output alone is 64 registers a thread).
+template <int DP>
+__host__ __device__ constexpr int min_blocks() { return DP <= 64 ? 4 : 2; }
+
+// The row (of the warp's 16) of a lane's u-th output element.
+__device__ __forceinline__ int pv_row(int lane, int u) { return (lane >> 4) + 2 * u; }
+
+// v[pv_row(lane, u)] with constant indices into a register array (a
+// lane-dependent index would put the array in local memory).
+__device__ __forceinline__ float of_my_row(const float (&v)[16], int lane, int u) {
+  float r = v[0];
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    if (k == u) r = (lane & 16) ? v[2 * k + 1] : v[2 * k];
+  return r;
 }
 
 }  // namespace stoke::cuda::flash
