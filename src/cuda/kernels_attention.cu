@@ -58,7 +58,6 @@ template <class T, int DP>
 __global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
     flash_attention_kernel(T* out, const T* qkv, const int32_t* cu, int B, int heads, int d, int window,
                            float scale_log2) {
-  using namespace nvcuda;
   constexpr int LD = flash_ld<DP>(), SW = kLdS, kTiles = DP / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   T* q_s = reinterpret_cast<T*>(smem);                       // [kBr][LD]
@@ -79,7 +78,6 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
   const bool vec = d % 8 == 0 && (reinterpret_cast<uintptr_t>(qkv) & 15) == 0;  // block-uniform
   float* s_w = s_s + warp * 16 * SW;                   // this warp's 16 score rows
   T* p_w = reinterpret_cast<T*>(s_w);                  // its probabilities, 16-bit, leading dimension 2 SW
-  float* pv_w = s_w + kPvCol;                          // its 16x16 P·V tile, leading dimension SW
 
   load_tile<T, DP, LD>(q_s, qkv, first + q0, kBr, len - q0, stride, q_col, d, vec);
   // The running max (log2 units), sum and last rescale of this warp's 16
@@ -106,21 +104,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
     load_tile<T, DP, LD>(v_s, qkv, first + k0, kBc, len - k0, stride, v_col, d, vec);
     __syncthreads();
 
-    // S = Q K^T for this warp's 16 rows.
-    for (int j = 0; j < kBc / 16; ++j) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-      for (int kk = 0; kk < kTiles; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> bt;  // K^T: (k, n) at K[n][k]
-        wmma::load_matrix_sync(a, q_s + warp * 16 * LD + kk * 16, LD);
-        wmma::load_matrix_sync(bt, k_s + j * 16 * LD + kk * 16, LD);
-        wmma::mma_sync(acc, a, bt, acc);
-      }
-      wmma::store_matrix_sync(s_w + j * 16, acc, SW, wmma::mem_row_major);
-    }
-    __syncwarp();
+    warp_scores<T, DP>(s_w, q_s + warp * 16 * LD, k_s);  // S = Q K^T for this warp's 16 rows
 
     // Online softmax over the tile, a warp per row: lanes take keys lane and
     // lane + 32; the row's probabilities are written over its scores.
@@ -149,40 +133,11 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
     }
     __syncwarp();
 
-    // O = O * alpha + P V, a 16-column tile at a time through the scratch.
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-      for (int kk = 0; kk < kBc / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bv;
-        wmma::load_matrix_sync(a, p_w + kk * 16, 2 * SW);
-        wmma::load_matrix_sync(bv, v_s + kk * 16 * LD + j * 16, LD);
-        wmma::mma_sync(acc, a, bv, acc);
-      }
-      wmma::store_matrix_sync(pv_w, acc, SW, wmma::mem_row_major);
-      __syncwarp();
-#pragma unroll
-      for (int u = 0; u < 8; ++u)
-        o[j][u] = o[j][u] * of_my_row(alpha, lane, u) + pv_w[pv_row(lane, u) * SW + (lane & 15)];
-      __syncwarp();  // read before the next tile's store
-    }
+    accumulate_pv<T, DP>(o, s_w, v_s, [&](int u) { return of_my_row(alpha, lane, u); });
   }
 
-  const int64_t out_stride = int64_t{heads} * d;
-#pragma unroll
-  for (int u = 0; u < 8; ++u) {
-    const int r = warp * 16 + pv_row(lane, u);
-    if (q0 + r >= len) continue;
-    const float l = of_my_row(l_run, lane, u);
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j) {
-      const int c = j * 16 + (lane & 15);
-      if (c < d) out[(first + q0 + r) * out_stride + q_col + c] = from_float<T>(o[j][u] / l);
-    }
-  }
+  const int row0 = q0 + warp * 16;
+  store_output<T, DP>(o, l_run, out, int64_t{first} + row0, len - row0, int64_t{heads} * d, q_col, d);
 }
 
 // rel (may be null): MPNet's relative-position bias, rel[(j - q) + max_seqlen - 1][h],

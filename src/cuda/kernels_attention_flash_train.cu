@@ -148,7 +148,6 @@ __global__ void __launch_bounds__(kThreads, flash::min_blocks<DP>())
   const bool vec = rows_aligned(qkv, d);
   float* s_w = s_s + warp * 16 * SW;            // this warp's 16 score rows
   T* p_w = reinterpret_cast<T*>(s_w);           // its probabilities, 16-bit, leading dimension 2 SW
-  float* pv_w = s_w + flash::kPvCol;            // its 16x16 P.V tile, leading dimension SW
 
   load_tile<T, DP, LD>(q_s, qkv, first + q0, kBr, len - q0, hc.qkv_stride, hc.q_col, d, vec);
   // The register layout of kernels_flash_common.cuh: the running max (log2
@@ -182,22 +181,7 @@ __global__ void __launch_bounds__(kThreads, flash::min_blocks<DP>())
     }
     __syncthreads();
 
-    // S = Q K^T for this warp's 16 rows.
-#pragma unroll
-    for (int j = 0; j < kBc / 16; ++j) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-      for (int kk = 0; kk < kTiles; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> bt;  // K^T: (k, n) at K[n][k]
-        wmma::load_matrix_sync(a, q_s + warp * 16 * LD + kk * 16, LD);
-        wmma::load_matrix_sync(bt, k_s + j * 16 * LD + kk * 16, LD);
-        wmma::mma_sync(acc, a, bt, acc);
-      }
-      wmma::store_matrix_sync(s_w + j * 16, acc, SW, wmma::mem_row_major);
-    }
-    __syncwarp();
+    flash::warp_scores<T, DP>(s_w, q_s + warp * 16 * LD, k_s);  // S = Q K^T for this warp's 16 rows
 
     // Online softmax over the tile, a warp per row: lanes take keys lane and
     // lane + 32; the row's probabilities (times the mask) go over its scores.
@@ -233,27 +217,9 @@ __global__ void __launch_bounds__(kThreads, flash::min_blocks<DP>())
     }
     __syncwarp();
 
-    // O = O * alpha + (P * mask) V, a 16-column tile at a time through the warp's P.V tile.
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-      for (int kk = 0; kk < kBc / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bv;
-        wmma::load_matrix_sync(a, p_w + kk * 16, 2 * SW);
-        wmma::load_matrix_sync(bv, v_s + kk * 16 * LD + j * 16, LD);
-        wmma::mma_sync(acc, a, bv, acc);
-      }
-      wmma::store_matrix_sync(pv_w, acc, SW, wmma::mem_row_major);
-      __syncwarp();
-#pragma unroll
-      for (int u = 0; u < 8; ++u)
-        o[j][u] = o[j][u] * s_w[flash::pv_row(lane, u) * SW + flash::kAlphaCol] +
-                  pv_w[flash::pv_row(lane, u) * SW + (lane & 15)];
-      __syncwarp();  // read before the next tile's store
-    }
+    // O = O * alpha + (P * mask) V.
+    flash::accumulate_pv<T, DP>(o, s_w, v_s,
+                                [&](int u) { return s_w[flash::pv_row(lane, u) * SW + flash::kAlphaCol]; });
   }
 
   // Every real row sees at least its own key, so its sum is >= 1.
@@ -262,17 +228,8 @@ __global__ void __launch_bounds__(kThreads, flash::min_blocks<DP>())
     const int qi = q0 + warp * 16 + r;
     if (lane == 0 && qi < len) lse[(int64_t{first} + qi) * heads + h] = m_run[r] * kLn2 + logf(l_run[r]);
   }
-#pragma unroll
-  for (int u = 0; u < 8; ++u) {
-    const int qi = q0 + warp * 16 + flash::pv_row(lane, u);
-    if (qi >= len) continue;
-    const float l = flash::of_my_row(l_run, lane, u);
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j) {
-      const int c = j * 16 + (lane & 15);
-      if (c < d) out[(int64_t{first} + qi) * hc.o_stride + hc.q_col + c] = from_float<T>(o[j][u] / l);
-    }
-  }
+  const int row0 = q0 + warp * 16;
+  flash::store_output<T, DP>(o, l_run, out, int64_t{first} + row0, len - row0, hc.o_stride, hc.q_col, d);
 }
 
 // ---- the backward ----------------------------------------------------------------

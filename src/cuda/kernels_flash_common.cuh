@@ -8,6 +8,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <mma.h>
 
 #include <cstdint>
 
@@ -120,6 +121,78 @@ __device__ __forceinline__ float of_my_row(const float (&v)[16], int lane, int u
   for (int k = 0; k < 8; ++k)
     if (k == u) r = (lane & 16) ? v[2 * k + 1] : v[2 * k];
   return r;
+}
+
+// S = Q K^T of a warp's 16 query rows (`q`: the first, flash_ld apart)
+// against a tile of kBc keys (`k_s`), f32, into the warp's score rows s_w.
+template <class T, int DP>
+__device__ __forceinline__ void warp_scores(float* s_w, const T* q, const T* k_s) {
+  using namespace nvcuda;
+  constexpr int LD = flash_ld<DP>();
+  for (int j = 0; j < kBc / 16; ++j) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; ++kk) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> bt;  // K^T: (k, n) at K[n][k]
+      wmma::load_matrix_sync(a, q + kk * 16, LD);
+      wmma::load_matrix_sync(bt, k_s + j * 16 * LD + kk * 16, LD);
+      wmma::mma_sync(acc, a, bt, acc);
+    }
+    wmma::store_matrix_sync(s_w + j * 16, acc, kLdS, wmma::mem_row_major);
+  }
+  __syncwarp();
+}
+
+// O = O * alpha + P V for a warp's 16 rows and a tile of kBc values (v_s):
+// P is the warp's 16-bit probabilities over its score rows s_w, each 16x16
+// tile of P V goes through s_w's P.V columns; alpha_of(u) is the rescale
+// factor of the lane's u-th row (pv_row).
+template <class T, int DP, class AlphaOf>
+__device__ __forceinline__ void accumulate_pv(float (&o)[DP / 16][8], float* s_w, const T* v_s, AlphaOf alpha_of) {
+  using namespace nvcuda;
+  constexpr int LD = flash_ld<DP>();
+  const int lane = threadIdx.x & 31;
+  const T* p_w = reinterpret_cast<const T*>(s_w);
+  float* pv_w = s_w + kPvCol;
+#pragma unroll
+  for (int j = 0; j < DP / 16; ++j) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bv;
+      wmma::load_matrix_sync(a, p_w + kk * 16, 2 * kLdS);
+      wmma::load_matrix_sync(bv, v_s + kk * 16 * LD + j * 16, LD);
+      wmma::mma_sync(acc, a, bv, acc);
+    }
+    wmma::store_matrix_sync(pv_w, acc, kLdS, wmma::mem_row_major);
+    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < 8; ++u) o[j][u] = o[j][u] * alpha_of(u) + pv_w[pv_row(lane, u) * kLdS + (lane & 15)];
+    __syncwarp();  // read before the next tile's store
+  }
+}
+
+// The warp's output rows divided by their sums, columns [0, d) of rows
+// row0 + r (r < valid) of `out` from column `col` (row stride `stride`).
+template <class T, int DP>
+__device__ __forceinline__ void store_output(const float (&o)[DP / 16][8], const float (&l_run)[16], T* out,
+                                             int64_t row0, int valid, int64_t stride, int64_t col, int d) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int u = 0; u < 8; ++u) {
+    const int r = pv_row(lane, u);
+    if (r >= valid) continue;
+    const float l = of_my_row(l_run, lane, u);
+#pragma unroll
+    for (int j = 0; j < DP / 16; ++j) {
+      const int c = j * 16 + (lane & 15);
+      if (c < d) out[(row0 + r) * stride + col + c] = from_float<T>(o[j][u] / l);
+    }
+  }
 }
 
 }  // namespace stoke::cuda::flash
