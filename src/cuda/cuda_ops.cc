@@ -265,7 +265,8 @@ class CudaOps final : public UnsupportedOps {
     cpu::check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, window, dropout,
                                   IndexData::device);
     Launch op(s_, "attention_backward");
-    launch_attention_backward(op.stream, dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, window, dropout);
+    launch_attention_backward(op.stream, scratch(), dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, window,
+                              dropout);
   }
   void attention_relpos_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
                               const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel,

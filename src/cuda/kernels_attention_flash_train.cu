@@ -27,9 +27,12 @@
 //            needed); dK scaled by 1/sqrt(d) at the end.
 //   dQ       (query tile): for each key tile, S and dP again, dS as above,
 //            dQ += dS K (WMMA), scaled at the end.
-// D_i = dout_i . out_i is computed where it is used (the dQ block once, a
-// dK/dV block once per query tile, from out and dout rows L2 already holds):
-// no scratch buffer, nothing to allocate while a graph is captured.
+// D_i = dout_i . out_i is computed once per (token, head) into the
+// backend's reduction workspace (row_dots_kernel) before the dK/dV and dQ
+// kernels read it — a fixed buffer, nothing allocated while a graph is
+// captured; where the workspace is too small (millions of tokens), each
+// block forms it where it is used (the dQ block once, a dK/dV block once per
+// query tile), with the same bits.
 //
 // Precision: S, dP and every sum are f32 (WMMA accumulators); P (for P V and
 // dV), dS (for dK and dQ) and an f32 dout (the trainer's gradients are f32;
@@ -246,11 +249,35 @@ struct FlashBackward {
   const T* qkv;
   const T* out;
   const float* lse;
+  const float* row_dots;  // D[t * heads + h] = dout . out, computed ahead (row_dots_kernel); null: here
   const int32_t* cu;
   int B, heads, d;
   float scale;
   Dropout dr;
 };
+
+// D = dout . out of packed row t, head h, as one warp sums it (lanes take
+// every 32nd column, then the warp's fixed tree): the same bits whether
+// row_dots_kernel writes it ahead or load_row_stats forms it in place.
+template <class T>
+__device__ __forceinline__ float row_dot(const FlashBackward<T>& a, const Heads& hc, int64_t t) {
+  const int lane = threadIdx.x & 31;
+  const int64_t base = t * hc.o_stride + hc.q_col;
+  float acc = 0.0f;
+  for (int c = lane; c < hc.d; c += 32) acc += load(a.dout, a.dout_e, base + c) * to_float(a.out[base + c]);
+  return warp_sum(acc);
+}
+
+// row_dots[t * heads + h] for every packed row and head: a warp each.
+template <class T>
+__global__ void __launch_bounds__(kThreads) row_dots_kernel(float* row_dots, FlashBackward<T> a, int64_t rows) {
+  const int64_t w = blockIdx.x * int64_t{kWarps} + (threadIdx.x >> 5);
+  if (w >= rows * a.heads) return;  // warp-uniform
+  const int64_t t = w / a.heads;
+  const int h = static_cast<int>(w % a.heads);
+  const float v = row_dot(a, heads_of(a.heads, a.d, h), t);
+  if ((threadIdx.x & 31) == 0) row_dots[w] = v;
+}
 
 // lse (log2 units) and D = dout . out of the 64 query rows from q0 into
 // lse_s and d_s, a warp per row; 0 for rows past the sequence (they see nothing).
@@ -260,15 +287,12 @@ __device__ __forceinline__ void load_row_stats(const FlashBackward<T>& a, const 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int r = warp; r < kTile; r += kWarps) {
     const int qi = q0 + r;
-    float acc = 0.0f;
-    if (qi < len) {
-      const int64_t base = (int64_t{first} + qi) * hc.o_stride + hc.q_col;
-      for (int c = lane; c < hc.d; c += 32) acc += load(a.dout, a.dout_e, base + c) * to_float(a.out[base + c]);
-    }
-    acc = warp_sum(acc);
+    const int64_t t = int64_t{first} + qi;
+    float dot = 0.0f;
+    if (!a.row_dots && qi < len) dot = row_dot(a, hc, t);  // warp-uniform
     if (lane == 0) {
-      d_s[r] = acc;
-      lse_s[r] = qi < len ? a.lse[(int64_t{first} + qi) * a.heads + h] * kLog2e : 0.0f;
+      d_s[r] = qi < len ? (a.row_dots ? a.row_dots[t * a.heads + h] : dot) : 0.0f;
+      lse_s[r] = qi < len ? a.lse[t * a.heads + h] * kLog2e : 0.0f;
     }
   }
 }
@@ -588,22 +612,35 @@ void forward_of(cudaStream_t s, const TensorView& out, const TensorView& lse, co
 template <class T, class Scores>
 void backward_of(cudaStream_t s, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                  const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads, Scores sc,
-                 const Dropout& dr) {
+                 const Dropout& dr, const Scratch& scratch) {
   const dim3 grid = grid_of(qkv, cu_seqlens, heads);
   const int d = attention_train::head_dim_of(qkv, heads);
-  const FlashBackward<T> a{dqkv.data,
+  const int64_t rows = qkv.dim(0);
+  // D ahead, once per (token, head), when the scratch holds it: the dK/dV
+  // kernel would otherwise read every query tile's out rows once per key tile.
+  float* row_dots = scratch.bytes >= static_cast<size_t>(rows * heads) * sizeof(float)
+                        ? static_cast<float*>(scratch.data)
+                        : nullptr;
+  FlashBackward<T> a{dqkv.data,
                            elem_of(dqkv.dtype),
                            dout.data,
                            elem_of(dout.dtype),
                            qkv.as<const T>(),
                            out.as<const T>(),
                            lse.as<const float>(),
+                           nullptr,
                            cu_seqlens.as<const int32_t>(),
                            static_cast<int>(cu_seqlens.dim(0) - 1),
                            heads,
                            d,
                            1.0f / sqrtf(static_cast<float>(d)),
                            dr};
+  if (row_dots) {
+    const int64_t warps = rows * heads;
+    row_dots_kernel<T><<<static_cast<unsigned>((warps + kWarps - 1) / kWarps), kThreads, 0, s>>>(row_dots, a, rows);
+    check_launch("flash_train row_dots_kernel");
+    a.row_dots = row_dots;
+  }
   with_dp(d, [&](auto dp) {
     constexpr int DP = decltype(dp)::value;
     flash_train_dkv_kernel<T, DP, Scores><<<grid, kThreads, dkv_smem_bytes<DP>(), s>>>(a, sc);
@@ -655,13 +692,13 @@ void launch_flash_attention_train(cudaStream_t s, const TensorView& out, const T
 void launch_flash_attention_backward(cudaStream_t s, const TensorView& dqkv, const TensorView& dout,
                                      const TensorView& qkv, const TensorView& out, const TensorView& lse,
                                      const TensorView& cu_seqlens, int heads, int window, const float* rel,
-                                     int max_seqlen, const Ops::AttentionDropout& dropout) {
+                                     int max_seqlen, const Ops::AttentionDropout& dropout, const Scratch& scratch) {
   const Dropout dr = attention_train::dropout_of(dropout);
   auto go = [&](auto sc) {
     if (qkv.dtype == DType::bf16)
-      backward_of<__nv_bfloat16>(s, dqkv, dout, qkv, out, lse, cu_seqlens, heads, sc, dr);
+      backward_of<__nv_bfloat16>(s, dqkv, dout, qkv, out, lse, cu_seqlens, heads, sc, dr, scratch);
     else
-      backward_of<__half>(s, dqkv, dout, qkv, out, lse, cu_seqlens, heads, sc, dr);
+      backward_of<__half>(s, dqkv, dout, qkv, out, lse, cu_seqlens, heads, sc, dr, scratch);
   };
   if (rel)
     go(RelposScores{rel, heads, max_seqlen});

@@ -11,6 +11,7 @@
 #include <initializer_list>
 
 #include "backend/ops.h"
+#include "cuda/kernels_train.h"
 
 namespace stoke::cuda {
 
@@ -34,10 +35,13 @@ void launch_flash_attention_train(cudaStream_t s, const TensorView& out, const T
 
 // dqkv written in full (every real row): as attention_backward; dout and
 // dqkv in qkv's dtype or f32 (rel as
-// above; MPNet's drel is the exact relpos_drel_kernel's).
+// above; MPNet's drel is the exact relpos_drel_kernel's). With scratch room
+// for T x heads floats, D = dout . out is computed once per (token, head)
+// there, before the dK/dV and dQ kernels read it; else where it is used.
 void launch_flash_attention_backward(cudaStream_t s, const TensorView& dqkv, const TensorView& dout,
                                      const TensorView& qkv, const TensorView& out, const TensorView& lse,
                                      const TensorView& cu_seqlens, int heads, int window, const float* rel,
-                                     int max_seqlen, const Ops::AttentionDropout& dropout);
+                                     int max_seqlen, const Ops::AttentionDropout& dropout,
+                                     const Scratch& scratch = {});
 
 }  // namespace stoke::cuda

@@ -29,9 +29,10 @@ void launch_attention_train(cudaStream_t s, const TensorView& out, const TensorV
   launch_forward(s, "attention_train", out, lse, qkv, cu_seqlens, heads, max_seqlen, WindowScores{window}, dropout);
 }
 
-void launch_attention_backward(cudaStream_t s, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
-                               const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
-                               int max_seqlen, int window, const Ops::AttentionDropout& dropout) {
+void launch_attention_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dqkv, const TensorView& dout,
+                               const TensorView& qkv, const TensorView& out, const TensorView& lse,
+                               const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
+                               const Ops::AttentionDropout& dropout) {
   const int64_t T = qkv.dim(0);
   if (T == 0) return;
   if (cu_seqlens.dim(0) <= 1 || max_seqlen == 0) {  // no sequence holds a token: nothing flows back
@@ -40,7 +41,7 @@ void launch_attention_backward(cudaStream_t s, const TensorView& dqkv, const Ten
   }
   if (flash_train_takes(qkv, out, heads, {&dout, &dqkv})) {
     launch_flash_attention_backward(s, dqkv, dout, qkv, out, lse, cu_seqlens, heads, window, nullptr, max_seqlen,
-                                    dropout);
+                                    dropout, scratch);
     return;
   }
   const Backward a =

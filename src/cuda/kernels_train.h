@@ -72,9 +72,10 @@ void launch_cross_entropy(cudaStream_t s, const TensorView& dlogits, const Tenso
 void launch_attention_train(cudaStream_t s, const TensorView& out, const TensorView& lse, const TensorView& qkv,
                             const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
                             const Ops::AttentionDropout& dropout);
-void launch_attention_backward(cudaStream_t s, const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
-                               const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
-                               int max_seqlen, int window, const Ops::AttentionDropout& dropout);
+void launch_attention_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dqkv, const TensorView& dout,
+                               const TensorView& qkv, const TensorView& out, const TensorView& lse,
+                               const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
+                               const Ops::AttentionDropout& dropout);
 
 // kernels_attention_relpos_train.cu: MPNet's relative-position forms of the
 // two above (no window; drel written in full, deterministically).
