@@ -4,15 +4,20 @@
     python3 pack.py unpack DIR            # decompress every *.xz under DIR in place
     python3 pack.py size DIR              # bytes under DIR (files only)
 
-Why files one by one and not one tarball: the folder keeps its layout (bin/,
-lib/, fixtures/, bench/), small files stay readable, and only what must shrink
-pays for it (libdnnl.so.2, ~40 MB, is most of the folder and packs to ~7 MB).
-Python's lzma is used on both sides because python3 is certain to be on the
-device machine and the xz command is not. Standard library only.
+Files one by one, largest first: the folder keeps its layout (bin/, lib/,
+fixtures/, bench/), small files stay readable, and only what must shrink pays
+for it (libdnnl.so.2, ~40 MB, packs to ~7 MB). Except bin/: its executables
+each link the whole library (~20 MB apiece, mostly the same code), so they go
+first, together, into one solid archive, bin/bin.tar.xz, with a dictionary
+large enough to span them all: 4 binaries, 89 MB, pack to 7.5 MB that way
+against 22.7 MB one by one. Python's lzma and tarfile are used on both sides
+because python3 is certain to be on the device machine and the xz command is
+not. Standard library only.
 """
 import lzma
 import os
 import sys
+import tarfile
 
 CHUNK = 1 << 20
 
@@ -55,8 +60,52 @@ def decompress(path):
     return out
 
 
+BUNDLE = "bin.tar.xz"
+# A dictionary past the binaries' total size, so the last one's copy of the
+# library is found in the first one's (decompressing needs that much memory).
+BUNDLE_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME, "dict_size": 192 << 20}]
+
+
+def bundle_bin(root):
+    """bin/* (2 or more plain files) -> bin/bin.tar.xz; returns the bytes saved."""
+    bin_dir = os.path.join(root, "bin")
+    names = sorted(n for n in os.listdir(bin_dir) if os.path.isfile(os.path.join(bin_dir, n)) and not n.endswith(".xz"))
+    if len(names) < 2:
+        return 0
+    before = sum(os.path.getsize(os.path.join(bin_dir, n)) for n in names)
+    out = os.path.join(bin_dir, BUNDLE)
+    with lzma.open(out + ".tmp", "wb", filters=BUNDLE_FILTERS) as f, tarfile.open(fileobj=f, mode="w") as tar:
+        for n in names:
+            tar.add(os.path.join(bin_dir, n), arcname=n)
+    os.replace(out + ".tmp", out)
+    for n in names:
+        os.remove(os.path.join(bin_dir, n))
+    after = os.path.getsize(out)
+    print(f"pack: bin/ ({len(names)} files) {before / 2**20:.1f} MiB -> {after / 2**20:.1f} MiB (one solid {BUNDLE})")
+    return before - after
+
+
+def unbundle_bin(root):
+    path = os.path.join(root, "bin", BUNDLE)
+    if not os.path.exists(path):
+        return 0
+    bin_dir = os.path.dirname(path)
+    with lzma.open(path, "rb") as f, tarfile.open(fileobj=f, mode="r|") as tar:
+        names = []
+        for member in tar:
+            if not member.isfile() or os.path.basename(member.name) != member.name:
+                sys.exit(f"unpack: {path}: unexpected member {member.name!r}")
+            tar.extract(member, bin_dir)
+            os.chmod(os.path.join(bin_dir, member.name), 0o755)
+            names.append(member.name)
+    os.remove(path)
+    return len(names)
+
+
 def pack(root, max_bytes):
     total = size(root)
+    if total > max_bytes and os.path.isdir(os.path.join(root, "bin")):
+        total -= bundle_bin(root)
     # Largest first: fewest files touched for the bytes saved.
     for p in sorted(files_under(root), key=os.path.getsize, reverse=True):
         if total <= max_bytes:
@@ -72,7 +121,7 @@ def pack(root, max_bytes):
 
 
 def unpack(root):
-    n = 0
+    n = unbundle_bin(root)
     for p in sorted(files_under(root)):
         if p.endswith(".xz"):
             out = decompress(p)
