@@ -85,15 +85,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
   // lane the result). The output: kernels_flash_common.cuh.
   float m_run[16], l_run[16], alpha[16];
   float o[kTiles][8];
-#pragma unroll
-  for (int r = 0; r < 16; ++r) {
-    m_run[r] = -INFINITY;
-    l_run[r] = 0.0f;
-  }
-#pragma unroll
-  for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-    for (int u = 0; u < 8; ++u) o[j][u] = 0.0f;
+  start_rows<DP>(m_run, l_run, o);
 
   // The key tiles any of the block's rows sees: all of them without a window.
   const int k_first = window ? max(0, q0 - window) / kBc * kBc : 0;

@@ -157,15 +157,7 @@ __global__ void __launch_bounds__(kThreads, flash::min_blocks<DP>())
   // units), sum and last rescale of the warp's 16 rows, and its output.
   float m_run[16], l_run[16];
   float o[kTiles][8];
-#pragma unroll
-  for (int r = 0; r < 16; ++r) {
-    m_run[r] = -INFINITY;
-    l_run[r] = 0.0f;
-  }
-#pragma unroll
-  for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-    for (int u = 0; u < 8; ++u) o[j][u] = 0.0f;
+  flash::start_rows<DP>(m_run, l_run, o);
 
   const flash_tiles::Range keys = flash_tiles::tiles_in_reach(q0, len, sc.reach());
   for (int k0 = keys.first; k0 < keys.end; k0 += kBc) {

@@ -123,6 +123,20 @@ __device__ __forceinline__ float of_my_row(const float (&v)[16], int lane, int u
   return r;
 }
 
+// The running max (-inf), sum and output (0) of a warp's 16 rows before the first key tile.
+template <int DP>
+__device__ __forceinline__ void start_rows(float (&m_run)[16], float (&l_run)[16], float (&o)[DP / 16][8]) {
+#pragma unroll
+  for (int r = 0; r < 16; ++r) {
+    m_run[r] = -INFINITY;
+    l_run[r] = 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < DP / 16; ++j)
+#pragma unroll
+    for (int u = 0; u < 8; ++u) o[j][u] = 0.0f;
+}
+
 // S = Q K^T of a warp's 16 query rows (`q`: the first, flash_ld apart)
 // against a tile of kBc keys (`k_s`), f32, into the warp's score rows s_w.
 template <class T, int DP>

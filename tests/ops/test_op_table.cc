@@ -779,22 +779,33 @@ std::vector<OpCase> make_cases() {
       s.view.as<double>()[0] = sumsq;
       r.ops.clip_scale(r.out("scale", DType::f32, {1}), r.in(s), 1.0f);
     });
+  // adamw's tensors: 1000 parameters, their gradient and moments, and the
+  // decay ranges [0, 300) and [640, 1000).
+  struct AdamWState {
+    TensorView p, g, m, v, ranges;
+  };
+  auto adamw_state = [](Run& r, Rng& rng) {
+    const int64_t n = 1000;
+    AdamWState st;
+    st.p = r.inout("p", random_tensor(rng, DType::f32, {n}));
+    st.g = r.in(random_tensor(rng, DType::f32, {n}, -0.1, 0.1));
+    st.m = r.inout("m", random_tensor(rng, DType::f32, {n}, -0.01, 0.01));
+    st.v = r.inout("v", random_tensor(rng, DType::f32, {n}, 0.0, 1e-4));
+    HostTensor ranges = host_tensor(DType::i64, {2, 2});
+    for (int i = 0; i < 4; ++i) ranges.view.as<int64_t>()[i] = std::vector<int64_t>{0, 300, 640, 1000}[i];
+    st.ranges = r.in(ranges);
+    return st;
+  };
   for (bool scaled : {false, true})
     train("adamw", scaled ? "grad_scale" : "plain", DType::f32, 0, [=](Run& r, Rng& rng) {
-      const int64_t n = 1000;
-      const TensorView p = r.inout("p", random_tensor(rng, DType::f32, {n}));
-      const TensorView g = r.in(random_tensor(rng, DType::f32, {n}, -0.1, 0.1));
-      const TensorView m = r.inout("m", random_tensor(rng, DType::f32, {n}, -0.01, 0.01));
-      const TensorView v = r.inout("v", random_tensor(rng, DType::f32, {n}, 0.0, 1e-4));
-      HostTensor ranges = host_tensor(DType::i64, {2, 2});
-      for (int i = 0; i < 4; ++i) ranges.view.as<int64_t>()[i] = std::vector<int64_t>{0, 300, 640, 1000}[i];
+      const AdamWState st = adamw_state(r, rng);
       HostTensor scale = host_tensor(DType::f32, {1});
       scale.view.as<float>()[0] = 0.5f;
       Ops::AdamWStep hp;
       hp.step = 3;
       hp.lr = 1e-3;
       hp.weight_decay = 0.01;
-      r.ops.adamw(p, g, m, v, r.in(ranges), scaled ? r.in(scale) : TensorView{}, TensorView{}, hp);
+      r.ops.adamw(st.p, st.g, st.m, st.v, st.ranges, scaled ? r.in(scale) : TensorView{}, TensorView{}, hp);
     });
 
   // --- f16 training's dynamic loss scale. Every result is one f32 multiply
@@ -880,13 +891,7 @@ std::vector<OpCase> make_cases() {
   // device's.
   for (bool with_scaler : {false, true})
     train("adamw", with_scaler ? "device_lr_scaler" : "device_step_lr", DType::f32, 0, [=](Run& r, Rng& rng) {
-      const int64_t n = 1000;
-      const TensorView p = r.inout("p", random_tensor(rng, DType::f32, {n}));
-      const TensorView g = r.in(random_tensor(rng, DType::f32, {n}, -0.1, 0.1));
-      const TensorView m = r.inout("m", random_tensor(rng, DType::f32, {n}, -0.01, 0.01));
-      const TensorView v = r.inout("v", random_tensor(rng, DType::f32, {n}, 0.0, 1e-4));
-      HostTensor ranges = host_tensor(DType::i64, {2, 2});
-      for (int i = 0; i < 4; ++i) ranges.view.as<int64_t>()[i] = std::vector<int64_t>{0, 300, 640, 1000}[i];
+      const AdamWState st = adamw_state(r, rng);
       HostTensor per_step = host_tensor(DType::f64, {2});
       per_step.view.as<double>()[Ops::AdamWStep::kDeviceStep] = 5;
       per_step.view.as<double>()[Ops::AdamWStep::kDeviceLr] = 7.5e-4;
@@ -896,7 +901,7 @@ std::vector<OpCase> make_cases() {
       hp.weight_decay = 0.01;
       hp.device = r.in(per_step);
       const TensorView scaler = with_scaler ? r.in(scaler_state(4096.0, 2, 0, 1, 2)) : TensorView{};
-      r.ops.adamw(p, g, m, v, r.in(ranges), TensorView{}, scaler, hp);
+      r.ops.adamw(st.p, st.g, st.m, st.v, st.ranges, TensorView{}, scaler, hp);
     });
 
   // --- decoder embedders (Qwen2, Qwen3): GQA with 4 query heads on 2 k/v
