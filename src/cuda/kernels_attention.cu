@@ -91,10 +91,14 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
   const int k_first = window ? max(0, q0 - window) / kBc * kBc : 0;
   const int k_end = window ? min(len, q0 + kBr + window) : len;
   for (int k0 = k_first; k0 < k_end; k0 += kBc) {
+    // K and V of the tile by cp.async, V landing while S and the softmax are computed.
     __syncthreads();  // the previous tile's K and V are no longer read (and Q is loaded)
-    load_tile<T, DP, LD>(k_s, qkv, first + k0, kBc, len - k0, stride, k_col, d, vec);
-    load_tile<T, DP, LD>(v_s, qkv, first + k0, kBc, len - k0, stride, v_col, d, vec);
-    __syncthreads();
+    load_tile_async<T, DP, LD>(k_s, qkv, first + k0, kBc, len - k0, stride, k_col, d, vec);
+    __pipeline_commit();
+    load_tile_async<T, DP, LD>(v_s, qkv, first + k0, kBc, len - k0, stride, v_col, d, vec);
+    __pipeline_commit();
+    __pipeline_wait_prior(1);  // this thread's K copies have landed
+    __syncthreads();           // and every thread's
 
     warp_scores<T, DP>(s_w, q_s + warp * 16 * LD, k_s);  // S = Q K^T for this warp's 16 rows
 
@@ -123,7 +127,8 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
       prow[lane] = from_float<T>(p0);
       prow[lane + 32] = from_float<T>(p1);
     }
-    __syncwarp();
+    __pipeline_wait_prior(0);  // V
+    __syncthreads();
 
     accumulate_pv<T, DP>(o, s_w, v_s, [&](int u) { return of_my_row(alpha, lane, u); });
   }

@@ -161,9 +161,13 @@ __global__ void __launch_bounds__(kThreads, flash::min_blocks<DP>())
 
   const flash_tiles::Range keys = flash_tiles::tiles_in_reach(q0, len, sc.reach());
   for (int k0 = keys.first; k0 < keys.end; k0 += kBc) {
+    // K and V of the tile by cp.async, V landing while the keep flags, S and
+    // the softmax are computed.
     __syncthreads();  // the previous tile's K, V and keep flags are no longer read (and Q is loaded)
-    load_tile<T, DP, LD>(k_s, qkv, first + k0, kBc, len - k0, hc.qkv_stride, hc.k_col, d, vec);
-    load_tile<T, DP, LD>(v_s, qkv, first + k0, kBc, len - k0, hc.qkv_stride, hc.v_col, d, vec);
+    flash::load_tile_async<T, DP, LD>(k_s, qkv, first + k0, kBc, len - k0, hc.qkv_stride, hc.k_col, d, vec);
+    __pipeline_commit();
+    flash::load_tile_async<T, DP, LD>(v_s, qkv, first + k0, kBc, len - k0, hc.qkv_stride, hc.v_col, d, vec);
+    __pipeline_commit();
     if (dr.p > 0.0f) {  // block-uniform
       // A thread per 4 consecutive keys of a row: one Philox call for the four.
       for (int g = threadIdx.x; g < kBr * kBc / 4; g += blockDim.x) {
@@ -174,7 +178,8 @@ __global__ void __launch_bounds__(kThreads, flash::min_blocks<DP>())
         for (int k = 0; k < 4; ++k) keep_s[r * kBc + c0 + k] = m[k] != 0.0f;
       }
     }
-    __syncthreads();
+    __pipeline_wait_prior(1);  // this thread's K copies have landed
+    __syncthreads();           // and every thread's (and the keep flags)
 
     flash::warp_scores<T, DP>(s_w, q_s + warp * 16 * LD, k_s);  // S = Q K^T for this warp's 16 rows
 
@@ -210,7 +215,8 @@ __global__ void __launch_bounds__(kThreads, flash::min_blocks<DP>())
       prow[lane + 32] = from_float<T>(p1);
       if (lane == 0) s_w[r * SW + flash::kAlphaCol] = alpha;  // read by every lane after the __syncwarp below
     }
-    __syncwarp();
+    __pipeline_wait_prior(0);  // V
+    __syncthreads();
 
     // O = O * alpha + (P * mask) V.
     flash::accumulate_pv<T, DP>(o, s_w, v_s,

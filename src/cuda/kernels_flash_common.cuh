@@ -8,6 +8,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline_primitives.h>
 #include <mma.h>
 
 #include <cstdint>
@@ -82,6 +83,29 @@ __device__ __forceinline__ void load_tile(T* tile, const T* qkv, int64_t first_r
   for (int i = threadIdx.x; i < rows * DP; i += blockDim.x) {
     const int r = i / DP, c = i % DP;
     tile[r * LD + c] = (c < d && r < valid) ? qkv[(first_row + r) * stride + col + c] : zero;
+  }
+}
+
+// load_tile through cp.async (16-byte copies that land in shared memory while
+// the block computes) where the rows are 16-byte aligned (vec); padding
+// chunks are stored directly, and an unaligned tile is loaded at once. The
+// caller commits the copies as a group (__pipeline_commit), waits for them
+// (__pipeline_wait_prior) and then passes a barrier before reading the tile.
+template <class T, int DP, int LD>
+__device__ __forceinline__ void load_tile_async(T* tile, const T* qkv, int64_t first_row, int rows, int valid,
+                                                int64_t stride, int64_t col, int d, bool vec) {
+  if (!vec) {
+    load_tile<T, DP, LD>(tile, qkv, first_row, rows, valid, stride, col, d, vec);
+    return;
+  }
+  constexpr int kChunks = DP / 8;
+  for (int i = threadIdx.x; i < rows * kChunks; i += blockDim.x) {
+    const int r = i / kChunks, c = (i % kChunks) * 8;
+    T* dst = tile + r * LD + c;
+    if (c < d && r < valid)
+      __pipeline_memcpy_async(dst, qkv + (first_row + r) * stride + col + c, 16);
+    else
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
   }
 }
 
