@@ -157,7 +157,8 @@ STOKE_OP(glu_backward, (const TensorView& dx, const TensorView& dout, const Tens
 // Gradients are named d<thing> after the tensor they are the gradient of.
 // - Activation gradients (dx, da, dqkv, dh) are WRITTEN (=), in the dtype of
 //   their tensor or f32; gather_rows_backward adds (+=, see there), and so
-//   does linear_backward's da when asked (Accumulate::yes).
+//   do linear_backward's da and layernorm_backward's dx when asked
+//   (Accumulate::yes).
 // - Parameter gradients (dw, db, dbias, dgamma, dbeta, dword, dpos, dtype)
 //   are f32 and ACCUMULATED (+=), so micro-batches of one optimizer step add
 //   up in place; the trainer zeroes them once per step. Any of them may be
@@ -191,11 +192,16 @@ STOKE_OP(residual_layernorm_train,
 // (residual may be empty: s = x), from the forward's mean and rstd:
 // dx[T,H] = ds (the gradient of x and of residual alike; dx may alias dy),
 // dgamma[H] += sum_t dy * s_hat, dbeta[H] += sum_t dy.
+// dx_acc = Accumulate::yes: dx[T,H] += ds instead (the residual add of a
+// pre-norm backward folded in: dx holds the gradient that reached s's
+// tensor along the residual path), ds rounded to f32 and then added as the
+// add op does. Only for an f32 dx that does not overlap dy (dy is read
+// after dx is written); anything else is refused.
 STOKE_OP(layernorm_backward,
          (const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
           const TensorView& x, const TensorView& residual, const TensorView& mean, const TensorView& rstd,
-          const TensorView& gamma),
-         (dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma))
+          const TensorView& gamma, Accumulate dx_acc),
+         (dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma, dx_acc))
 
 // embed_layernorm that also writes mean[T] and rstd[T] (f32).
 STOKE_OP(embed_layernorm_train,

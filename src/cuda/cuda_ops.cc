@@ -186,10 +186,11 @@ class CudaOps final : public UnsupportedOps {
   }
   void layernorm_backward(const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta,
                           const TensorView& dy, const TensorView& x, const TensorView& residual,
-                          const TensorView& mean, const TensorView& rstd, const TensorView& gamma) const override {
-    cpu::check_layernorm_backward(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma);
+                          const TensorView& mean, const TensorView& rstd, const TensorView& gamma,
+                          Accumulate dx_acc) const override {
+    cpu::check_layernorm_backward(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma, dx_acc);
     Launch op(s_, "layernorm_backward");
-    launch_layernorm_backward(op.stream, scratch(), dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma);
+    launch_layernorm_backward(op.stream, scratch(), dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma, dx_acc);
   }
   void embed_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                              const TensorView& ids, const TensorView& positions, const TensorView& type_ids,

@@ -156,11 +156,22 @@ struct LayerNormParamGradOf {
   }
 };
 
+// dx = ds, or dx += ds (accumulate: an f32 dx apart from dy, the pre-norm
+// backward's residual add folded in). __fadd_rn keeps the add from being
+// contracted with ds's last product into an FMA: ds is rounded first, as
+// this kernel then add_kernel would round it.
+__device__ __forceinline__ void write_dx(void* dx, Elem dx_e, int64_t k, float ds, bool accumulate) {
+  if (accumulate)
+    static_cast<float*>(dx)[k] = __fadd_rn(static_cast<const float*>(dx)[k], ds);
+  else
+    store(dx, dx_e, k, ds);
+}
+
 // ds = rstd (g - mean(g) - s_hat mean(g s_hat)), g = dy gamma; a block per
 // row. The reductions' barriers order every read of the row before the
-// first write, so dx may be dy.
-__global__ void layernorm_dx_kernel(void* dx, Elem dx_e, const void* dy, Elem dy_e, const void* x, Elem x_e,
-                                    const void* res, Elem res_e, const float* mean, const float* rstd,
+// first write, so dx may be dy (when not accumulating).
+__global__ void layernorm_dx_kernel(void* dx, Elem dx_e, bool accumulate, const void* dy, Elem dy_e, const void* x,
+                                    Elem x_e, const void* res, Elem res_e, const float* mean, const float* rstd,
                                     const void* gamma, Elem gamma_e, int64_t H) {
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x;
@@ -180,7 +191,7 @@ __global__ void layernorm_dx_kernel(void* dx, Elem dx_e, const void* dy, Elem dy
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
     const int64_t k = t * H + i;
     const float s = load(x, x_e, k) + (res ? load(res, res_e, k) : 0.0f);
-    store(dx, dx_e, k, r * (load(dy, dy_e, k) * load(gamma, gamma_e, i) - mg - (s - mu) * r * mgx));
+    write_dx(dx, dx_e, k, r * (load(dy, dy_e, k) * load(gamma, gamma_e, i) - mg - (s - mu) * r * mgx), accumulate);
   }
 }
 
@@ -235,9 +246,9 @@ __global__ void residual_layernorm_train_warp_kernel(void* out, Elem out_e, floa
 }
 
 template <int N>
-__global__ void layernorm_dx_warp_kernel(void* dx, Elem dx_e, const void* dy, Elem dy_e, const void* x, Elem x_e,
-                                         const void* res, Elem res_e, const float* mean, const float* rstd,
-                                         const void* gamma, Elem gamma_e, int64_t T, int64_t H) {
+__global__ void layernorm_dx_warp_kernel(void* dx, Elem dx_e, bool accumulate, const void* dy, Elem dy_e,
+                                         const void* x, Elem x_e, const void* res, Elem res_e, const float* mean,
+                                         const float* rstd, const void* gamma, Elem gamma_e, int64_t T, int64_t H) {
   const int lane = threadIdx.x & 31;
   const int64_t t = int64_t{blockIdx.x} * kLnWarpRows + (threadIdx.x >> 5);
   if (t >= T) return;
@@ -262,7 +273,7 @@ __global__ void layernorm_dx_warp_kernel(void* dx, Elem dx_e, const void* dy, El
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const int64_t i = lane + 32 * k;
-    if (i < H) store(dx, dx_e, t * H + i, r * (g[k] - mg - xh[k] * mgx));
+    if (i < H) write_dx(dx, dx_e, t * H + i, r * (g[k] - mg - xh[k] * mgx), accumulate);
   }
 }
 
@@ -662,10 +673,11 @@ void launch_residual_layernorm_train(cudaStream_t s, const TensorView& out, cons
 void launch_layernorm_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dx, const TensorView& dgamma,
                                const TensorView& dbeta, const TensorView& dy, const TensorView& x,
                                const TensorView& residual, const TensorView& mean, const TensorView& rstd,
-                               const TensorView& gamma) {
+                               const TensorView& gamma, Accumulate dx_acc) {
   const int64_t T = dy.dim(0), H = dy.dim(1);
   if (T == 0 || H == 0) return;
   const void* res = or_null(residual);
+  const bool acc = dx_acc == Accumulate::yes;  // the shared check kept dx f32 then
   if (!dgamma.empty() || !dbeta.empty())  // first: dx may be dy
     column_reduce::launch<2>(s, scratch, {{dgamma.empty() ? nullptr : dgamma.as<float>(),
                                            dbeta.empty() ? nullptr : dbeta.as<float>()}},
@@ -677,7 +689,7 @@ void launch_layernorm_backward(cudaStream_t s, const Scratch& scratch, const Ten
 #define STOKE_LN_DX_WARP(N)                                                                                         \
   case N:                                                                                                            \
     layernorm_dx_warp_kernel<N><<<ln_warp_blocks(T), 32 * kLnWarpRows, 0, s>>>(                                    \
-        dx.data, elem_of(dx.dtype), dy.data, elem_of(dy.dtype), x.data, elem_of(x.dtype), res,                       \
+        dx.data, elem_of(dx.dtype), acc, dy.data, elem_of(dy.dtype), x.data, elem_of(x.dtype), res,                  \
         elem_of(residual.dtype), mean.as<const float>(), rstd.as<const float>(), gamma.data, elem_of(gamma.dtype), T, \
         H);                                                                                                          \
     check_launch("layernorm_dx_warp_kernel");                                                                        \
@@ -690,8 +702,8 @@ void launch_layernorm_backward(cudaStream_t s, const Scratch& scratch, const Ten
     default: break;
   }
   layernorm_dx_kernel<<<static_cast<unsigned>(T), kThreads, 0, s>>>(
-      dx.data, elem_of(dx.dtype), dy.data, elem_of(dy.dtype), x.data, elem_of(x.dtype), res, elem_of(residual.dtype),
-      mean.as<const float>(), rstd.as<const float>(), gamma.data, elem_of(gamma.dtype), H);
+      dx.data, elem_of(dx.dtype), acc, dy.data, elem_of(dy.dtype), x.data, elem_of(x.dtype), res,
+      elem_of(residual.dtype), mean.as<const float>(), rstd.as<const float>(), gamma.data, elem_of(gamma.dtype), H);
   check_launch("layernorm_dx_kernel");
 }
 

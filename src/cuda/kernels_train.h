@@ -36,7 +36,7 @@ void launch_residual_layernorm_train(cudaStream_t s, const TensorView& out, cons
 void launch_layernorm_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dx, const TensorView& dgamma,
                                const TensorView& dbeta, const TensorView& dy, const TensorView& x,
                                const TensorView& residual, const TensorView& mean, const TensorView& rstd,
-                               const TensorView& gamma);
+                               const TensorView& gamma, Accumulate dx_acc);
 void launch_embed_layernorm_train(cudaStream_t s, const TensorView& out, const TensorView& mean,
                                   const TensorView& rstd, const TensorView& ids, const TensorView& positions,
                                   const TensorView& type_ids, const TensorView& word, const TensorView& pos,

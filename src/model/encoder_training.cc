@@ -37,7 +37,7 @@ struct EncoderTrainingRunner::Saved {
   std::unique_ptr<Buffer> rel_buckets;  // (2P - 1) i32 the bucket of every distance, copied once
   std::vector<int32_t> rel_buckets_host;
   Slab g_a, g_b;                   // head gradient rows (B, H)
-  Slab d_h, d_x, d_s, d_t;         // (T, H) f32 gradients
+  Slab d_h, d_x, d_t;              // (T, H) f32 gradients
   Slab d_i;                        // (T, I) f32
   Slab d_qkv;                      // (T, 3H) f32
   Slab d_gu;                       // (T, 2I) f32 gated encoders: the GLU input's gradient
@@ -121,7 +121,7 @@ EncoderTrainingRunner::EncoderTrainingRunner(const TrainableEncoder& encoder, Ba
     *b = slab(DType::f32, B, H);
   s.logits = slab(DType::f32, B, C);
   s.dlogits = slab(DType::f32, B, C);
-  for (Saved::Slab* b : {&s.d_h, &s.d_x, &s.d_s, &s.d_t}) *b = slab(DType::f32, T, H);
+  for (Saved::Slab* b : {&s.d_h, &s.d_x, &s.d_t}) *b = slab(DType::f32, T, H);
   s.d_i = slab(DType::f32, T, I);
   s.d_qkv = slab(DType::f32, T, 3 * H);
   if (gated) s.d_gu = slab(DType::f32, T, 2 * I);
@@ -194,7 +194,7 @@ int64_t EncoderTrainingRunner::bytes_per_token(const HfConfig& c, DType dt) {
   // ModernBERT: two normalised copies, their statistics and Wi's output per layer; the final norm; d Wi.
   const int64_t prenorm =
       c.arch->prenorm ? L * (2 * H * 4 + low * 2 * H * a + 4 * 4 + 2 * I * a) + H * 4 + 2 * 4 + 4 + 2 * I * 4 : 0;
-  return (L + 1) * H * 4 + L * per_layer + 2 * 4 + 4 * H * 4 + I * 4 + 3 * H * 4 + 3 * 4 + projection +
+  return (L + 1) * H * 4 + L * per_layer + 2 * 4 + 3 * H * 4 + I * 4 + 3 * H * 4 + 3 * 4 + projection +
          (gated ? 2 * I * 4 : 0) + prenorm;
 }
 
@@ -546,7 +546,7 @@ void EncoderTrainingRunner::backward_layers(const Step& st) const {
     const TensorView hm_in = st.low ? a.hm_low.rows(T) : a.hm.rows(T);
     // FFN block: h[l+1] = LN(dropout(fo) + hm)
     ops.layernorm_backward(dx, gw.ffn_ln_gamma, gw.ffn_ln_beta, dh, a.fo.rows(T), a.hm.rows(T), a.m2.vec(T),
-                           a.r2.vec(T), w.ffn_ln_gamma);                       // dx = d fo' = d hm (residual)
+                           a.r2.vec(T), w.ffn_ln_gamma, Accumulate::no);       // dx = d fo' = d hm (residual)
     const TensorView dfo = ph > 0 ? dt : dx;
     if (ph > 0)
       ops.dropout_backward(dt, dx, ph, k.seed, st.layer_step, SequenceTraining::site(l, 2), k.token_offset);
@@ -562,7 +562,7 @@ void EncoderTrainingRunner::backward_layers(const Step& st) const {
     }
     // Attention block: hm = LN(dropout(ao) + x)
     ops.layernorm_backward(dh, gw.attn_ln_gamma, gw.attn_ln_beta, dx, a.ao.rows(T), s.h[li].rows(T), a.m1.vec(T),
-                           a.r1.vec(T), w.attn_ln_gamma);                      // dh = d ao' = d x (residual)
+                           a.r1.vec(T), w.attn_ln_gamma, Accumulate::no);      // dh = d ao' = d x (residual)
     const TensorView dao = ph > 0 ? dt : dh;
     if (ph > 0)
       ops.dropout_backward(dt, dh, ph, k.seed, st.layer_step, SequenceTraining::site(l, 1), k.token_offset);
@@ -715,7 +715,7 @@ void EncoderTrainingRunner::backward_prenorm_head(const Step& st) const {
                       Accumulate::no);                                                                // d out_in
   if (pc > 0) ops.dropout_backward(g_a, g_a, pc, k.seed, k.step, kHeadSite, k.sequence_offset);      // d ln
   ops.layernorm_backward(g_b, g.head_norm, TensorView{}, g_a, hid, s.zero_rows.rows(B), s.head_m.vec(B),
-                         s.head_r.vec(B), p.head_norm);                                               // d GELU out
+                         s.head_r.vec(B), p.head_norm, Accumulate::no);                               // d GELU out
   ops.bias_gelu_backward(g_b, TensorView{}, g_b, s.head_pre.rows(B));
   ops.linear_backward(g_a, g.head_dense_w, TensorView{}, g_b, pooled, p.head_dense_w, Accumulate::no);  // d pooled
   // d h_out: the pooled rows' gradient, every other row (padding too) 0.
@@ -740,11 +740,11 @@ void EncoderTrainingRunner::backward_prenorm_layers(const Step& st) const {
   const int64_t T = st.T;
   const Ops::Rotary rope = prenorm_rope(c);
   const Ops::Glu geglu = prenorm_geglu();
-  const TensorView dh = s.d_h.rows(T), dx = s.d_x.rows(T), ds = s.d_s.rows(T), di = s.d_i.rows(T);
+  const TensorView dh = s.d_h.rows(T), dx = s.d_x.rows(T), di = s.d_i.rows(T);
   const TensorView dqkv = s.d_qkv.rows(T), dgate = s.d_gate.rows(T);
   const size_t L = p.layers.size();
   ops.layernorm_backward(dh, g.final_norm, TensorView{}, dx, s.h[L].rows(T), TensorView{}, s.mf.vec(T), s.rf.vec(T),
-                         p.final_norm);                                                               // d h[L]
+                         p.final_norm, Accumulate::no);                                               // d h[L]
   for (size_t li = L; li-- > 0;) {
     const int64_t l = static_cast<int64_t>(li);
     const EncoderLayerParams& w = p.layers[li];
@@ -762,9 +762,8 @@ void EncoderTrainingRunner::backward_prenorm_layers(const Step& st) const {
     }
     ops.linear_backward(dx, gw.ffn_in_w, TensorView{}, dgate, st.low ? q.xm_low.rows(T) : q.xm.rows(T),
                         w.ffn_in_w, Accumulate::no);                                                   // d xm
-    ops.layernorm_backward(ds, gw.ffn_ln_gamma, TensorView{}, dx, ao, TensorView{}, q.mm.vec(T), q.rm.vec(T),
-                           w.ffn_ln_gamma);
-    ops.add(dh, ds);                                                                                   // d ao
+    ops.layernorm_backward(dh, gw.ffn_ln_gamma, TensorView{}, dx, ao, TensorView{}, q.mm.vec(T), q.rm.vec(T),
+                           w.ffn_ln_gamma, Accumulate::yes);                                           // d ao
     // Attention: ao = h + Wo attention(rotary(Wqkv x)), x = h (layer 0) or LN_attn(h)
     ops.linear_backward(dx, gw.attn_out_w, TensorView{}, dh, a.ctx.rows(T), w.attn_out_w, Accumulate::no);  // d ctx
     const int window = c.attention_window[li];
@@ -774,9 +773,8 @@ void EncoderTrainingRunner::backward_prenorm_layers(const Step& st) const {
     const TensorView x_in = li == 0 ? (st.low ? a.x_low.rows(T) : h) : (st.low ? q.xa_low.rows(T) : q.xa.rows(T));
     if (li > 0) {
       ops.linear_backward(dx, gw.qkv_w, TensorView{}, dqkv, x_in, w.qkv_w, Accumulate::no);            // d x
-      ops.layernorm_backward(ds, gw.attn_ln_gamma, TensorView{}, dx, h, TensorView{}, q.ma.vec(T), q.ra.vec(T),
-                             w.attn_ln_gamma);
-      ops.add(dh, ds);                                                                                 // d h[l]
+      ops.layernorm_backward(dh, gw.attn_ln_gamma, TensorView{}, dx, h, TensorView{}, q.ma.vec(T), q.ra.vec(T),
+                             w.attn_ln_gamma, Accumulate::yes);                                        // d h[l]
     } else {  // layer 0 reads h itself: the branch's gradient adds into d h[0] in the GEMM
       ops.linear_backward(dh, gw.qkv_w, TensorView{}, dqkv, x_in, w.qkv_w, Accumulate::yes);           // d h[0]
     }

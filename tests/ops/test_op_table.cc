@@ -428,7 +428,7 @@ std::vector<OpCase> make_cases() {
       const TensorView dy = r.in(random_tensor(rng, at, {T, H}));
       r.ops.layernorm_backward(r.out("dx", at, {T, H}), r.inout("dgamma", random_tensor(rng, DType::f32, {H})),
                                r.inout("dbeta", random_tensor(rng, DType::f32, {H})), dy, r.in(x), r.in(res),
-                               r.in(mean), r.in(rstd), r.in(gamma));
+                               r.in(mean), r.in(rstd), r.in(gamma), Accumulate::no);
     });
     // Rows wider than 1024 (the CUDA kernels' block-per-row path; narrower rows take a warp each).
     train("residual_layernorm_train", dt + "_wide", at, 0, [=](Run& r, Rng& rng) {
@@ -448,8 +448,35 @@ std::vector<OpCase> make_cases() {
       const TensorView dy = r.in(random_tensor(rng, at, {5, W}));
       r.ops.layernorm_backward(r.out("dx", at, {5, W}), r.inout("dgamma", random_tensor(rng, DType::f32, {W})),
                                r.inout("dbeta", random_tensor(rng, DType::f32, {W})), dy, r.in(x), r.in(res),
-                               r.in(mean), r.in(rstd), r.in(gamma));
+                               r.in(mean), r.in(rstd), r.in(gamma), Accumulate::no);
     });
+    // dx (f32, holding the residual path's gradient) += ds: the pre-norm
+    // backward's folded add. Widths for each CUDA path (a warp per row with
+    // 4 and 16 values a lane, a block per row above 1024), with and without
+    // a residual (ModernBERT's norms have none), dgamma alone or none, one row.
+    struct LnAccShape {
+      int64_t rows, width;
+      bool residual, dgamma;
+    };
+    for (const LnAccShape sh : {LnAccShape{T, 70, true, true}, LnAccShape{9, 300, false, true},
+                                LnAccShape{5, 1100, false, false}, LnAccShape{1, 1100, true, true}})
+      train("layernorm_backward",
+            dt + "_acc_t" + std::to_string(sh.rows) + "h" + std::to_string(sh.width) + (sh.residual ? "" : "_nores"),
+            at, sh.rows, [=](Run& r, Rng& rng) {
+              const int64_t R = sh.rows, W = sh.width;
+              const HostTensor x = random_tensor(rng, at, {R, W}, -2, 3), res = random_tensor(rng, at, {R, W});
+              const HostTensor zero = host_tensor(at, {R, W});
+              const HostTensor gamma = random_tensor(rng, at, {W}, 0.5, 1.5), beta = random_tensor(rng, at, {W});
+              HostTensor y = host_tensor(at, {R, W}), mean = host_tensor(DType::f32, {R}),
+                         rstd = host_tensor(DType::f32, {R});
+              ref().residual_layernorm_train(y.view, mean.view, rstd.view, x.view, sh.residual ? res.view : zero.view,
+                                             gamma.view, beta.view, 1e-5f);
+              const TensorView dy = r.in(random_tensor(rng, at, {R, W}));
+              const TensorView dx = r.inout("dx", random_tensor(rng, DType::f32, {R, W}, -2, 2));
+              const TensorView dgamma = sh.dgamma ? r.inout("dgamma", random_tensor(rng, DType::f32, {W})) : TensorView{};
+              r.ops.layernorm_backward(dx, dgamma, TensorView{}, dy, r.in(x), sh.residual ? r.in(res) : TensorView{},
+                                       r.in(mean), r.in(rstd), r.in(gamma), Accumulate::yes);
+            });
     train("embed_layernorm_train", dt, at, 0, [=](Run& r, Rng& rng) {
       const Embeddings e = embeddings(rng, DType::f32, H);
       r.ops.embed_layernorm_train(r.out("out", at, {T, H}), r.out("mean", DType::f32, {T}),
@@ -506,7 +533,7 @@ std::vector<OpCase> make_cases() {
       const TensorView dy = r.in(random_tensor(rng, at, {TL, H}));
       r.ops.layernorm_backward(r.out("dx", at, {TL, H}), r.inout("dgamma", random_tensor(rng, DType::f32, {H})),
                                r.inout("dbeta", random_tensor(rng, DType::f32, {H})), dy, r.in(x), r.in(res),
-                               r.in(mean), r.in(rstd), r.in(gamma));
+                               r.in(mean), r.in(rstd), r.in(gamma), Accumulate::no);
     });
     train("bias_gelu_backward", dt + "_tall", at, 700, [=](Run& r, Rng& rng) {
       const TensorView dy = r.in(random_tensor(rng, at, {700, 65}));

@@ -1,10 +1,13 @@
 // The residual add folded into the GEMMs (Accumulate::yes on linear and
-// linear_backward's da) and the LayerNorm that then reads the sum alone
+// linear_backward's da) and into layernorm_backward's dx (the pre-norm
+// backward's adds), and the LayerNorm that then reads the sum alone
 // (residual_layernorm with an empty residual), on both CPU kernel sets:
-// - the reference's folded form is bit for bit its unfolded one (linear or
-//   linear_backward, then add): the model's ref results do not move;
-// - the fast kernels' folded form (oneDNN's sum post-op) agrees with their
-//   unfolded one at the GEMM's f32 rounding;
+// - the reference's folded form is bit for bit its unfolded one (linear,
+//   linear_backward or layernorm_backward, then add): the model's ref
+//   results do not move;
+// - the fast kernels' folded GEMMs (oneDNN's sum post-op) agree with their
+//   unfolded ones at the GEMM's f32 rounding; their folded LayerNorm
+//   backward is their unfolded one bit for bit (the same f32 ds, one add);
 // - what the contract leaves out (a low-precision destination, an
 //   activation) is refused by name.
 // The op table (test_op_table) runs the same forms on every backend against
@@ -127,6 +130,76 @@ TEST_P(Accumulating, RefusesWhatTheContractLeavesOut) {
                Error);
   HostTensor da = host_tensor(DType::f32, {2, 3});
   EXPECT_NO_THROW(k().linear_backward(da.view, TensorView{}, TensorView{}, dy.view, a.view, w.view, Accumulate::yes));
+}
+
+// A LayerNorm backward whose every step is exact: rows s = [-3, -1, 1, 3]
+// (the second as x + residual), mean 0 and rstd 1 given as the saved
+// statistics, gamma 1, dy = [1, 0, 0, 0]. Then g = dy, mean(g) = 1/4,
+// mean(g s_hat) = -3/4, ds = dy - 1/4 + 3/4 s_hat = [-1.5, -1, 0.5, 2].
+TEST_P(Accumulating, LayerNormBackwardAddsIntoDxHandComputed) {
+  for (DType t : kActs) {
+    const HostTensor x = from(t, {2, 4}, {-3, -1, 1, 3, -1, -1, 1, 1});
+    const HostTensor residual = from(t, {2, 4}, {0, 0, 0, 0, -2, 0, 0, 2});
+    const HostTensor dy = from(t, {2, 4}, {1, 0, 0, 0, 1, 0, 0, 0}), gamma = from(t, {4}, {1, 1, 1, 1});
+    const HostTensor mean = from(DType::f32, {2}, {0, 0}), rstd = from(DType::f32, {2}, {1, 1});
+    HostTensor dx = from(DType::f32, {2, 4}, {10, 20, 30, 40, 50, 60, 70, 80});
+    HostTensor dgamma = from(DType::f32, {4}, {1, 1, 1, 1}), dbeta = from(DType::f32, {4}, {0, 0, 0, 0});
+    k().layernorm_backward(dx.view, dgamma.view, dbeta.view, dy.view, x.view, residual.view, mean.view, rstd.view,
+                           gamma.view, Accumulate::yes);
+    EXPECT_EQ(values(dx.view), (std::vector<double>{8.5, 19, 30.5, 42, 48.5, 59, 70.5, 82})) << dtype_name(t);
+    EXPECT_EQ(values(dgamma.view), (std::vector<double>{-5, 1, 1, 1})) << dtype_name(t);  // += sum dy s_hat
+    EXPECT_EQ(values(dbeta.view), (std::vector<double>{2, 0, 0, 0})) << dtype_name(t);    // += sum dy
+  }
+}
+
+TEST_P(Accumulating, LayerNormBackwardIsTheUnfoldedBackwardThenAdd) {
+  Rng rng(11);
+  for (DType t : kActs)
+    for (bool with_residual : {false, true})
+      for (int64_t H : {1, 7, 70, 300, 1100}) {
+        const int64_t T = 19;
+        const HostTensor x = random_tensor(rng, t, {T, H}, -2, 3), res = random_tensor(rng, t, {T, H});
+        const HostTensor zeros = host_tensor(t, {T, H}), dy = random_tensor(rng, t, {T, H});
+        const HostTensor gamma = random_tensor(rng, t, {H}, 0.5, 1.5), beta = random_tensor(rng, t, {H});
+        HostTensor y = host_tensor(t, {T, H}), mean = host_tensor(DType::f32, {T}), rstd = host_tensor(DType::f32, {T});
+        k().residual_layernorm_train(y.view, mean.view, rstd.view, x.view, with_residual ? res.view : zeros.view,
+                                     gamma.view, beta.view, 1e-5f);
+        const TensorView rv = with_residual ? res.view : TensorView{};
+        const HostTensor dx0 = random_tensor(rng, DType::f32, {T, H}, -2, 2);
+        const HostTensor dg0 = random_tensor(rng, DType::f32, {H}), db0 = random_tensor(rng, DType::f32, {H});
+        HostTensor folded = dx0, dg_folded = dg0, db_folded = db0;
+        HostTensor branch = host_tensor(DType::f32, {T, H}), unfolded = dx0, dg = dg0, db = db0;
+        k().layernorm_backward(folded.view, dg_folded.view, db_folded.view, dy.view, x.view, rv, mean.view, rstd.view,
+                               gamma.view, Accumulate::yes);
+        k().layernorm_backward(branch.view, dg.view, db.view, dy.view, x.view, rv, mean.view, rstd.view, gamma.view,
+                               Accumulate::no);
+        k().add(unfolded.view, branch.view);
+        const std::string what = std::string(dtype_name(t)) + " H " + std::to_string(H) + " residual " +
+                                 std::to_string(with_residual);
+        EXPECT_EQ(values(folded.view), values(unfolded.view)) << what;
+        EXPECT_EQ(values(dg_folded.view), values(dg.view)) << what;
+        EXPECT_EQ(values(db_folded.view), values(db.view)) << what;
+      }
+}
+
+TEST_P(Accumulating, LayerNormBackwardRefusesWhatTheContractLeavesOut) {
+  HostTensor x = host_tensor(DType::bf16, {2, 4}), dy = host_tensor(DType::bf16, {2, 4});
+  HostTensor gamma = host_tensor(DType::bf16, {4}), mean = host_tensor(DType::f32, {2}), rstd = host_tensor(DType::f32, {2});
+  HostTensor dx_low = host_tensor(DType::bf16, {2, 4}), dx = host_tensor(DType::f32, {2, 4});
+  auto call = [&](const TensorView& d, const TensorView& g) {
+    k().layernorm_backward(d, TensorView{}, TensorView{}, g, x.view, TensorView{}, mean.view, rstd.view, gamma.view,
+                           Accumulate::yes);
+  };
+  EXPECT_THROW(call(dx_low.view, dy.view), Error);  // only an f32 dx accumulates
+  EXPECT_NO_THROW(call(dx.view, dy.view));
+  // dx may be dy when writing, not when adding (nor overlapping it).
+  HostTensor both = host_tensor(DType::f32, {3, 4});
+  const TensorView top(both.view.data, DType::f32, {2, 4});
+  const TensorView shifted(static_cast<float*>(both.view.data) + 4, DType::f32, {2, 4});
+  EXPECT_THROW(call(top, top), Error);
+  EXPECT_THROW(call(top, shifted), Error);
+  EXPECT_NO_THROW(k().layernorm_backward(top, TensorView{}, TensorView{}, top, x.view, TensorView{}, mean.view,
+                                         rstd.view, gamma.view, Accumulate::no));
 }
 
 // After an accumulating linear the residual stream holds the sum: the

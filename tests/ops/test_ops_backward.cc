@@ -332,7 +332,8 @@ TEST(FiniteDifference, ResidualLayerNorm) {
   ref().residual_layernorm_train(out.view, mean.view, rstd.view, x.view, r.view, gamma.view, beta.view, eps);
   Tensor dy = random(rng, DType::f32, {T, H});
   Tensor dx = make(DType::f32, {T, H}), dg = make(DType::f32, {H}), dbt = make(DType::f32, {H});
-  ref().layernorm_backward(dx.view, dg.view, dbt.view, dy.view, x.view, r.view, mean.view, rstd.view, gamma.view);
+  ref().layernorm_backward(dx.view, dg.view, dbt.view, dy.view, x.view, r.view, mean.view, rstd.view, gamma.view,
+                           Accumulate::no);
   Vec xv = values(x.view), rv = values(r.view), gv = values(gamma.view), bv = values(beta.view), g = values(dy.view);
   auto loss = [&] {
     Vec s(xv.size());
@@ -707,7 +708,7 @@ void add_layernorm_cases(std::vector<Case>& cases) {
           Tensor dy = random(rng, at, {T, H}), dx = make(at, {T, H});
           Tensor dg = random(rng, DType::f32, {H}), dbt = random(rng, DType::f32, {H});
           const TensorView dxv = variant == 2 ? dy.view : dx.view;
-          k.layernorm_backward(dxv, dg.view, dbt.view, dy.view, x.view, res, mean.view, rstd.view, g.view);
+          k.layernorm_backward(dxv, dg.view, dbt.view, dy.view, x.view, res, mean.view, rstd.view, g.view, Accumulate::no);
           std::vector<double> all;
           append(all, dxv);
           append(all, dg.view);
@@ -1222,7 +1223,8 @@ TEST_P(Semantics, BackwardIsBitwiseReproducible) {
            db = make(DType::f32, {H}), dbias = make(DType::f32, {H}), da = make(DType::f32, {T, H});
     k().embed_layernorm_backward(dword.view, dpos.view, TensorView{}, dg.view, dbt.view, dy.view, ids.view, ps.view,
                                  TensorView{}, word.view, pos.view, TensorView{}, mean.view, rstd.view, g.view);
-    k().layernorm_backward(dx.view, dg.view, dbt.view, dy.view, a.view, TensorView{}, mean.view, rstd.view, g.view);
+    k().layernorm_backward(dx.view, dg.view, dbt.view, dy.view, a.view, TensorView{}, mean.view, rstd.view, g.view,
+                           Accumulate::no);
     k().linear_backward(da.view, dw.view, db.view, dy.view, a.view, w.view, Accumulate::no);
     k().bias_gelu_backward(dx.view, dbias.view, dy.view, a.view);
     std::vector<double> all;
@@ -1260,7 +1262,8 @@ TEST(Determinism, TokenReductionsDoNotDependOnThreadCount) {
            dbias = make(DType::f32, {H}), db = make(DType::f32, {H});
     fast().embed_layernorm_backward(dword.view, dpos.view, dtype.view, dg.view, dbt.view, dy.view, ids.view, ps.view,
                                     ty.view, word.view, pos.view, type.view, mean.view, rstd.view, g.view);
-    fast().layernorm_backward(dx.view, dg.view, dbt.view, dy.view, x.view, TensorView{}, mean.view, rstd.view, g.view);
+    fast().layernorm_backward(dx.view, dg.view, dbt.view, dy.view, x.view, TensorView{}, mean.view, rstd.view, g.view,
+                              Accumulate::no);
     fast().bias_gelu_backward(dx.view, dbias.view, dy.view, x.view);
     fast().linear_backward(TensorView{}, TensorView{}, db.view, dy.view, x.view, w.view, Accumulate::no);  // db only
     std::vector<double> all;
@@ -1289,7 +1292,7 @@ TEST_P(Semantics, RefusesBadCalls) {
   Tensor rows = indices({3});
   EXPECT_THROW(k().gather_rows_backward(dh.view, pout.view, rows.view), Error);  // row 3 of 3
   EXPECT_THROW(k().layernorm_backward(dh.view, TensorView{}, TensorView{}, h.view, h.view, TensorView{}, lse.view,
-                                      lse.view, pout.view),
+                                      lse.view, pout.view, Accumulate::no),
                Error);  // mean [3, 2], expected [3]
 }
 

@@ -43,10 +43,12 @@ STOKE_CPU_CLONES void normalize_row_stats(float* x, T* out, int64_t H, const flo
 }
 
 // One row's backward: s[0:H] the LayerNorm input, dy its output gradient;
-// writes ds (may be dy: dy is read whole first) and adds into pg / pb (when
-// not null). xhat and g are scratch rows.
+// writes ds (may be dy: dy is read whole first), or adds it into ds when
+// accumulate (ds then apart from dy), and adds into pg / pb (when not null).
+// xhat and g are scratch rows.
 STOKE_CPU_CLONES void row_backward(const float* s, const float* dy, float mean, float rstd, const float* gamma,
-                                   int64_t H, float* xhat, float* g, float* ds, float* pg, float* pb) {
+                                   int64_t H, float* xhat, float* g, float* ds, bool accumulate, float* pg,
+                                   float* pb) {
   float sum_g = 0.0f, sum_gx = 0.0f;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
   for (int64_t i = 0; i < H; ++i) {
@@ -62,7 +64,15 @@ STOKE_CPU_CLONES void row_backward(const float* s, const float* dy, float mean, 
       pb[i] += dy[i];
     }
   const float mg = sum_g / static_cast<float>(H), mgx = sum_gx / static_cast<float>(H);
-  for (int64_t i = 0; i < H; ++i) ds[i] = rstd * (g[i] - mg - xhat[i] * mgx);
+  // The row's ds in g (done with), then written or added in a loop of its
+  // own: the accumulating form is bit for bit this op then add. One loop
+  // would let the compiler contract the rstd product and the add into an FMA
+  // (GCC's C++ default), rounding once where the unfolded order rounds twice.
+  for (int64_t i = 0; i < H; ++i) g[i] = rstd * (g[i] - mg - xhat[i] * mgx);
+  if (accumulate)
+    for (int64_t i = 0; i < H; ++i) ds[i] += g[i];
+  else
+    std::copy(g, g + H, ds);
 }
 
 // The embedding input row of token t, summed in fast_layernorm.cc's order.
@@ -76,9 +86,11 @@ inline void embedding_row(float* row, int64_t t, int64_t H, const int32_t* id, c
 
 // LayerNorm backward over all T rows in blocks of kReduceRows; input_row(t,
 // buf) returns row t's LayerNorm input (buf is H floats of scratch it may use).
+// ds is written, or added into when accumulate.
 template <class InputRow>
 void backward_rows(int64_t T, int64_t H, const float* dy, const float* mean, const float* rstd, const float* gamma,
-                   float* ds, const TensorView& dgamma, const TensorView& dbeta, InputRow input_row) {
+                   float* ds, bool accumulate, const TensorView& dgamma, const TensorView& dbeta,
+                   InputRow input_row) {
   const int64_t nb = (T + kReduceRows - 1) / kReduceRows;
   const bool params = !dgamma.empty() || !dbeta.empty();
   std::vector<float> pg(params ? static_cast<size_t>(nb * H) : 0, 0.0f), pb(pg.size(), 0.0f);
@@ -90,7 +102,8 @@ void backward_rows(int64_t T, int64_t H, const float* dy, const float* mean, con
       const int64_t t1 = std::min(T, (b + 1) * kReduceRows);
       for (int64_t t = b * kReduceRows; t < t1; ++t)
         row_backward(input_row(t, buf.data()), dy + t * H, mean[t], rstd[t], gamma, H, xhat.data(), g.data(),
-                     ds + t * H, params ? pg.data() + b * H : nullptr, params ? pb.data() + b * H : nullptr);
+                     ds + t * H, accumulate, params ? pg.data() + b * H : nullptr,
+                     params ? pb.data() + b * H : nullptr);
     }
   }
   if (!dgamma.empty()) add_partials(pg.data(), nb, H, dgamma.as<float>());
@@ -196,17 +209,18 @@ void embed_layernorm_train(const TensorView& out, const TensorView& mean, const 
 
 void layernorm_backward(const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
                         const TensorView& x, const TensorView& residual, const TensorView& mean,
-                        const TensorView& rstd, const TensorView& gamma) {
-  const RowsShape shape = check_layernorm_backward(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma);
+                        const TensorView& rstd, const TensorView& gamma, Accumulate dx_acc) {
+  const RowsShape shape = check_layernorm_backward(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma, dx_acc);
   const int64_t T = shape.T, H = shape.H;
   if (T == 0 || H == 0) return;
   thread_local std::vector<float> dy_buf, x_buf, r_buf, dx_buf;
   const float* g = f32_input(dy, dy_buf);
   const float* xf = f32_input(x, x_buf);
   const float* rf = f32_input(residual, r_buf);
-  float* out = f32_output(dx, dx_buf);
+  float* out = f32_output(dx, dx_buf);  // dx itself when accumulating (the check keeps that to f32)
   const std::vector<float> gam = widen_vector(gamma);
-  backward_rows(T, H, g, mean.as<const float>(), rstd.as<const float>(), gam.data(), out, dgamma, dbeta,
+  backward_rows(T, H, g, mean.as<const float>(), rstd.as<const float>(), gam.data(), out,
+                dx_acc == Accumulate::yes, dgamma, dbeta,
                 [&](int64_t t, float* buf) -> const float* {
                   if (!rf) return xf + t * H;
                   for (int64_t i = 0; i < H; ++i) buf[i] = xf[t * H + i] + rf[t * H + i];
@@ -232,7 +246,7 @@ void embed_layernorm_backward(const TensorView& dword, const TensorView& dpos, c
   const int32_t* id = ids.as<const int32_t>();
   const int32_t* ps = positions.as<const int32_t>();
   const int32_t* ty = type_ids.empty() ? nullptr : type_ids.as<const int32_t>();
-  backward_rows(T, H, g, mean.as<const float>(), rstd.as<const float>(), gam.data(), ds, dgamma, dbeta,
+  backward_rows(T, H, g, mean.as<const float>(), rstd.as<const float>(), gam.data(), ds, false, dgamma, dbeta,
                 [&](int64_t t, float* buf) -> const float* {
                   embedding_row(buf, t, H, id, ps, ty, word, pos, type);
                   return buf;

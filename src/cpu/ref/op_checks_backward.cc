@@ -121,7 +121,8 @@ RowsShape check_residual_layernorm_train(const TensorView& out, const TensorView
 
 RowsShape check_layernorm_backward(const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta,
                                    const TensorView& dy, const TensorView& x, const TensorView& residual,
-                                   const TensorView& mean, const TensorView& rstd, const TensorView& gamma) {
+                                   const TensorView& mean, const TensorView& rstd, const TensorView& gamma,
+                                   Accumulate dx_acc) {
   const char* op = "layernorm_backward";
   need(op, "dy", dy, 2);
   need_act(op, "dy", dy);
@@ -132,7 +133,16 @@ RowsShape check_layernorm_backward(const TensorView& dx, const TensorView& dgamm
   need_f32_vector(op, "mean", mean, T);
   need_f32_vector(op, "rstd", rstd, T);
   need_act_vector(op, "gamma", gamma, H);
-  need_same_view_or_apart(op, "dx", dx, "dy", dy);
+  if (dx_acc == Accumulate::yes) {
+    // The folded residual add: the gradient stream is f32. dx += ds(dy) with
+    // dx = dy is no gradient any caller wants, and the kernels' in-place
+    // guarantee (every dy read before its dx write) covers dx = ds only.
+    if (dx.dtype != DType::f32)
+      fail(op, fmt::format("accumulating into dx {}: only an F32 dx may accumulate", describe(dx)));
+    need_no_overlap(op, "dx", dx, "dy", dy);
+  } else {
+    need_same_view_or_apart(op, "dx", dx, "dy", dy);
+  }
   for (const auto& [name, t] : {std::pair{"x", &x}, std::pair{"residual", &residual}, std::pair{"mean", &mean},
                                 std::pair{"rstd", &rstd}, std::pair{"gamma", &gamma}})
     need_no_overlap(op, "dx", dx, name, *t);

@@ -16,9 +16,12 @@ LinearShape check_linear_backward(const TensorView& da, const TensorView& dw, co
 RowsShape check_residual_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                                          const TensorView& x, const TensorView& residual, const TensorView& gamma,
                                          const TensorView& beta, float eps);
+// dx_acc = Accumulate::yes: dx must be f32 and apart from dy (op_list.h:
+// layernorm_backward).
 RowsShape check_layernorm_backward(const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta,
                                    const TensorView& dy, const TensorView& x, const TensorView& residual,
-                                   const TensorView& mean, const TensorView& rstd, const TensorView& gamma);
+                                   const TensorView& mean, const TensorView& rstd, const TensorView& gamma,
+                                   Accumulate dx_acc);
 RowsShape check_embed_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                                       const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
                                       const TensorView& word, const TensorView& pos, const TensorView& type,

@@ -85,15 +85,21 @@ void residual_layernorm_train(const TensorView& out, const TensorView& mean, con
 
 void layernorm_backward(const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta, const TensorView& dy,
                         const TensorView& x, const TensorView& residual, const TensorView& mean,
-                        const TensorView& rstd, const TensorView& gamma) {
-  const auto [T, H] = check_layernorm_backward(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma);
+                        const TensorView& rstd, const TensorView& gamma, Accumulate dx_acc) {
+  const auto [T, H] = check_layernorm_backward(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma, dx_acc);
   std::vector<double> s(static_cast<size_t>(H)), ds(static_cast<size_t>(H));
   std::vector<double> pg(static_cast<size_t>(H), 0.0), pb(static_cast<size_t>(H), 0.0);
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t i = 0; i < H; ++i)
       s[static_cast<size_t>(i)] = load(x, t * H + i) + (residual.empty() ? 0.0 : load(residual, t * H + i));
     layernorm_row_backward(s.data(), dy, t, H, load(mean, t), load(rstd, t), gamma, ds.data(), pg.data(), pb.data());
-    for (int64_t i = 0; i < H; ++i) store(dx, t * H + i, ds[static_cast<size_t>(i)]);  // dx may be dy: row read first
+    for (int64_t i = 0; i < H; ++i) {
+      const double d = ds[static_cast<size_t>(i)];
+      if (dx_acc == Accumulate::yes)  // f32 dx: ds rounded as stored, then the add op's f32 add
+        store(dx, t * H + i, static_cast<double>(static_cast<float>(load(dx, t * H + i)) + static_cast<float>(d)));
+      else
+        store(dx, t * H + i, d);  // dx may be dy: row read first
+    }
   }
   add_into(dgamma, pg);
   add_into(dbeta, pb);
