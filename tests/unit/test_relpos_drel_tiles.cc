@@ -70,7 +70,8 @@ void tiled_drel(const Batch& batch, int max_seqlen, std::vector<double>& drel) {
           ASSERT_LT(entries_of(len), E);
           EXPECT_EQ(e, entry_of_distance(k0 - q0 + o, q0));
           ASSERT_TRUE(std::isnan(part[static_cast<size_t>(slot * E + e)])) << "entry written twice";
-          part[static_cast<size_t>(slot * E + e)] = diag + (takes_carry(kt, o) ? carry[(kt - 1) & 1][carry_index(o)] : 0.0);
+          const double carried = takes_carry(kt, o) ? carry[(kt - 1) & 1][carry_index(o)] : 0.0;
+          part[static_cast<size_t>(slot * E + e)] = diag + carried;
         } else {
           carry[kt & 1][carry_index(o)] = diag;
         }
