@@ -283,8 +283,8 @@ class CudaOps final : public UnsupportedOps {
     cpu::check_attention_relpos_backward(dqkv, drel, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, rel, dropout,
                                          IndexData::device);
     Launch op(s_, "attention_relpos_backward");
-    launch_attention_relpos_backward(op.stream, dqkv, drel, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, rel,
-                                     dropout);
+    launch_attention_relpos_backward(op.stream, scratch(), dqkv, drel, dout, qkv, out, lse, cu_seqlens, heads,
+                                     max_seqlen, rel, dropout);
   }
   void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) const override {
     cpu::check_gather_rows_backward(dh, dout, rows, IndexData::device);

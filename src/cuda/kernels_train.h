@@ -78,14 +78,16 @@ void launch_attention_backward(cudaStream_t s, const Scratch& scratch, const Ten
                                const Ops::AttentionDropout& dropout);
 
 // kernels_attention_relpos_train.cu: MPNet's relative-position forms of the
-// two above (no window; drel written in full, deterministically).
+// two above (no window; drel written in full, deterministically, its
+// partial sums in `scratch`: kernels_relpos_drel.h).
 void launch_attention_relpos_train(cudaStream_t s, const TensorView& out, const TensorView& lse,
                                    const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen,
                                    const TensorView& rel, const Ops::AttentionDropout& dropout);
-void launch_attention_relpos_backward(cudaStream_t s, const TensorView& dqkv, const TensorView& drel,
-                                      const TensorView& dout, const TensorView& qkv, const TensorView& out,
-                                      const TensorView& lse, const TensorView& cu_seqlens, int heads, int max_seqlen,
-                                      const TensorView& rel, const Ops::AttentionDropout& dropout);
+void launch_attention_relpos_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dqkv,
+                                      const TensorView& drel, const TensorView& dout, const TensorView& qkv,
+                                      const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens,
+                                      int heads, int max_seqlen, const TensorView& rel,
+                                      const Ops::AttentionDropout& dropout);
 
 // kernels_train_gemm.cu: c[M,N] = op(a) · op(b) (+ c when accumulate), row
 // major, f32 accumulation, a thread per output walking k in order (for the

@@ -3,11 +3,13 @@
 // op tests; plus the backend itself: stream order across the copy streams,
 // host-sync counting, out of memory as a recoverable error, graph replay.
 // On a machine without a GPU every test is skipped, saying why.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -15,6 +17,9 @@
 #include "core/error.h"
 #include "cpu/kernels.h"
 #include "cuda/cuda_test_support.h"
+#include "cuda/flash_tiles.h"
+#include "cuda/kernels_train.h"
+#include "cuda/relpos_drel_tiles.h"
 
 namespace stoke {
 namespace {
@@ -251,6 +256,83 @@ TEST(CudaOps, FlashTrainingAttentionTakesLongSequencesDeterministically) {
         EXPECT_LE(relative_error(dev.download(lse).view, want_lse.view), tolerance(dt));
       }
     }
+}
+
+// Device memory of the test's own (a workspace of a chosen size), freed on scope exit.
+struct DeviceBytes {
+  void* p = nullptr;
+  explicit DeviceBytes(size_t n) {
+    if (n && cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
+  }
+  ~DeviceBytes() {
+    if (p) cudaFree(p);
+  }
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+};
+
+// MPNet's drel through each of its paths (src/cuda/kernels_relpos_drel.cu),
+// chosen by the workspace the launcher is given: every head in one pass (the
+// backend's 32 MiB: what the op table reaches), one head per pass (one
+// head's partials) and the walk over tokens (no workspace), each against the
+// CPU reference; the two tiled runs bit for bit equal (passes change which
+// launch sums a head, not the order of its sums), every path equal to itself
+// run to run. The launcher is called directly: the backend's op always
+// passes its own 32 MiB workspace.
+TEST(CudaOps, RelposDrelEveryPathMatchesReference) {
+  STOKE_REQUIRE_GPU(backend);
+  const std::vector<int32_t> lens = {130, 1, 65, 200, 64, 0};  // an empty slot last, as a graph's bucket has
+  const int64_t T = std::accumulate(lens.begin(), lens.end(), int64_t{0});
+  const int heads = 3, d = 40, max_len = 210;
+  const int64_t slots = cuda::flash_tiles::slot_count(T, static_cast<int64_t>(lens.size()));
+  const size_t one_head = static_cast<size_t>(slots * cuda::relpos_drel::row_entries(max_len)) * sizeof(float);
+  DeviceBytes workspace(size_t{32} << 20);
+  ASSERT_NE(workspace.p, nullptr);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  Rng rng(11);
+  for (DType at : {DType::f32, DType::bf16})
+    for (float p : {0.0f, 0.1f}) {
+      const Ops::AttentionDropout dropout{p, 1234, 5, 6};
+      const HostTensor qkv = random_tensor(rng, at, {T, 3 * heads * d}, -2.5, 2.5);
+      const HostTensor rel = random_tensor(rng, DType::f32, {2 * max_len - 1, heads}, -2, 2);
+      const HostTensor dout = random_tensor(rng, at, {T, heads * d});
+      const HostTensor cu = index_tensor(offsets(lens));
+      HostTensor out = host_tensor(at, {T, heads * d}), lse = host_tensor(DType::f32, {T, heads});
+      HostTensor want_dqkv = host_tensor(at, {T, 3 * heads * d});
+      HostTensor want = host_tensor(DType::f32, {2 * max_len - 1, heads});
+      ref().attention_relpos_train(out.view, lse.view, qkv.view, cu.view, heads, max_len, rel.view, dropout);
+      ref().attention_relpos_backward(want_dqkv.view, want.view, dout.view, qkv.view, out.view, lse.view, cu.view,
+                                      heads, max_len, rel.view, dropout);
+
+      DeviceTensors dev(*backend);
+      const TensorView d_qkv = dev.upload(qkv), d_rel = dev.upload(rel), d_dout = dev.upload(dout);
+      const TensorView d_cu = dev.upload(cu), d_out = dev.upload(out), d_lse = dev.upload(lse);
+      const TensorView dqkv = dev.make(at, {T, 3 * heads * d});
+      backend->synchronize();  // the uploads are done before this stream reads them
+      auto run = [&](size_t workspace_bytes) {
+        const TensorView drel = dev.make(DType::f32, {2 * max_len - 1, heads});
+        const cuda::Scratch scratch{workspace_bytes ? workspace.p : nullptr, workspace_bytes};
+        cuda::launch_attention_relpos_backward(stream, scratch, dqkv, drel, d_dout, d_qkv, d_out, d_lse, d_cu, heads,
+                                               max_len, d_rel, dropout);
+        EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        return dev.download(drel);
+      };
+      const std::string what = std::string(dtype_name(at)) + " p" + std::to_string(p);
+      ASSERT_EQ(cuda::relpos_drel::heads_per_pass(slots, heads, max_len, size_t{32} << 20), heads) << what;
+      ASSERT_EQ(cuda::relpos_drel::heads_per_pass(slots, heads, max_len, one_head), 1) << what;
+      const HostTensor all = run(size_t{32} << 20), again = run(size_t{32} << 20);
+      const HostTensor single = run(one_head), walk = run(0), walk_again = run(0);
+      // drel is f32 from f32 arithmetic on every dtype's values: f32's bound.
+      const double tol = tolerance(DType::f32) * 4;
+      EXPECT_LE(relative_error(all.view, want.view), tol) << what << ": one pass";
+      EXPECT_LE(relative_error(single.view, want.view), tol) << what << ": a head per pass";
+      EXPECT_LE(relative_error(walk.view, want.view), tol) << what << ": the walk";
+      EXPECT_EQ(std::memcmp(all.view.data, again.view.data, all.view.bytes()), 0) << what << ": run to run";
+      EXPECT_EQ(std::memcmp(all.view.data, single.view.data, all.view.bytes()), 0) << what << ": passes of heads";
+      EXPECT_EQ(std::memcmp(walk.view.data, walk_again.view.data, walk.view.bytes()), 0) << what << ": walk, run to run";
+    }
+  cudaStreamDestroy(stream);
 }
 
 // As the encoder's graphs call it: 40 padding rows past the last sequence

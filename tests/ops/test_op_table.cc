@@ -647,6 +647,29 @@ std::vector<OpCase> make_cases() {
                                         r.in(out), r.in(lse), r.in(cu), 2, 16, r.in(rel), dropout);
       });
     }
+    // drel's 64 x 64 tile pairs on CUDA (kernels_relpos_drel.cu), every
+    // dtype: several sequences, several tiles each way and tile edges (1, 64,
+    // 65, 130, 200), so distances cross key tiles and meet the carry between
+    // them; head dim 40 (a staged chunk of 32 and one of 8); max_seqlen past
+    // the longest sequence (rel rows no pair reaches: drel 0 there); dropout
+    // (the mask at keys past the first tile).
+    for (const Ops::AttentionDropout& dropout :
+         {Ops::AttentionDropout{0.0f, 1234, 5, 6}, Ops::AttentionDropout{0.1f, 1234, 5, 6}}) {
+      const std::vector<int32_t> tl = {130, 1, 65, 200, 64};
+      const int64_t tt = 460;
+      const int heads = 2, d = 40, max_len = 210;
+      train("attention_relpos_backward", dt + "_tiles_p" + std::to_string(static_cast<int>(dropout.p * 10)), at, max_len,
+            [=](Run& r, Rng& rng) {
+              const HostTensor qkv = random_tensor(rng, at, {tt, 3 * heads * d}, -2.5, 2.5), cu = cu_seqlens(tl);
+              const HostTensor rel = random_tensor(rng, DType::f32, {2 * max_len - 1, heads}, -2, 2);
+              HostTensor out = host_tensor(at, {tt, heads * d}), lse = host_tensor(DType::f32, {tt, heads});
+              ref().attention_relpos_train(out.view, lse.view, qkv.view, cu.view, heads, max_len, rel.view, dropout);
+              const TensorView dout = r.in(random_tensor(rng, at, {tt, heads * d}));
+              r.ops.attention_relpos_backward(r.out("dqkv", at, {tt, 3 * heads * d}),
+                                              r.out("drel", DType::f32, {2 * max_len - 1, heads}), dout, r.in(qkv),
+                                              r.in(out), r.in(lse), r.in(cu), heads, max_len, r.in(rel), dropout);
+            });
+    }
     // The flash kernels of the CUDA training attention (bf16/f16, head dim
     // <= 128): head dims 16, 64, 128 and one not a multiple of 8 (40: the
     // element-wise tile loads), lengths at the 64-row tile edges (1, 63, 64,
