@@ -34,10 +34,10 @@ void launch_flash_attention_train(cudaStream_t s, const TensorView& out, const T
                                   const float* rel, int max_seqlen, const Ops::AttentionDropout& dropout);
 
 // dqkv written in full (every real row): as attention_backward; dout and
-// dqkv in qkv's dtype or f32 (rel as
-// above; MPNet's drel is the exact relpos_drel_kernel's). With scratch room
-// for T x heads floats, D = dout . out is computed once per (token, head)
-// there, before the dK/dV and dQ kernels read it; else where it is used.
+// dqkv in qkv's dtype or f32 (rel as above; MPNet's drel is
+// kernels_relpos_drel.cu's, after this). With scratch room for T x heads
+// floats, D = dout . out is computed once per (token, head) there, before
+// the dK/dV and dQ kernels read it; else where it is used.
 void launch_flash_attention_backward(cudaStream_t s, const TensorView& dqkv, const TensorView& dout,
                                      const TensorView& qkv, const TensorView& out, const TensorView& lse,
                                      const TensorView& cu_seqlens, int heads, int window, const float* rel,

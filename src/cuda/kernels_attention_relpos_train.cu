@@ -52,7 +52,8 @@ void launch_attention_relpos_backward(cudaStream_t s, const Scratch& scratch, co
                            : backward_args("attention_relpos_backward", dqkv, dout, qkv, out, lse, cu_seqlens, heads,
                                            max_seqlen, dropout);
   if (flash)
-    launch_flash_attention_backward(s, dqkv, dout, qkv, out, lse, cu_seqlens, heads, 0, sc.rel, max_seqlen, dropout);
+    launch_flash_attention_backward(s, dqkv, dout, qkv, out, lse, cu_seqlens, heads, 0, sc.rel, max_seqlen, dropout,
+                                    scratch);  // done with the workspace before drel takes it (stream order)
   else
     launch_backward(s, a, T, max_seqlen, sc);
   launch_relpos_drel(s, scratch, a, sc, drel.as<float>(), T);
