@@ -145,11 +145,16 @@ std::unique_ptr<Buffer> CpuBackend::allocate(size_t bytes) { return std::make_un
 std::unique_ptr<Buffer> CpuBackend::allocate_host(size_t bytes) { return std::make_unique<HostBuffer>(bytes); }
 
 void CpuBackend::copy_to_device(void* device_dst, const void* host_src, size_t bytes) {
-  enqueue("copy to device", [=] { std::memcpy(device_dst, host_src, bytes); });
+  // An empty tensor's data may be null: memcpy's pointers may not be, even for 0 bytes.
+  enqueue("copy to device", [=] {
+    if (bytes) std::memcpy(device_dst, host_src, bytes);
+  });
 }
 
 void CpuBackend::copy_to_host(void* host_dst, const void* device_src, size_t bytes) {
-  enqueue("copy to host", [=] { std::memcpy(host_dst, device_src, bytes); });
+  enqueue("copy to host", [=] {
+    if (bytes) std::memcpy(host_dst, device_src, bytes);
+  });
 }
 
 std::shared_ptr<Event> CpuBackend::record_event() {
