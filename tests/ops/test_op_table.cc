@@ -419,17 +419,20 @@ std::vector<OpCase> make_cases() {
       r.ops.residual_layernorm_train(r.out("out", at, {T, H}), r.out("mean", DType::f32, {T}),
                                      r.out("rstd", DType::f32, {T}), x, res, gamma, beta, 1e-5f);
     });
-    train("layernorm_backward", dt, at, T, [=](Run& r, Rng& rng) {
-      // The forward's statistics from the reference, so backward sees a consistent row.
-      const HostTensor x = random_tensor(rng, at, {T, H}, -2, 3), res = random_tensor(rng, at, {T, H});
-      const HostTensor gamma = random_tensor(rng, at, {H}, 0.5, 1.5), beta = random_tensor(rng, at, {H});
-      HostTensor y = host_tensor(at, {T, H}), mean = host_tensor(DType::f32, {T}), rstd = host_tensor(DType::f32, {T});
-      ref().residual_layernorm_train(y.view, mean.view, rstd.view, x.view, res.view, gamma.view, beta.view, 1e-5f);
-      const TensorView dy = r.in(random_tensor(rng, at, {T, H}));
-      r.ops.layernorm_backward(r.out("dx", at, {T, H}), r.inout("dgamma", random_tensor(rng, DType::f32, {H})),
-                               r.inout("dbeta", random_tensor(rng, DType::f32, {H})), dy, r.in(x), r.in(res),
-                               r.in(mean), r.in(rstd), r.in(gamma), Accumulate::no);
-    });
+    // T rows, and 700 (the CUDA column sums of dgamma and dbeta in several chunks).
+    for (const int64_t rows : {T, int64_t{700}})
+      train("layernorm_backward", rows == T ? dt : dt + "_tall", at, rows, [=](Run& r, Rng& rng) {
+        // The forward's statistics from the reference, so backward sees a consistent row.
+        const HostTensor x = random_tensor(rng, at, {rows, H}, -2, 3), res = random_tensor(rng, at, {rows, H});
+        const HostTensor gamma = random_tensor(rng, at, {H}, 0.5, 1.5), beta = random_tensor(rng, at, {H});
+        HostTensor y = host_tensor(at, {rows, H}), mean = host_tensor(DType::f32, {rows}),
+                   rstd = host_tensor(DType::f32, {rows});
+        ref().residual_layernorm_train(y.view, mean.view, rstd.view, x.view, res.view, gamma.view, beta.view, 1e-5f);
+        const TensorView dy = r.in(random_tensor(rng, at, {rows, H}));
+        r.ops.layernorm_backward(r.out("dx", at, {rows, H}), r.inout("dgamma", random_tensor(rng, DType::f32, {H})),
+                                 r.inout("dbeta", random_tensor(rng, DType::f32, {H})), dy, r.in(x), r.in(res),
+                                 r.in(mean), r.in(rstd), r.in(gamma), Accumulate::no);
+      });
     // Rows wider than 1024 (the CUDA kernels' block-per-row path; narrower rows take a warp each).
     train("residual_layernorm_train", dt + "_wide", at, 0, [=](Run& r, Rng& rng) {
       const int64_t W = 1100;
@@ -515,25 +518,13 @@ std::vector<OpCase> make_cases() {
                                        r.in(rstd), r.in(e.gamma));
       });
     }
-    // Tall inputs: the column sums of dbias, dgamma, dbeta in several CUDA chunks.
+    // Tall inputs: the column sums of db and dbias in several CUDA chunks.
     train("linear_backward", dt + "_tall", at, 1000, [=](Run& r, Rng& rng) {
       const int64_t M = 1000, N = 33, K = 17;
       const TensorView a = r.in(random_tensor(rng, at, {M, K})), w = r.in(random_tensor(rng, at, {N, K}, -0.2, 0.2));
       const TensorView dy = r.in(random_tensor(rng, at, {M, N}));
       r.ops.linear_backward(r.out("da", at, {M, K}), r.inout("dw", random_tensor(rng, DType::f32, {N, K})),
                             r.inout("db", random_tensor(rng, DType::f32, {N})), dy, a, w, Accumulate::no);
-    });
-    train("layernorm_backward", dt + "_tall", at, 700, [=](Run& r, Rng& rng) {
-      const int64_t TL = 700;
-      const HostTensor x = random_tensor(rng, at, {TL, H}, -2, 3), res = random_tensor(rng, at, {TL, H});
-      const HostTensor gamma = random_tensor(rng, at, {H}, 0.5, 1.5), beta = random_tensor(rng, at, {H});
-      HostTensor y = host_tensor(at, {TL, H}), mean = host_tensor(DType::f32, {TL}),
-                 rstd = host_tensor(DType::f32, {TL});
-      ref().residual_layernorm_train(y.view, mean.view, rstd.view, x.view, res.view, gamma.view, beta.view, 1e-5f);
-      const TensorView dy = r.in(random_tensor(rng, at, {TL, H}));
-      r.ops.layernorm_backward(r.out("dx", at, {TL, H}), r.inout("dgamma", random_tensor(rng, DType::f32, {H})),
-                               r.inout("dbeta", random_tensor(rng, DType::f32, {H})), dy, r.in(x), r.in(res),
-                               r.in(mean), r.in(rstd), r.in(gamma), Accumulate::no);
     });
     train("bias_gelu_backward", dt + "_tall", at, 700, [=](Run& r, Rng& rng) {
       const TensorView dy = r.in(random_tensor(rng, at, {700, 65}));
