@@ -129,6 +129,22 @@ HostTensor step_tensor(uint32_t step) {
   return h;
 }
 
+// attention_relpos_backward on the packed sequences `lens` (heads x d, rel
+// rows for max_len): qkv in `at`, dout and dqkv in `gt`, the forward's out and
+// lse from the reference under `dropout`; the op gets `op_dropout` (the same
+// mask; its step may be in device memory).
+void relpos_backward_case(Run& r, Rng& rng, DType at, DType gt, const std::vector<int32_t>& lens, int heads, int d,
+                          int max_len, const Ops::AttentionDropout& dropout, const Ops::AttentionDropout& op_dropout) {
+  const int64_t T = std::accumulate(lens.begin(), lens.end(), int64_t{0}), R = 2 * int64_t{max_len} - 1;
+  const HostTensor qkv = random_tensor(rng, at, {T, 3 * heads * d}, -2.5, 2.5), cu = cu_seqlens(lens);
+  const HostTensor rel = random_tensor(rng, DType::f32, {R, heads}, -2, 2);
+  HostTensor out = host_tensor(at, {T, heads * d}), lse = host_tensor(DType::f32, {T, heads});
+  ref().attention_relpos_train(out.view, lse.view, qkv.view, cu.view, heads, max_len, rel.view, dropout);
+  const TensorView dout = r.in(random_tensor(rng, gt, {T, heads * d}));
+  r.ops.attention_relpos_backward(r.out("dqkv", gt, {T, 3 * heads * d}), r.out("drel", DType::f32, {R, heads}), dout,
+                                  r.in(qkv), r.in(out), r.in(lse), r.in(cu), heads, max_len, r.in(rel), op_dropout);
+}
+
 // ---- the cases: one block per op, in op-list order --------------------------------
 
 std::vector<OpCase> make_cases() {
@@ -629,13 +645,7 @@ std::vector<OpCase> make_cases() {
                                      dropout);
       });
       train("attention_relpos_backward", what, at, 16, [=](Run& r, Rng& rng) {
-        const HostTensor qkv = random_tensor(rng, at, {T, 3 * 2 * 16}, -2.5, 2.5), cu = cu_seqlens(lens);
-        const HostTensor rel = random_tensor(rng, DType::f32, {31, 2}, -2, 2);
-        HostTensor out = host_tensor(at, {T, 32}), lse = host_tensor(DType::f32, {T, 2});
-        ref().attention_relpos_train(out.view, lse.view, qkv.view, cu.view, 2, 16, rel.view, dropout);
-        const TensorView dout = r.in(random_tensor(rng, at, {T, 32}));
-        r.ops.attention_relpos_backward(r.out("dqkv", at, {T, 96}), r.out("drel", DType::f32, {31, 2}), dout, r.in(qkv),
-                                        r.in(out), r.in(lse), r.in(cu), 2, 16, r.in(rel), dropout);
+        relpos_backward_case(r, rng, at, at, lens, 2, 16, 16, dropout, dropout);
       });
     }
     // drel's 64 x 64 tile pairs on CUDA (kernels_relpos_drel.cu), every
@@ -647,19 +657,9 @@ std::vector<OpCase> make_cases() {
     for (const Ops::AttentionDropout& dropout :
          {Ops::AttentionDropout{0.0f, 1234, 5, 6}, Ops::AttentionDropout{0.1f, 1234, 5, 6}}) {
       const std::vector<int32_t> tl = {130, 1, 65, 200, 64};
-      const int64_t tt = 460;
-      const int heads = 2, d = 40, max_len = 210;
+      const int max_len = 210;
       train("attention_relpos_backward", dt + "_tiles_p" + std::to_string(static_cast<int>(dropout.p * 10)), at, max_len,
-            [=](Run& r, Rng& rng) {
-              const HostTensor qkv = random_tensor(rng, at, {tt, 3 * heads * d}, -2.5, 2.5), cu = cu_seqlens(tl);
-              const HostTensor rel = random_tensor(rng, DType::f32, {2 * max_len - 1, heads}, -2, 2);
-              HostTensor out = host_tensor(at, {tt, heads * d}), lse = host_tensor(DType::f32, {tt, heads});
-              ref().attention_relpos_train(out.view, lse.view, qkv.view, cu.view, heads, max_len, rel.view, dropout);
-              const TensorView dout = r.in(random_tensor(rng, at, {tt, heads * d}));
-              r.ops.attention_relpos_backward(r.out("dqkv", at, {tt, 3 * heads * d}),
-                                              r.out("drel", DType::f32, {2 * max_len - 1, heads}), dout, r.in(qkv),
-                                              r.in(out), r.in(lse), r.in(cu), heads, max_len, r.in(rel), dropout);
-            });
+            [=](Run& r, Rng& rng) { relpos_backward_case(r, rng, at, at, tl, 2, 40, max_len, dropout, dropout); });
     }
     // The flash kernels of the CUDA training attention (bf16/f16, head dim
     // <= 128): head dims 16, 64, 128 and one not a multiple of 8 (40: the
@@ -741,14 +741,7 @@ std::vector<OpCase> make_cases() {
                                        r.in(cu_seqlens(fl)), heads, max_len, rel, dropout_in(r));
         });
         train("attention_relpos_backward", "flash_" + dt + "_" + f.what, at, max_len, [=](Run& r, Rng& rng) {
-          const HostTensor qkv = random_tensor(rng, at, {ft, 3 * heads * d}, -2.5, 2.5), cu = cu_seqlens(fl);
-          const HostTensor rel = random_tensor(rng, DType::f32, {2 * max_len - 1, heads}, -2, 2);
-          HostTensor out = host_tensor(at, {ft, heads * d}), lse = host_tensor(DType::f32, {ft, heads});
-          ref().attention_relpos_train(out.view, lse.view, qkv.view, cu.view, heads, max_len, rel.view, dropout);
-          const TensorView dout = r.in(random_tensor(rng, gt, {ft, heads * d}));
-          r.ops.attention_relpos_backward(r.out("dqkv", gt, {ft, 3 * heads * d}),
-                                          r.out("drel", DType::f32, {2 * max_len - 1, heads}), dout, r.in(qkv),
-                                          r.in(out), r.in(lse), r.in(cu), heads, max_len, r.in(rel), dropout_in(r));
+          relpos_backward_case(r, rng, at, gt, fl, heads, d, max_len, dropout, dropout_in(r));
         });
       }
     }

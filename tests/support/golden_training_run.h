@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "backend/backend.h"
 #include "io/model_folder.h"
@@ -152,6 +155,15 @@ GoldenOptimizerRun train_golden_optimizer_steps(Backend& backend, const Fixture&
   backend.synchronize();
   r.stats = opt.graph_stats();
   return r;
+}
+
+// Two optimizer runs ended on the same bits: parameters, both moments, the
+// loss scaler's state.
+inline void expect_same_optimizer_state(const GoldenOptimizerRun& got, const GoldenOptimizerRun& want) {
+  EXPECT_TRUE(got.params == want.params) << "parameters";
+  EXPECT_TRUE(got.m == want.m) << "exp_avg";
+  EXPECT_TRUE(got.v == want.v) << "exp_avg_sq";
+  EXPECT_EQ(std::memcmp(got.scaler.data(), want.scaler.data(), want.scaler.size() * 8), 0) << "loss scaler";
 }
 
 }  // namespace stoke::test::goldens

@@ -601,10 +601,7 @@ TEST(TrainOptimizerGraph, StepValuesOnTheDeviceEqualTheEagerSteps) {
     EXPECT_FALSE(device.stats.on);  // the CPU captures nothing: eager, in the graph's form
     EXPECT_EQ(device.stats.eager, 6);
     EXPECT_EQ(device.stats.replayed, 0);
-    EXPECT_TRUE(eager.params == device.params) << "parameters";
-    EXPECT_TRUE(eager.m == device.m) << "exp_avg";
-    EXPECT_TRUE(eager.v == device.v) << "exp_avg_sq";
-    EXPECT_EQ(std::memcmp(eager.scaler.data(), device.scaler.data(), eager.scaler.size() * 8), 0);
+    expect_same_optimizer_state(device, eager);
     if (k.dtype == DType::f16) {
       const LossScalerState st = loss_scaler_from_slots(device.scaler.data());
       EXPECT_EQ(st.skipped_steps, 1);
