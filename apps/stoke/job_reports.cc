@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "text/tokenizer.h"
 
@@ -54,8 +55,15 @@ void report_tokenize(const TokenizeSummary& s, const TokenizeOptions& tok) {
                  static_cast<unsigned long long>(s.capped));
 }
 
+// GEMMs on the backend's plain kernel: said even with --quiet, as a warning
+// (a slow path the run took, jobs/gemm_fallback_report.h).
+static void warn_gemm_fallbacks(const std::vector<std::string>& lines) {
+  for (const std::string& l : lines) std::fprintf(stderr, "stoke: warning: slow GEMM on the plain kernel: %s\n", l.c_str());
+}
+
 void report_embed(const EmbedSummary& s, const EmbedOptions& o) {
   for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
+  warn_gemm_fallbacks(s.gemm_fallbacks);
   if (!s.already_complete) warn_if_empty(s.records, o.common.input);
   if (s.already_complete) {
     std::fprintf(stderr, "stoke: %s is already complete (%llu rows in %llu shards); nothing to do\n",
@@ -108,6 +116,7 @@ void report_classify(const ClassifySummary& s, const ClassifyOptions& cls) {
 void report_train(const TrainSummary& s, const TrainOptions& o) {
   if (s.rank != 0) return;  // data-parallel runs: rank 0 reports for all
   for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
+  warn_gemm_fallbacks(s.gemm_fallbacks);
   if (!o.common.quiet) {
     std::fprintf(stderr,
                  "trained %lld steps (%.2f epochs, batch %lld x %lld, lr %g) on %s, %s: %llu samples in %.2f s: "

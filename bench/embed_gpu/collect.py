@@ -5,6 +5,8 @@ report. Standard library only: they must work even where torch does not.
     python3 collect.py gtest NAME GTEST.json LOG RC OUT.json # passed/failed/skipped of one test binary
     python3 collect.py smi SAMPLES.csv OUT.json              # GPU utilization over stoke's run
     python3 collect.py stoke MANIFEST WALL_S RC OUT.json     # stoke's counts, end-to-end rate
+    python3 collect.py sanitizer OUT.json SKIP_REASON [NAME RC LIMIT_S LOG]...
+                                                             # compute-sanitizer's error counts, per tool
 """
 import json
 import os
@@ -112,6 +114,8 @@ def smi(csv_path, out):
                     power.append(p[2])
     res = {"samples": len(util), "interval_ms": 100}
     if util:
+        # One point a second (the mean of ten samples), so summary.json holds the curve, not 600 lines of it.
+        res["series"] = [round(sum(util[i:i + 10]) / len(util[i:i + 10]), 1) for i in range(0, len(util), 10)]
         busy = [i for i, u in enumerate(util) if u > 0]
         span = util[busy[0]: busy[-1] + 1] if busy else []
         res.update({
@@ -155,6 +159,67 @@ def stoke(manifest_path, wall, rc, out):
         print(f"stoke: no manifest (rc {rc})")
 
 
+def sanitizer_tool(name, rc, limit, log_path):
+    """One compute-sanitizer run of a gtest binary: its ERROR SUMMARY (None
+    when it never printed one: cut, or it did not start), the hazards it had
+    printed by then, how many tests had finished of how many."""
+    log = ""
+    if os.path.exists(log_path):
+        with open(log_path, errors="replace") as f:
+            log = f.read()
+    m = re.findall(r"ERROR SUMMARY: (\d+) error", log)
+    total = re.search(r"Running (\d+) tests?", log)
+    res = {"rc": rc, "limit_s": limit, "errors": int(m[-1]) if m else None,
+           "errors_seen": len(re.findall(r"^=+ (?:Error:|ERROR:|Invalid |Race |Program hit )", log, re.M)),
+           "tests_total": int(total.group(1)) if total else None,
+           # a finished test's line ends with its time; gtest's closing list of failures does not
+           "tests_done": len(re.findall(r"^\[ +(?:OK|FAILED) +\] \S+\.\S+.*\(\d+ ms\)$", log, re.M)),
+           "tests_failed": len(re.findall(r"^\[  FAILED  \] \S+\.\S+.*\(\d+ ms\)$", log, re.M)),
+           "cut": rc in (124, 137)}
+    of = f" of {res['tests_total']}" if res["tests_total"] is not None else ""
+    if res["cut"]:
+        res["summary"] = (f"cut at {limit:g}s after {res['tests_done']}{of} tests, "
+                          f"{res['errors_seen']} errors seen before the cut")
+    elif res["errors"] is None:
+        last = [l for l in log.splitlines() if l.strip()]
+        res["summary"] = f"no ERROR SUMMARY (rc {rc}): {last[-1][:100] if last else 'no output'}"
+    else:
+        res["summary"] = f"{res['errors']} errors, {res['tests_done']}{of} tests ran"
+        if res["tests_failed"]:
+            res["summary"] += f", {res['tests_failed']} failed"
+    return res
+
+
+def sanitizer(out, reason, groups):
+    """Exit status for the step: 0 clean, 1 errors (or a failed test, or no
+    summary), 4 skipped (prints "skip: REASON"), 5 a tool was cut before it
+    finished, without errors so far (prints "partial: ...")."""
+    tools = {}
+    for i in range(0, len(groups) - 3, 4):
+        name, rc, limit, log = groups[i], int(groups[i + 1]), float(groups[i + 2]), groups[i + 3]
+        tools[name] = sanitizer_tool(name, rc, limit, log)
+    checked = {k: v for k, v in tools.items() if k != "probe"}
+    res = {"skipped": reason or None, "tools": tools,
+           "errors": sum(t["errors"] or 0 for t in checked.values()) if checked else None,
+           "rc": max((t["rc"] for t in checked.values()), default=0)}
+    write(out, res)
+    for k, t in tools.items():
+        print(f"compute-sanitizer {k}: {t['summary']}")
+    if reason:
+        print(f"skip: {reason}")
+        return 4
+    bad = [k for k, t in checked.items() if (t["errors"] or t["errors_seen"] or t["tests_failed"]
+                                             or (t["errors"] is None and not t["cut"]))]
+    if bad:
+        print("compute-sanitizer: " + "; ".join(f"{k} {checked[k]['summary']}" for k in bad))
+        return 1
+    cut = [k for k, t in checked.items() if t["cut"]]
+    if cut:
+        print("partial: " + "; ".join(f"{k} {checked[k]['summary']}" for k in cut))
+        return 5
+    return 0
+
+
 def main():
     a = sys.argv[1:]
     if not a:
@@ -167,6 +232,8 @@ def main():
         smi(a[1], a[2])
     elif a[0] == "stoke" and len(a) == 5:
         stoke(a[1], float(a[2]), int(a[3]), a[4])
+    elif a[0] == "sanitizer" and len(a) >= 3 and (len(a) - 3) % 4 == 0:
+        sys.exit(sanitizer(a[1], a[2], a[3:]))
     else:
         sys.exit(__doc__)
 

@@ -3,9 +3,13 @@
 (b) its fixed loop, (c) `stoke train` on the same data and batch as (b).
 Reads what the gpu-check steps wrote in WORK (train-first.json,
 train-fixed.json from seed_train.py; train-stoke/run.json and log.jsonl;
-train-stoke-smi.csv; matmul.json for the MFU denominator) and writes OUT
-(one JSON: per run samples/s, tokens/s, MFU, GPU utilization, host syncs
-per step, final loss; stoke / (b) in samples/s; the loss-curve check).
+train-stoke-smi.csv; matmul.json for the MFU denominator, which seed_train.py
+measured first) and writes OUT (one JSON: per run samples/s, tokens/s, MFU,
+GPU utilization, host syncs per step, final loss; for stoke also its host
+syncs by reason and the ones left inside the steps, which must be 0; stoke /
+(b) in samples/s; the loss-curve check). gpu-check.sh writes it as
+WORK/train.json; report.py puts it into $OUT/summary.json ("train") and its
+numbers into summary.md.
 
 Loss curves: stoke logs the mean loss over each --log-every interval; (b)'s
 per-step losses are averaged over the same steps. Dropout masks differ
@@ -95,9 +99,16 @@ def main():
     if run:
         tp = run.get("throughput", {})
         steps = run.get("steps") or 0
+        reads = run.get("host_sync_reads")  # {log, eval, save, final_model, out_of_memory}: each a counted wait
+        syncs = run.get("host_syncs")
         st = {"samples_per_s": tp.get("samples_per_s"), "tokens_per_s": tp.get("tokens_per_s"),
-              "host_syncs": run.get("host_syncs"), "steps": steps,
-              "host_syncs_per_step": (run.get("host_syncs") or 0) / steps if steps else None,
+              "host_syncs": syncs, "steps": steps,
+              "host_syncs_per_step": (syncs or 0) / steps if steps else None,
+              "host_sync_reads": reads,
+              "host_syncs_in_steps": syncs - sum(reads.values()) if isinstance(reads, dict) and syncs is not None else None,
+              "precision": (run.get("settings") or {}).get("precision"),
+              "device_busy_share": (tp["device_busy_seconds"] / tp["train_seconds"]
+                                    if tp.get("device_busy_seconds") and tp.get("train_seconds") else None),
               "final_loss": (run.get("final") or {}).get("loss"), "memory": run.get("memory"),
               "graphs": run.get("graphs"),
               "util_busy_mean": smi_util(os.path.join(w, "train-stoke-smi.csv"))}

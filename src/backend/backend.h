@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/ops.h"
 #include "core/error.h"
@@ -134,6 +135,17 @@ class Backend {
     size_t allocated = 0, reserved = 0, peak = 0;
   };
   virtual MemoryReport memory_report() const { return {}; }
+
+  // GEMMs that ran on the backend's slow fallback kernel instead of its
+  // vendor library (CUDA: an operand mix cuBLASLt does not take, or a shape
+  // it found no algorithm for), by what asked for it, shape and why; counted
+  // as enqueued (a graph's capture once, not its replays). Empty where none
+  // did, and on backends without such a kernel. run.json and the doctor show it.
+  struct GemmFallback {
+    std::string op, shape, why;  // "linear_backward dw", "M4096 N768 K3072 BF16*F32->F32", "operand mix"
+    uint64_t calls = 0;
+  };
+  virtual std::vector<GemmFallback> gemm_fallbacks() const { return {}; }
 
   // How much more memory allocate() could hand out now, as the device itself
   // reports it, and where the number comes from (said in the notes of whoever

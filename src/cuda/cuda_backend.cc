@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/gemm_routes.h"
 
 namespace stoke::cuda {
 
@@ -16,6 +17,11 @@ constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 // Partials of 64-row chunks for N = 3072 at T = 65,536 take 12 MiB; the
 // embedding backward's sort ~28 bytes a token (T up to ~1.1 million).
 constexpr size_t kReduceWorkspaceBytes = size_t{32} << 20;
+// The backward's 16-bit dy, in row chunks of this size: 64 MiB holds
+// 10,922 rows of bert-base's widest dy (N = 3072), so a 32k-token step
+// takes the FFN's products in 3 chunks and the others in 1 (a larger one
+// would buy nothing: each chunk's GEMMs are already ~50 GFLOP).
+constexpr size_t kConvertWorkspaceBytes = size_t{64} << 20;
 
 class DeviceBuffer final : public Buffer {
  public:
@@ -199,6 +205,9 @@ CudaBackend::CudaBackend(int index) : info_(require_device(index)), impl_(std::m
   check_cuda(cudaMalloc(&s.gemm_workspace, s.gemm_workspace_bytes), "cudaMalloc (GEMM workspace)");
   s.reduce_workspace_bytes = kReduceWorkspaceBytes;
   check_cuda(cudaMalloc(&s.reduce_workspace, s.reduce_workspace_bytes), "cudaMalloc (reduction workspace)");
+  s.gemm_fallbacks = std::make_unique<GemmFallbackCounter>();
+  s.convert_workspace_bytes = kConvertWorkspaceBytes;
+  check_cuda(cudaMalloc(&s.convert_workspace, s.convert_workspace_bytes), "cudaMalloc (16-bit dy workspace)");
   ops_ = make_cuda_ops(*this);
 }
 
@@ -212,6 +221,7 @@ CudaBackend::~CudaBackend() {
 CudaBackend::Impl::~Impl() {
   if (gemm_workspace) cudaFree(gemm_workspace);
   if (reduce_workspace) cudaFree(reduce_workspace);
+  if (convert_workspace) cudaFree(convert_workspace);
   if (lt) cublasLtDestroy(lt);
   for (cudaEvent_t e : {compute_tail, h2d_tail, d2h_tail})
     if (e) cudaEventDestroy(e);
@@ -316,6 +326,8 @@ void CudaBackend::set_trace(Trace* trace) {
 }
 
 double CudaBackend::busy_seconds() const { return impl_->timer ? impl_->timer->busy_seconds() : -1.0; }
+
+std::vector<Backend::GemmFallback> CudaBackend::gemm_fallbacks() const { return impl_->gemm_fallbacks->entries(); }
 
 size_t CudaBackend::bytes_in_use() const { return impl_->allocator->in_use(); }
 

@@ -59,6 +59,7 @@ class CudaBackend final : public Backend {
   size_t bytes_in_use() const;
   size_t bytes_cached() const;
   MemoryReport memory_report() const override;
+  std::vector<GemmFallback> gemm_fallbacks() const override;
   // cudaMemGetInfo's free bytes plus what the caching allocator holds for
   // reuse (it gives those out without asking the driver).
   FreeMemory free_memory() const override;

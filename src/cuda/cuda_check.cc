@@ -1,9 +1,21 @@
+#include <atomic>
 #include <string>
 
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
+#include "cuda/device_errors.h"
 
 namespace stoke::cuda {
+
+namespace {
+std::atomic<const char*> last_enqueued_op{nullptr};
+}  // namespace
+
+void set_last_op(const char* name) { last_enqueued_op.store(name, std::memory_order_relaxed); }
+std::string last_op() {
+  const char* name = last_enqueued_op.load(std::memory_order_relaxed);
+  return name ? name : "";
+}
 
 void check_cuda(cudaError_t status, const char* call) {
   if (status == cudaSuccess) return;
@@ -15,6 +27,14 @@ void check_cuda(cudaError_t status, const char* call) {
   cudaGetLastError();
   if (status == cudaErrorMemoryAllocation) {
     throw OutOfMemoryError(std::string(call) + " failed: the GPU is out of memory");
+  }
+  if (is_sticky_fault(status)) {
+    const StickyFault fault{static_cast<int>(status), cudaGetErrorName(status), call, last_op()};
+    note_sticky_fault(fault);
+    throw CudaError(call, static_cast<int>(status), fault.code_name,
+                    std::string(cudaGetErrorString(status)) +
+                        (fault.op.empty() ? std::string() : ", after the op " + fault.op) +
+                        "; a kernel faulted: this process's CUDA context is unusable until it restarts");
   }
   throw CudaError(call, static_cast<int>(status), cudaGetErrorName(status), cudaGetErrorString(status));
 }

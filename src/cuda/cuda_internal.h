@@ -18,12 +18,18 @@
 
 namespace stoke::cuda {
 
+class GemmFallbackCounter;  // gemm_routes.h (kept out of the kernels' includes)
+
 // A failed runtime call becomes a CudaError naming the call and the code; an
 // allocation failure becomes OutOfMemoryError (recoverable).
 void check_cuda(cudaError_t status, const char* call);
 void check_cublas(cublasStatus_t status, const char* call);
 // After a kernel launch: a bad launch configuration is reported at once.
 void check_launch(const char* kernel);
+// The op whose launches were enqueued last (a string literal; Launch sets
+// it): what the report of a sticky fault names (device_errors.h).
+void set_last_op(const char* name);
+std::string last_op();
 
 // Device memory, cached by size class. Freed blocks stay cached for the next
 // allocation of the same class (the Backend contract: whoever frees memory
@@ -73,6 +79,12 @@ struct CudaBackend::Impl {
   // captured graph and every replay use the same buffer.
   void* reduce_workspace = nullptr;
   size_t reduce_workspace_bytes = 0;
+  // The backward GEMMs' 16-bit copy of dy (gemm_routes.h: cublaslt_16bit_copy),
+  // taken in row chunks that fit; allocated once, like the scratch above, so
+  // captured graphs and their replays share it (the compute stream orders its users).
+  void* convert_workspace = nullptr;
+  size_t convert_workspace_bytes = 0;
+  std::unique_ptr<GemmFallbackCounter> gemm_fallbacks;  // every GEMM that took the plain kernel
   std::shared_ptr<CachingAllocator> allocator;
   std::unique_ptr<OpTimer> timer;  // while a trace is attached
 
@@ -81,6 +93,7 @@ struct CudaBackend::Impl {
   class Launch {
    public:
     Launch(Impl& impl, const char* name) : impl_(impl), name_(name), stream(impl.compute_stream()) {
+      set_last_op(name);
       if (impl_.timer && !impl_.capturing) start_ = impl_.timer->begin();
     }
     ~Launch() {

@@ -29,6 +29,7 @@
 #include "cuda/kernels.h"
 #include "cuda/kernels_attention_flash_train.h"
 #include "cuda/kernels_train.h"
+#include "cuda/linear_backward_gemms.h"
 
 namespace stoke::cuda {
 
@@ -45,8 +46,8 @@ class CudaOps final : public UnsupportedOps {
   explicit CudaOps(CudaBackend& b)
       : UnsupportedOps("cuda", "this training op is not on the GPU yet; train with --device cpu"),
         s_(b.impl()),
-        gemm_(b.impl().lt, b.impl().gemm_workspace, b.impl().gemm_workspace_bytes),
-        gemm_general_(b.impl().lt, b.impl().gemm_workspace, b.impl().gemm_workspace_bytes) {}
+        gemm_(b.impl().lt, b.impl().gemm_workspace, b.impl().gemm_workspace_bytes, *b.impl().gemm_fallbacks),
+        gemm_general_(b.impl().lt, b.impl().gemm_workspace, b.impl().gemm_workspace_bytes, *b.impl().gemm_fallbacks) {}
 
   void linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias,
               Activation act, Accumulate acc) const override {
@@ -172,10 +173,11 @@ class CudaOps final : public UnsupportedOps {
                        const TensorView& a, const TensorView& w, Accumulate da_acc) const override {
     cpu::check_linear_backward(da, dw, db, dy, a, w, da_acc);
     Launch op(s_, "linear_backward");
-    if (!da.empty())  // da (+)= dy · w
-      gemm_general_.run(op.stream, da, dy, false, w, false, da_acc == Accumulate::yes);
-    if (!dw.empty()) gemm_general_.run(op.stream, dw, dy, true, a, false, true);    // dw += dy^T · a
-    if (!db.empty()) launch_column_sums(op.stream, scratch(), db, dy);
+    // da (+)= dy · w, dw += dy^T · a: on cuBLASLt, an f32 dy rounded to the
+    // weights' 16 bits first (linear_backward_gemms.h)
+    linear_backward_gemms(gemm_general_, op.stream, {s_.convert_workspace, s_.convert_workspace_bytes}, da, dw, dy, a,
+                          w, da_acc == Accumulate::yes);
+    if (!db.empty()) launch_column_sums(op.stream, scratch(), db, dy);  // from the f32 dy, as the CPU
   }
   void residual_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                                 const TensorView& x, const TensorView& residual, const TensorView& gamma,

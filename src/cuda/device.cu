@@ -1,12 +1,29 @@
 #include "cuda/device.h"
 
 #include "cuda/cuda_internal.h"
+#include "cuda/device_errors.h"
 
 #include <cuda_runtime.h>
 
 #include <string>
 
 namespace stoke::cuda {
+
+static_assert(cuda_code::memory_allocation == cudaErrorMemoryAllocation);
+static_assert(cuda_code::insufficient_driver == cudaErrorInsufficientDriver);
+static_assert(cuda_code::invalid_device_function == cudaErrorInvalidDeviceFunction);
+static_assert(cuda_code::no_device == cudaErrorNoDevice);
+static_assert(cuda_code::no_kernel_image == cudaErrorNoKernelImageForDevice);
+static_assert(cuda_code::ecc_uncorrectable == cudaErrorECCUncorrectable);
+static_assert(cuda_code::illegal_address == cudaErrorIllegalAddress);
+static_assert(cuda_code::launch_timeout == cudaErrorLaunchTimeout);
+static_assert(cuda_code::assert_failed == cudaErrorAssert);
+static_assert(cuda_code::hardware_stack_error == cudaErrorHardwareStackError);
+static_assert(cuda_code::illegal_instruction == cudaErrorIllegalInstruction);
+static_assert(cuda_code::misaligned_address == cudaErrorMisalignedAddress);
+static_assert(cuda_code::invalid_address_space == cudaErrorInvalidAddressSpace);
+static_assert(cuda_code::invalid_pc == cudaErrorInvalidPc);
+static_assert(cuda_code::launch_failure == cudaErrorLaunchFailure);
 
 namespace {
 
@@ -27,7 +44,9 @@ int device_count(cudaError_t* why) {
 __global__ void probe_kernel() {}
 
 // "" when stoke's kernels run on GPU `index`, else why not: a build for
-// sm_90 has no code an sm_80 GPU can run (newer GPUs compile its PTX).
+// sm_90 has no code an sm_80 GPU can run (newer GPUs compile its PTX); a
+// context broken by an earlier fault fails the probe too, and says so
+// (device_errors.h: each failure its own advice).
 std::string arch_problem(int index, const cudaDeviceProp& prop) {
   int previous = 0;
   cudaGetDevice(&previous);
@@ -40,9 +59,9 @@ std::string arch_problem(int index, const cudaDeviceProp& prop) {
   cudaSetDevice(previous);
   if (status == cudaSuccess) return "";
   cudaGetLastError();
-  return std::string("this stoke has no kernels for it (") + prop.name + ", sm_" + std::to_string(prop.major) +
-         std::to_string(prop.minor) + "): rebuild with -DSTOKE_CUDA_ARCHS=" + std::to_string(prop.major) +
-         std::to_string(prop.minor);
+  if (is_sticky_fault(status))
+    note_sticky_fault({static_cast<int>(status), cudaGetErrorName(status), "cudaFuncGetAttributes", last_op()});
+  return device_probe_problem(status, cudaGetErrorName(status), prop.name, prop.major, prop.minor);
 }
 
 }  // namespace
@@ -72,6 +91,7 @@ std::vector<DeviceInfo> list_devices() {
 }
 
 std::string unavailable_reason() {
+  if (const auto fault = sticky_fault()) return "GPU in an error state: " + fault->describe();
   cudaError_t why = cudaSuccess;
   const int count = device_count(&why);
   if (count > 0) {

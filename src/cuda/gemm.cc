@@ -120,6 +120,8 @@ bool Gemm::run(cudaStream_t stream, const TensorView& out, const TensorView& a, 
   std::lock_guard<std::mutex> lock(mu_);
   Plan& p = plan(out, a, w, bias);
   if (p.plain) {
+    fallbacks_.count("linear", gemm_shape_name(a.dim(0), w.dim(0), a.dim(1), a.dtype, w.dtype, out.dtype),
+                     "cuBLASLt found no algorithm");
     launch_plain_gemm(stream, out, a, w, bias, accumulate);
     return true;
   }
@@ -133,6 +135,8 @@ bool Gemm::run(cudaStream_t stream, const TensorView& out, const TensorView& a, 
     // shape takes the plain kernel from now on.
     destroy(p);
     p.plain = true;
+    fallbacks_.count("linear", gemm_shape_name(a.dim(0), w.dim(0), a.dim(1), a.dtype, w.dtype, out.dtype),
+                     "cuBLASLt refused its own algorithm");
     launch_plain_gemm(stream, out, a, w, bias, accumulate);
     return true;
   }

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "core/tensor.h"
+#include "cuda/gemm_routes.h"
 
 namespace stoke::cuda {
 
@@ -28,7 +29,8 @@ int alignment_of(std::initializer_list<const void*> ptrs);
 
 class Gemm {
  public:
-  Gemm(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes) : lt_(lt), ws_(workspace), ws_bytes_(workspace_bytes) {}
+  Gemm(cublasLtHandle_t lt, void* workspace, size_t workspace_bytes, GemmFallbackCounter& fallbacks)
+      : lt_(lt), ws_(workspace), ws_bytes_(workspace_bytes), fallbacks_(fallbacks) {}
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -60,6 +62,7 @@ class Gemm {
   cublasLtHandle_t lt_;
   void* ws_;
   size_t ws_bytes_;
+  GemmFallbackCounter& fallbacks_;
   std::mutex mu_;
   std::map<Key, Plan> plans_;
 };

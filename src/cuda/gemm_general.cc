@@ -62,17 +62,20 @@ bool GemmGeneral::make_plan(Plan& p, const Key& k) {
   return true;
 }
 
-void GemmGeneral::run(cudaStream_t stream, const TensorView& c, const TensorView& a, bool trans_a, const TensorView& b,
-                      bool trans_b, bool accumulate) {
+void GemmGeneral::run(cudaStream_t stream, const char* what, const TensorView& c, const TensorView& a, bool trans_a,
+                      const TensorView& b, bool trans_b, bool accumulate) {
   const int64_t M = c.dim(0), N = c.dim(1), K = trans_a ? a.dim(0) : a.dim(1);
   if (M == 0 || N == 0) return;
   if (K == 0) {
     if (!accumulate) check_cuda(cudaMemsetAsync(c.data, 0, c.bytes(), stream), "cudaMemsetAsync");
     return;
   }
-  // cuBLASLt takes a and b of one dtype, c in that dtype or f32.
-  if (a.dtype != b.dtype || (c.dtype != DType::f32 && c.dtype != a.dtype)) {
+  auto plain = [&](const char* why) {
+    fallbacks_.count(what, gemm_shape_name(M, N, K, a.dtype, b.dtype, c.dtype), why);
     launch_plain_gemm_general(stream, c, a, trans_a, b, trans_b, accumulate);
+  };
+  if (general_gemm_route(a.dtype, b.dtype, c.dtype) != GemmRoute::cublaslt) {
+    plain("operand mix cuBLASLt does not take");
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -89,18 +92,20 @@ void GemmGeneral::run(cudaStream_t stream, const TensorView& c, const TensorView
     it = plans_.emplace(key, p).first;
   }
   Plan& p = it->second;
-  if (!p.plain) {
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    const cublasStatus_t status = cublasLtMatmul(lt_, p.op, &alpha, b.data, p.b, a.data, p.a, &beta, c.data, p.c,
-                                                 c.data, p.c, &p.algo, ws_, ws_bytes_, stream);
-    if (status != CUBLAS_STATUS_NOT_SUPPORTED) {
-      check_cublas(status, "cublasLtMatmul");
-      return;
-    }
-    destroy(p);
-    p.plain = true;
+  if (p.plain) {
+    plain("cuBLASLt found no algorithm");
+    return;
   }
-  launch_plain_gemm_general(stream, c, a, trans_a, b, trans_b, accumulate);
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const cublasStatus_t status = cublasLtMatmul(lt_, p.op, &alpha, b.data, p.b, a.data, p.a, &beta, c.data, p.c,
+                                               c.data, p.c, &p.algo, ws_, ws_bytes_, stream);
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    check_cublas(status, "cublasLtMatmul");
+    return;
+  }
+  destroy(p);
+  p.plain = true;
+  plain("cuBLASLt refused its own algorithm");
 }
 
 }  // namespace stoke::cuda

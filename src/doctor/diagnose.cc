@@ -75,6 +75,26 @@ bool cpu_contended(const CpuShares& s) {
   return s.compute >= 0 && s.compute < kContendedShare && (s.others < 0 || s.others >= kOthersMinCores);
 }
 
+namespace {
+
+// GEMMs that ran on the plain fallback kernel: whatever bounds the run, they
+// are time the vendor library would not have spent. Evidence and advice, not
+// the verdict (the run's bound is still what the timings say).
+void gemm_fallback_findings(Diagnosis& d, const std::vector<std::string>& fallbacks) {
+  if (fallbacks.empty()) return;
+  d.evidence.push_back(std::to_string(fallbacks.size()) +
+                       (fallbacks.size() == 1 ? " GEMM shape" : " GEMM shapes") +
+                       " ran on the plain fallback kernel (one thread per output: a small fraction of the vendor "
+                       "library's rate):");
+  const size_t shown = std::min<size_t>(fallbacks.size(), 5);
+  for (size_t i = 0; i < shown; ++i) d.evidence.push_back("  " + fallbacks[i]);
+  if (shown < fallbacks.size()) d.evidence.push_back("  ... and " + std::to_string(fallbacks.size() - shown) + " more");
+  d.advice.push_back("every GEMM of a supported run should take cuBLASLt (docs/cuda.md, \"Which path each GEMM "
+                     "takes\"): report the fallback lines above with the run's precision and model");
+}
+
+}  // namespace
+
 Diagnosis diagnose_embed(const EmbedFacts& f) {
   Diagnosis d;
   d.job = "embed";
@@ -186,6 +206,7 @@ Diagnosis diagnose_embed(const EmbedFacts& f) {
     d.verdict = "no single stage bounds this run: the device was busy " + pct(busy) +
                 " with no stage waiting long on another";
   }
+  gemm_fallback_findings(d, f.gemm_fallbacks);
   return d;
 }
 
@@ -258,6 +279,7 @@ Diagnosis diagnose_train(const TrainFacts& f) {
     d.advice.push_back("--batch-size " + std::to_string(f.batch_size) + " -> " + std::to_string(f.batch_size * 2) +
                        " (with --lr-scale-from " + std::to_string(f.batch_size) + " to keep the learning rate right)");
   }
+  gemm_fallback_findings(d, f.gemm_fallbacks);
   return d;
 }
 
@@ -305,7 +327,8 @@ nlohmann::json to_json(const EmbedFacts& f) {
           {"precision", f.precision},
           {"native_bf16", f.native_bf16},
           {"stopped_early", f.stopped_early},
-          {"cpu", shares_json(f.cpu)}};
+          {"cpu", shares_json(f.cpu)},
+          {"gemm_fallbacks", f.gemm_fallbacks}};
 }
 
 nlohmann::json to_json(const TrainFacts& f) {
@@ -316,7 +339,8 @@ nlohmann::json to_json(const TrainFacts& f) {
           {"cpu", shares_json(f.cpu)},  {"ranks", f.ranks},             {"grad_accum", f.grad_accum},
           {"bucket_mb", f.bucket_mb},   {"comm_seconds", f.comm_seconds},
           {"comm_exposed_seconds", f.comm_exposed_seconds},
-          {"allreduce_bytes_per_step", f.allreduce_bytes_per_step}};
+          {"allreduce_bytes_per_step", f.allreduce_bytes_per_step},
+          {"gemm_fallbacks", f.gemm_fallbacks}};
 }
 
 Diagnosis diagnose_from_json(const nlohmann::json& m) {
@@ -346,6 +370,7 @@ Diagnosis diagnose_from_json(const nlohmann::json& m) {
       f.native_bf16 = j.at("native_bf16");
       f.stopped_early = j.value("stopped_early", false);
       f.cpu = shares_from(j);
+      f.gemm_fallbacks = j.value("gemm_fallbacks", std::vector<std::string>{});  // none in older traces
       Diagnosis d = diagnose_embed(f);
       d.job = job;
       return d;
@@ -372,6 +397,7 @@ Diagnosis diagnose_from_json(const nlohmann::json& m) {
       f.comm_seconds = j.value("comm_seconds", 0.0);
       f.comm_exposed_seconds = j.value("comm_exposed_seconds", 0.0);
       f.allreduce_bytes_per_step = j.value("allreduce_bytes_per_step", uint64_t{0});
+      f.gemm_fallbacks = j.value("gemm_fallbacks", std::vector<std::string>{});  // none in older traces
       return diagnose_train(f);
     }
     if (job == "serve") return diagnose_serve(j);

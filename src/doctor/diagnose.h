@@ -39,6 +39,7 @@ struct EmbedFacts {
   bool native_bf16 = false;
   bool stopped_early = false;
   CpuShares cpu;
+  std::vector<std::string> gemm_fallbacks;  // GEMMs on the backend's plain kernel, one line each
 };
 
 // What a profiled training run measured.
@@ -58,6 +59,7 @@ struct TrainFacts {
   double comm_seconds = 0;          // inside all-reduces (the communication thread)
   double comm_exposed_seconds = 0;  // the device waiting for them before optimizer steps
   uint64_t allreduce_bytes_per_step = 0;
+  std::vector<std::string> gemm_fallbacks;  // GEMMs on the backend's plain kernel, one line each
 };
 
 // The communication rule: the device waited for the gradient all-reduce at

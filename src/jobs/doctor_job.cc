@@ -119,7 +119,10 @@ DoctorResult doctor_train(const DoctorOptions& o) {
 }  // namespace
 
 doctor::EmbedFacts embed_facts(const EmbedSummary& s) {
-  return pipeline_facts(s.pipeline, s.workers, s.batch_tokens, s.sort_window, s.precision, s.native_bf16);
+  doctor::EmbedFacts f = pipeline_facts(s.pipeline, s.workers, s.batch_tokens, s.sort_window, s.precision,
+                                        s.native_bf16);
+  f.gemm_fallbacks = s.gemm_fallbacks;
+  return f;
 }
 
 doctor::EmbedFacts pipeline_facts(const PipelineStats& p, int workers, int64_t batch_tokens, uint64_t sort_window,
@@ -162,6 +165,7 @@ doctor::TrainFacts train_facts(const TrainSummary& s) {
   f.precision = s.precision;
   f.native_bf16 = s.native_bf16;
   f.cores = cores();
+  f.gemm_fallbacks = s.gemm_fallbacks;
   f.ranks = s.ranks;
   f.grad_accum = s.grad_accum;
   f.bucket_mb = s.bucket_mb;

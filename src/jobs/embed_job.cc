@@ -20,6 +20,7 @@
 #include "io/folder_lock.h"
 #include "jobs/doctor_job.h"
 #include "jobs/embed_output.h"
+#include "jobs/gemm_fallback_report.h"
 #include "jobs/gpu_usage.h"
 #include "jobs/int8_quality.h"
 #include "jobs/job_threads.h"
@@ -597,6 +598,8 @@ EmbedSummary run_embed(const EmbedOptions& options) {
     return summary;
   }
   run_info = run_json(ps, summary);
+  run_info["gemm_fallbacks"] = gemm_fallback_json(*s.backend);
+  summary.gemm_fallbacks = gemm_fallback_lines(*s.backend);
   if (const auto g = gpu.finish()) {
     summary.gpu_report = gpu_summary_line(*g);
     run_info["gpu"] = gpu_summary_json(*g);

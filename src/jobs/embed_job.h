@@ -70,6 +70,7 @@ struct EmbedSummary {
   std::string bound_by;               // the stage that bounded the run, in words
   std::string stage_report;           // busy / waiting per stage, one line each
   std::string gpu_report;             // "gpu: util ..." (jobs/gpu_usage.h); "" when not sampled
+  std::vector<std::string> gemm_fallbacks;  // GEMMs on the plain kernel (jobs/gemm_fallback_report.h)
   double padding_efficiency = 1.0;
   int64_t dims = 0, max_length = 0;
   std::string pooling, precision, device;

@@ -23,6 +23,7 @@
 #include "io/model_folder.h"
 #include "io/sentence_transformers_files.h"
 #include "jobs/doctor_job.h"
+#include "jobs/gemm_fallback_report.h"
 #include "jobs/gpu_usage.h"
 #include "jobs/job_threads.h"
 #include "jobs/model_session.h"
@@ -794,7 +795,9 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
     comm->barrier();  // rank 0 has written the final model when every rank leaves
     return sum;
   }
+  sum.gemm_fallbacks = gemm_fallback_lines(*backend);
   json run = run_record(o, t.identity, data, r, sum);
+  run["gemm_fallbacks"] = gemm_fallback_json(*backend);
   if (!backend->device_is_host()) {  // the device allocator's view (a GPU); the CPU's memory is the process's
     const Backend::MemoryReport m = backend->memory_report();
     run["memory"] = {{"allocated_bytes", m.allocated}, {"reserved_bytes", m.reserved}, {"peak_bytes", m.peak}};

@@ -79,6 +79,7 @@ struct TrainSummary {
   std::vector<std::string> notes;    // label changes, fresh heads, batch size / lr choices
   std::string output;
   std::string gpu_report;            // "gpu: util ..." (jobs/gpu_usage.h); "" when not sampled
+  std::vector<std::string> gemm_fallbacks;  // GEMMs on the plain kernel (jobs/gemm_fallback_report.h)
   // What doctor reads.
   double device_busy_seconds = -1;
   uint64_t expected_syncs = 0;        // log reads, evals, saves and the final model

@@ -15,18 +15,22 @@
 #include "support/host_tensors.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/device.h"
+#include "cuda/device_errors.h"
 
 namespace stoke::test::cuda_support {
 
 using namespace host_tensors;
 
-// The backend on GPU 0, or nullptr after GTEST_SKIP with the reason.
-#define STOKE_REQUIRE_GPU(backend_var)                                                         \
-  std::unique_ptr<cuda::CudaBackend> backend_var;                                              \
-  do {                                                                                         \
-    const std::string why = cuda::unavailable_reason();                                        \
-    if (!why.empty()) GTEST_SKIP() << "no GPU here (" << why << "): CUDA op tests skipped";    \
-    backend_var = std::make_unique<cuda::CudaBackend>(0);                                      \
+// The backend on GPU 0, or nullptr after GTEST_SKIP with the reason. After
+// a sticky fault (an earlier case's kernel broke the context) every later
+// case FAILS naming it: skipping would hide it behind "no GPU" advice.
+#define STOKE_REQUIRE_GPU(backend_var)                                                                     \
+  std::unique_ptr<cuda::CudaBackend> backend_var;                                                          \
+  do {                                                                                                     \
+    if (const auto fault = cuda::sticky_fault()) FAIL() << "the GPU is unusable: " << fault->describe();   \
+    const std::string why = cuda::unavailable_reason();                                                    \
+    if (!why.empty()) GTEST_SKIP() << "no GPU here (" << why << "): CUDA op tests skipped";                \
+    backend_var = std::make_unique<cuda::CudaBackend>(0);                                                  \
   } while (0)
 
 using DeviceTensors = test::DeviceTensors;  // support/device_tensors.h

@@ -4,10 +4,12 @@
 // `stoke embed --device cuda` end to end equal to `--device cpu` (the binary
 // from $STOKE_BIN, as gpu-check sets it). Training: the step through graphs
 // per length bucket equal to the eager step (and both to the CPU's), and the
-// optimizer step's graph equal to the eager optimizer step.
+// optimizer step's graph equal to the eager optimizer step. Out of memory on
+// the GPU halves the embed pipeline's token budget (rows unchanged).
 // Skipped, with the reason, where there is no GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +22,9 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "jobs/model_session.h"
+#include "pipeline/encode_pipeline.h"
+#include "support/capped_backend.h"
 #include "cuda/cuda_test_support.h"
 #include "io/model_folder.h"
 #include "model/encoder.h"
@@ -34,6 +39,20 @@ namespace stoke {
 namespace {
 
 using namespace test::goldens;
+
+// The pipeline's rows by record number (the OOM test).
+class RowsSink : public RowSink {
+ public:
+  explicit RowsSink(int64_t width) : width_(width) {}
+  void row(const InputRecord& record, const Encoding&, const float* values) override {
+    rows.emplace_back(record.index, std::vector<float>(values, values + width_));
+  }
+  void skipped(const InputRecord&) override {}
+  std::vector<std::pair<uint64_t, std::vector<float>>> rows;
+
+ private:
+  int64_t width_;
+};
 
 struct Case {
   const char* model;
@@ -140,6 +159,57 @@ TEST(CudaCli, EmbedOnTheGpuEqualsTheCpu) {
       den += a * a;
     }
     EXPECT_LE(std::sqrt(num / den), 1e-5) << "row " << r;
+  }
+}
+
+// RELIABILITY 10 on the GPU: the embed pipeline on the CUDA backend, with
+// allocations above a cap refused as a full GPU refuses them (CappedBackend:
+// OutOfMemoryError, as check_cuda turns cudaErrorMemoryAllocation into),
+// halves its token budget until the workspace fits, and its rows equal a
+// roomy run's (f32: batch shapes differ, so 1e-6 per row, not bits).
+TEST(CudaMemory, OutOfMemoryHalvesTheTokenBudgetOnTheGpu) {
+  STOKE_REQUIRE_GPU(probe);
+  probe.reset();
+  CommonOptions o;
+  o.model = test::fixture("models/tiny-bert").string();
+  o.device = "cuda";
+  ModelSession s = open_model_session(o, /*need_classifier=*/false);
+  const auto input = test::scratch_dir("cuda-oom-halving") / "texts.jsonl";
+  {
+    std::ifstream in(test::fixture("corpus/fortunes-multilingual.jsonl"));
+    std::ofstream out(input);
+    std::string line;
+    for (int i = 0; i < 150 && std::getline(in, line); ++i) out << line << '\n';
+  }
+  EncodePipelineOptions po;
+  po.input.path = input.string();
+  po.encode.max_length = static_cast<size_t>(s.text.max_length);
+  po.pooling = PoolingMode::mean;
+  po.normalize = true;
+  po.batch_tokens = 4096;
+  auto embed = [&](Backend& backend, PipelineStats* stats) {
+    RowsSink sink(pipeline_row_width(s.encoder, po));
+    *stats = run_encode_pipeline(s.encoder, backend, *s.text.tokenizer, po, sink);
+    return sink.rows;
+  };
+  PipelineStats roomy, capped_stats;
+  const auto want = embed(*s.backend, &roomy);
+  EXPECT_EQ(roomy.memory_halvings, 0);
+  const HfConfig& c = s.encoder.config;
+  const int64_t widest = std::max(3 * c.hidden_size, c.intermediate_size);
+  test::CappedBackend capped(*s.backend, static_cast<size_t>(600 * widest * 4));  // 512 tokens fit, 1024 not
+  const auto got = embed(capped, &capped_stats);
+  EXPECT_EQ(capped_stats.memory_halvings, 3);  // 4096 -> 2048 -> 1024 -> 512
+  EXPECT_EQ(capped_stats.batch_tokens, 512);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(got[i].first, want[i].first);
+    double num = 0, den = 0;
+    for (size_t j = 0; j < want[i].second.size(); ++j) {
+      num += (got[i].second[j] - want[i].second[j]) * (got[i].second[j] - want[i].second[j]);
+      den += want[i].second[j] * want[i].second[j];
+    }
+    EXPECT_LE(std::sqrt(num / den), 1e-6) << "record " << want[i].first;
   }
 }
 

@@ -4,6 +4,7 @@
 // host-sync counting, out of memory as a recoverable error, graph replay.
 // On a machine without a GPU every test is skipped, saying why.
 #include <cuda_runtime.h>
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,8 @@
 #include "cpu/kernels.h"
 #include "cuda/cuda_test_support.h"
 #include "cuda/flash_tiles.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/device_errors.h"
 #include "cuda/kernels_train.h"
 #include "cuda/relpos_drel_tiles.h"
 
@@ -110,6 +113,37 @@ TEST(CudaOps, AccumulatingGemmsMatchReference) {
       EXPECT_LE(relative_error(got.view, want.view), tol)
           << "linear_backward " << name_of(dt) << " M" << M << " N" << N << " K" << K;
     }
+  // The trainer's mix: f32 dy against 16-bit a and w (dy rounded to 16 bits
+  // for cuBLASLt), bert-base's width, with the full workspace (one chunk)
+  // and with a workspace of 256 rows (three chunks, the last short: da by
+  // row blocks, dw accumulated chunk after chunk), da f32 with the residual's
+  // gradient in it.
+  for (DType dt : {DType::bf16, DType::f16})
+    for (size_t chunk_rows : {size_t{0}, size_t{256}}) {
+      DeviceTensors dev(*backend);
+      const int64_t M = 600, N = 768, K = 768;
+      const HostTensor a = random_tensor(rng, dt, {M, K}), w = random_tensor(rng, dt, {N, K}, -0.05, 0.05);
+      const HostTensor dy = random_tensor(rng, DType::f32, {M, N}), residual = random_tensor(rng, DType::f32, {M, K}, -2, 2);
+      const HostTensor dw0 = random_tensor(rng, DType::f32, {N, K});
+      HostTensor want_da = residual, want_dw = dw0;
+      ref().linear_backward(want_da.view, want_dw.view, TensorView{}, dy.view, a.view, w.view, Accumulate::yes);
+      cuda::CudaBackend::Impl& impl = backend->impl();
+      const size_t full = impl.convert_workspace_bytes;
+      if (chunk_rows) impl.convert_workspace_bytes = chunk_rows * static_cast<size_t>(N) * 2;
+      const TensorView da = dev.upload(residual), dw = dev.upload(dw0);
+      backend->ops().linear_backward(da, dw, TensorView{}, dev.upload(dy), dev.upload(a), dev.upload(w),
+                                     Accumulate::yes);
+      const HostTensor got_da = dev.download(da), got_dw = dev.download(dw);
+      impl.convert_workspace_bytes = full;
+      EXPECT_LE(relative_error(got_da.view, want_da.view), tolerance(dt))
+          << "linear_backward f32 dy, " << name_of(dt) << " a/w, da, chunk rows " << chunk_rows;
+      EXPECT_LE(relative_error(got_dw.view, want_dw.view), tolerance(dt))
+          << "linear_backward f32 dy, " << name_of(dt) << " a/w, dw, chunk rows " << chunk_rows;
+    }
+  // No product of these went to the plain kernel for its operand mix (odd
+  // shapes above may find no cuBLASLt algorithm; that is counted too, not here).
+  for (const Backend::GemmFallback& f : backend->gemm_fallbacks())
+    EXPECT_EQ(f.why.find("operand mix"), std::string::npos) << f.op << " " << f.shape << ": " << f.why;
   // residual_layernorm without a residual, on the warp rows and the block rows.
   for (int64_t H : {16, 63, 768, 1025, 2048}) {
     DeviceTensors dev(*backend);
@@ -595,6 +629,22 @@ TEST(CudaBackend, RelposTrainingOpsAreOnTheGpu) {
   } catch (const Error& e) {
     EXPECT_NE(e.code(), Errc::unsupported) << e.what();
   }
+}
+
+// After a sticky fault every later CUDA case fails, naming the fault and
+// the op it followed, instead of skipping as if there were no GPU (the hook
+// injects one: no GPU needed, so CI runs this too).
+void require_gpu_for_a_case() { STOKE_REQUIRE_GPU(backend); }
+
+TEST(CudaBackend, CasesAfterAStickyFaultFailNamingIt) {
+  cuda::note_sticky_fault({cuda::cuda_code::illegal_address, "cudaErrorIllegalAddress", "cudaEventSynchronize",
+                           "attention_backward"});
+  EXPECT_FATAL_FAILURE(require_gpu_for_a_case(),
+                       "cudaErrorIllegalAddress (700), reported by cudaEventSynchronize after the op attention_backward");
+  const std::string why = cuda::unavailable_reason();
+  cuda::clear_sticky_fault_for_tests();
+  EXPECT_NE(why.find("error state"), std::string::npos) << why;
+  EXPECT_EQ(why.find("rebuild"), std::string::npos) << why;
 }
 
 }  // namespace

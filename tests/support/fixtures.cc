@@ -16,6 +16,11 @@ std::filesystem::path fixtures_dir() {
 
 std::filesystem::path fixture(const std::string& relative) { return fixtures_dir() / relative; }
 
+std::filesystem::path source_dir() {
+  if (const char* env = std::getenv("STOKE_SOURCE_DIR"); env && *env) return env;
+  return STOKE_SOURCE_DIR;
+}
+
 std::filesystem::path scratch_dir(const std::string& name) {
   // Per process, so ctest running tests in parallel never shares a folder.
   auto dir = std::filesystem::temp_directory_path() /

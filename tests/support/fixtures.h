@@ -9,6 +9,10 @@ namespace stoke::test {
 
 std::filesystem::path fixtures_dir();
 std::filesystem::path fixture(const std::string& relative);
+// The repository's root: $STOKE_SOURCE_DIR, else the checkout the tests were
+// built from (a binary carried to another machine — scripts/gpu-check.sh —
+// finds the repository's own goldens where that machine has the tree).
+std::filesystem::path source_dir();
 // A fresh, empty scratch folder for one test (removed at the start of the next run).
 std::filesystem::path scratch_dir(const std::string& name);
 // The built stoke binary (for CLI tests).

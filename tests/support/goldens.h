@@ -89,7 +89,7 @@ struct Fixture {
 
 // The repository's own goldens (tests/golden/<model>.safetensors and
 // tests/golden/models/<model>/) where they exist, else the shared fixtures'.
-inline std::filesystem::path repo_golden_dir() { return std::filesystem::path(STOKE_SOURCE_DIR) / "tests" / "golden"; }
+inline std::filesystem::path repo_golden_dir() { return test::source_dir() / "tests" / "golden"; }
 
 inline Fixture open_fixture(const std::string& model) {
   const std::filesystem::path own = repo_golden_dir() / (model + ".safetensors");

@@ -19,22 +19,18 @@
 
 namespace stoke::test {
 
-// `base` names the fixture whose architecture and tokenizer are kept
-// ("tiny-bert": WordPiece, "tiny-xlmr": SentencePiece).
-inline std::filesystem::path make_random_bert(const std::filesystem::path& dir, int64_t hidden, int64_t layers,
-                                              int64_t heads, int64_t intermediate, uint64_t seed = 1,
-                                              const std::string& base = "tiny-bert") {
+// A copy of the model folder `src`'s config and tokenizer files with
+// `overrides` applied to config.json and random encoder weights (the head,
+// if any, is left to the loader's seeded init): any architecture at any size.
+inline std::filesystem::path make_random_encoder(const std::filesystem::path& dir, const std::filesystem::path& src,
+                                                 const nlohmann::json& overrides, uint64_t seed = 1) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
-  const fs::path src = fixture("models/" + base);
   for (const char* f : {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                         "sentencepiece.bpe.model"})
     if (fs::exists(src / f)) fs::copy_file(src / f, dir / f, fs::copy_options::overwrite_existing);
   nlohmann::json config = nlohmann::json::parse(read_file(src / "config.json"));
-  config["hidden_size"] = hidden;
-  config["num_hidden_layers"] = layers;
-  config["num_attention_heads"] = heads;
-  config["intermediate_size"] = intermediate;
+  config.update(overrides);
   std::ofstream(dir / "config.json") << config.dump(2);
   const HfConfig c = parse_hf_config(config.dump(), "config.json");
   std::vector<std::vector<float>> data;
@@ -65,6 +61,19 @@ inline std::filesystem::path make_random_bert(const std::filesystem::path& dir, 
   }
   write_safetensors(dir / "model.safetensors", tensors);
   return dir;
+}
+
+// `base` names the fixture whose architecture and tokenizer are kept
+// ("tiny-bert": WordPiece, "tiny-xlmr": SentencePiece).
+inline std::filesystem::path make_random_bert(const std::filesystem::path& dir, int64_t hidden, int64_t layers,
+                                              int64_t heads, int64_t intermediate, uint64_t seed = 1,
+                                              const std::string& base = "tiny-bert") {
+  return make_random_encoder(dir, fixture("models/" + base),
+                             {{"hidden_size", hidden},
+                              {"num_hidden_layers", layers},
+                              {"num_attention_heads", heads},
+                              {"intermediate_size", intermediate}},
+                             seed);
 }
 
 }  // namespace stoke::test

@@ -257,5 +257,33 @@ TEST(Diagnose, FactsRoundTripThroughJson) {
   EXPECT_THROW(diagnose_from_json({{"job", "paint"}, {"facts", nlohmann::json::object()}}), Error);
 }
 
+// GEMMs on the backend's plain kernel are evidence and advice whatever the
+// verdict, for embed and train alike, and survive the trace's JSON.
+TEST(Diagnose, GemmsOnThePlainKernelAreNamed) {
+  const std::string line = "linear_backward dw M768 N3072 K4096 F32*BF16->F32: 24 calls (operand mix cuBLASLt does not take)";
+  EmbedFacts e = base();
+  EXPECT_FALSE(has(diagnose_embed(e).evidence, "plain fallback kernel"));
+  e.gemm_fallbacks = {line};
+  Diagnosis d = diagnose_embed(e);
+  EXPECT_TRUE(has(d.evidence, "1 GEMM shape ran on the plain fallback kernel")) << d.evidence.front();
+  EXPECT_TRUE(has(d.evidence, line));
+  EXPECT_TRUE(has(d.advice, "docs/cuda.md"));
+  EXPECT_TRUE(has(diagnose_from_json({{"job", "embed"}, {"facts", to_json(e)}}).evidence, line));
+
+  TrainFacts t;
+  t.seconds = 10;
+  t.device_busy = 9;
+  t.steps = 100;
+  t.host_syncs = t.expected_syncs = 4;
+  t.batch_size = 16;
+  t.log_every = 50;
+  t.gemm_fallbacks = std::vector<std::string>(7, line);
+  d = diagnose_train(t);
+  EXPECT_EQ(d.bound, Bound::compute);
+  EXPECT_TRUE(has(d.evidence, "7 GEMM shapes ran on the plain fallback kernel"));
+  EXPECT_TRUE(has(d.evidence, "... and 2 more"));
+  EXPECT_TRUE(has(diagnose_from_json({{"job", "train"}, {"facts", to_json(t)}}).evidence, "7 GEMM shapes"));
+}
+
 }  // namespace
 }  // namespace stoke::doctor

@@ -6,6 +6,7 @@
 
 #include "cpu/ref/op_checks_backward.h"
 #include "cpu/ref/ref_ops.h"
+#include "cpu/ref/ref_products.h"
 
 namespace stoke::cpu::ref {
 
@@ -23,32 +24,37 @@ double gelu_erf_grad(double u) {
 void linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db, const TensorView& dy,
                      const TensorView& a, const TensorView& w, Accumulate da_acc) {
   const auto [M, N, K] = check_linear_backward(da, dw, db, dy, a, w, da_acc);
-  auto at = [](const std::vector<double>& v, int64_t i) { return v[static_cast<size_t>(i)]; };
-  std::vector<double> g(static_cast<size_t>(M * N)), x(static_cast<size_t>(M * K)), wd(static_cast<size_t>(N * K));
-  for (int64_t i = 0; i < M * N; ++i) g[static_cast<size_t>(i)] = load(dy, i);
-  for (int64_t i = 0; i < M * K; ++i) x[static_cast<size_t>(i)] = load(a, i);
-  for (int64_t i = 0; i < N * K; ++i) wd[static_cast<size_t>(i)] = load(w, i);
-  if (!da.empty())  // da[m,k] (+)= sum_n dy[m,n] w[n,k]
+  auto widen = [](const TensorView& t, int64_t n) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = load(t, i);
+    return v;
+  };
+  const std::vector<double> g = widen(dy, M * N);  // dy [M, N]
+  if (!da.empty()) {  // da[m,k] (+)= sum_n dy[m,n] w[n,k], n ascending
+    const std::vector<double> wd = widen(w, N * K);
+    std::vector<double> sums(static_cast<size_t>(M * K), 0.0);
+    accumulate_products(sums.data(), g.data(), wd.data(), M, N, K);
+    for (int64_t i = 0; i < M * K; ++i) {
+      const double acc = sums[static_cast<size_t>(i)];
+      if (da_acc == Accumulate::yes)  // f32 da: the sum rounded as stored, then the add op's f32 add
+        store(da, i, static_cast<double>(static_cast<float>(load(da, i)) + static_cast<float>(acc)));
+      else
+        store(da, i, acc);
+    }
+  }
+  if (!dw.empty()) {  // dw[n,k] += sum_m dy[m,n] a[m,k], m ascending
+    const std::vector<double> x = widen(a, M * K);
+    std::vector<double> gt(static_cast<size_t>(N * M));  // dy^T [N, M]
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < K; ++k) {
-        double acc = 0.0;
-        for (int64_t n = 0; n < N; ++n) acc += at(g, m * N + n) * at(wd, n * K + k);
-        if (da_acc == Accumulate::yes)  // f32 da: the sum rounded as stored, then the add op's f32 add
-          store(da, m * K + k, static_cast<double>(static_cast<float>(load(da, m * K + k)) + static_cast<float>(acc)));
-        else
-          store(da, m * K + k, acc);
-      }
-  if (!dw.empty())  // dw[n,k] += sum_m dy[m,n] a[m,k]
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k) {
-        double acc = 0.0;
-        for (int64_t m = 0; m < M; ++m) acc += at(g, m * N + n) * at(x, m * K + k);
-        store(dw, n * K + k, load(dw, n * K + k) + acc);
-      }
+      for (int64_t n = 0; n < N; ++n) gt[static_cast<size_t>(n * M + m)] = g[static_cast<size_t>(m * N + n)];
+    std::vector<double> sums(static_cast<size_t>(N * K), 0.0);
+    accumulate_products(sums.data(), gt.data(), x.data(), N, M, K);
+    for (int64_t i = 0; i < N * K; ++i) store(dw, i, load(dw, i) + sums[static_cast<size_t>(i)]);
+  }
   if (!db.empty())  // db[n] += sum_m dy[m,n]
     for (int64_t n = 0; n < N; ++n) {
       double acc = 0.0;
-      for (int64_t m = 0; m < M; ++m) acc += at(g, m * N + n);
+      for (int64_t m = 0; m < M; ++m) acc += g[static_cast<size_t>(m * N + n)];
       store(db, n, load(db, n) + acc);
     }
 }
