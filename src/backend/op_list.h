@@ -388,13 +388,13 @@ STOKE_OP(loss_scale_multiply, (const TensorView& x, const TensorView& scaler), (
 
 // torch's _amp_foreach_non_finite_check_and_unscale_ on one tensor: every
 // element of g (f32, bf16 or f16, any shape) times inv = f32(1 / double(scale))
-// (train/loss_scaler.h inverse_loss_scale), in f32, rounded once to g's
+// (backend/loss_scale_rule.h inverse_loss_scale), in f32, rounded once to g's
 // dtype; scaler[kFoundInf] = 1 when an element was inf or NaN before the
 // multiply. The flag is only ever set here, never cleared (calls over
 // several tensors OR into it): loss_scale_update clears it.
 STOKE_OP(loss_scale_unscale, (const TensorView& g, const TensorView& scaler), (g, scaler))
 
-// torch._amp_update_scale_ (train/loss_scaler.h update_loss_scaler) from
+// torch._amp_update_scale_ (backend/loss_scale_rule.h update_loss_scaler) from
 // scaler[kFoundInf]: an inf/NaN backs the scale off (scale * backoff_factor,
 // tracker 0, skipped_steps + 1); a clean step counts (optimizer_steps + 1)
 // and the growth_interval-th clean step in a row grows the scale by

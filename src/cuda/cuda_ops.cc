@@ -16,13 +16,13 @@
 
 #include "backend/unsupported_ops.h"
 #include "core/error.h"
-#include "cpu/ref/decoder_checks.h"
-#include "cpu/ref/op_checks.h"
-#include "cpu/ref/glu_checks.h"
-#include "cpu/ref/op_checks_backward.h"
-#include "cpu/ref/relpos_checks.h"
-#include "cpu/ref/rotary_checks.h"
-#include "cpu/ref/train_checks.h"
+#include "backend/decoder_checks.h"
+#include "backend/op_checks.h"
+#include "backend/glu_checks.h"
+#include "backend/op_checks_backward.h"
+#include "backend/relpos_checks.h"
+#include "backend/rotary_checks.h"
+#include "backend/train_checks.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/gemm.h"
 #include "cuda/gemm_general.h"
@@ -35,7 +35,6 @@ namespace stoke::cuda {
 
 namespace {
 
-using cpu::IndexData;
 using Launch = CudaBackend::Impl::Launch;  // an op's launches, timed when tracing
 
 // The ops not here throw from UnsupportedOps, generated from the op list:
@@ -51,7 +50,7 @@ class CudaOps final : public UnsupportedOps {
 
   void linear(const TensorView& out, const TensorView& a, const TensorView& w, const TensorView& bias,
               Activation act, Accumulate acc) const override {
-    cpu::check_linear(out, a, w, bias, act, acc);
+    check_linear(out, a, w, bias, act, acc);
     if (w.dtype != a.dtype)
       throw Error(Errc::unsupported, "linear: on CUDA the weight must be in the activation dtype (" +
                                          std::string(dtype_name(a.dtype)) + "), not " +
@@ -68,101 +67,101 @@ class CudaOps final : public UnsupportedOps {
                        const TensorView& type_ids, const TensorView& word, const TensorView& pos,
                        const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps,
                        const TensorView& out_low) const override {
-    cpu::check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps, IndexData::device);
-    cpu::check_layernorm_copy("embed_layernorm", out, out_low, {&word, &pos, &type, &gamma, &beta});
+    check_embed_layernorm(out, ids, positions, type_ids, word, pos, type, gamma, beta, eps, IndexData::device);
+    check_layernorm_copy("embed_layernorm", out, out_low, {&word, &pos, &type, &gamma, &beta});
     Launch op(s_, "embed_layernorm");
     launch_embed_layernorm(op.stream, out, ids, positions, type_ids, word, pos, type, gamma, beta, eps, out_low);
   }
   void residual_layernorm(const TensorView& out, const TensorView& x, const TensorView& residual,
                           const TensorView& gamma, const TensorView& beta, float eps,
                           const TensorView& out_low) const override {
-    cpu::check_residual_layernorm(out, x, residual, gamma, beta, eps);
-    cpu::check_layernorm_copy("residual_layernorm", out, out_low, {&x, &residual, &gamma, &beta});
+    check_residual_layernorm(out, x, residual, gamma, beta, eps);
+    check_layernorm_copy("residual_layernorm", out, out_low, {&x, &residual, &gamma, &beta});
     Launch op(s_, "residual_layernorm");
     launch_residual_layernorm(op.stream, out, x, residual, gamma, beta, eps, out_low);
   }
   void bias_gelu(const TensorView& x, const TensorView& bias) const override {
-    cpu::check_bias_gelu(x, bias);
+    check_bias_gelu(x, bias);
     Launch op(s_, "bias_gelu");
     launch_bias_act(op.stream, x, bias, Activation::gelu_erf);
   }
   void attention(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
                  int max_seqlen, int window) const override {
-    cpu::check_attention(out, qkv, cu_seqlens, heads, max_seqlen, window, IndexData::device);
+    check_attention(out, qkv, cu_seqlens, heads, max_seqlen, window, IndexData::device);
     Launch op(s_, "attention");
     launch_attention(op.stream, out, qkv, cu_seqlens, heads, max_seqlen, window);
   }
   void rotary(const TensorView& x, const TensorView& cu_seqlens, const TensorView& inv_freq,
               const Ops::Rotary& rope) const override {
-    cpu::check_rotary("rotary", x, cu_seqlens, inv_freq, rope, IndexData::device);
+    check_rotary("rotary", x, cu_seqlens, inv_freq, rope, IndexData::device);
     Launch op(s_, "rotary");
     launch_rotary(op.stream, x, cu_seqlens, inv_freq, rope, false);
   }
   void rotary_backward(const TensorView& dx, const TensorView& cu_seqlens, const TensorView& inv_freq,
                        const Ops::Rotary& rope) const override {
-    cpu::check_rotary("rotary_backward", dx, cu_seqlens, inv_freq, rope, IndexData::device);
+    check_rotary("rotary_backward", dx, cu_seqlens, inv_freq, rope, IndexData::device);
     Launch op(s_, "rotary_backward");
     launch_rotary(op.stream, dx, cu_seqlens, inv_freq, rope, true);
   }
   void glu(const TensorView& out, const TensorView& x, const Ops::Glu& glu) const override {
-    cpu::check_glu(out, x, glu);
+    check_glu(out, x, glu);
     Launch op(s_, "glu");
     launch_glu(op.stream, out, x, glu);
   }
   void glu_backward(const TensorView& dx, const TensorView& dout, const TensorView& x,
                     const Ops::Glu& glu) const override {
-    cpu::check_glu_backward(dx, dout, x, glu);
+    check_glu_backward(dx, dout, x, glu);
     Launch op(s_, "glu_backward");
     launch_glu_backward(op.stream, dx, dout, x, glu);
   }
   void attention_relpos(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
                         int max_seqlen, const TensorView& rel) const override {
-    cpu::check_attention_relpos(out, qkv, cu_seqlens, heads, max_seqlen, rel, IndexData::device);
+    check_attention_relpos(out, qkv, cu_seqlens, heads, max_seqlen, rel, IndexData::device);
     Launch op(s_, "attention_relpos");
     launch_attention_relpos(op.stream, out, qkv, cu_seqlens, heads, max_seqlen, rel);
   }
   // The decoder ops (Qwen2, Qwen3): inference only.
   void residual_rmsnorm(const TensorView& h, const TensorView& out, const TensorView& x, const TensorView& gamma,
                         float eps) const override {
-    cpu::check_residual_rmsnorm(h, out, x, gamma, eps);
+    check_residual_rmsnorm(h, out, x, gamma, eps);
     Launch op(s_, "residual_rmsnorm");
     launch_residual_rmsnorm(op.stream, h, out, x, gamma, eps);
   }
   void head_rmsnorm(const TensorView& qkv, const TensorView& q_gamma, const TensorView& k_gamma, int heads,
                     int kv_heads, float eps) const override {
-    cpu::check_head_rmsnorm(qkv, q_gamma, k_gamma, heads, kv_heads, eps);
+    check_head_rmsnorm(qkv, q_gamma, k_gamma, heads, kv_heads, eps);
     Launch op(s_, "head_rmsnorm");
     launch_head_rmsnorm(op.stream, qkv, q_gamma, k_gamma, heads, kv_heads, eps);
   }
   void attention_gqa(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
                      int kv_heads, bool causal, int max_seqlen) const override {
-    cpu::check_attention_gqa(out, qkv, cu_seqlens, heads, kv_heads, max_seqlen, IndexData::device);
+    check_attention_gqa(out, qkv, cu_seqlens, heads, kv_heads, max_seqlen, IndexData::device);
     Launch op(s_, "attention_gqa");
     launch_attention_gqa(op.stream, out, qkv, cu_seqlens, heads, kv_heads, causal);
   }
   void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,
             PoolingMode mode) const override {
-    cpu::check_pool(out, h, cu_seqlens, IndexData::device);
+    check_pool(out, h, cu_seqlens, IndexData::device);
     Launch op(s_, "pool");
     launch_pool(op.stream, out, h, cu_seqlens, mode);
   }
   void l2_normalize(const TensorView& x) const override {
-    cpu::check_l2_normalize(x);
+    check_l2_normalize(x);
     Launch op(s_, "l2_normalize");
     launch_l2_normalize(op.stream, x);
   }
   void gather_rows(const TensorView& out, const TensorView& h, const TensorView& rows) const override {
-    cpu::check_gather_rows(out, h, rows, IndexData::device);
+    check_gather_rows(out, h, rows, IndexData::device);
     Launch op(s_, "gather_rows");
     launch_gather_rows(op.stream, out, h, rows);
   }
   void slice_columns(const TensorView& out, const TensorView& in) const override {
-    cpu::check_slice_columns(out, in);
+    check_slice_columns(out, in);
     Launch op(s_, "slice_columns");
     launch_slice_columns(op.stream, out, in);
   }
   void convert(const TensorView& out, const TensorView& in) const override {
-    cpu::check_convert(out, in);
+    check_convert(out, in);
     Launch op(s_, "convert");
     launch_convert(op.stream, out, in);
   }
@@ -171,7 +170,7 @@ class CudaOps final : public UnsupportedOps {
 
   void linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db, const TensorView& dy,
                        const TensorView& a, const TensorView& w, Accumulate da_acc) const override {
-    cpu::check_linear_backward(da, dw, db, dy, a, w, da_acc);
+    check_linear_backward(da, dw, db, dy, a, w, da_acc);
     Launch op(s_, "linear_backward");
     // da (+)= dy · w, dw += dy^T · a: on cuBLASLt, an f32 dy rounded to the
     // weights' 16 bits first (linear_backward_gemms.h)
@@ -182,7 +181,7 @@ class CudaOps final : public UnsupportedOps {
   void residual_layernorm_train(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                                 const TensorView& x, const TensorView& residual, const TensorView& gamma,
                                 const TensorView& beta, float eps) const override {
-    cpu::check_residual_layernorm_train(out, mean, rstd, x, residual, gamma, beta, eps);
+    check_residual_layernorm_train(out, mean, rstd, x, residual, gamma, beta, eps);
     Launch op(s_, "residual_layernorm_train");
     launch_residual_layernorm_train(op.stream, out, mean, rstd, x, residual, gamma, beta, eps);
   }
@@ -190,7 +189,7 @@ class CudaOps final : public UnsupportedOps {
                           const TensorView& dy, const TensorView& x, const TensorView& residual,
                           const TensorView& mean, const TensorView& rstd, const TensorView& gamma,
                           Accumulate dx_acc) const override {
-    cpu::check_layernorm_backward(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma, dx_acc);
+    check_layernorm_backward(dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma, dx_acc);
     Launch op(s_, "layernorm_backward");
     launch_layernorm_backward(op.stream, scratch(), dx, dgamma, dbeta, dy, x, residual, mean, rstd, gamma, dx_acc);
   }
@@ -198,7 +197,7 @@ class CudaOps final : public UnsupportedOps {
                              const TensorView& ids, const TensorView& positions, const TensorView& type_ids,
                              const TensorView& word, const TensorView& pos, const TensorView& type,
                              const TensorView& gamma, const TensorView& beta, float eps) const override {
-    cpu::check_embed_layernorm_train(out, mean, rstd, ids, positions, type_ids, word, pos, type, gamma, beta, eps,
+    check_embed_layernorm_train(out, mean, rstd, ids, positions, type_ids, word, pos, type, gamma, beta, eps,
                                      IndexData::device);
     Launch op(s_, "embed_layernorm_train");
     launch_embed_layernorm_train(op.stream, out, mean, rstd, ids, positions, type_ids, word, pos, type, gamma, beta,
@@ -210,62 +209,62 @@ class CudaOps final : public UnsupportedOps {
                                 const TensorView& word, const TensorView& pos, const TensorView& type,
                                 const TensorView& mean, const TensorView& rstd,
                                 const TensorView& gamma) const override {
-    cpu::check_embed_layernorm_backward(dword, dpos, dtype, dgamma, dbeta, dy, ids, positions, type_ids, word, pos,
+    check_embed_layernorm_backward(dword, dpos, dtype, dgamma, dbeta, dy, ids, positions, type_ids, word, pos,
                                         type, mean, rstd, gamma, IndexData::device);
     Launch op(s_, "embed_layernorm_backward");
     launch_embed_layernorm_backward(op.stream, scratch(), dword, dpos, dtype, dgamma, dbeta, dy, ids, positions,
                                     type_ids, word, pos, type, mean, rstd, gamma);
   }
   void bias_gelu_train(const TensorView& x, const TensorView& pre, const TensorView& bias) const override {
-    cpu::check_bias_gelu_train(x, pre, bias);
+    check_bias_gelu_train(x, pre, bias);
     Launch op(s_, "bias_gelu_train");
     launch_bias_gelu_train(op.stream, x, pre, bias);
   }
   void bias_gelu_backward(const TensorView& dx, const TensorView& dbias, const TensorView& dy,
                           const TensorView& pre) const override {
-    cpu::check_bias_gelu_backward(dx, dbias, dy, pre);
+    check_bias_gelu_backward(dx, dbias, dy, pre);
     Launch op(s_, "bias_gelu_backward");
     launch_bias_gelu_backward(op.stream, scratch(), dx, dbias, dy, pre);
   }
   void tanh_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) const override {
-    cpu::check_tanh_backward(dx, dy, y);
+    check_tanh_backward(dx, dy, y);
     Launch op(s_, "tanh_backward");
     launch_tanh_backward(op.stream, dx, dy, y);
   }
   void relu_backward(const TensorView& dx, const TensorView& dy, const TensorView& y) const override {
-    cpu::check_relu_backward(dx, dy, y);
+    check_relu_backward(dx, dy, y);
     Launch op(s_, "relu_backward");
     launch_relu_backward(op.stream, dx, dy, y);
   }
   void add(const TensorView& y, const TensorView& x) const override {
-    cpu::check_add(y, x);
+    check_add(y, x);
     Launch op(s_, "add");
     launch_add(op.stream, y, x);
   }
   void dropout(const TensorView& out, const TensorView& x, float p, uint64_t seed, const Ops::DropoutStep& step,
                uint32_t tensor_id, uint64_t row_offset) const override {
-    const cpu::DropoutRange r = cpu::check_dropout("dropout", out, x, p, step, row_offset);
+    const DropoutRange r = check_dropout("dropout", out, x, p, step, row_offset);
     Launch op(s_, "dropout");
     launch_dropout(op.stream, out, x, p, seed, step, tensor_id, r.first);
   }
   void dropout_backward(const TensorView& dx, const TensorView& dy, float p, uint64_t seed,
                         const Ops::DropoutStep& step, uint32_t tensor_id, uint64_t row_offset) const override {
     // The mask is a function of (seed, step, tensor_id, index): the forward applied to dy.
-    const cpu::DropoutRange r = cpu::check_dropout("dropout_backward", dx, dy, p, step, row_offset);
+    const DropoutRange r = check_dropout("dropout_backward", dx, dy, p, step, row_offset);
     Launch op(s_, "dropout_backward");
     launch_dropout(op.stream, dx, dy, p, seed, step, tensor_id, r.first);
   }
   void attention_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
                        const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
                        const Ops::AttentionDropout& dropout) const override {
-    cpu::check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, window, dropout, IndexData::device);
+    check_attention_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, window, dropout, IndexData::device);
     Launch op(s_, "attention_train");
     launch_attention_train(op.stream, out, lse, qkv, cu_seqlens, heads, max_seqlen, window, dropout);
   }
   void attention_backward(const TensorView& dqkv, const TensorView& dout, const TensorView& qkv,
                           const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads,
                           int max_seqlen, int window, const Ops::AttentionDropout& dropout) const override {
-    cpu::check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, window, dropout,
+    check_attention_backward(dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, window, dropout,
                                   IndexData::device);
     Launch op(s_, "attention_backward");
     launch_attention_backward(op.stream, scratch(), dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, window,
@@ -274,7 +273,7 @@ class CudaOps final : public UnsupportedOps {
   void attention_relpos_train(const TensorView& out, const TensorView& lse, const TensorView& qkv,
                               const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel,
                               const Ops::AttentionDropout& dropout) const override {
-    cpu::check_attention_relpos_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, rel, dropout, IndexData::device);
+    check_attention_relpos_train(out, lse, qkv, cu_seqlens, heads, max_seqlen, rel, dropout, IndexData::device);
     Launch op(s_, "attention_relpos_train");
     launch_attention_relpos_train(op.stream, out, lse, qkv, cu_seqlens, heads, max_seqlen, rel, dropout);
   }
@@ -282,58 +281,58 @@ class CudaOps final : public UnsupportedOps {
                                  const TensorView& qkv, const TensorView& out, const TensorView& lse,
                                  const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel,
                                  const Ops::AttentionDropout& dropout) const override {
-    cpu::check_attention_relpos_backward(dqkv, drel, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, rel, dropout,
+    check_attention_relpos_backward(dqkv, drel, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, rel, dropout,
                                          IndexData::device);
     Launch op(s_, "attention_relpos_backward");
     launch_attention_relpos_backward(op.stream, scratch(), dqkv, drel, dout, qkv, out, lse, cu_seqlens, heads,
                                      max_seqlen, rel, dropout);
   }
   void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) const override {
-    cpu::check_gather_rows_backward(dh, dout, rows, IndexData::device);
+    check_gather_rows_backward(dh, dout, rows, IndexData::device);
     Launch op(s_, "gather_rows_backward");
     launch_gather_rows_backward(op.stream, dh, dout, rows);
   }
   void pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h, const TensorView& cu_seqlens,
                      PoolingMode mode) const override {
-    cpu::check_pool_backward(dh, dout, h, cu_seqlens, mode, IndexData::device);
+    check_pool_backward(dh, dout, h, cu_seqlens, mode, IndexData::device);
     Launch op(s_, "pool_backward");
     launch_pool_backward(op.stream, dh, dout, h, cu_seqlens, mode);
   }
   void cross_entropy(const TensorView& dlogits, const TensorView& metrics, const TensorView& logits,
                      const TensorView& labels, float label_smoothing, float scale) const override {
-    cpu::check_cross_entropy(dlogits, metrics, logits, labels, label_smoothing, scale, IndexData::device);
+    check_cross_entropy(dlogits, metrics, logits, labels, label_smoothing, scale, IndexData::device);
     Launch op(s_, "cross_entropy");
     launch_cross_entropy(op.stream, dlogits, metrics, logits, labels, label_smoothing, scale);
   }
   void mse_loss(const TensorView& dpred, const TensorView& metrics, const TensorView& pred, const TensorView& target,
                 float scale) const override {
-    cpu::check_mse_loss(dpred, metrics, pred, target, scale);
+    check_mse_loss(dpred, metrics, pred, target, scale);
     Launch op(s_, "mse_loss");
     launch_mse_loss(op.stream, dpred, metrics, pred, target, scale);
   }
   void sum_squares(const TensorView& out, const TensorView& x) const override {
-    cpu::check_sum_squares(out, x);
+    check_sum_squares(out, x);
     Launch op(s_, "sum_squares");
     launch_sum_squares(op.stream, scratch(), out, x);
   }
   void clip_scale(const TensorView& scale, const TensorView& sumsq, float max_norm) const override {
-    cpu::check_clip_scale(scale, sumsq, max_norm);
+    check_clip_scale(scale, sumsq, max_norm);
     Launch op(s_, "clip_scale");
     launch_clip_scale(op.stream, scale, sumsq, max_norm);
   }
   void loss_scale_multiply(const TensorView& x, const TensorView& scaler) const override {
-    cpu::check_loss_scale_multiply(x, scaler);  // shapes only: the scaler's values stay on the device
+    check_loss_scale_multiply(x, scaler);  // shapes only: the scaler's values stay on the device
     Launch op(s_, "loss_scale_multiply");
     launch_loss_scale_multiply(op.stream, x, scaler);
   }
   void loss_scale_unscale(const TensorView& g, const TensorView& scaler) const override {
-    cpu::check_loss_scale_unscale(g, scaler);
+    check_loss_scale_unscale(g, scaler);
     Launch op(s_, "loss_scale_unscale");
     launch_loss_scale_unscale(op.stream, g, scaler);
   }
   void loss_scale_update(const TensorView& scaler, float growth_factor, float backoff_factor,
                          int growth_interval) const override {
-    cpu::check_loss_scale_update(scaler, growth_factor, backoff_factor, growth_interval);
+    check_loss_scale_update(scaler, growth_factor, backoff_factor, growth_interval);
     Launch op(s_, "loss_scale_update");
     launch_loss_scale_update(op.stream, scaler, growth_factor, backoff_factor, growth_interval);
   }
@@ -345,7 +344,7 @@ class CudaOps final : public UnsupportedOps {
     // their order was checked on the host before they were uploaded (the
     // trainer builds them from the parameter layout once). The scaler's
     // shape is checked; its values are read by the kernel.
-    cpu::check_adamw(p, g, m, v, TensorView{}, grad_scale, scaler, hp);
+    check_adamw(p, g, m, v, TensorView{}, grad_scale, scaler, hp);
     if (decay_ranges.rank != 0 &&
         (decay_ranges.rank != 2 || decay_ranges.dtype != DType::i64 || decay_ranges.dim(1) != 2))
       throw Error(Errc::invalid_argument, "adamw: decay_ranges must be an [R, 2] i64 tensor of [begin, end) ranges");

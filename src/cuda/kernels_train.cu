@@ -20,7 +20,7 @@
 #include "cuda/kernels_common.cuh"
 #include "cuda/kernels_embedding.cuh"
 #include "cuda/kernels_train.h"
-#include "train/loss_scaler.h"
+#include "backend/loss_scale_rule.h"
 
 namespace stoke::cuda {
 

@@ -23,7 +23,7 @@ struct Scratch {
 void launch_tanh_backward(cudaStream_t s, const TensorView& dx, const TensorView& dy, const TensorView& y);
 void launch_relu_backward(cudaStream_t s, const TensorView& dx, const TensorView& dy, const TensorView& y);
 void launch_add(cudaStream_t s, const TensorView& y, const TensorView& x);
-// first: the flat mask index of x[0] (cpu::check_dropout's DropoutRange::first).
+// first: the flat mask index of x[0] (check_dropout's DropoutRange::first).
 // A device step (Ops::DropoutStep::device) is read by the kernel when it runs.
 void launch_dropout(cudaStream_t s, const TensorView& out, const TensorView& x, float p, uint64_t seed,
                     const Ops::DropoutStep& step, uint32_t tensor_id, uint64_t first);

@@ -52,7 +52,7 @@
 #include "cpu/fast/fast_ops.h"
 #include "cpu/fast/fast_philox.h"
 #include "cpu/fast/fast_softmax_rows.h"
-#include "cpu/ref/op_checks_backward.h"
+#include "backend/op_checks_backward.h"
 
 namespace stoke::cpu::fast {
 

@@ -25,7 +25,7 @@
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_ops.h"
 #include "cpu/fast/fast_softmax_rows.h"
-#include "cpu/ref/decoder_checks.h"
+#include "backend/decoder_checks.h"
 
 namespace stoke::cpu::fast {
 

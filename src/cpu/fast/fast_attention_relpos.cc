@@ -12,7 +12,7 @@
 #include "cpu/fast/fast_backward_common.h"
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_ops.h"
-#include "cpu/ref/relpos_checks.h"
+#include "backend/relpos_checks.h"
 
 namespace stoke::cpu::fast {
 

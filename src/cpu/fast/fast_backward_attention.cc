@@ -36,7 +36,7 @@
 #include "cpu/fast/fast_backward_common.h"
 #include "cpu/fast/fast_math.h"
 #include "cpu/fast/fast_philox.h"
-#include "cpu/ref/op_checks_backward.h"
+#include "backend/op_checks_backward.h"
 
 namespace stoke::cpu::fast {
 

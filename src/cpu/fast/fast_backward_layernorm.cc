@@ -19,7 +19,7 @@
 
 #include "cpu/fast/fast_ops.h"
 #include "cpu/fast/fast_backward_common.h"
-#include "cpu/ref/op_checks_backward.h"
+#include "backend/op_checks_backward.h"
 
 namespace stoke::cpu::fast {
 

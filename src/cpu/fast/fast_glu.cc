@@ -3,7 +3,7 @@
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_math.h"
 #include "cpu/fast/fast_ops.h"
-#include "cpu/ref/glu_checks.h"
+#include "backend/glu_checks.h"
 
 namespace stoke::cpu::fast {
 

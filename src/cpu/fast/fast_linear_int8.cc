@@ -21,7 +21,7 @@
 #include "cpu/fast/fast_ops.h"
 #include "cpu/int8_rows.h"
 #include "cpu/kernels.h"
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 
 namespace stoke::cpu::fast {
 

@@ -5,7 +5,7 @@
 
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_ops.h"
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 
 namespace stoke::cpu::fast {
 

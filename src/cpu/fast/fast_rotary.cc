@@ -8,7 +8,7 @@
 
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_ops.h"
-#include "cpu/ref/rotary_checks.h"
+#include "backend/rotary_checks.h"
 
 namespace stoke::cpu::fast {
 

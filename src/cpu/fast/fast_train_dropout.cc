@@ -10,7 +10,7 @@
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_philox.h"
 #include "cpu/fast/fast_ops.h"
-#include "cpu/ref/train_checks.h"
+#include "backend/train_checks.h"
 
 namespace stoke::cpu::fast {
 

@@ -21,8 +21,8 @@
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_ops.h"
 #include "cpu/ref/ref_train.h"
-#include "cpu/ref/train_checks.h"
-#include "train/loss_scaler.h"
+#include "backend/train_checks.h"
+#include "backend/loss_scale_rule.h"
 
 namespace stoke::cpu::fast {
 

@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "core/philox.h"
-#include "cpu/ref/op_checks.h"
-#include "cpu/ref/op_checks_backward.h"
+#include "backend/op_checks.h"
+#include "backend/op_checks_backward.h"
 #include "cpu/ref/ref_ops.h"
-#include "cpu/ref/relpos_checks.h"
+#include "backend/relpos_checks.h"
 
 namespace stoke::cpu::ref {
 

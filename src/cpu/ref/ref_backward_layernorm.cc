@@ -9,7 +9,7 @@
 #include <map>
 #include <vector>
 
-#include "cpu/ref/op_checks_backward.h"
+#include "backend/op_checks_backward.h"
 #include "cpu/ref/ref_ops.h"
 
 namespace stoke::cpu::ref {

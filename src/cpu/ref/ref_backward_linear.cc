@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cpu/ref/op_checks_backward.h"
+#include "backend/op_checks_backward.h"
 #include "cpu/ref/ref_ops.h"
 #include "cpu/ref/ref_products.h"
 

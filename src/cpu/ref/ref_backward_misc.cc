@@ -3,7 +3,7 @@
 // add, the sum of two gradient paths.
 #include <vector>
 
-#include "cpu/ref/op_checks_backward.h"
+#include "backend/op_checks_backward.h"
 #include "cpu/ref/ref_ops.h"
 
 namespace stoke::cpu::ref {

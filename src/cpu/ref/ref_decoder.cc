@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cpu/ref/decoder_checks.h"
+#include "backend/decoder_checks.h"
 #include "cpu/ref/ref_ops.h"
 
 namespace stoke::cpu::ref {

@@ -2,7 +2,7 @@
 // out plainly in double.
 #include <cmath>
 
-#include "cpu/ref/glu_checks.h"
+#include "backend/glu_checks.h"
 #include "cpu/ref/ref_ops.h"
 
 namespace stoke::cpu::ref {

@@ -3,7 +3,7 @@
 // out may alias x or residual.
 #include <vector>
 
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 #include "cpu/ref/ref_ops.h"
 
 namespace stoke::cpu::ref {

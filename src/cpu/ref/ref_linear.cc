@@ -1,7 +1,7 @@
 // linear and bias_gelu: the GEMM with its epilogue (products summed in double, k ascending; ref_products.h).
 #include <vector>
 
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 #include "cpu/ref/ref_ops.h"
 #include "cpu/ref/ref_products.h"
 

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "cpu/int8_rows.h"
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 #include "cpu/ref/ref_ops.h"
 
 namespace stoke::cpu::ref {

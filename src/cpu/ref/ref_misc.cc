@@ -1,7 +1,7 @@
 // Data movement: gather_rows, slice_columns, convert. Values pass through
 // float, so a dtype change rounds once (to nearest even) and a same-dtype
 // copy is exact.
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 #include "cpu/ref/ref_ops.h"
 
 namespace stoke::cpu::ref {

@@ -2,7 +2,7 @@
 // against. Plain loops, one element at a time, accumulation in double; inputs
 // are read exactly (bf16/f16 widen without loss) and each result is rounded
 // once, to float and then to the output dtype, when it is stored. Speed does
-// not matter here; being obviously right does. Checks: cpu/ref/op_checks.h.
+// not matter here; being obviously right does. Checks: backend/op_checks.h.
 #pragma once
 
 #include <cmath>

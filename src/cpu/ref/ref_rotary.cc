@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "cpu/ref/ref_ops.h"
-#include "cpu/ref/rotary_checks.h"
+#include "backend/rotary_checks.h"
 
 namespace stoke::cpu::ref {
 

@@ -12,8 +12,8 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "cpu/ref/ref_ops.h"
-#include "cpu/ref/train_checks.h"
-#include "train/loss_scaler.h"
+#include "backend/train_checks.h"
+#include "backend/loss_scale_rule.h"
 
 namespace stoke::cpu::ref {
 

@@ -1,12 +1,12 @@
-#include "cpu/ref/rotary_checks.h"
+#include "backend/rotary_checks.h"
 
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "cpu/ref/check_helpers.h"
+#include "backend/check_helpers.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 using namespace checks;
 
@@ -31,4 +31,4 @@ RotaryShape check_rotary(const char* op, const TensorView& x, const TensorView& 
   return {T, B, C, half};
 }
 
-}  // namespace stoke::cpu
+}  // namespace stoke

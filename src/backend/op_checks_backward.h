@@ -5,9 +5,9 @@
 // expected; index tensors are read and range-checked.
 #pragma once
 
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 // da_acc = Accumulate::yes: da must be f32 (op_list.h: linear_backward).
 LinearShape check_linear_backward(const TensorView& da, const TensorView& dw, const TensorView& db,
@@ -56,4 +56,4 @@ PoolShape check_pool_backward(const TensorView& dh, const TensorView& dout, cons
 // add: y and x activations of equal shape, apart or identical (y += y doubles).
 int64_t check_add(const TensorView& y, const TensorView& x);
 
-}  // namespace stoke::cpu
+}  // namespace stoke

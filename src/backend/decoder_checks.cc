@@ -1,12 +1,12 @@
-#include "cpu/ref/decoder_checks.h"
+#include "backend/decoder_checks.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "cpu/ref/check_helpers.h"
+#include "backend/check_helpers.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 using namespace checks;
 
@@ -100,4 +100,4 @@ GqaShape check_attention_gqa(const TensorView& out, const TensorView& qkv, const
   return {T, B, heads, kv_heads, d};
 }
 
-}  // namespace stoke::cpu
+}  // namespace stoke

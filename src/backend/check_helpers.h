@@ -8,9 +8,9 @@
 #include <string>
 
 #include "backend/ops.h"
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 
-namespace stoke::cpu::checks {
+namespace stoke::checks {
 
 [[noreturn]] void fail(const char* op, const std::string& what);
 
@@ -42,4 +42,4 @@ bool overlap(const TensorView& x, const TensorView& y);
 void need_no_overlap(const char* op, const char* out_name, const TensorView& out, const char* in_name,
                      const TensorView& in);
 
-}  // namespace stoke::cpu::checks
+}  // namespace stoke::checks

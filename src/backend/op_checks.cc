@@ -1,4 +1,4 @@
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,9 @@
 #include <string>
 
 #include "core/error.h"
-#include "cpu/ref/check_helpers.h"
+#include "backend/check_helpers.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 namespace {
 
@@ -264,4 +264,4 @@ int64_t check_convert(const TensorView& out, const TensorView& in) {
   return in.numel();
 }
 
-}  // namespace stoke::cpu
+}  // namespace stoke

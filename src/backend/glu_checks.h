@@ -3,9 +3,9 @@
 #pragma once
 
 #include "backend/ops.h"
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 // out[T, N] and x[T, 2N] activations of one dtype, apart. Returns {T, N}.
 RowsShape check_glu(const TensorView& out, const TensorView& x, const Ops::Glu& glu);
@@ -13,4 +13,4 @@ RowsShape check_glu(const TensorView& out, const TensorView& x, const Ops::Glu& 
 // inputs), dout[T, N] and x[T, 2N]. Returns {T, N}.
 RowsShape check_glu_backward(const TensorView& dx, const TensorView& dout, const TensorView& x, const Ops::Glu& glu);
 
-}  // namespace stoke::cpu
+}  // namespace stoke

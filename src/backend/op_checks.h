@@ -10,7 +10,7 @@
 
 #include "backend/ops.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 // Where index tensors live. On a GPU (device) their values cannot be read
 // here: the checks then cover shapes and dtypes only, and the caller has
@@ -60,4 +60,4 @@ RowsShape check_gather_rows(const TensorView& out, const TensorView& h, const Te
 RowsShape check_slice_columns(const TensorView& out, const TensorView& in);                       // {B, D}
 int64_t check_convert(const TensorView& out, const TensorView& in);                               // numel
 
-}  // namespace stoke::cpu
+}  // namespace stoke

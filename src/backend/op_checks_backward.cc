@@ -1,4 +1,4 @@
-#include "cpu/ref/op_checks_backward.h"
+#include "backend/op_checks_backward.h"
 
 #include <fmt/format.h>
 
@@ -8,10 +8,10 @@
 #include <utility>
 
 #include "core/error.h"
-#include "cpu/ref/check_helpers.h"
-#include "cpu/ref/train_checks.h"
+#include "backend/check_helpers.h"
+#include "backend/train_checks.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 namespace {
 
@@ -360,4 +360,4 @@ int64_t check_add(const TensorView& y, const TensorView& x) {
   return y.numel();
 }
 
-}  // namespace stoke::cpu
+}  // namespace stoke

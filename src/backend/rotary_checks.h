@@ -5,9 +5,9 @@
 #include <cstdint>
 
 #include "backend/ops.h"
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 struct RotaryShape {
   int64_t T, B, C;  // tokens, sequences, columns of x
@@ -20,4 +20,4 @@ struct RotaryShape {
 RotaryShape check_rotary(const char* op, const TensorView& x, const TensorView& cu_seqlens,
                          const TensorView& inv_freq, const Ops::Rotary& rope, IndexData where = IndexData::host);
 
-}  // namespace stoke::cpu
+}  // namespace stoke

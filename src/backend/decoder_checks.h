@@ -3,9 +3,9 @@
 // shared by the reference, fast and CUDA kernels. Same rules as op_checks.h.
 #pragma once
 
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 RowsShape check_residual_rmsnorm(const TensorView& h, const TensorView& out, const TensorView& x,
                                  const TensorView& gamma, float eps);
@@ -19,4 +19,4 @@ GqaShape check_head_rmsnorm(const TensorView& qkv, const TensorView& q_gamma, co
 GqaShape check_attention_gqa(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, int heads,
                              int kv_heads, int max_seqlen, IndexData where = IndexData::host);
 
-}  // namespace stoke::cpu
+}  // namespace stoke

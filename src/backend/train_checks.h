@@ -9,9 +9,9 @@
 #include <cstdint>
 
 #include "backend/ops.h"
-#include "cpu/ref/op_checks.h"
+#include "backend/op_checks.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 // The elements a dropout call masks: n of them, drawn at flat indices
 // [first, first + n) of the whole batch's tensor (first = row_offset x the
@@ -57,4 +57,4 @@ int64_t check_adamw(const TensorView& p, const TensorView& g, const TensorView& 
 double read_scalar(const TensorView& t);
 void write_scalar(const TensorView& t, double v);
 
-}  // namespace stoke::cpu
+}  // namespace stoke

@@ -1,8 +1,8 @@
-#include "cpu/ref/relpos_checks.h"
+#include "backend/relpos_checks.h"
 
-#include "cpu/ref/check_helpers.h"
+#include "backend/check_helpers.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 using namespace checks;
 
@@ -46,4 +46,4 @@ AttentionShape check_attention_relpos_backward(const TensorView& dqkv, const Ten
   return shape;
 }
 
-}  // namespace stoke::cpu
+}  // namespace stoke

@@ -1,10 +1,10 @@
-#include "cpu/ref/glu_checks.h"
+#include "backend/glu_checks.h"
 
 #include <fmt/format.h>
 
-#include "cpu/ref/check_helpers.h"
+#include "backend/check_helpers.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 using namespace checks;
 
@@ -53,4 +53,4 @@ RowsShape check_glu_backward(const TensorView& dx, const TensorView& dout, const
   return {x.dim(0), N};
 }
 
-}  // namespace stoke::cpu
+}  // namespace stoke

@@ -1,10 +1,10 @@
-#include "cpu/ref/check_helpers.h"
+#include "backend/check_helpers.h"
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 
-namespace stoke::cpu::checks {
+namespace stoke::checks {
 
 void fail(const char* op, const std::string& what) {
   throw Error(Errc::invalid_argument, fmt::format("{}: {}", op, what));
@@ -83,4 +83,4 @@ void need_no_overlap(const char* op, const char* out_name, const TensorView& out
   if (overlap(out, in)) fail(op, fmt::format("{} overlaps {} in memory (not allowed for this op)", out_name, in_name));
 }
 
-}  // namespace stoke::cpu::checks
+}  // namespace stoke::checks

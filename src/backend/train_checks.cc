@@ -1,4 +1,4 @@
-#include "cpu/ref/train_checks.h"
+#include "backend/train_checks.h"
 
 #include <fmt/format.h>
 
@@ -8,9 +8,9 @@
 #include <string>
 
 #include "core/error.h"
-#include "cpu/ref/check_helpers.h"
+#include "backend/check_helpers.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 namespace {
 
@@ -247,4 +247,4 @@ void write_scalar(const TensorView& t, double v) {
     *t.as<float>() = static_cast<float>(v);
 }
 
-}  // namespace stoke::cpu
+}  // namespace stoke

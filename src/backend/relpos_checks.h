@@ -4,10 +4,10 @@
 #pragma once
 
 #include "backend/ops.h"
-#include "cpu/ref/op_checks.h"
-#include "cpu/ref/op_checks_backward.h"
+#include "backend/op_checks.h"
+#include "backend/op_checks_backward.h"
 
-namespace stoke::cpu {
+namespace stoke {
 
 AttentionShape check_attention_relpos(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
                                       int heads, int max_seqlen, const TensorView& rel,
@@ -22,4 +22,4 @@ AttentionShape check_attention_relpos_backward(const TensorView& dqkv, const Ten
                                                const TensorView& rel, const Ops::AttentionDropout& dropout,
                                             IndexData where = IndexData::host);
 
-}  // namespace stoke::cpu
+}  // namespace stoke
