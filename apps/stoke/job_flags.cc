@@ -1,6 +1,7 @@
 #include "apps/stoke/job_flags.h"
 
 #include "apps/stoke/number_flags.h"
+#include "apps/stoke/option_flags.h"
 
 namespace stoke::cli {
 
@@ -14,110 +15,22 @@ void add_on_error_flags(CLI::App* cmd, std::string& on_error, std::string& error
 }
 
 void add_common_flags(CLI::App* cmd, CommonOptions& o, unsigned use) {
-  cmd->add_option("--model", o.model,
-                  "Hugging Face model folder (config.json, tokenizer files, weights), or a hub id ORG/NAME[@REVISION] "
-                  "already in the local Hugging Face cache (never downloaded); required");
-  if (use & kManyInputs)
-    cmd->add_option("--input", o.inputs,
-                    "Input: JSONL (one object per line), CSV or TSV (a header row naming the columns) or plain text "
-                    "(one text per line); - reads stdin (the default when stdin is not a terminal). Several files "
-                    "(repeat the flag or list them), a folder (its files) or a quoted pattern ('parts/*.jsonl') read "
-                    "as one input, in sorted name order")
-        ->expected(1, -1)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  else if (use & kInput)
-    cmd->add_option("--input", o.input,
-                    "Input file: JSONL (one object per line), CSV or TSV (a header row naming the columns) or plain "
-                    "text (one text per line); - reads stdin (the default when stdin is not a terminal)");
-  cmd->add_option("--input-format", o.input_format,
-                  "jsonl, csv, tsv or text (default: from the file name: .csv, .tsv, .txt, else JSONL)");
-  cmd->add_option("--text-field", o.text_field, "Field holding the text");
-  if (use & kPairField)
-    cmd->add_option("--pair-field", o.pair_field, "Field holding the second text of a pair (optional per record)");
-  if (use & kIdField)
-    cmd->add_option("--id-field", o.id_field,
-                    "Field holding the record id (default: the 0-based record number; tokenize adds \"id\" when given)");
-  add_int(cmd, "--max-length", o.max_length, {1, 1 << 20},
-          "Max tokens per sequence, specials included (default: sentence_bert_config max_seq_length, "
-          "else tokenizer model_max_length, else the model's usable positions)");
-  if (use & kDevice) {
-    cmd->add_option("--device", o.device, "auto, cpu, cuda or cuda:N");
-    cmd->add_option("--precision", o.precision, "f32, bf16, f16 or int8 (embed and classify on the CPU)");
-  }
-  if (use & kWorkers)
-    add_int(cmd, "--workers", o.workers, {0, max_workers(), max_workers_reason()},
-            "Tokenizer threads (0: the job's default)");
-  if (use & kBatchTokens)
-    add_int(cmd, "--batch-tokens", o.batch_tokens, {1, 1 << 24}, "Tokens per batch (token budget)");
-  cmd->add_option("--trace", o.trace, "Write a Chrome trace-event JSON timeline here");
-  cmd->add_flag("--quiet", o.quiet, "No progress bar and no summary");
-  cmd->add_option("--config", o.config, "JSON object of flag: value (e.g. from `stoke tune`); command-line flags win");
+  for (const Option<CommonOptions>& e : common_option_table())
+    if ((e.offer & kOfferCli) && job_takes(e, use)) add_table_option(cmd, o, e);
 }
 
 void add_embed_flags(CLI::App* embed, EmbedCli& cli, const char* output_help) {
-  EmbedOptions& emb = cli.o;
-  add_common_flags(embed, emb.common, kEmbedFlags);
-  if (output_help) {
-    embed->add_option("--output", emb.output, output_help);
-    embed->add_flag("--overwrite", emb.overwrite, "Replace output already in the folder");
-    embed->add_flag("--resume", emb.resume,
-                    "Continue the job whose manifest is in the output folder (a fresh start when there is none; "
-                    "needs a regular --input file)");
-    // Under embed and doctor embed; `stoke tune embed` has its own (the gate of its int8 trial).
-    add_real(embed, "--min-centered-cosine", emb.min_centered_cosine, {-1, 1},
-             "--precision int8 measures itself against f32 on the first texts and warns below this mean "
-             "cosine (after removing the mean vector)");
+  const unsigned use = kEmbedFlags | (output_help ? kEmbedOutputOptions : 0u);
+  CLI::Option *normalize = nullptr, *no_normalize = nullptr;
+  for (const Option<EmbedOptions>& e : embed_option_table()) {
+    if (!(e.offer & kOfferCli) || !job_takes(e, use)) continue;
+    Option<EmbedOptions> entry = e;
+    if (entry.flag == "--output") entry.help = output_help;  // what --output means under this command
+    CLI::Option* opt = add_table_option(embed, cli.o, entry);
+    if (entry.flag == "--normalize") normalize = opt;
+    if (entry.flag == "--no-normalize") no_normalize = opt;
   }
-  embed->add_option("--pooling", emb.pooling,
-                    "cls, mean, max, mean_sqrt_len or lasttoken (default: the model's sentence-transformers pooling, else mean)");
-  auto* norm_flag = embed->add_flag("--normalize", cli.normalize, "L2-normalize the vectors (default: as the model's modules.json says)");
-  embed->add_flag("--no-normalize", cli.no_normalize, "Do not normalize")->excludes(norm_flag);
-  add_int(embed, "--dimensions", emb.dimensions, {0, 1 << 20},
-          "Keep the first D dimensions after normalizing (Matryoshka; 0: all)");
-  embed->add_option("--prompt", emb.prompt, "Text put before every input (e.g. \"query: \")");
-  embed->add_option("--prompt-name", emb.prompt_name, "A prompt by name from config_sentence_transformers.json");
-  embed->add_option("--output-dtype", emb.output_dtype, "f32 or f16 (.npy element type)");
-  add_int(embed, "--max-batch-size", emb.max_batch_size, {1, 1 << 20}, "Sequences per batch at most");
-  embed->add_option("--on-error", emb.on_error,
-                    "A bad record (invalid JSON/CSV, missing or non-string text): stop, or skip it into "
-                    "OUT_DIR/errors.jsonl");
-  add_int(embed, "--sort-window", emb.sort_window, {1, 1 << 24},
-          "Records sorted by length together (memory vs padding-free batches)");
-  add_int(embed, "--shard-size", emb.shard_size, {1, 100'000'000},
-          "Rows per embeddings-NNNNN.npy shard (the unit of a commit)");
-  // A number, or auto: both from the scheduler's environment (jobs/task_environment.h).
-  embed->add_option_function<std::string>(
-           "--shard-index",
-           [&emb](const std::string& text) {
-             emb.shard_index_auto = text == "auto";
-             if (!emb.shard_index_auto)
-               emb.shard_index = static_cast<uint64_t>(parse_int_flag("--shard-index", text, {0, kMaxTasks - 1, "or auto"}));
-           },
-           "This task's index i, below --num-shards: it embeds records r with r mod N == i; auto (with --num-shards "
-           "auto): from a Slurm job array (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) or a Kubernetes indexed Job "
-           "(JOB_COMPLETION_INDEX) (0 to " + std::to_string(kMaxTasks - 1) + ", or auto)")
-      ->type_name("INT|auto")
-      ->default_str(std::to_string(emb.shard_index));
-  embed->add_option_function<std::string>(
-           "--num-shards",
-           [&emb](const std::string& text) {
-             emb.num_shards_auto = text == "auto";
-             if (!emb.num_shards_auto)
-               emb.num_shards = static_cast<uint64_t>(parse_int_flag("--num-shards", text, {1, kMaxTasks, "or auto"}));
-           },
-           "Number of tasks N the input is split into (job arrays); auto (with --shard-index auto): "
-           "SLURM_ARRAY_TASK_COUNT, or STOKE_NUM_TASKS in a Kubernetes indexed Job (1 to " +
-               std::to_string(kMaxTasks) + ", or auto)")
-      ->type_name("INT|auto")
-      ->default_str(std::to_string(emb.num_shards));
-  embed->add_option("--partition", emb.partition,
-                    "How --num-shards splits the input: records (record r to task r mod N; every task reads the whole "
-                    "input) or files (input file f, in sorted order, to task f mod N; a task reads only its files)");
-  embed->add_flag("--serial", emb.serial,
-                  "Run the stages one after another (read, tokenize, compute, write): the loop the pipeline replaces, "
-                  "for comparison");
-  embed->add_flag("--debug-sync-each-batch", emb.debug_sync_each_batch,
-                  "Debugging: wait for the device after every batch (the mistake `stoke doctor` diagnoses)");
+  if (normalize && no_normalize) no_normalize->excludes(normalize);
 }
 
 void add_train_flags(CLI::App* train, TrainCli& cli, const char* output_help) {

@@ -13,39 +13,23 @@
 
 namespace stoke::cli {
 
-constexpr int64_t kMaxTasks = 1'000'000;        // --num-shards: a job array larger than any scheduler runs
 constexpr int64_t kMaxSteps = 1'000'000'000;    // train's step counts
 
 // --on-error and --errors of the jobs that write one output file (tokenize,
 // classify): a skipped record's number and reason go to the errors file.
 void add_on_error_flags(CLI::App* cmd, std::string& on_error, std::string& errors);
 
-// The flags every job that reads texts shares (DESIGN conventions) — only
-// those the job uses: a job neither lists nor accepts a flag it ignores.
-enum CommonFlag : unsigned {
-  kInput = 1,         // --input (train reads --train, with --input as its alias)
-  kPairField = 2,     // embed never reads pairs
-  kIdField = 4,       // train has no ids
-  kDevice = 8,        // --device and --precision (tokenize runs no model)
-  kBatchTokens = 16,  // the pipeline's token budget (embed, classify)
-  kWorkers = 32,      // tokenizer threads
-  kManyInputs = 64,   // --input takes several files, folders and patterns (embed)
-};
-constexpr unsigned kTokenizeFlags = kInput | kPairField | kIdField | kWorkers;
-constexpr unsigned kEmbedFlags = kInput | kManyInputs | kIdField | kDevice | kBatchTokens | kWorkers;
-constexpr unsigned kClassifyFlags = kInput | kPairField | kIdField | kDevice | kBatchTokens | kWorkers;
-constexpr unsigned kTrainFlags = kPairField | kDevice | kWorkers;
-
+// The flags every job that reads texts shares (DESIGN conventions), from
+// common_option_table() — only those the job uses (`use`: kEmbedFlags, ...,
+// jobs/common_options.h): a job neither lists nor accepts a flag it ignores.
 void add_common_flags(CLI::App* cmd, CommonOptions& o, unsigned use);
 
-// `stoke embed`'s flags (also under `stoke doctor embed` and `stoke tune embed`).
+// `stoke embed`'s flags (also under `stoke doctor embed` and `stoke tune
+// embed`), from embed_option_table().
 struct EmbedCli {
   EmbedOptions o;
-  bool normalize = false, no_normalize = false;
   void finish() {
     if (o.common.inputs.size() == 1) o.common.input = o.common.inputs[0];
-    if (normalize) o.normalize = true;
-    if (no_normalize) o.normalize = false;
   }
 };
 

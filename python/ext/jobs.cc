@@ -1,6 +1,7 @@
 #include "jobs.h"
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <future>
 #include <set>
@@ -12,6 +13,7 @@
 
 #include "core/error.h"
 #include "jobs/embed_job.h"
+#include "jobs/option_table.h"
 #include "jobs/verify_job.h"
 
 namespace nb = nanobind;
@@ -21,40 +23,95 @@ namespace stoke::py {
 
 namespace {
 
-// Reads the keyword options of embed_job into the CLI's option struct. Names
-// are the CLI's flags with underscores (--batch-tokens: batch_tokens); an
-// unknown name is refused, naming it.
-class OptionReader {
+// Reads a job's keyword options through its option table (jobs/option_table.h):
+// each name is a table entry's Python name (--batch-tokens: batch_tokens)
+// offered to Python, its value checked as the CLI checks it — the same set()
+// — after its Python type is checked against the entry's kind. A flag
+// entry with a --no-X partner takes X=False as that partner. An unknown name
+// is refused, naming it and the names there are.
+template <class O>
+class TableOptionReader {
  public:
-  explicit OptionReader(nb::dict d) : d_(d) {}
-  template <class T>
-  void read(const char* name, T& into) {
-    seen_.insert(name);
-    if (!d_.contains(name)) return;
-    nb::handle v = d_[name];
-    if (v.is_none()) return;
-    if (!nb::try_cast(v, into))
-      throw Error(Errc::invalid_argument,
-                  std::string(name) + ": expected " + expected<T>() + ", got " + nb::type_name(v.type()).c_str());
-  }
-  void check_unknown() const {
-    for (auto [k, v] : d_) {
-      const std::string key = nb::cast<std::string>(k);
-      if (!seen_.count(key)) throw Error(Errc::invalid_argument, "embed_job: unknown option " + key);
+  TableOptionReader(const OptionTable<O>& table, unsigned job_mask, const char* job)
+      : table_(table), mask_(job_mask), job_(job) {}
+
+  // Every entry of `flags` but the names in `own` (the binding's own keywords).
+  void apply(nb::dict flags, O& options, const std::set<std::string>& own) const {
+    for (auto [k, v] : flags) {
+      const std::string name = nb::cast<std::string>(k);
+      if (own.count(name) || v.is_none()) continue;
+      const Option<O>* e = entry(name);
+      if (!e) throw Error(Errc::invalid_argument, std::string(job_) + ": unknown option " + name + " (" + names() + ")");
+      set(*e, name, v, options);
     }
+  }
+  std::vector<std::string> python_names() const {
+    std::vector<std::string> out;
+    for (const Option<O>& e : table_)
+      if ((e.offer & kOfferPython) && job_takes(e, mask_)) out.push_back(e.python_name());
+    return out;
   }
 
  private:
-  template <class T>
-  static const char* expected() {
-    if constexpr (std::is_same_v<T, bool>) return "True or False";
-    else if constexpr (std::is_same_v<T, std::string>) return "a str";
-    else if constexpr (std::is_same_v<T, double>) return "a number";
-    else return "an int";
+  const Option<O>* entry(const std::string& name) const {
+    for (const Option<O>& e : table_)
+      if ((e.offer & kOfferPython) && job_takes(e, mask_) && e.python_name() == name) return &e;
+    return nullptr;
   }
-  nb::dict d_;
-  std::set<std::string> seen_;
+  std::string names() const {
+    std::string s;
+    for (const std::string& n : python_names()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }
+  [[noreturn]] static void wrong_type(const std::string& name, const char* expected, nb::handle v) {
+    throw Error(Errc::invalid_argument,
+                name + ": expected " + expected + ", got " + std::string(nb::type_name(v.type()).c_str()));
+  }
+  void set(const Option<O>& e, const std::string& name, nb::handle v, O& options) const {
+    const bool is_bool = nb::isinstance<nb::bool_>(v);
+    switch (e.kind) {
+      case OptionKind::flag: {
+        if (!is_bool) wrong_type(name, "True or False", v);
+        const bool on = nb::cast<bool>(v);
+        const Option<O>* negation = on ? nullptr : find_option(table_, "--no-" + e.flag.substr(2));
+        if (negation) negation->set(options, "true");
+        else e.set(options, on ? "true" : "false");
+        return;
+      }
+      case OptionKind::integer:
+        if (is_bool || !nb::isinstance<nb::int_>(v)) wrong_type(name, "an int", v);
+        e.set(options, std::to_string(nb::cast<int64_t>(v)));
+        return;
+      case OptionKind::real:
+        if (is_bool || !(nb::isinstance<nb::int_>(v) || nb::isinstance<nb::float_>(v))) wrong_type(name, "a number", v);
+        {
+          char buf[40];
+          std::snprintf(buf, sizeof buf, "%.17g", nb::cast<double>(v));
+          e.set(options, buf);
+        }
+        return;
+      default:
+        // --shard-index and --num-shards take a number too (or "auto").
+        if (nb::isinstance<nb::int_>(v) && !is_bool && e.type_name == "INT|auto") {
+          e.set(options, std::to_string(nb::cast<int64_t>(v)));
+          return;
+        }
+        if (!nb::isinstance<nb::str>(v)) wrong_type(name, "a str", v);
+        e.set(options, nb::cast<std::string>(v));
+        return;
+    }
+  }
+
+  const OptionTable<O>& table_;
+  unsigned mask_;
+  const char* job_;
 };
+
+// embed_job's keywords: embed's table as `stoke embed` has it.
+const TableOptionReader<EmbedOptions>& embed_reader() {
+  static const TableOptionReader<EmbedOptions> r(embed_option_table(), kEmbedFlags | kEmbedOutputOptions, "embed_job");
+  return r;
+}
 
 // The manifest's "quality" (--precision int8), as the manifest spells it.
 nb::dict quality_dict(const EmbedQuality& q) {
@@ -145,43 +202,14 @@ nb::dict embed_job(const std::string& model, const std::string& input, const std
   o.common.input = input;
   o.output = output;
   o.common.quiet = true;
-  OptionReader r(flags);
   bool progress = false;
-  int64_t max_length = 0;
-  r.read("progress", progress);
-  o.common.quiet = !progress;
-  r.read("input_format", o.common.input_format);
-  r.read("text_field", o.common.text_field);
-  r.read("id_field", o.common.id_field);
-  r.read("max_length", max_length);
-  if (max_length != 0) o.common.max_length = max_length;
-  r.read("device", o.common.device);
-  r.read("precision", o.common.precision);
-  r.read("workers", o.common.workers);
-  r.read("batch_tokens", o.common.batch_tokens);
-  r.read("trace", o.common.trace);
-  r.read("pooling", o.pooling);
-  bool normalize = false;
-  if (flags.contains("normalize") && !flags["normalize"].is_none()) {
-    r.read("normalize", normalize);
-    o.normalize = normalize;
-  } else {
-    r.read("normalize", normalize);
+  if (flags.contains("progress") && !flags["progress"].is_none()) {
+    if (!nb::isinstance<nb::bool_>(flags["progress"]))
+      throw Error(Errc::invalid_argument, "progress: expected True or False");
+    progress = nb::cast<bool>(flags["progress"]);
   }
-  r.read("dimensions", o.dimensions);
-  r.read("prompt", o.prompt);
-  r.read("prompt_name", o.prompt_name);
-  r.read("output_dtype", o.output_dtype);
-  r.read("max_batch_size", o.max_batch_size);
-  r.read("overwrite", o.overwrite);
-  r.read("resume", o.resume);
-  r.read("on_error", o.on_error);
-  r.read("sort_window", o.sort_window);
-  r.read("shard_size", o.shard_size);
-  r.read("shard_index", o.shard_index);
-  r.read("num_shards", o.num_shards);
-  r.read("min_centered_cosine", o.min_centered_cosine);
-  r.check_unknown();
+  o.common.quiet = !progress;
+  embed_reader().apply(flags, o, {"progress"});
   return summary_dict(run_embed_interruptible(o));
 }
 
@@ -206,6 +234,13 @@ nb::dict verify(const std::vector<std::string>& folders) {
 
 void register_jobs(nb::module_& m) {
   m.def("embed_job", &embed_job, "model"_a, "input"_a, "output"_a, "flags"_a);
+  // The keywords embed_job takes, from embed's option table (the docstring
+  // of stoke.embed_job is checked against it: tests/python).
+  m.def("embed_job_options", [] {
+    std::vector<std::string> names = embed_reader().python_names();
+    names.push_back("progress");
+    return names;
+  });
   m.def("verify", &verify, "folders"_a);
 }
 

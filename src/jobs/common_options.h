@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "io/hf_hub_cache.h"
+#include "jobs/option_table.h"
 #include "pipeline/record_reader.h"
 
 namespace stoke {
@@ -32,6 +33,31 @@ struct CommonOptions {
   // until then, and `model` is taken as a folder as it is.
   std::optional<ModelLocation> model_location;
 };
+
+// Which of the common options a job takes (a job neither lists nor accepts
+// an option it ignores): the `uses` bits of common_option_table()'s entries.
+enum CommonFlag : unsigned {
+  kInput = 1,         // --input (train reads --train, with --input as its alias)
+  kPairField = 2,     // embed never reads pairs
+  kIdField = 4,       // train has no ids
+  kDevice = 8,        // --device and --precision (tokenize runs no model)
+  kBatchTokens = 16,  // the pipeline's token budget (embed, classify)
+  kWorkers = 32,      // tokenizer threads
+  kManyInputs = 64,   // --input takes several files, folders and patterns (embed)
+};
+constexpr unsigned kTokenizeFlags = kInput | kPairField | kIdField | kWorkers;
+constexpr unsigned kEmbedFlags = kInput | kManyInputs | kIdField | kDevice | kBatchTokens | kWorkers;
+constexpr unsigned kClassifyFlags = kInput | kPairField | kIdField | kDevice | kBatchTokens | kWorkers;
+constexpr unsigned kTrainFlags = kPairField | kDevice | kWorkers;
+
+// The common options (DESIGN "Conventions every job shares"), declared once;
+// an entry whose `uses` has bits is taken only by the jobs whose mask has
+// one of them (a job's mask: kEmbedFlags, ...; job_takes says).
+const OptionTable<CommonOptions>& common_option_table();
+template <class O>
+bool job_takes(const Option<O>& o, unsigned job_mask) {
+  return (o.uses == ~0u || (o.uses & job_mask) != 0) && (o.unless & job_mask) == 0;
+}
 
 // Resolves --model once, before any job opens the folder: a local path stays
 // as it is; a Hugging Face hub id ("org/name[@revision]") becomes its snapshot

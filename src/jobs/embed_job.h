@@ -58,6 +58,16 @@ struct EmbedOptions {
   const std::atomic<bool>* cancel = nullptr;
 };
 
+// Task counts past any scheduler's (--num-shards; RELIABILITY 16).
+constexpr int64_t kMaxTasks = 1'000'000;
+// The `uses` bit of the output folder's options (--output, --overwrite,
+// --resume, --min-centered-cosine): under `stoke embed` and `stoke doctor
+// embed`, not `stoke tune embed` (its trials write temporary folders).
+constexpr unsigned kEmbedOutputOptions = 1u << 16;
+// embed's options, declared once (jobs/option_table.h): the common options
+// it takes, then its own. The CLI, --config and Python's embed_job read it.
+const OptionTable<EmbedOptions>& embed_option_table();
+
 struct EmbedSummary {
   uint64_t texts = 0, tokens = 0, truncated = 0, replaced_utf8 = 0, batches = 0;
   uint64_t records = 0, skipped = 0, other_tasks = 0, resumed = 0, shards = 0;

@@ -76,6 +76,26 @@ def test_embed_job_summary_and_bad_flags(tmp_path, corpus, reference):
         stoke.embed_job(model_dir("tiny-bert"), tmp_path / "missing.jsonl", tmp_path / "y", device="cpu")
 
 
+def test_embed_job_takes_exactly_the_option_tables_names(tmp_path, corpus):
+    # One table declares embed's options (src/jobs/embed_option_table.cc): the
+    # keywords embed_job takes are its names, each documented, each checked as
+    # the CLI checks it.
+    import re
+
+    from stoke import _stoke
+
+    names = set(_stoke.embed_job_options())
+    documented = set(re.findall(r"[a-z][a-z_]+", stoke.embed_job.__doc__.split("**flags:")[1].split("Returns")[0]))
+    assert {"batch_tokens", "shard_index", "partition", "normalize", "progress"} <= names
+    assert names <= documented, names - documented
+    with pytest.raises(ValueError, match="--batch-tokens -2: expected 1 to 16777216"):
+        stoke.embed_job(model_dir("tiny-bert"), corpus, tmp_path / "x", batch_tokens=-2)
+    with pytest.raises(ValueError, match="--max-length 0: expected 1 to 1048576"):
+        stoke.embed_job(model_dir("tiny-bert"), corpus, tmp_path / "x", max_length=0)
+    with pytest.raises(ValueError, match="normalize: expected True or False"):
+        stoke.embed_job(model_dir("tiny-bert"), corpus, tmp_path / "x", normalize="yes")
+
+
 JOB_SCRIPT = textwrap.dedent(
     """
     import json, sys

@@ -21,11 +21,13 @@ def embed_job(
             device and dtype are used; the job opens the model itself).
         input: a JSONL / CSV / TSV / text file.
         output: the output folder (docs/output-format.md).
-        **flags: the CLI's flags with underscores: input_format, text_field, id_field,
-            max_length, device, precision, workers, batch_tokens, pooling, normalize,
-            dimensions, prompt, prompt_name, output_dtype, max_batch_size, overwrite,
-            resume, on_error, sort_window, shard_size, shard_index, num_shards,
-            min_centered_cosine, trace; and progress=True for a progress bar on stderr.
+        **flags: the CLI's flags with underscores, from the job's one option table
+            (each value checked as the CLI checks it): input_format, text_field,
+            id_field, max_length, device, precision, workers, batch_tokens, trace,
+            overwrite, resume, min_centered_cosine, pooling, normalize (False: the
+            CLI's --no-normalize), dimensions, prompt, prompt_name, output_dtype,
+            max_batch_size, on_error, sort_window, shard_size, shard_index, num_shards
+            (an int or "auto"), partition; and progress=True for a progress bar on stderr.
 
     Returns the run's summary (texts, tokens, batches, shards, notes, seconds, ...).
     With precision="int8", summary["quality"] is the manifest's "quality": the

@@ -1,0 +1,71 @@
+#include "jobs/option_table.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace stoke {
+
+namespace {
+
+// The one line every refused value gets: "--flag value: expected ...".
+[[noreturn]] void refuse(const std::string& flag, const std::string& text, const std::string& expected) {
+  throw Error(Errc::invalid_argument, flag + " " + text + ": expected " + expected);
+}
+
+}  // namespace
+
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string int_range_text(int64_t lo, int64_t hi) { return std::to_string(lo) + " to " + std::to_string(hi); }
+
+std::string real_range_text(double lo, double hi, bool lo_open, bool hi_open) {
+  if (!lo_open && !hi_open) return number_text(lo) + " to " + number_text(hi);
+  return number_text(lo) + (lo_open ? " < value " : " <= value ") + (hi_open ? "< " : "<= ") + number_text(hi);
+}
+
+int64_t parse_int_option(const std::string& flag, const std::string& text, int64_t lo, int64_t hi,
+                         const std::string& why) {
+  int64_t v = 0;
+  const char* b = text.data();
+  const char* e = b + text.size();
+  if (b != e && *b == '+') ++b;  // from_chars takes no plus sign
+  const auto [end, ec] = std::from_chars(b, e, v);
+  const std::string expected = int_range_text(lo, hi) + (why.empty() ? "" : " (" + why + ")");
+  if (ec == std::errc::result_out_of_range) refuse(flag, text, expected);
+  if (ec != std::errc() || end != e || b == e) refuse(flag, "\"" + text + "\"", "a whole number, " + expected);
+  if (v < lo || v > hi) refuse(flag, text, expected);
+  return v;
+}
+
+double parse_real_option(const std::string& flag, const std::string& text, double lo, double hi, bool lo_open,
+                         bool hi_open) {
+  char* end = nullptr;
+  const double v = text.empty() ? NAN : std::strtod(text.c_str(), &end);
+  const std::string range = real_range_text(lo, hi, lo_open, hi_open);
+  if (text.empty() || end != text.c_str() + text.size() || std::isnan(v)) refuse(flag, "\"" + text + "\"", "a number, " + range);
+  if (!std::isfinite(v) || v < lo || (lo_open && v == lo) || v > hi || (hi_open && v == hi)) refuse(flag, text, range);
+  return v;
+}
+
+const std::string& parse_word_option(const std::string& flag, const std::string& text,
+                                     const std::vector<std::string>& choices) {
+  for (const std::string& c : choices)
+    if (c == text) return c;
+  std::string list;
+  for (size_t i = 0; i < choices.size(); ++i) list += (i ? ", " : "") + choices[i];
+  refuse(flag, "\"" + text + "\"", "one of " + list);
+}
+
+bool parse_flag_option(const std::string& flag, const std::string& text) {
+  if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
+  if (text == "false" || text == "0" || text == "no" || text == "off") return false;
+  refuse(flag, "\"" + text + "\"", "true or false");
+}
+
+}  // namespace stoke
