@@ -13,7 +13,6 @@
 
 namespace stoke::cli {
 
-constexpr int64_t kMaxSteps = 1'000'000'000;    // train's step counts
 
 // --on-error and --errors of the jobs that write one output file (tokenize,
 // classify): a skipped record's number and reason go to the errors file.
@@ -38,17 +37,16 @@ struct EmbedCli {
 // writes its trials to temporary folders).
 void add_embed_flags(CLI::App* embed, EmbedCli& cli, const char* output_help);
 
-// `stoke train`'s flags (also under `stoke doctor train`).
+// `stoke train`'s flags (also under `stoke doctor train` and `stoke tune
+// train`), from train_option_table().
 struct TrainCli {
   TrainOptions o;
-  double dropout = -1;
+  // --resume [CHECKPOINT]: the parser stores the optional value here; its
+  // table entry's set() takes it once parsing is done (finish).
   std::string resume;
   void finish(CLI::App* cmd) {
-    if (const CLI::Option* r = cmd->get_option_no_throw("--resume"); r && r->count() > 0) {  // tune has none
-      o.resume = true;
-      o.resume_from = resume;
-    }
-    if (cmd->count("--dropout") > 0) o.dropout = dropout;
+    if (const CLI::Option* r = cmd->get_option_no_throw("--resume"); r && r->count() > 0)  // tune has none
+      find_option(train_option_table(), "--resume")->set(o, resume);
   }
 };
 

@@ -25,17 +25,19 @@ CLI::Option* add_table_option(CLI::App* cmd, O& options, const Option<O>& e) {
       throw CLI::ValidationError(err.what());  // the single-argument form: exactly this line
     }
   };
+  std::string names = e.flag;
+  for (const std::string& a : e.aliases) names += "," + a;
   std::string help = e.help;
   if (e.kind == OptionKind::integer || e.kind == OptionKind::real) help += " (" + e.accepted + ")";
   CLI::Option* opt = nullptr;
   switch (e.kind) {
     case OptionKind::flag:
       opt = cmd->add_flag_function(
-          e.flag, [call](int64_t count) { call(count > 0 ? "true" : "false"); }, help);
+          names, [call](int64_t count) { call(count > 0 ? "true" : "false"); }, help);
       break;
     case OptionKind::list:
       opt = cmd->add_option_function<std::vector<std::string>>(
-                   e.flag, [call](const std::vector<std::string>& values) {
+                   names, [call](const std::vector<std::string>& values) {
                      for (const std::string& v : values) call(v);
                    },
                    help)
@@ -43,7 +45,7 @@ CLI::Option* add_table_option(CLI::App* cmd, O& options, const Option<O>& e) {
                 ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
       break;
     default:
-      opt = cmd->add_option_function<std::string>(e.flag, call, help);
+      opt = cmd->add_option_function<std::string>(names, call, help);
       break;
   }
   if (!e.type_name.empty()) opt->type_name(e.type_name);

@@ -24,14 +24,6 @@ std::string canonical_dtype(const std::string& d) {
   throw Error(Errc::invalid_argument, "dtype \"" + d + "\": expected f32, bf16 or f16");
 }
 
-// As `stoke embed` picks its tokenizer threads: on the CPU one keeps up with
-// the forward (the kernels use every core); a GPU needs the host's cores.
-int default_workers(const std::string& device_name) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (device_name == "cpu") return 1;
-  return static_cast<int>(std::clamp(cores - 1, 1u, 8u));
-}
-
 bool is_classifier_config(const HfConfig& cfg) {
   for (const auto& a : cfg.architectures)
     if (a.find("ForSequenceClassification") != std::string::npos) return true;

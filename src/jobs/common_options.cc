@@ -79,4 +79,10 @@ RecordReaderOptions record_reader_options(const CommonOptions& o) {
   return r;
 }
 
+int default_workers(const std::string& device_name) {
+  if (device_name == "cpu") return 1;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::clamp(cores - 1, 1u, 8u));
+}
+
 }  // namespace stoke

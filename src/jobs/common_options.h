@@ -80,6 +80,11 @@ constexpr int kWorkersPerCore = 4, kMaxWorkersAbsolute = 256;
 int max_workers();
 // Why the cap is what it is, in words ("4 per core: this machine has 2 cores").
 std::string max_workers_reason();
+// The tokenizer threads a job starts when --workers is 0 (every job, the
+// server and Python's Model): on the CPU backend one — the kernels use every
+// core and tokenization is ~20x cheaper than the forward, so one keeps up;
+// on a GPU the host's cores tokenize: all but one, at most 8.
+int default_workers(const std::string& device_name);
 // Checks the value forms of the common flags (device, precision, workers, ...).
 void validate_common_options(const CommonOptions& options);
 // The record reader's settings for these flags: the format from --input-format,

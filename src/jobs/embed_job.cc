@@ -97,15 +97,6 @@ std::string tokenizer_sha256(const fs::path& model_dir) {
   return h.hex_digest();
 }
 
-int default_workers(const std::string& device_name) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  // On the CPU backend the kernels use every core; tokenization is ~20x
-  // cheaper than the forward, so one thread keeps up. A GPU needs the host's
-  // cores for tokenization.
-  if (device_name == "cpu") return 1;
-  return static_cast<int>(std::clamp(cores - 1, 1u, 8u));
-}
-
 json stage_json(const StageTime& t) {
   return {{"busy", t.busy}, {"wait_input", t.wait_input}, {"wait_output", t.wait_output}};
 }

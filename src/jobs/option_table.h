@@ -47,6 +47,8 @@ struct Option {
   unsigned uses = ~0u;         // a shared option: the jobs (bits of their own mask) that take it...
   unsigned unless = 0;         // ... except those whose mask has one of these bits
   std::string type_name;       // what --help shows for the value: INT, NUMBER, WORD, TEXT, "INT|auto"
+  std::vector<std::string> aliases;  // other names of the flag on the CLI ("--input" for train's --train)
+  bool value_optional = false;       // the CLI flag may come without a value (train's --resume [CHECKPOINT])
   std::function<void(Options&, const std::string&)> set;  // text -> the typed field, checked
   std::function<std::string(const Options&)> show;        // the value as text ("" = no default shown)
 
@@ -75,6 +77,8 @@ Option<Whole> lift_option(const Option<Part>& o, Get part) {
   w.uses = o.uses;
   w.unless = o.unless;
   w.type_name = o.type_name;
+  w.aliases = o.aliases;
+  w.value_optional = o.value_optional;
   auto set = o.set;
   auto show = o.show;
   w.set = [set, part](Whole& whole, const std::string& text) { set(part(whole), text); };
@@ -151,7 +155,13 @@ Option<O> real_option(std::string flag, Field field, double lo, double hi, std::
   o.set = [field, f, lo, hi, lo_open, hi_open](O& opts, const std::string& text) {
     field(opts) = parse_real_option(f, text, lo, hi, lo_open, hi_open);
   };
-  o.show = [field](const O& opts) { return number_text(field(const_cast<O&>(opts))); };
+  o.show = [field](const O& opts) {
+    const auto& v = field(const_cast<O&>(opts));
+    if constexpr (requires { v.has_value(); })
+      return v ? number_text(*v) : std::string();  // unset: no default to show
+    else
+      return number_text(v);
+  };
   return o;
 }
 

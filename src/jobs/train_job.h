@@ -64,6 +64,16 @@ struct TrainOptions {
   std::function<void(const std::string&)> on_thread_start;  // the host ("trainer") and device threads
 };
 
+// Step counts past any run's (RELIABILITY 16: a number from a user is bounded).
+constexpr int64_t kMaxSteps = 1'000'000'000;
+// The `uses` bit of the output folder's options (--output, --resume,
+// --overwrite): under `stoke train` and `stoke doctor train`, not `stoke
+// tune train`.
+constexpr unsigned kTrainOutputOptions = 1u << 17;
+// train's options, declared once (jobs/option_table.h): the common options
+// it takes, then its own. The CLI and --config read it.
+const OptionTable<TrainOptions>& train_option_table();
+
 struct TrainSummary {
   std::string device, precision;
   int64_t steps = 0, total_steps = 0, batch_size = 0, grad_accum = 1;

@@ -39,10 +39,7 @@ ModelKind decide_kind(const std::string& flag, const ModelFolder& folder) {
 }
 
 int tokenizer_threads(const ServeOptions& o, const std::string& device_name) {
-  if (o.common.workers > 0) return o.common.workers;
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  // As embed: on the CPU backend the kernels take the cores; a GPU needs host threads to tokenize.
-  return device_name == "cpu" ? 1 : static_cast<int>(std::clamp(cores - 1, 1u, 8u));
+  return o.common.workers > 0 ? o.common.workers : default_workers(device_name);
 }
 
 }  // namespace

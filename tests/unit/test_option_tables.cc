@@ -1,9 +1,9 @@
-// The option tables (src/jobs/option_table.h): embed's and the common one
-// declare each option once, and every interface shows and checks what the
+// The option tables (src/jobs/option_table.h): embed's, train's and the
+// common one declare each option once, and every interface shows and checks what the
 // table says — `stoke embed --help` lists every CLI entry with its default,
 // each number refuses a value out of its range in one line naming flag,
-// value and range, and the README's embed usage names only flags the table
-// has. (Python's embed_job keywords against the table: tests/python/test_jobs.py.)
+// value and range, and the README's usage of embed and train names only
+// flags their tables have. (Python's embed_job keywords against the table: tests/python/test_jobs.py.)
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -11,25 +11,31 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "jobs/common_options.h"
 #include "jobs/embed_job.h"
+#include "jobs/train_job.h"
 #include "support/fixtures.h"
 
 namespace stoke {
 namespace {
 
-TEST(OptionTables, EmbedHelpListsEveryCliEntryWithItsDefault) {
-  const auto r = test::run_stoke("embed --help");
+// Every CLI entry of `table` on its line of `stoke <command> --help`, with
+// its type and its default: "  --batch-tokens INT=16384   Tokens per batch ...".
+template <class O>
+void expect_help_lists_the_table(const std::string& command, const OptionTable<O>& table, int at_least) {
+  const auto r = test::run_stoke(command + " --help");
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string help = r.out + r.err;
-  const EmbedOptions defaults;
+  const O defaults;
   int listed = 0;
-  for (const Option<EmbedOptions>& e : embed_option_table()) {
+  for (const Option<O>& e : table) {
     if (!(e.offer & kOfferCli)) continue;
-    // The flag's line: "  --batch-tokens INT=16384   Tokens per batch ...".
-    const size_t at = help.find("  " + e.flag + " ");
-    ASSERT_NE(at, std::string::npos) << e.flag << " is not in `stoke embed --help`";
+    size_t at = help.find("  " + e.flag + " ");  // (not a longer flag it begins: --lr-scale, --lr-scale-from)
+    if (at == std::string::npos) at = help.find("  " + e.flag + ",");  // with aliases: --train,--input
+    if (at == std::string::npos) at = help.find("  " + e.flag + "\n");  // a flag whose help starts on the next line
+    ASSERT_NE(at, std::string::npos) << e.flag << " is not in `stoke " << command << " --help`";
     const std::string line = help.substr(at, help.find('\n', at) - at);
     if (e.show && !e.show(defaults).empty())
       EXPECT_NE(line.find("=" + e.show(defaults)), std::string::npos)
@@ -37,14 +43,23 @@ TEST(OptionTables, EmbedHelpListsEveryCliEntryWithItsDefault) {
     if (!e.type_name.empty()) EXPECT_NE(line.find(" " + e.type_name), std::string::npos) << line;
     ++listed;
   }
-  EXPECT_GE(listed, 30);
+  EXPECT_GE(listed, at_least) << command;
 }
 
-TEST(OptionTables, NamesAreUniqueAndNumbersRefuseValuesOutOfRange) {
+TEST(OptionTables, HelpListsEveryCliEntryWithItsDefault) {
+  expect_help_lists_the_table("embed", embed_option_table(), 30);
+  expect_help_lists_the_table("train", train_option_table(), 50);
+}
+
+// Python names unique; every number refuses a value below its range and a
+// value that is not a number, in one line naming the flag; flags take only
+// true/false words.
+template <class O>
+void expect_entries_refuse_bad_values(const OptionTable<O>& table) {
   std::set<std::string> python;
-  for (const Option<EmbedOptions>& e : embed_option_table()) {
+  for (const Option<O>& e : table) {
     if (e.offer & kOfferPython) EXPECT_TRUE(python.insert(e.python_name()).second) << e.python_name() << " twice";
-    EmbedOptions o;
+    O o;
     if (e.kind == OptionKind::integer) {
       try {
         e.set(o, "-9223372036854775807");
@@ -63,6 +78,11 @@ TEST(OptionTables, NamesAreUniqueAndNumbersRefuseValuesOutOfRange) {
     if (e.kind == OptionKind::real) EXPECT_THROW(e.set(o, "nan"), Error) << e.flag;
     if (e.kind == OptionKind::flag) EXPECT_THROW(e.set(o, "maybe"), Error) << e.flag;
   }
+}
+
+TEST(OptionTables, NamesAreUniqueAndNumbersRefuseValuesOutOfRange) {
+  expect_entries_refuse_bad_values(embed_option_table());
+  expect_entries_refuse_bad_values(train_option_table());
   EmbedOptions o;
   find_option(embed_option_table(), "--batch-tokens")->set(o, "+512");
   EXPECT_EQ(o.common.batch_tokens, 512);
@@ -70,24 +90,44 @@ TEST(OptionTables, NamesAreUniqueAndNumbersRefuseValuesOutOfRange) {
   EXPECT_TRUE(o.shard_index_auto);
   find_option(embed_option_table(), "--no-normalize")->set(o, "true");
   EXPECT_EQ(o.normalize, std::optional<bool>(false));
+  TrainOptions t;
+  find_option(train_option_table(), "--batch-size")->set(t, "auto");
+  EXPECT_EQ(t.batch_size, "auto");
+  EXPECT_THROW(find_option(train_option_table(), "--batch-size")->set(t, "0"), Error);
+  find_option(train_option_table(), "--dropout")->set(t, "0.25");
+  EXPECT_EQ(t.dropout, std::optional<double>(0.25));
+  EXPECT_THROW(find_option(train_option_table(), "--dropout")->set(t, "1"), Error);  // below 1
+  find_option(train_option_table(), "--resume")->set(t, "");
+  EXPECT_TRUE(t.resume);
 }
 
-TEST(OptionTables, TheReadmesEmbedUsageNamesOnlyTableFlags) {
+// The flags of the README's usage block of `stoke <command>` (up to the next
+// command's block).
+std::vector<std::string> readme_usage_flags(const std::string& command, const std::string& next) {
   std::ifstream in(test::source_dir() / "README.md");
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string readme = ss.str();
-  const size_t start = readme.find("    stoke embed ");
-  ASSERT_NE(start, std::string::npos);
-  const size_t end = readme.find("    stoke verify", start);
+  const size_t start = readme.find("    stoke " + command + " ");
+  if (start == std::string::npos) return {};
+  const size_t end = readme.find("    stoke " + next, start);
   const std::string usage = readme.substr(start, end - start);
   const std::regex flag("--[a-z0-9-]+");
-  int seen = 0;
-  for (auto it = std::sregex_iterator(usage.begin(), usage.end(), flag); it != std::sregex_iterator(); ++it) {
-    EXPECT_NE(find_option(embed_option_table(), it->str()), nullptr) << it->str() << " (README) is not an embed option";
-    ++seen;
-  }
-  EXPECT_GE(seen, 15);
+  std::vector<std::string> flags;
+  for (auto it = std::sregex_iterator(usage.begin(), usage.end(), flag); it != std::sregex_iterator(); ++it)
+    flags.push_back(it->str());
+  return flags;
+}
+
+TEST(OptionTables, TheReadmesUsageNamesOnlyTableFlags) {
+  const auto embed = readme_usage_flags("embed", "verify");
+  EXPECT_GE(embed.size(), 15u);
+  for (const std::string& f : embed)
+    EXPECT_NE(find_option(embed_option_table(), f), nullptr) << f << " (README) is not an embed option";
+  const auto train = readme_usage_flags("train", "doctor");
+  EXPECT_GE(train.size(), 20u);
+  for (const std::string& f : train)
+    EXPECT_NE(find_option(train_option_table(), f), nullptr) << f << " (README) is not a train option";
 }
 
 }  // namespace
