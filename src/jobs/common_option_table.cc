@@ -40,8 +40,10 @@ OptionTable<O> make_table() {
       kInput, kManyInputs);
   add(text_option<O>("--input-format", [](O& o) -> std::string& { return o.input_format; },
                      "jsonl, csv, tsv or text (default: from the file name: .csv, .tsv, .txt, else JSONL)", kOfferBoth,
-                     false));
-  add(text_option<O>("--text-field", [](O& o) -> std::string& { return o.text_field; }, "Field holding the text"));
+                     false),
+      kRecords);
+  add(text_option<O>("--text-field", [](O& o) -> std::string& { return o.text_field; }, "Field holding the text"),
+      kRecords);
   add(text_option<O>("--pair-field", [](O& o) -> std::string& { return o.pair_field; },
                      "Field holding the second text of a pair (optional per record)"),
       kPairField);

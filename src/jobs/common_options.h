@@ -44,11 +44,12 @@ enum CommonFlag : unsigned {
   kBatchTokens = 16,  // the pipeline's token budget (embed, classify)
   kWorkers = 32,      // tokenizer threads
   kManyInputs = 64,   // --input takes several files, folders and patterns (embed)
+  kRecords = 128,     // reads records from files: --input-format, --text-field (not serve: its texts come in requests)
 };
-constexpr unsigned kTokenizeFlags = kInput | kPairField | kIdField | kWorkers;
-constexpr unsigned kEmbedFlags = kInput | kManyInputs | kIdField | kDevice | kBatchTokens | kWorkers;
-constexpr unsigned kClassifyFlags = kInput | kPairField | kIdField | kDevice | kBatchTokens | kWorkers;
-constexpr unsigned kTrainFlags = kPairField | kDevice | kWorkers;
+constexpr unsigned kTokenizeFlags = kRecords | kInput | kPairField | kIdField | kWorkers;
+constexpr unsigned kEmbedFlags = kRecords | kInput | kManyInputs | kIdField | kDevice | kBatchTokens | kWorkers;
+constexpr unsigned kClassifyFlags = kRecords | kInput | kPairField | kIdField | kDevice | kBatchTokens | kWorkers;
+constexpr unsigned kTrainFlags = kRecords | kPairField | kDevice | kWorkers;
 
 // The common options (DESIGN "Conventions every job shares"), declared once;
 // an entry whose `uses` has bits is taken only by the jobs whose mask has

@@ -257,7 +257,9 @@ TEST(CliFlags, EveryListedFlagIsAcceptedAndUnusedOnesAreRefused) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"tokenize", "--device cpu"},     {"tokenize", "--precision f32"}, {"tokenize", "--batch-tokens 64"},
       {"embed", "--pair-field p"},      {"train", "--id-field id"},       {"train", "--batch-tokens 64"},
-      {"tune embed", "--output o"},     {"tune train", "--output o"},     {"doctor embed", "--pair-field p"}};
+      {"tune embed", "--output o"},     {"tune train", "--output o"},     {"doctor embed", "--pair-field p"},
+      // serve's texts come in requests: it reads no records from files
+      {"serve", "--text-field t"},      {"serve", "--input-format jsonl"}};
   for (const auto& [cmd, flag] : refused) {
     const RunResult r = run_stoke(cmd + " " + flag);
     EXPECT_EQ(r.status, 1) << cmd << " " << flag;
