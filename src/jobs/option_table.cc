@@ -57,9 +57,10 @@ const std::string& parse_word_option(const std::string& flag, const std::string&
                                      const std::vector<std::string>& choices) {
   for (const std::string& c : choices)
     if (c == text) return c;
-  std::string list;
-  for (size_t i = 0; i < choices.size(); ++i) list += (i ? ", " : "") + choices[i];
-  refuse(flag, "\"" + text + "\"", "one of " + list);
+  std::string list;  // "stop or skip", "linear, constant or cosine"
+  for (size_t i = 0; i < choices.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  refuse(flag, "\"" + text + "\"", list);
 }
 
 bool parse_flag_option(const std::string& flag, const std::string& text) {

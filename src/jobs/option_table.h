@@ -46,7 +46,7 @@ struct Option {
   unsigned offer = kOfferBoth;
   unsigned uses = ~0u;         // a shared option: the jobs (bits of their own mask) that take it...
   unsigned unless = 0;         // ... except those whose mask has one of these bits
-  std::string type_name;       // what --help shows for the value: INT, NUMBER, WORD, TEXT, "INT|auto"
+  std::string type_name;       // what --help shows for the value: INT, NUMBER, TEXT, "INT|auto"
   std::vector<std::string> aliases;  // other names of the flag on the CLI ("--input" for train's --train)
   bool value_optional = false;       // the CLI flag may come without a value (train's --resume [CHECKPOINT])
   std::function<void(Options&, const std::string&)> set;  // text -> the typed field, checked
@@ -103,7 +103,7 @@ int64_t parse_int_option(const std::string& flag, const std::string& text, int64
 // lo_open / hi_open: the value must lie strictly above lo / below hi.
 double parse_real_option(const std::string& flag, const std::string& text, double lo, double hi,
                          bool lo_open = false, bool hi_open = false);
-// One of `choices`, else "--pooling \"avg\": expected one of cls, mean, max".
+// One of `choices`, else "--on-error \"maybe\": expected stop or skip".
 const std::string& parse_word_option(const std::string& flag, const std::string& text,
                                      const std::vector<std::string>& choices);
 // "true"/"false" (and 1/0, yes/no) for a flag's value given in a config file.
@@ -174,7 +174,7 @@ Option<O> word_option(std::string flag, Field field, std::vector<std::string> ch
   o.help = std::move(help);
   for (size_t i = 0; i < choices.size(); ++i) o.accepted += (i ? ", " : "") + choices[i];
   o.offer = offer;
-  o.type_name = "WORD";
+  o.type_name = "TEXT";  // the help names the words
   const std::string f = o.flag;
   o.set = [field, f, choices](O& opts, const std::string& text) { field(opts) = parse_word_option(f, text, choices); };
   o.show = [field](const O& opts) { return field(const_cast<O&>(opts)); };

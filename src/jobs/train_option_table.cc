@@ -89,8 +89,8 @@ OptionTable<O> make_table() {
                      kOfferCli, true));
   add(int_option<O>("--lr-scale-from", [](O& o) -> int64_t& { return o.lr_scale_from; }, 0, 1 << 24,
                     "Scale --lr by effective batch / B0 (linear scaling rule; 0: off)", kOfferCli));
-  add(text_option<O>("--lr-scale", [](O& o) -> std::string& { return o.lr_scale; }, "linear or sqrt (with --lr-scale-from)",
-                     kOfferCli));
+  add(word_option<O>("--lr-scale", [](O& o) -> std::string& { return o.lr_scale; }, {"linear", "sqrt", "none"},
+                     "linear or sqrt (with --lr-scale-from; none: off)", kOfferCli));
   add(int_option<O>("--seed", [](O& o) -> uint64_t& { return o.seed; }, 0, INT64_MAX,
                     "Seed for shuffling, dropout masks and new heads", kOfferCli));
   add(flag_option<O>("--no-shuffle", [](O& o) -> bool& { return o.no_shuffle; }, "File order exactly, no regrouping",
@@ -99,8 +99,8 @@ OptionTable<O> make_table() {
                      "Shuffle without grouping similar lengths", kOfferCli));
   add(int_option<O>("--log-every", [](O& o) -> int64_t& { return o.log_every; }, 1, kMaxSteps,
                     "Read the loss from the device every K steps (one host sync each)", kOfferCli));
-  add(text_option<O>("--eval-strategy", [](O& o) -> std::string& { return o.eval_strategy; },
-                     "steps, epoch or no (default: steps with --eval)", kOfferCli, false));
+  add(word_option<O>("--eval-strategy", [](O& o) -> std::string& { return o.eval_strategy; }, {"steps", "epoch", "no"},
+                     "steps, epoch or no (default: steps with --eval)", kOfferCli));
   add(unset_default(int_option<O>("--eval-every", [](O& o) -> int64_t& { return o.eval_every; }, 1, kMaxSteps,
                                   "Evaluate every K steps (default: --log-every)", kOfferCli)));
   add(int_option<O>("--save-every", [](O& o) -> int64_t& { return o.save_every; }, 0, kMaxSteps,
@@ -109,10 +109,11 @@ OptionTable<O> make_table() {
                     "Keep the newest N checkpoints (0: all)", kOfferCli));
   add(flag_option<O>("--load-best", [](O& o) -> bool& { return o.load_best; },
                      "End with the weights of the best evaluation (--metric)", kOfferCli));
-  add(text_option<O>("--metric", [](O& o) -> std::string& { return o.metric; },
+  add(word_option<O>("--metric", [](O& o) -> std::string& { return o.metric; },
+                     {"eval_loss", "eval_accuracy", "eval_macro_f1"},
                      "eval_loss, eval_accuracy or eval_macro_f1 (for --load-best)", kOfferCli));
-  add(text_option<O>("--schedule", [](O& o) -> std::string& { return o.schedule; }, "linear, constant or cosine",
-                     kOfferCli));
+  add(word_option<O>("--schedule", [](O& o) -> std::string& { return o.schedule; }, {"linear", "constant", "cosine"},
+                     "linear, constant or cosine", kOfferCli));
   add(int_option<O>("--warmup-steps", [](O& o) -> int64_t& { return o.warmup_steps; }, 0, kMaxSteps,
                     "Warmup steps (0: --warmup-ratio)", kOfferCli));
   add(real_option<O>("--warmup-ratio", [](O& o) -> double& { return o.warmup_ratio; }, 0, 1,
@@ -137,8 +138,8 @@ OptionTable<O> make_table() {
                     "Outputs of the classification head (0: the model's; a new head when it changes)", kOfferCli));
   add(flag_option<O>("--new-labels", [](O& o) -> bool& { return o.new_labels; },
                      "Let labels outside a fine-tuned model's label names replace them (a new head)", kOfferCli));
-  add(text_option<O>("--on-error", [](O& o) -> std::string& { return o.on_error; }, "A bad record: stop, or skip it",
-                     kOfferCli));
+  add(word_option<O>("--on-error", [](O& o) -> std::string& { return o.on_error; }, {"stop", "skip"},
+                     "A bad record: stop, or skip it", kOfferCli));
   add(flag_option<O>("--no-graphs", [](O& o) -> bool& { return o.no_graphs; },
                      "CUDA: enqueue every micro-batch eagerly (default: replay a graph per length bucket)", kOfferCli));
   add(flag_option<O>("--debug-sync-each-step", [](O& o) -> bool& { return o.debug_sync_each_step; },

@@ -99,6 +99,19 @@ TEST(OptionTables, NamesAreUniqueAndNumbersRefuseValuesOutOfRange) {
   EXPECT_THROW(find_option(train_option_table(), "--dropout")->set(t, "1"), Error);  // below 1
   find_option(train_option_table(), "--resume")->set(t, "");
   EXPECT_TRUE(t.resume);
+  // Words are checked when given, in the words of the later checks.
+  try {
+    find_option(train_option_table(), "--schedule")->set(t, "triangle");
+    ADD_FAILURE() << "--schedule took triangle";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--schedule \"triangle\": expected linear, constant or cosine");
+  }
+  try {
+    find_option(embed_option_table(), "on_error")->set(o, "later");
+    ADD_FAILURE() << "--on-error took later";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--on-error \"later\": expected stop or skip");
+  }
 }
 
 // The flags of the README's usage block of `stoke <command>` (up to the next
