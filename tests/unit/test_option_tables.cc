@@ -37,10 +37,13 @@ void expect_help_lists_the_table(const std::string& command, const OptionTable<O
     if (at == std::string::npos) at = help.find("  " + e.flag + "\n");  // a flag whose help starts on the next line
     ASSERT_NE(at, std::string::npos) << e.flag << " is not in `stoke " << command << " --help`";
     const std::string line = help.substr(at, help.find('\n', at) - at);
-    if (e.show && !e.show(defaults).empty())
+    if (e.show && !e.show(defaults).empty()) {
       EXPECT_NE(line.find("=" + e.show(defaults)), std::string::npos)
           << e.flag << ": its default " << e.show(defaults) << " is not shown: " << line;
-    if (!e.type_name.empty()) EXPECT_NE(line.find(" " + e.type_name), std::string::npos) << line;
+    }
+    if (!e.type_name.empty()) {
+      EXPECT_NE(line.find(" " + e.type_name), std::string::npos) << line;
+    }
     ++listed;
   }
   EXPECT_GE(listed, at_least) << command;
@@ -58,7 +61,9 @@ template <class O>
 void expect_entries_refuse_bad_values(const OptionTable<O>& table) {
   std::set<std::string> python;
   for (const Option<O>& e : table) {
-    if (e.offer & kOfferPython) EXPECT_TRUE(python.insert(e.python_name()).second) << e.python_name() << " twice";
+    if (e.offer & kOfferPython) {
+      EXPECT_TRUE(python.insert(e.python_name()).second) << e.python_name() << " twice";
+    }
     O o;
     if (e.kind == OptionKind::integer) {
       try {
@@ -75,8 +80,12 @@ void expect_entries_refuse_bad_values(const OptionTable<O>& table) {
         EXPECT_NE(std::string(err.what()).find("expected a whole number"), std::string::npos) << err.what();
       }
     }
-    if (e.kind == OptionKind::real) EXPECT_THROW(e.set(o, "nan"), Error) << e.flag;
-    if (e.kind == OptionKind::flag) EXPECT_THROW(e.set(o, "maybe"), Error) << e.flag;
+    if (e.kind == OptionKind::real) {
+      EXPECT_THROW(e.set(o, "nan"), Error) << e.flag;
+    }
+    if (e.kind == OptionKind::flag) {
+      EXPECT_THROW(e.set(o, "maybe"), Error) << e.flag;
+    }
   }
 }
 
