@@ -7,6 +7,7 @@
 #include "apps/stoke/job_reports.h"
 #include "apps/stoke/number_flags.h"
 #include "apps/stoke/serve_command.h"
+#include "core/stop_request.h"
 #include "io/hf_hub_cache.h"
 #include "jobs/classify_job.h"
 #include "jobs/doctor_job.h"
@@ -52,9 +53,12 @@ class EmbedCommand : public Command {
   std::vector<TextCommand> text_commands() override { return {{cmd_, &cli_.o.common, true}}; }
   int run() override {
     cli_.finish();
-    report_embed(run_embed(cli_.o), cli_.o);
-    return 0;
+    cli_.o.cancel = &stop_requested_flag();
+    const EmbedSummary s = run_embed(cli_.o);
+    report_embed(s, cli_.o);
+    return s.cancelled ? stop_exit_status() : 0;
   }
+  bool stops_on_signal() const override { return true; }
 
  private:
   CLI::App* cmd_ = nullptr;
@@ -74,9 +78,12 @@ class ClassifyCommand : public Command {
   bool parsed() const override { return cmd_->parsed(); }
   std::vector<TextCommand> text_commands() override { return {{cmd_, &o_.common, true}}; }
   int run() override {
-    report_classify(run_classify(o_), o_);
-    return 0;
+    o_.cancel = &stop_requested_flag();
+    const ClassifySummary s = run_classify(o_);
+    report_classify(s, o_);
+    return s.cancelled ? stop_exit_status() : 0;
   }
+  bool stops_on_signal() const override { return true; }
 
  private:
   CLI::App* cmd_ = nullptr;
@@ -93,9 +100,12 @@ class TrainCommand : public Command {
   std::vector<TextCommand> text_commands() override { return {{cmd_, &cli_.o.common, false}}; }
   int run() override {
     cli_.finish(cmd_);
-    report_train(run_train(cli_.o), cli_.o);
-    return 0;
+    cli_.o.cancel = &stop_requested_flag();
+    const TrainSummary s = run_train(cli_.o);
+    report_train(s, cli_.o);
+    return s.stopped ? stop_exit_status() : 0;
   }
+  bool stops_on_signal() const override { return true; }
 
  private:
   CLI::App* cmd_ = nullptr;
@@ -136,11 +146,14 @@ class DoctorCommand : public Command {
       o_.job = "train";
       o_.train = train_cli_.o;
     }
+    o_.embed.cancel = &stop_requested_flag();
+    o_.train.cancel = &stop_requested_flag();
     const DoctorResult r = run_doctor(o_);
     std::printf("%s", r.text.c_str());
     if (!o_.html.empty()) std::printf("\nreport: %s\n", o_.html.c_str());
-    return 0;
+    return r.stopped ? stop_exit_status() : 0;
   }
+  bool stops_on_signal() const override { return true; }
 
  private:
   CLI::App *cmd_ = nullptr, *embed_ = nullptr, *train_ = nullptr;
@@ -205,8 +218,11 @@ class TuneCommand : public Command {
 class InspectCommand : public Command {
  public:
   void add_to(CLI::App& app) override {
-    cmd_ = app.add_subcommand("inspect", "What a model folder or safetensors file holds, validated");
-    cmd_->add_option("path", path_, "A model folder, a hub id in the local Hugging Face cache, or a .safetensors file")
+    cmd_ = app.add_subcommand("inspect", "What a model folder, a .safetensors or .npy file, or an output folder holds, "
+                                         "validated");
+    cmd_->add_option("path", path_,
+                     "A model folder, a hub id in the local Hugging Face cache, a .safetensors or .npy file, or an "
+                     "embed or train output folder")
         ->required();
   }
   bool parsed() const override { return cmd_->parsed(); }

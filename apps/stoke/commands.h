@@ -32,6 +32,10 @@ class Command {
   virtual std::vector<TextCommand> text_commands() { return {}; }
   // Runs the job and prints what it prints; the exit status. Errors throw.
   virtual int run() = 0;
+  // Whether the job writes output and stops cleanly on SIGTERM/SIGINT
+  // (core/stop_request.h): main installs the handlers for it. serve drains
+  // on its own; the read-only commands just end.
+  virtual bool stops_on_signal() const { return false; }
 };
 
 // tokenize, embed, classify, train, doctor, tune, inspect, verify, serve: in --help order.

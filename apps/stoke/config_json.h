@@ -13,4 +13,10 @@ namespace stoke::cli {
 // Throws stoke::Error naming the file and key on a bad file or unknown key.
 void apply_config_file(CLI::App* cmd, const std::string& path);
 
+// `stoke embed --output DIR --resume` (and `doctor embed`): the settings the
+// manifest in DIR recorded (its "options", a --config object) for every flag
+// not given on the command line. No-op without --resume, or when DIR holds
+// no stoke-embeddings manifest with options.
+void apply_resume_manifest(CLI::App* cmd);
+
 }  // namespace stoke::cli

@@ -64,6 +64,7 @@ static void warn_gemm_fallbacks(const std::vector<std::string>& lines) {
 void report_embed(const EmbedSummary& s, const EmbedOptions& o) {
   for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
   warn_gemm_fallbacks(s.gemm_fallbacks);
+  if (s.cancelled) return;  // a stop: its note says what is kept and how to go on
   if (!s.already_complete) warn_if_empty(s.records, o.common.input);
   if (s.already_complete) {
     std::fprintf(stderr, "stoke: %s is already complete (%llu rows in %llu shards); nothing to do\n",
@@ -71,7 +72,8 @@ void report_embed(const EmbedSummary& s, const EmbedOptions& o) {
                  static_cast<unsigned long long>(s.shards));
   } else if (!o.common.quiet) {
     std::fprintf(stderr,
-                 "embedded %llu texts (%llu tokens, %llu batches) in %.2f s on %s: %s texts/s, %s tokens/s; "
+                 "embedded %llu texts (%llu tokens, %llu batches) in %.2f s on %s: %s texts/s, %s tokens/s "
+                 "(over the job's wall time; the pipeline's in manifest.json run); "
                  "%lld dims, pooling %s%s, %s; truncated %llu at max length %lld; invalid UTF-8 replaced %llu; "
                  "host syncs %llu -> %s\n",
                  static_cast<unsigned long long>(s.texts), static_cast<unsigned long long>(s.tokens),
@@ -113,8 +115,44 @@ void report_classify(const ClassifySummary& s, const ClassifyOptions& cls) {
   }
 }
 
+namespace {
+std::string g_command_line;
+
+// The command as typed, with --resume (and without --overwrite): how a
+// stopped train run goes on.
+std::string resume_command_line() {
+  std::string line = g_command_line;
+  if (line.find(" --resume") == std::string::npos) line += " --resume";
+  for (size_t at; (at = line.find(" --overwrite")) != std::string::npos;) line.erase(at, 12);
+  return line;
+}
+}  // namespace
+
+void set_command_line(int argc, char** argv) {
+  g_command_line = "stoke";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool plain = !a.empty() && a.find_first_of(" \t'\"$`\\*?;&|<>()") == std::string::npos;
+    if (plain) {
+      g_command_line += " " + a;
+    } else {
+      std::string q = "'";
+      for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      g_command_line += " " + q + "'";
+    }
+  }
+}
+
 void report_train(const TrainSummary& s, const TrainOptions& o) {
   if (s.rank != 0) return;  // data-parallel runs: rank 0 reports for all
+  if (s.stopped) {
+    std::fprintf(stderr,
+                 "stoke: stopped at step %lld of %lld: checkpoint-%lld is saved in %s (no final model yet); go on "
+                 "with: %s\n",
+                 static_cast<long long>(s.steps), static_cast<long long>(s.total_steps),
+                 static_cast<long long>(s.steps), o.output.c_str(), resume_command_line().c_str());
+    return;
+  }
   for (const auto& note : s.notes) std::fprintf(stderr, "stoke: %s\n", note.c_str());
   warn_gemm_fallbacks(s.gemm_fallbacks);
   if (!o.common.quiet) {

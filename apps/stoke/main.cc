@@ -11,7 +11,9 @@
 
 #include "apps/stoke/commands.h"
 #include "apps/stoke/config_json.h"
+#include "apps/stoke/job_reports.h"
 #include "core/error.h"
+#include "core/stop_request.h"
 #include "jobs/common_options.h"
 #include "jobs/version.h"
 
@@ -44,6 +46,8 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
 std::optional<int> prepare_text_command(const stoke::cli::TextCommand& c) {
   try {
     stoke::cli::apply_config_file(c.cmd, c.common->config);
+    // embed --output DIR --resume: the rest from DIR's manifest.
+    stoke::cli::apply_resume_manifest(c.cmd);
     // After --config, which may name the model.
     stoke::resolve_model_flag(*c.common);
   } catch (const CLI::Error& e) {
@@ -90,12 +94,16 @@ int main(int argc, char** argv) {
   for (const auto& c : commands) c->add_to(app);
 
   if (const std::optional<int> status = parse(app, argc, argv)) return *status;
+  stoke::cli::set_command_line(argc, argv);
   for (const auto& command : commands) {
     if (!command->parsed()) continue;
+    double stop_timeout = stoke::CommonOptions{}.stop_timeout;
     for (const stoke::cli::TextCommand& form : command->text_commands()) {
       if (!form.cmd->parsed()) continue;
       if (const std::optional<int> status = prepare_text_command(form)) return *status;
+      stop_timeout = form.common->stop_timeout;
     }
+    if (command->stops_on_signal()) stoke::install_stop_handlers(stop_timeout);
     return run_reporting_errors(*command);
   }
   return 0;

@@ -51,6 +51,11 @@ Target& stop_target() {
   return t;
 }
 
+Target& hang_target() {
+  static Target t = parse("STOKE_HANG_AT");
+  return t;
+}
+
 std::mutex mu;
 
 }  // namespace
@@ -60,8 +65,14 @@ void crash_point(const char* name) {
   Target& fail = fail_target();
   Target& stop = stop_target();
   Target& oom = oom_target();
-  if (!crash.armed && !fail.armed && !stop.armed && !oom.armed) return;
-  std::lock_guard lock(mu);
+  Target& hang = hang_target();
+  if (!crash.armed && !fail.armed && !stop.armed && !oom.armed && !hang.armed) return;
+  std::unique_lock lock(mu);
+  if (hang.armed && hang.name == name && --hang.hits_left == 0) {
+    hang.armed = false;
+    lock.unlock();
+    for (;;) ::pause();  // this thread only; the others (a watchdog) go on
+  }
   if (stop.armed && stop.name == name && --stop.hits_left == 0) {
     stop.armed = false;
     ::kill(::getpid(), SIGSTOP);

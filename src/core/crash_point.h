@@ -8,6 +8,8 @@
 // would), so a test can act while a job is mid-run, then SIGCONT it.
 // STOKE_OOM_AT="name:n" makes that passage throw OutOfMemoryError, as a full
 // device's allocation would (the recovery of RELIABILITY 10).
+// STOKE_HANG_AT="name:n" blocks the thread that passes there for good, as a
+// stuck device call would (the stop timeout of core/stop_request.h).
 // Without the variables it costs one check of a static.
 #pragma once
 

@@ -197,6 +197,7 @@ EncodePipelineOptions classify_pipeline_options(const ClassifyOptions& o, const 
   po.product = RowProduct::logits;
   po.trace = trace;
   po.on_thread_start = threads.on_thread_start();
+  po.cancel = o.cancel;
   return po;
 }
 
@@ -243,10 +244,27 @@ ClassifySummary run_classify(const ClassifyOptions& o) {
       [&](const PipelineProgress& p) { progress.update(p.texts, p.bytes_read, p.tokens); });
   summary.records = ps.texts;
   summary.pairs = sink.pairs;
+  summary.cancelled = ps.cancelled;
   output.commit();
   skipped.commit();
-  progress.finish();
+  progress.finish(!ps.cancelled);
   summary.read = ps.records;
+  if (ps.cancelled) {
+    // The pipeline hands on whole windows only, in order: the lines written
+    // are those of every record before the first one not handed on.
+    const uint64_t prefix = summary.records + skipped.count();
+    const std::string where = o.output == "-" ? "stdout" : o.output;
+    if (prefix == 0)
+      summary.notes.push_back("stopped before the first window of " + std::to_string(po.sort_window) +
+                              " records was done (rows are written a whole window at a time, in input order): " +
+                              where + " holds no lines; classify has no resume: run it again");
+    else
+      summary.notes.push_back(
+        "stopped: " + where + " holds the lines of the input's first " +
+        std::to_string(prefix) + " records, in order (records 0 to " + std::to_string(prefix == 0 ? 0 : prefix - 1) +
+        "); classify has no resume: classify the rest from record " + std::to_string(prefix) +
+        " on (for JSONL or text input: tail -n +" + std::to_string(prefix + 1) + " INPUT)");
+  }
   summary.skipped = skipped.count();
   summary.errors_file = skipped.where();
   summary.tokens = ps.tokens;

@@ -8,6 +8,8 @@
 // several mean softmax. Pairs (--pair-field) make a cross-encoder / reranker.
 #pragma once
 
+#include <atomic>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +25,9 @@ struct ClassifyOptions {
   int64_t max_batch_size = 256;
   std::string on_error = "stop";  // --on-error stop|skip
   std::string errors;             // --errors FILE (jobs/skipped_records.h)
+  // Set by the CLI (core/stop_request.h): a stop ends the run between
+  // batches; the output then holds the rows of a prefix of the input.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct ClassifySummary {
@@ -35,6 +40,7 @@ struct ClassifySummary {
   std::vector<std::string> notes;  // what the run adapted (a token budget halved for memory)
   std::string gpu_report;  // "gpu: util ..." (jobs/gpu_usage.h); "" when not sampled
   std::optional<ClassifyQuality> quality;  // --precision int8: labels and logits against f32 on the first texts
+  bool cancelled = false;   // a stop ended it: the output holds the first `read` records' lines
 };
 
 ClassifySummary run_classify(const ClassifyOptions& options);

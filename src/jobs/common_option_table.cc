@@ -67,6 +67,11 @@ OptionTable<O> make_table() {
       kBatchTokens);
   add(text_option<O>("--trace", [](O& o) -> std::string& { return o.trace; },
                      "Write a Chrome trace-event JSON timeline here", kOfferBoth, false));
+  add(real_option<O>("--stop-timeout", [](O& o) -> double& { return o.stop_timeout; }, 0, 3600,
+                     "On SIGTERM/SIGINT: seconds to finish the batches in flight and keep what is done before the "
+                     "process exits without them (a second signal exits at once)",
+                     kOfferCli, true),
+      kStops);
   add(flag_option<O>("--quiet", [](O& o) -> bool& { return o.quiet; }, "No progress bar and no summary", kOfferCli));
   add(text_option<O>("--config", [](O& o) -> std::string& { return o.config; },
                      "JSON object of flag: value (e.g. from `stoke tune`); command-line flags win", kOfferCli, false));

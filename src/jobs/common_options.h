@@ -29,6 +29,7 @@ struct CommonOptions {
   std::string trace;                     // --trace FILE ("" = off)
   std::string config;                    // --config FILE (applied by the CLI)
   bool quiet = false;                    // --quiet: no progress, no summary
+  double stop_timeout = 10;              // --stop-timeout: SIGTERM/SIGINT to exit at most (core/stop_request.h)
   // What --model said and what it resolved to (resolve_model_flag); unset
   // until then, and `model` is taken as a folder as it is.
   std::optional<ModelLocation> model_location;
@@ -45,11 +46,12 @@ enum CommonFlag : unsigned {
   kWorkers = 32,      // tokenizer threads
   kManyInputs = 64,   // --input takes several files, folders and patterns (embed)
   kRecords = 128,     // reads records from files: --input-format, --text-field (not serve: its texts come in requests)
+  kStops = 256,       // writes output and stops cleanly on SIGTERM/SIGINT: --stop-timeout (serve has its drain)
 };
 constexpr unsigned kTokenizeFlags = kRecords | kInput | kPairField | kIdField | kWorkers;
-constexpr unsigned kEmbedFlags = kRecords | kInput | kManyInputs | kIdField | kDevice | kBatchTokens | kWorkers;
-constexpr unsigned kClassifyFlags = kRecords | kInput | kPairField | kIdField | kDevice | kBatchTokens | kWorkers;
-constexpr unsigned kTrainFlags = kRecords | kPairField | kDevice | kWorkers;
+constexpr unsigned kEmbedFlags = kStops | kRecords | kInput | kManyInputs | kIdField | kDevice | kBatchTokens | kWorkers;
+constexpr unsigned kClassifyFlags = kStops | kRecords | kInput | kPairField | kIdField | kDevice | kBatchTokens | kWorkers;
+constexpr unsigned kTrainFlags = kStops | kRecords | kPairField | kDevice | kWorkers;
 
 // The common options (DESIGN "Conventions every job shares"), declared once;
 // an entry whose `uses` has bits is taken only by the jobs whose mask has

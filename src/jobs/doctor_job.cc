@@ -77,7 +77,11 @@ DoctorResult doctor_embed(const DoctorOptions& o) {
   f.cpu = cpu_shares(s.device, p.device_busy, sampler, before, after);
   r.diagnosis = doctor::diagnose_embed(f);
   r.diagnosis.device = s.device;
-  if (p.stopped_early)
+  r.stopped = s.cancelled;
+  if (s.cancelled)
+    r.diagnosis.evidence.push_back("stopped by a signal after " + std::to_string(p.submitted_texts) +
+                                   " texts: diagnosed as far as the run went");
+  else if (p.stopped_early)
     r.diagnosis.evidence.push_back("profiled " + std::to_string(p.submitted_texts) + " texts (--seconds " +
                                    std::to_string(static_cast<int>(o.seconds)) + ")");
   attach_timeline(r.diagnosis, trace, sampler);
@@ -111,6 +115,10 @@ DoctorResult doctor_train(const DoctorOptions& o) {
   f.cpu = cpu_shares(s.device, s.device_busy_seconds, sampler, before, after);
   r.diagnosis = doctor::diagnose_train(f);
   r.diagnosis.device = s.device;
+  r.stopped = s.stopped;
+  if (s.stopped)
+    r.diagnosis.evidence.push_back("stopped by a signal at step " + std::to_string(s.steps) +
+                                   ": diagnosed as far as the run went");
   attach_timeline(r.diagnosis, trace, sampler);
   finish(r, o, trace, json{{"job", "train"}, {"facts", doctor::to_json(f)}}, trace_out);
   return r;

@@ -26,6 +26,7 @@ struct DoctorResult {
   doctor::Diagnosis diagnosis;
   std::string text;           // what the terminal shows
   std::string output;         // where the profiled run wrote (a temporary folder is removed: "")
+  bool stopped = false;       // a stop (core/stop_request.h) cut the profiled run short: diagnosed as far as it went
 };
 
 DoctorResult run_doctor(const DoctorOptions& options);

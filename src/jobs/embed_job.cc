@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <iterator>
+#include <set>
 #include <thread>
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,8 @@
 #include "jobs/model_source_record.h"
 #include "jobs/task_environment.h"
 #include "model/pooling_mode.h"
+#include "core/stop_request.h"
+#include "pipeline/batch_journal.h"
 #include "pipeline/encode_pipeline.h"
 #include "pipeline/input_files.h"
 #include "pipeline/shard_writer.h"
@@ -358,6 +361,38 @@ json model_json(const EmbedOptions& o, const ModelSession& s) {
           {"source", model_source_json(o.common)}};
 }
 
+// The run's options as `stoke embed --output DIR --resume` takes them back
+// (a --config object: flag -> value): every option of embed's table but the
+// output folder's own and those that change nothing in the rows' making
+// (--quiet, --trace, --config). Paths are absolute, so a resume from another
+// folder finds the same files; a hub id stays as given.
+json options_record(const EmbedOptions& o, const InputSet& in) {
+  static const std::set<std::string> not_recorded = {"--output", "--resume", "--overwrite", "--quiet", "--trace",
+                                                     "--config", "--input", "--model", "--stop-timeout"};
+  json r = json::object();
+  const std::string model = o.common.model_location && o.common.model_location->hub
+                                ? o.common.model_location->given
+                                : fs::absolute(o.common.model).lexically_normal().string();
+  r["--model"] = model;
+  json inputs = json::array();
+  for (const std::string& p : in.all) inputs.push_back(p == "-" ? p : fs::absolute(p).lexically_normal().string());
+  r["--input"] = inputs;
+  for (const Option<EmbedOptions>& e : embed_option_table()) {
+    if (!(e.offer & kOfferCli) || !job_takes(e, kEmbedFlags | kEmbedOutputOptions) || not_recorded.count(e.flag))
+      continue;
+    if (e.flag == "--shard-index" && o.shard_index_auto) {
+      r[e.flag] = "auto";
+    } else if (e.flag == "--num-shards" && o.num_shards_auto) {
+      r[e.flag] = "auto";
+    } else if (e.kind == OptionKind::flag) {
+      if (e.given && e.given(o)) r[e.flag] = true;
+    } else if (e.show) {
+      if (const std::string v = e.show(o); !v.empty()) r[e.flag] = v;
+    }
+  }
+  return r;
+}
+
 json embed_manifest(const EmbedOptions& o, const InputSet& in, const ModelSession& s, const VectorSettings& v,
                     const EncodePipelineOptions& po, int64_t dims, bool streamed, const std::string& task_source) {
   const InputFormat format = po.input.format.value_or(input_format_for_path(po.input.path));
@@ -396,6 +431,7 @@ json embed_manifest(const EmbedOptions& o, const InputSet& in, const ModelSessio
         {"threads", std::thread::hardware_concurrency()},  // compute threads (OpenMP uses every core)
         {"on_error", o.on_error},
         {"serial", o.serial}}},
+      {"options", options_record(o, in)},
   };
 }
 
@@ -458,9 +494,11 @@ struct TaskShare {
 // The shard writer's commit: the fixed part with the commit point, counts and
 // (once known) the run's figures. By reference: the run fills `run_info`, and
 // a streamed input's fingerprint, in before the last commit.
+// Once the manifest covers them, the kept rows of finished batches go
+// (pipeline/batch_journal.h).
 std::function<void(const CommitPoint&)> manifest_writer(const fs::path& out_dir, const json& manifest,
-                                                        const json& run_info, TaskShare share) {
-  return [&manifest, &run_info, out_dir, share](const CommitPoint& point) {
+                                                        const json& run_info, TaskShare share, BatchJournal* journal) {
+  return [&manifest, &run_info, out_dir, share, journal](const CommitPoint& point) {
     json m = manifest;
     m["complete"] = point.complete;
     m["shards"] = shards_to_json(point.shards);
@@ -471,7 +509,40 @@ std::function<void(const CommitPoint&)> manifest_writer(const fs::path& out_dir,
     m["counts"] = counts;
     if (!run_info.empty()) m["run"] = run_info;
     write_file_atomic(out_dir / "manifest.json", std::string_view(m.dump(2) + "\n"));
+    if (!journal) return;
+    if (point.complete)
+      journal->forget_all();
+    else
+      journal->forget_before(point.records);
   };
+}
+
+// What fixes the rows of a run (the manifest's identity fields) and their
+// width, as one digest: the kept rows of another run's batches are never taken.
+std::string rows_identity(const json& manifest, int64_t dims) {
+  Sha256 h;
+  for (const std::string& field : embed_identity_fields()) {
+    const json::json_pointer ptr(field);
+    h.update(field + "=" + (manifest.contains(ptr) ? manifest.at(ptr).dump() : std::string("null")) + "\n");
+  }
+  h.update("width=" + std::to_string(dims));
+  return h.hex_digest();
+}
+
+// The line a stop prints: what is kept, and the command that goes on.
+std::string stopped_note(const CommitPoint& committed, uint64_t kept_beyond, const fs::path& out_dir,
+                         const PipelineStats& ps, uint64_t total_bytes) {
+  std::string where;
+  if (ps.input_bytes > 0 && total_bytes > 0 && ps.input_bytes >= total_bytes)
+    where = " of the input's " + std::to_string(ps.records) + " records";
+  else if (total_bytes > 0)
+    where = " (" + std::to_string(static_cast<int>(100.0 * static_cast<double>(ps.input_bytes) /
+                                                   static_cast<double>(total_bytes))) +
+            "% of the input read)";
+  return "stopped: " + std::to_string(committed.rows + kept_beyond) + " rows kept" + where + " — " +
+         std::to_string(committed.rows) + " in " + std::to_string(committed.shards.size()) + " committed shards, " +
+         std::to_string(kept_beyond) + " in finished batches (partial-*.rows); go on with: stoke embed --output " +
+         out_dir.string() + " --resume";
 }
 
 // ---- what the run did: the summary the CLI prints, and the manifest's "run"
@@ -500,10 +571,19 @@ void summarize(const PipelineStats& ps, const EncodePipelineOptions& po, const E
 }
 
 json run_json(const PipelineStats& ps, const EmbedSummary& summary) {
+  // One definition of each figure (docs/output-format.md "Figures"), the
+  // terminal's summary the same: rates are over `seconds`, the job's wall
+  // time from its start (model load included) to its last shard; the
+  // pipeline's own time and rates are beside them, named so.
+  const auto rate = [](uint64_t n, double secs) { return secs > 0 ? static_cast<double>(n) / secs : 0.0; };
   return {{"seconds", summary.seconds},
+          {"texts_per_second", rate(ps.texts, summary.seconds)},
+          {"tokens_per_second", rate(ps.tokens, summary.seconds)},
           {"pipeline_seconds", ps.seconds},
-          {"texts_per_second", ps.seconds > 0 ? static_cast<double>(ps.texts) / ps.seconds : 0.0},
-          {"tokens_per_second", ps.seconds > 0 ? static_cast<double>(ps.tokens) / ps.seconds : 0.0},
+          {"pipeline_texts_per_second", rate(ps.texts, ps.seconds)},
+          {"pipeline_tokens_per_second", rate(ps.tokens, ps.seconds)},
+          {"device_texts", ps.submitted_texts},
+          {"kept_rows_taken", ps.kept_rows},
           {"batches", ps.batches},
           {"batch_tokens_used", ps.batch_tokens},
           {"host_syncs", ps.host_syncs},
@@ -561,21 +641,39 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   if (summary.cancelled) return summary;  // nothing committed yet
 
   const TaskShare share = in.files_partition ? TaskShare{1, 0} : TaskShare{o.num_shards, o.shard_index};
+  // A stream cannot be resumed: nothing of its batches is worth keeping.
+  std::unique_ptr<BatchJournal> journal =
+      streamed ? nullptr : std::make_unique<BatchJournal>(out_dir, rows_identity(manifest, dims), dims, o.sort_window);
+  if (journal) {
+    if (!journal->cleanup_note().empty()) summary.notes.push_back(journal->cleanup_note());
+    if (const uint64_t found = journal->rows_kept_from(begin.committed.records); found > 0)
+      summary.notes.push_back("resuming with " + std::to_string(found) +
+                              " rows of finished batches the earlier run kept: they are not computed again");
+    po.journal = journal.get();
+  }
   json run_info = json::object();
+  const auto write_manifest = manifest_writer(out_dir, manifest, run_info, share, journal.get());
+  // The first manifest before any work: the folder says from the start
+  // which run it holds (and --resume finds its settings and kept batches).
+  if (!streamed) write_manifest(begin.committed);
   ShardWriter writer(out_dir, o.output_dtype == "f16" ? DType::f16 : DType::f32, dims, o.shard_size,
-                     begin.committed, manifest_writer(out_dir, manifest, run_info, share));
+                     begin.committed, write_manifest);
   ShardSink sink(writer, in.several() ? po.input.paths
                                       : std::vector<std::string>{o.common.input == "-" ? std::string("<stdin>")
                                                                                        : o.common.input});
   Progress progress("embed", streamed ? 0 : manifest["input"]["size"].get<uint64_t>(), !o.common.quiet);
+  // A resume counts what the earlier run committed as done: the bar goes on
+  // from there to 100%, and the rate is this run's.
+  const uint64_t committed_before = begin.committed.rows + begin.committed.skipped;
+  progress.set_done_before(begin.committed.rows);
   auto on_progress = [&](const PipelineProgress& p) {
     // Done fraction: this task's texts against its share of the records read.
     const double own = static_cast<double>(std::max<uint64_t>(1, share.own(p.records)));
-    const double frac = std::min(1.0, static_cast<double>(p.texts) / own);
+    const double frac = std::min(1.0, static_cast<double>(p.texts + committed_before) / own);
     progress.update(p.texts, static_cast<uint64_t>(frac * static_cast<double>(p.bytes_read)), p.tokens);
   };
   const PipelineStats ps = run_encode_pipeline(s.encoder, *s.backend, *s.text.tokenizer, po, sink, on_progress);
-  progress.finish();
+  progress.finish(!ps.cancelled && !ps.stopped_early);
 
   summarize(ps, po, o, s, summary);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -584,8 +682,14 @@ EmbedSummary run_embed(const EmbedOptions& options) {
     // abandoned (the writer removes its temp files), --resume continues.
     summary.cancelled = true;
     summary.shards = writer.committed().shards.size();
-    summary.notes.push_back("interrupted: " + std::to_string(writer.committed().rows) + " rows committed in " +
-                            std::to_string(summary.shards) + " shards; --resume continues from there");
+    if (journal) {
+      journal->sync();
+      summary.notes.push_back(stopped_note(writer.committed(), journal->rows_kept_from(writer.committed().records),
+                                           out_dir, ps, manifest["input"]["size"].get<uint64_t>()));
+    } else {
+      summary.notes.push_back("stopped: " + std::to_string(writer.committed().rows) + " rows committed in " +
+                              std::to_string(summary.shards) + " shards (a stream cannot be resumed)");
+    }
     return summary;
   }
   run_info = run_json(ps, summary);

@@ -66,6 +66,7 @@ OptionTable<O> make_table() {
     no.set = [](O& o, const std::string& text) {
       if (parse_flag_option("--no-normalize", text)) o.normalize = false;
     };
+    no.given = [](const O& o) { return o.normalize == false; };
     add(std::move(no));
   }
   add(int_option<O>("--dimensions", [](O& o) -> int64_t& { return o.dimensions; }, 0, 1 << 20,

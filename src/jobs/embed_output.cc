@@ -11,6 +11,7 @@
 #include "core/sha256.h"
 #include "io/atomic_file.h"
 #include "io/folder_lock.h"
+#include "pipeline/batch_journal.h"
 
 namespace stoke {
 
@@ -24,7 +25,7 @@ namespace {
 bool is_output_file(const fs::path& p) {
   const std::string name = p.filename().string();
   return name == "manifest.json" || name == kErrorsFileName || p.extension() == ".npy" ||
-         (name.rfind("ids-", 0) == 0 && p.extension() == ".jsonl") || is_temp_name(p);
+         (name.rfind("ids-", 0) == 0 && p.extension() == ".jsonl") || is_temp_name(p) || is_partial_rows_name(p);
 }
 
 bool numbered(const std::string& name, std::string_view prefix, std::string_view suffix) {
@@ -37,7 +38,7 @@ bool numbered(const std::string& name, std::string_view prefix, std::string_view
 // a resume may clear. A user's own .npy beside them is not among them.
 bool is_embed_name(const fs::path& p) {
   const std::string name = p.filename().string();
-  return name == "manifest.json" || name == kErrorsFileName || is_temp_name(p) ||
+  return name == "manifest.json" || name == kErrorsFileName || is_temp_name(p) || is_partial_rows_name(p) ||
          numbered(name, "embeddings-", ".npy") || numbered(name, "ids-", ".jsonl");
 }
 
@@ -84,7 +85,7 @@ std::vector<fs::path> files_to_overwrite(const fs::path& dir, const std::string&
   for (const auto& entry : fs::directory_iterator(dir)) {
     const fs::path& p = entry.path();
     if (is_folder_lock_name(p)) continue;
-    if (is_temp_name(p) || named.count(p.filename().string())) {
+    if (is_temp_name(p) || is_partial_rows_name(p) || named.count(p.filename().string())) {
       remove.push_back(p);
       continue;
     }
@@ -101,19 +102,19 @@ std::string short_json(const json& v) {
   return s;
 }
 
-// The first identity field that differs, or "".
-std::string first_difference(const json& previous, const json& now, std::string* was, std::string* asked) {
+// Every identity field that differs, each as "pooling differs (the output
+// has "mean", this run has "cls")".
+std::vector<std::string> differences(const json& previous, const json& now) {
+  std::vector<std::string> found;
   for (const std::string& field : embed_identity_fields()) {
     const json::json_pointer ptr(field);
     const json a = previous.contains(ptr) ? previous.at(ptr) : json();
     const json b = now.contains(ptr) ? now.at(ptr) : json();
-    if (a != b) {
-      *was = short_json(a);
-      *asked = short_json(b);
-      return field.substr(1);
-    }
+    if (a != b)
+      found.push_back(field.substr(1) + " differs (the output has " + short_json(a) + ", this run has " +
+                      short_json(b) + ")");
   }
-  return "";
+  return found;
 }
 
 bool shard_intact(const fs::path& dir, const ShardEntry& s, std::string* why) {
@@ -217,15 +218,19 @@ CommitPoint read_previous_manifest(const fs::path& manifest_path, json& previous
   return committed;
 }
 
-// Resuming must not mix vector spaces: the first identity field that differs is refused.
+// Resuming must not mix vector spaces: any identity field that differs is
+// refused, every one named.
 void check_same_identity(const fs::path& dir, const json& previous, const json& manifest) {
-  std::string was, asked;
-  const std::string field = first_difference(previous, manifest, &was, &asked);
-  if (!field.empty())
-    throw Error(Errc::refused, "--resume " + dir.string() + ": " + field + " differs (the output has " + was +
-                                   ", this run has " + asked +
-                                   "); resuming would mix vector spaces or batches — use the same settings, or "
-                                   "another --output folder");
+  const std::vector<std::string> diff = differences(previous, manifest);
+  if (diff.empty()) return;
+  std::string list;
+  for (const std::string& d : diff) list += (list.empty() ? "" : "; ") + d;
+  throw Error(Errc::refused, "--resume " + dir.string() + ": " + std::to_string(diff.size()) +
+                                 (diff.size() == 1 ? " setting differs from the output's: " : " settings differ from the output's: ") +
+                                 list +
+                                 ". Resuming would mix vector spaces or batches: give only --output and --resume "
+                                 "(the output's manifest has its settings), use the same settings, or another "
+                                 "--output folder");
 }
 
 // Trust only shards whose files are intact; redo from the first that is not.
@@ -274,6 +279,7 @@ void clear_uncommitted(const fs::path& dir, const CommitPoint& committed) {
       }
       continue;
     }
+    if (is_partial_rows_name(p)) continue;  // finished batches' rows: the pipeline checks and takes them
     bool keep = false;
     for (const ShardEntry& s : committed.shards)
       keep = keep || name == embeddings_file_name(s.index) || name == ids_file_name(s.index);
@@ -319,9 +325,22 @@ EmbedOutputStart prepare_embed_output(const fs::path& dir, bool resume, bool ove
   }
   if (resume) return resume_embed_output(dir, manifest);
   const std::vector<fs::path> existing = output_files(dir);
-  if (!existing.empty())
+  if (!existing.empty()) {
+    json previous;
+    try {
+      previous = json::parse(read_file(dir / "manifest.json"));
+    } catch (const std::exception&) {
+    }
+    if (previous.is_object() && previous.value("format", "") == "stoke-embeddings" &&
+        !previous.value("complete", true))
+      throw Error(Errc::refused, where + " holds an unfinished run (" +
+                                     std::to_string(previous.value("committed", json::object()).value("rows", 0)) +
+                                     " rows committed): go on with `stoke embed --output " + dir.string() +
+                                     " --resume` (its settings come from the manifest), or --overwrite starts again");
     throw Error(Errc::refused, where + " already holds output (" + existing.front().filename().string() +
+                                   (previous.is_object() && previous.value("complete", false) ? ", a complete run" : "") +
                                    "); --resume continues it, --overwrite replaces it");
+  }
   return {};
 }
 

@@ -1,13 +1,15 @@
+// `stoke inspect PATH`: which kind of path this is — decided by what is in a
+// folder and by a file's first bytes, never by its name alone — and the
+// report for that kind (jobs/inspect_parts.h). Anything else gets one line
+// naming what it is and what inspect reads.
 #include "jobs/inspect_job.h"
 
+#include <algorithm>
 #include <filesystem>
-#include <fmt/format.h>
 
 #include "core/error.h"
-#include "io/encoder_layout.h"
-#include "io/model_folder.h"
-#include "io/safetensors.h"
-#include "jobs/model_tokenizer.h"
+#include "io/file_kind.h"
+#include "jobs/inspect_parts.h"
 
 namespace stoke {
 
@@ -15,11 +17,90 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
+constexpr const char* kWhatInspectReads =
+    "inspect reads a model folder, a .safetensors file, a .npy file, or an embed or train output folder";
+
+// Files of a model folder or an output folder given alone: say which folder to give.
+std::string folder_hint(const fs::path& path, FileKind kind) {
+  if (kind != FileKind::json) return "";
+  const std::string name = path.filename().string();
+  const std::string parent = path.parent_path().empty() ? "." : path.parent_path().string();
+  static const char* kModelFiles[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "modules.json",
+                                      "sentence_bert_config.json", "special_tokens_map.json",
+                                      "config_sentence_transformers.json", "model.safetensors.index.json"};
+  for (const char* f : kModelFiles)
+    if (name == f) return " (" + name + " belongs to a model folder: stoke inspect " + parent + ")";
+  if (name == "manifest.json") return " (an embed output folder's manifest: stoke inspect " + parent + ")";
+  if (name == "run.json" || name == "trainer_state.json" || name == "checksums.json")
+    return " (" + name + " belongs to a train output folder: stoke inspect " + parent + ")";
+  return "";
 }
+
+std::string special_file_kind(fs::file_type t) {
+  switch (t) {
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::socket: return "a socket";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::block: return "a block device";
+    default: return "not a regular file";
+  }
+}
+
+// Names in a folder inspect does not recognise, for its one line.
+std::string some_entries(const fs::path& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    names.push_back(e.path().filename().string() + (e.is_directory(ec) ? "/" : ""));
+    if (names.size() > 64) break;  // a huge folder: a sample is enough
+  }
+  if (names.empty()) return "it is empty";
+  std::sort(names.begin(), names.end());
+  std::string s = "it holds ";
+  for (size_t i = 0; i < names.size() && i < 4; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > 4) s += ", ...";
+  return s;
+}
+
+void inspect_folder(const fs::path& dir, std::ostream& out) {
+  std::error_code ec;
+  auto has = [&](const char* name) { return fs::exists(dir / name, ec); };
+  const bool model = has("config.json") || has("modules.json");  // older sentence-transformers saves: 0_BERT/config.json
+  if (has("manifest.json") && !model) return inspect::embed_output_folder(dir, out);
+  const bool train = inspect::looks_like_train_output(dir);
+  if (model) {
+    inspect::model_folder(dir, out);
+    if (train) inspect::train_output_folder(dir, true, out);
+    return;
+  }
+  if (train) return inspect::train_output_folder(dir, false, out);
+  // Weights or tokenizer files without a config: the model folder's own error names what is missing.
+  for (const char* f : {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "tokenizer.json",
+                        "vocab.txt", "sentencepiece.bpe.model"})
+    if (has(f)) return inspect::model_folder(dir, out);
+  throw Error(Errc::not_found, dir.string() + ": a folder with no config.json (a model folder), manifest.json (an "
+                                              "embed output folder) or checkpoint-*/ (a train output folder); " +
+                                   some_entries(dir) + "; " + kWhatInspectReads);
+}
+
+}  // namespace
+
+void run_inspect(const std::string& path, std::ostream& out) {
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::file_status st = fs::status(p, ec);
+  if (ec || !fs::exists(st)) throw Error(Errc::not_found, path + ": no such file or folder");
+  if (fs::is_directory(st)) return inspect_folder(p, out);
+  // Reading a FIFO or a device could block or never end.
+  if (!fs::is_regular_file(st))
+    throw Error(Errc::invalid_argument, path + ": " + special_file_kind(st.type()) + "; " + kWhatInspectReads);
+  const FileSniff kind = sniff_file(p);
+  if (kind.kind == FileKind::safetensors) return inspect::safetensors_file(p, out);
+  if (kind.kind == FileKind::npy) return inspect::npy_file(p, out);
+  throw Error(Errc::unsupported, path + ": " + kind.description + folder_hint(p, kind.kind) + "; " + kWhatInspectReads);
+}
+
+namespace inspect {
 
 std::string with_commas(uint64_t n) {
   std::string digits = std::to_string(n), out;
@@ -30,124 +111,12 @@ std::string with_commas(uint64_t n) {
   return out;
 }
 
-void print_tensor_table(const std::vector<const StoredTensor*>& tensors, std::ostream& out) {
-  size_t width = 4;
-  for (const auto* t : tensors) width = std::max(width, t->name.size());
-  out << fmt::format("  {:<{}}  {:<5} {}\n", "name", width, "dtype", "shape");
-  for (const auto* t : tensors)
-    out << fmt::format("  {:<{}}  {:<5} {}\n", t->name, width, dtype_name(t->dtype), shape_text(t->shape));
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
 }
 
-uint64_t parameter_count(const std::vector<const StoredTensor*>& tensors) {
-  uint64_t n = 0;
-  for (const auto* t : tensors)
-    if (dtype_is_float(t->dtype)) n += static_cast<uint64_t>(t->numel());
-  return n;
-}
-
-void inspect_safetensors(const fs::path& path, std::ostream& out) {
-  auto file = SafetensorsFile::open(path);
-  std::vector<const StoredTensor*> tensors;
-  for (const auto& t : file->tensors()) tensors.push_back(&t);
-  std::sort(tensors.begin(), tensors.end(), [](auto* a, auto* b) { return a->name < b->name; });
-  out << "safetensors file: " << path.string() << " (" << with_commas(file->file_size()) << " bytes)\n";
-  out << "tensors: " << tensors.size() << ", parameters: " << with_commas(parameter_count(tensors))
-      << " (floating-point elements)\n";
-  if (!file->metadata().empty()) {
-    out << "metadata:\n";
-    for (const auto& [k, v] : file->metadata()) out << "  " << k << ": " << v << "\n";
-  }
-  print_tensor_table(tensors, out);
-}
-
-void inspect_folder(const fs::path& dir, std::ostream& out) {
-  ModelTokenizer mt = open_model_tokenizer(dir.string(), std::nullopt);
-  const HfConfig& c = mt.folder.config;
-  const Tokenizer& tok = *mt.tokenizer;
-  out << "model folder: " << dir.string() << "\n";
-  std::string arch = c.architectures.empty() ? std::string("(none listed)") : c.architectures[0];
-  out << "architecture: " << arch << " (model_type " << c.model_type_name << ")\n";
-  out << fmt::format(
-      "dims: hidden {}, layers {}, heads {} (head dim {}), intermediate {}, vocab {}, max positions {} "
-      "(usable {}), type vocab {}, layer_norm_eps {}, activation {}, pad id {}\n",
-      c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.head_dim(), c.intermediate_size, c.vocab_size,
-      c.max_position_embeddings, c.usable_positions(), c.type_vocab_size, c.layer_norm_eps, c.hidden_act,
-      c.pad_token_id);
-  // What the description adds beyond BERT's shape: ELECTRA's narrower
-  // embeddings and MPNet's relative-position bias.
-  if (c.embedding_size != c.hidden_size)
-    out << fmt::format("embeddings: {} wide, projected to hidden {} (embeddings_project)\n", c.embedding_size,
-                       c.hidden_size);
-  if (c.relative_attention_num_buckets > 0)
-    out << fmt::format("attention: relative-position bias, {} buckets shared by the layers\n",
-                       c.relative_attention_num_buckets);
-  if (c.arch->positions == PositionScheme::rotary)  // GTE, NomicBERT
-    out << fmt::format("positions: rotary (theta {}, {} of {} head columns{}); feed-forward: gated ({}GLU){}\n",
-                       c.rope_theta, c.rotary_dim, c.head_dim(), c.rotary_interleaved ? ", interleaved" : "",
-                       c.hidden_act == "silu" ? "Swi" : "Ge",
-                       c.remote_code.empty() ? "" : "; remote code " + c.remote_code + " read from config.json, not run");
-  if (c.arch->prenorm) {  // ModernBERT: which layers are local, their window, the two rotary bases
-    std::string kinds;
-    for (size_t l = 0; l < c.attention_window.size(); ++l)
-      kinds += (l ? ", " : "") + (c.attention_window[l] ? fmt::format("local +-{}", c.attention_window[l])
-                                                         : std::string("global"));
-    out << fmt::format("attention: {}; rotary theta {} global, {} local; pre-norm, GeGLU, classifier pooling {}\n",
-                       kinds, c.rope_theta, c.local_rope_theta, c.classifier_mean_pooling ? "mean" : "cls");
-  }
-  std::string labels;
-  for (size_t i = 0; i < c.id2label.size(); ++i) labels += (i ? ", " : "") + c.id2label[i];
-  const std::string problem(problem_type_name(c.problem_type));
-  out << "labels: " << c.num_labels() << (labels.empty() ? "" : " (" + labels + ")")
-      << (problem.empty() ? "" : ", problem_type " + problem) << "\n";
-  out << "tokenizer: " << tok.model().describe() << " from " << tok.source << ", vocab size " << tok.vocab_size()
-      << ", " << tok.added_tokens().tokens().size() << " added/special tokens"
-      << (tok.lowercase_input() ? ", input lowercased (sentence_bert_config)" : "") << "\n";
-  out << "max length: " << mt.max_length << " (from " << mt.max_length_from << ")\n";
-  const auto& st = mt.folder.st;
-  if (st.present) {
-    std::string chain;
-    for (const auto& m : st.module_types) chain += (chain.empty() ? "" : " -> ") + m;
-    out << "sentence-transformers: " << chain;
-    if (st.pooling) out << "; pooling " << pooling_name(*st.pooling);
-    out << (st.normalize ? "; normalize" : "; no normalize");
-    if (st.max_seq_length) out << "; max_seq_length " << *st.max_seq_length;
-    out << "\n";
-    if (!st.prompts.empty()) {
-      out << "prompts:";
-      for (const auto& [name, text] : st.prompts) out << " " << name << "=\"" << text << "\"";
-      if (st.default_prompt_name) out << " (default " << *st.default_prompt_name << ")";
-      out << "\n";
-    }
-  } else {
-    out << "sentence-transformers: none (embed defaults: mean pooling, no normalize)\n";
-  }
-
-  const ModelWeights weights = open_model_folder_weights(mt.folder);
-  const auto resolved = resolve_encoder_tensors(c, weights, false, false);
-  bool has_pooler = false, has_classifier = true;
-  for (const auto& r : resolved) {
-    if (r.expected.part == ExpectedTensor::pooler && r.view) has_pooler = true;
-    if (r.expected.part == ExpectedTensor::classifier && !r.view) has_classifier = false;
-  }
-  std::vector<const StoredTensor*> tensors;
-  for (const auto& [name, entry] : weights.tensors()) tensors.push_back(entry.view);
-  out << "weights: " << (weights.sharded() ? std::to_string(weights.files().size()) + " shards" : "model.safetensors")
-      << ", " << tensors.size() << " tensors, " << with_commas(parameter_count(tensors)) << " parameters"
-      << "; pooler " << (has_pooler ? "present" : "absent") << ", classifier "
-      << (has_classifier ? "present" : "absent") << "; every shape matches config.json\n";
-  print_tensor_table(tensors, out);
-}
-
-}  // namespace
-
-void run_inspect(const std::string& path, std::ostream& out) {
-  std::error_code ec;
-  const fs::path p(path);
-  if (!fs::exists(p, ec)) throw Error(Errc::not_found, path + ": no such file or folder");
-  if (fs::is_directory(p, ec))
-    inspect_folder(p, out);
-  else
-    inspect_safetensors(p, out);
-}
+}  // namespace inspect
 
 }  // namespace stoke

@@ -51,6 +51,9 @@ struct Option {
   bool value_optional = false;       // the CLI flag may come without a value (train's --resume [CHECKPOINT])
   std::function<void(Options&, const std::string&)> set;  // text -> the typed field, checked
   std::function<std::string(const Options&)> show;        // the value as text ("" = no default shown)
+  // A flag's state (kind flag): whether the options say it was given. A
+  // manifest records the run's options with it and show (embed's --resume).
+  std::function<bool(const Options&)> given;
 
   // "batch_tokens": the Python keyword.
   std::string python_name() const {
@@ -82,6 +85,10 @@ Option<Whole> lift_option(const Option<Part>& o, Get part) {
   auto set = o.set;
   auto show = o.show;
   w.set = [set, part](Whole& whole, const std::string& text) { set(part(whole), text); };
+  if (o.given) {
+    auto given = o.given;
+    w.given = [given, part](const Whole& whole) { return given(part(const_cast<Whole&>(whole))); };
+  }
   if (show) w.show = [show, part](const Whole& whole) { return show(part(const_cast<Whole&>(whole))); };
   return w;
 }
@@ -205,6 +212,7 @@ Option<O> flag_option(std::string flag, Field field, std::string help, unsigned 
   o.offer = offer;
   const std::string f = o.flag;
   o.set = [field, f](O& opts, const std::string& text) { field(opts) = parse_flag_option(f, text); };
+  o.given = [field](const O& opts) { return field(const_cast<O&>(opts)) == true; };
   return o;
 }
 

@@ -378,6 +378,7 @@ train::TrainerOptions trainer_options(const TrainOptions& o, int64_t batch, doub
   t.optim.scaler.growth_interval = static_cast<int32_t>(o.loss_scale_growth_interval);
   t.quiet = o.common.quiet;
   t.debug_sync_each_step = o.debug_sync_each_step;
+  t.cancel = o.cancel;
   t.graphs = !o.no_graphs;
   t.trace = trace;
   return t;
@@ -785,6 +786,16 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
   const train::TrainReport r = trainer.run();
 
   const uint64_t syncs_before_save = backend->host_syncs();
+  sum.stopped = r.stopped;
+  if (r.stopped) {
+    // As a kill between saves leaves it, but at the step just saved: no final
+    // model, no run.json; --resume continues from the checkpoint.
+    sum.steps = r.steps;
+    sum.total_steps = r.total_steps;
+    sum.output = o.output;
+    threads.stop();
+    return sum;
+  }
   if (writer) save_final_model(o, r, *enc, *backend, save, sum.notes);
   summarize(o, r, r.host_syncs + (backend->host_syncs() - syncs_before_save), sum);
   sum.comm_seconds = r.reduce.comm_seconds;

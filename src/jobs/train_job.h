@@ -3,6 +3,7 @@
 // exact resume, a log history and a run record (run.json).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -59,6 +60,9 @@ struct TrainOptions {
   std::string on_error = "stop";
   bool debug_sync_each_step = false;  // --debug-sync-each-step: a host sync per step (for doctor's tests)
   bool no_graphs = false;             // --no-graphs: every micro-batch eagerly (CUDA; the CPU never captures)
+  // Set by the CLI (core/stop_request.h): a stop saves the finished step's
+  // checkpoint and ends the run (TrainSummary::stopped).
+  const std::atomic<bool>* cancel = nullptr;
   // Set by doctor, not by flags.
   Trace* trace = nullptr;             // device spans and the host's step spans go here
   std::function<void(const std::string&)> on_thread_start;  // the host ("trainer") and device threads
@@ -105,6 +109,7 @@ struct TrainSummary {
   bool loss_scaling = false;
   double loss_scale = 0;
   int64_t skipped_steps = 0;
+  bool stopped = false;               // a stop ended it at `steps`: checkpoint-<steps> is saved, no final model
 };
 
 TrainSummary run_train(const TrainOptions& options);

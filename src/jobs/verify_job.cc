@@ -14,6 +14,7 @@
 #include "core/sha256.h"
 #include "io/atomic_file.h"
 #include "io/npy.h"
+#include "pipeline/batch_journal.h"
 
 namespace stoke {
 
@@ -322,8 +323,9 @@ class Verifier {
     f.readable = true;
     if (!f.complete)
       problem(f, fmt::format("unfinished: the manifest says complete: false (task {} of {} was interrupted or is "
-                             "still running, {} committed so far): resume it with `stoke embed ... --resume`",
-                             f.task_index, f.task_count, plural(f.committed_rows, "row", "rows")));
+                             "still running, {} committed so far): resume it with `stoke embed --output {} "
+                             "--resume`",
+                             f.task_index, f.task_count, plural(f.committed_rows, "row", "rows"), f.path.string()));
   }
 
   // --partition files: the task read (and fingerprinted) exactly the files f
@@ -723,12 +725,16 @@ class Verifier {
       listed.insert(s.embeddings);
       listed.insert(s.ids);
     }
-    std::vector<std::string> uncommitted, temps;
+    std::vector<std::string> uncommitted, temps, partial;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(f.path, ec)) {
       const std::string name = e.path().filename().string();
       if (is_temp_name(e.path())) {
         temps.push_back(name);
+        continue;
+      }
+      if (is_partial_rows_name(e.path())) {
+        partial.push_back(name);
         continue;
       }
       const bool looks_like_output = e.path().extension() == ".npy" ||
@@ -745,6 +751,13 @@ class Verifier {
     if (!temps.empty())
       note(f, fmt::format("{} left by an interrupted write (never taken as output; safe to delete)",
                           plural(temps.size(), "temporary file", "temporary files")));
+    // Finished batches of an unfinished window (pipeline/batch_journal.h):
+    // a resume takes them; a complete folder no longer needs them.
+    if (!partial.empty())
+      note(f, fmt::format("{} of finished batches ({}): {}", plural(partial.size(), "partial-*.rows file", "partial-*.rows files"),
+                          f.complete ? "left by a kill after the last commit; never taken as output, safe to delete"
+                                     : "`stoke embed --output DIR --resume` takes them",
+                          partial.front()));
   }
 
   VerifyReport& report_;

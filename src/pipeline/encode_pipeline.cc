@@ -11,6 +11,7 @@
 #include <numeric>
 #include <thread>
 
+#include "core/crash_point.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "pipeline/bounded_queue.h"
@@ -41,9 +42,19 @@ using WindowPtr = std::shared_ptr<Window>;
 struct BatchJob {
   WindowPtr window;
   std::vector<uint32_t> members;  // window rows in the order of the batch
+  uint32_t ordinal = 0;           // the batch's place among its window's batches
   size_t slot = 0;
   std::shared_ptr<Event> done;
+  // Rows an earlier run kept for this batch (batch_journal.h): no slot, no device.
+  std::shared_ptr<std::vector<float>> kept_rows;
   bool window_end = false;        // marker: every batch of `window` came before it
+};
+
+// What one batch of a window needs on a resumed (or any) run.
+enum class BatchNeed {
+  nothing,  // every record was committed by an earlier run: its rows are not written again
+  kept,     // an earlier run finished it: its rows come from the journal
+  compute,  // the device computes it
 };
 
 // Thrown inside a stage when another stage failed and the queues were aborted.
@@ -113,6 +124,7 @@ class Pipeline {
     else
       run_pipelined(reader);
     if (host_load_ != 0) backend_.set_host_load(0);
+    if (opt_.journal) opt_.journal->sync();  // a stop keeps every finished batch, durably
     stats_.records = reader.records();
     stats_.stopped_early = stopped_early_.load(std::memory_order_relaxed);  // every stage has joined
     stats_.cancelled = cancelled_.load(std::memory_order_relaxed);
@@ -184,11 +196,38 @@ class Pipeline {
       body(0, n);
   }
 
+  // each_batch(members, ordinal) for the window's batches, in the order they run.
   template <typename EachBatch>
   void for_each_batch(const Window& w, EachBatch&& each_batch) {
     std::vector<int64_t> lengths(w.encodings.size());
     for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = static_cast<int64_t>(w.encodings[i].ids.size());
-    for (auto& members : cut_batches(lengths, stats_.batch_tokens, opt_.max_batch_size)) each_batch(std::move(members));
+    uint32_t ordinal = 0;
+    for (auto& members : cut_batches(lengths, stats_.batch_tokens, opt_.max_batch_size))
+      each_batch(std::move(members), ordinal++);
+  }
+
+  // The window's key in the journal: its first record number (windows are
+  // fixed ranges, so it is a multiple of the window size).
+  uint64_t window_key(const Window& w) const { return w.first / opt_.sort_window * opt_.sort_window; }
+
+  static std::vector<uint64_t> records_of(const Window& w, const std::vector<uint32_t>& members) {
+    std::vector<uint64_t> r(members.size());
+    for (size_t i = 0; i < members.size(); ++i) r[i] = w.records[members[i]].index;
+    return r;
+  }
+
+  // Whether the batch must run; with its kept rows when an earlier run left them.
+  BatchNeed need_of(const Window& w, const BatchJob& job, std::shared_ptr<std::vector<float>>& kept) {
+    bool all_committed = true;
+    for (uint32_t m : job.members) all_committed = all_committed && w.records[m].index < opt_.resume_record;
+    if (all_committed) return BatchNeed::nothing;
+    if (!opt_.journal) return BatchNeed::compute;
+    auto rows = std::make_shared<std::vector<float>>(job.members.size() * static_cast<size_t>(width_));
+    if (!opt_.journal->lookup(window_key(w), job.ordinal, records_of(w, job.members), rows->data()))
+      return BatchNeed::compute;
+    kept = std::move(rows);
+    stats_.kept_rows += job.members.size();
+    return BatchNeed::kept;
   }
 
   void pack(const Window& w, const std::vector<uint32_t>& members, PackedBatch& batch) {
@@ -197,7 +236,7 @@ class Pipeline {
   }
 
   // Enqueues a packed batch into an output slot; returns at once.
-  BatchJob submit(WindowPtr w, std::vector<uint32_t> members, const PackedBatch& batch, size_t slot) {
+  BatchJob submit(WindowPtr w, std::vector<uint32_t> members, const PackedBatch& batch, size_t slot, uint32_t ordinal) {
     EncoderOutputs out;
     auto* dst = static_cast<float*>(slots_[slot]->data());
     if (opt_.product == RowProduct::pooled) {
@@ -213,6 +252,7 @@ class Pipeline {
     job.window = std::move(w);
     job.members = std::move(members);
     job.slot = slot;
+    job.ordinal = ordinal;
     stats_.batches++;
     stats_.submitted_texts += job.members.size();
     stats_.computed_tokens += static_cast<uint64_t>(batch.tokens());
@@ -222,26 +262,32 @@ class Pipeline {
 
   // The writer's half of a batch: wait for its results (the one host sync per
   // batch) and put each row where its record sits in the window.
+  // A batch whose rows an earlier run kept has no event: its rows are at hand.
   void collect(const BatchJob& job) {
     const auto t0 = Clock::now();
-    {
+    if (!job.kept_rows) {
       TraceSpan span(opt_.trace, "wait result", "sync");
       backend_.wait(*job.done);
     }
     stats_.result_wait += since(t0);
     const auto t1 = Clock::now();
-    const auto* src = static_cast<const float*>(slots_[job.slot]->data());
+    const auto* src = job.kept_rows ? job.kept_rows->data() : static_cast<const float*>(slots_[job.slot]->data());
     Window& w = *job.window;
+    if (opt_.journal && !job.kept_rows) opt_.journal->record(window_key(w), job.ordinal, records_of(w, job.members), src);
     if (w.rows.empty()) w.rows.resize(w.records.size() * static_cast<size_t>(width_));
     const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
-    uint64_t tokens = 0;
+    uint64_t tokens = 0, fresh = 0;
     for (size_t r = 0; r < job.members.size(); ++r) {
       std::memcpy(w.rows.data() + job.members[r] * static_cast<size_t>(width_), src + r * static_cast<size_t>(width_),
                   row_bytes);
+      // Rows an earlier run committed are not counted again (resume progress).
+      if (w.records[job.members[r]].index < opt_.resume_record) continue;
       tokens += w.encodings[job.members[r]].ids.size();
+      fresh++;
     }
     // Progress counters are shared with the progress reader: once per batch, not per row.
-    rows_done_.fetch_add(job.members.size(), std::memory_order_relaxed);
+    rows_done_.fetch_add(fresh, std::memory_order_relaxed);
+    crash_point("batch-collected");  // tests act mid-run here (STOKE_STOP_AT=batch-collected:n)
     tokens_done_.fetch_add(tokens, std::memory_order_relaxed);
     stats_.write.busy += since(t1);
   }
@@ -303,14 +349,24 @@ class Pipeline {
       t = Clock::now();
       tokenize_window(*w, nullptr);
       stats_.tokenize.busy += since(t);
-      for_each_batch(*w, [&](std::vector<uint32_t> members) {
-        const auto tb = Clock::now();
-        pack(*w, members, batch);
-        BatchJob job = submit(w, std::move(members), batch, 0);
-        stats_.batch.busy += since(tb);
+      for_each_batch(*w, [&](std::vector<uint32_t> members, uint32_t ordinal) {
+        if (cancel_seen()) return;  // (a profile's deadline lets the window in hand finish, as before)
+        BatchJob job;
+        job.window = w;
+        job.members = std::move(members);
+        job.ordinal = ordinal;
+        const BatchNeed need = need_of(*w, job, job.kept_rows);
+        if (need == BatchNeed::nothing) return;
+        if (need == BatchNeed::compute) {
+          const auto tb = Clock::now();
+          pack(*w, job.members, batch);
+          job = submit(w, std::move(job.members), batch, 0, ordinal);
+          stats_.batch.busy += since(tb);
+        }
         collect(job);
         report_progress();
       });
+      if (cancelled_.load(std::memory_order_relaxed)) break;  // the window in hand is not whole: not emitted
       emit(*w);
     }
     stats_.other_tasks = other_tasks_;
@@ -427,7 +483,7 @@ class Pipeline {
         }
         collect(*job);
         job->window.reset();
-        st.free_slots.push(job->slot);
+        if (!job->kept_rows) st.free_slots.push(job->slot);
         report_progress();
       }
     } catch (...) {
@@ -470,15 +526,20 @@ class Pipeline {
     }
   }
 
+  // Whether the caller cancelled (a stop); records it.
+  bool cancel_seen() {
+    if (!opt_.cancel || !opt_.cancel->load(std::memory_order_relaxed)) return false;
+    stopped_early_.store(true, std::memory_order_relaxed);
+    // Tests stop the process here (STOKE_STOP_AT=stopping:1) to signal it again mid-stop.
+    if (!cancelled_.exchange(true, std::memory_order_relaxed)) crash_point("stopping");
+    return true;
+  }
+
   // Whether a profile's deadline (stop_after_seconds) has passed or the
   // caller cancelled; records why. Checked per record and per batch: a
   // relaxed load and, with a deadline, a clock read.
   bool should_stop() {
-    if (opt_.cancel && opt_.cancel->load(std::memory_order_relaxed)) {
-      cancelled_.store(true, std::memory_order_relaxed);
-      stopped_early_.store(true, std::memory_order_relaxed);
-      return true;
-    }
+    if (cancel_seen()) return true;
     if (opt_.stop_after_seconds > 0 && since(start_) > opt_.stop_after_seconds) {
       stopped_early_.store(true, std::memory_order_relaxed);
       return true;
@@ -492,8 +553,19 @@ class Pipeline {
   // rows would be incomplete).
   bool enqueue_window(const WindowPtr& w, bool starved, PackedBatch& batch, Stages& st) {
     bool cancelled = false;
-    for_each_batch(*w, [&](std::vector<uint32_t> members) {
+    for_each_batch(*w, [&](std::vector<uint32_t> members, uint32_t ordinal) {
       if (cancelled || (cancelled = should_stop())) return;
+      BatchJob kept;
+      kept.window = w;
+      kept.members = std::move(members);
+      kept.ordinal = ordinal;
+      const BatchNeed need = need_of(*w, kept, kept.kept_rows);
+      if (need == BatchNeed::nothing) return;
+      if (need == BatchNeed::kept) {
+        if (!st.result_q.push(std::move(kept))) throw Aborted{};
+        return;
+      }
+      members = std::move(kept.members);
       auto t = Clock::now();
       {
         TraceSpan span(opt_.trace, "pack");
@@ -515,7 +587,7 @@ class Pipeline {
       BatchJob job;
       {
         TraceSpan span(opt_.trace, "enqueue");
-        job = submit(w, std::move(members), batch, *slot);
+        job = submit(w, std::move(members), batch, *slot, ordinal);
       }
       stats_.batch.busy += since(t);
       if (opt_.debug_sync_each_batch) {

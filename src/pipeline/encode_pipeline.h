@@ -23,6 +23,7 @@
 #include "backend/backend.h"
 #include "core/trace.h"
 #include "model/encoder.h"
+#include "pipeline/batch_journal.h"
 #include "pipeline/record_reader.h"
 #include "text/tokenizer.h"
 
@@ -60,6 +61,11 @@ struct EncodePipelineOptions {
   // is dropped unwritten, and the run returns with PipelineStats::cancelled.
   // The sink has then seen every row of the windows before, in order.
   const std::atomic<bool>* cancel = nullptr;
+  // Where each finished batch's rows are kept until a shard holds them, and
+  // where an earlier run's are found (pipeline/batch_journal.h): a batch an
+  // earlier run finished is not computed again, nor one whose every record
+  // an earlier run committed. nullptr: rows are kept only in shards.
+  BatchJournal* journal = nullptr;
   // Debugging: a host sync after every batch is enqueued, the classic
   // mistake doctor must recognise (--debug-sync-each-batch).
   bool debug_sync_each_batch = false;
@@ -98,6 +104,7 @@ struct PipelineStats {
   uint64_t resumed = 0;      // records dropped because an earlier run committed them
   uint64_t batches = 0, windows = 0;
   uint64_t submitted_texts = 0;  // texts the device ran (= texts unless a deadline dropped a window)
+  uint64_t kept_rows = 0;        // rows an earlier run kept for batches it finished (not computed again)
   uint64_t real_tokens = 0;      // tokens of the texts in the batches run
   uint64_t computed_tokens = 0;  // token rows the device ran (padding would count here; packed batches have none)
   StageTime read, tokenize, batch, write;

@@ -263,9 +263,8 @@ struct RequestBatcherState {
     }
     if (max_length > 0 && e.ids.size() > max_length) {
       if (!r.options_.truncate)
-        throw Error(Errc::invalid_argument, "input " + std::to_string(i) + " has " + std::to_string(e.ids.size()) +
-                                                " tokens, more than the maximum length " + std::to_string(max_length) +
-                                                " (truncate it, or ask for truncation)");
+        throw InputTooLongError("input " + std::to_string(i) + " has " + std::to_string(e.ids.size()) +
+                                " tokens, more than the maximum length " + std::to_string(max_length));
       // Token ids given as they are: cut like a text, at the end asked for.
       if (r.options_.truncate_left)
         e.ids.erase(e.ids.begin(), e.ids.end() - static_cast<std::ptrdiff_t>(max_length));

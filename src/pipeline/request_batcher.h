@@ -167,6 +167,14 @@ struct RequestBatcherStats {
   int64_t batch_tokens = 0;      // the budget in use (halved on out-of-memory)
 };
 
+// A text longer than the max length in a request that does not truncate:
+// the message says the input and its length in no API's terms; each API
+// adds how its clients make it pass (serve/routes.cc).
+class InputTooLongError : public Error {
+ public:
+  explicit InputTooLongError(const std::string& message) : Error(Errc::invalid_argument, message) {}
+};
+
 class RequestBatcher {
  public:
   // Allocates the device workspace for the token budget (halving it on

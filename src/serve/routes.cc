@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/trace.h"
@@ -45,6 +47,18 @@ const Route* find_route(std::string_view path) {
 std::string_view path_of(std::string_view target) {
   const size_t q = target.find('?');
   return q == std::string_view::npos ? target : target.substr(0, q);
+}
+
+// The batcher (pipeline/request_batcher.h, InputTooLongError) says which
+// input is too long in no API's terms; each API's way to make it pass is
+// added here. TEI's routes have a `truncate` field; OpenAI's embeddings API
+// has no such field (OpenAI itself refuses such an input), so there only the
+// server's --auto-truncate can.
+std::string in_api_terms(Api api, const std::string& said) {
+  if (api == Api::openai)
+    return said + " (the OpenAI API has no truncation field: shorten the input, or start the server with "
+                  "--auto-truncate, which cuts every input to the max length)";
+  return said + " (send \"truncate\": true, or start the server with --auto-truncate)";
 }
 
 HttpResponse make_response(int status, std::string body, const char* content_type, unsigned version) {
@@ -152,6 +166,8 @@ void Call::run_batch(std::vector<BatchItem> items, const BatchRequestOptions& o,
         throw ApiError(500, "Backend", "the request failed");
       } catch (const ApiError& e) {
         self->reply_error(e);
+      } catch (const InputTooLongError& e) {
+        self->reply_error(validation_error(in_api_terms(self->api, e.what())));
       } catch (const Error& e) {
         if (e.code() == Errc::invalid_argument) {
           self->reply_error(validation_error(e.what()));

@@ -107,9 +107,12 @@ int run_serve(const ServeOptions& o) {
       io->run();
     });
   const auto started = std::chrono::steady_clock::now();
-  std::fprintf(stderr, "stoke serve: listening on http://%s:%u (model %s, %s, %s, max length %lld)\n", o.host.c_str(),
-               static_cast<unsigned>(server.port()), model.name().c_str(), serve::model_kind_name(model.kind()),
-               model.session().device_name.c_str(), static_cast<long long>(model.max_length()));
+  // The precision is the one that runs (what /info's model_dtype says too), so
+  // a client comparing vectors knows an int8 or bf16 server from an f32 one.
+  std::fprintf(stderr, "stoke serve: listening on http://%s:%u (model %s, %s, %s, precision %s, max length %lld)\n",
+               o.host.c_str(), static_cast<unsigned>(server.port()), model.name().c_str(),
+               serve::model_kind_name(model.kind()), model.session().device_name.c_str(), model.precision_name(),
+               static_cast<long long>(model.max_length()));
   std::fflush(stderr);
 
   auto shut_down = [&](bool drain) {
@@ -156,7 +159,7 @@ int run_serve(const ServeOptions& o) {
     serve::ServeTraceSummary ts;
     ts.model = model.name();
     ts.device = model.session().device_name;
-    ts.precision = o.common.precision;
+    ts.precision = model.precision_name();
     ts.seconds = seconds;
     ts.requests = metrics.requests();
     ts.batcher = s;

@@ -96,6 +96,16 @@ ServedModel::~ServedModel() {
   batcher_.reset();  // before the session's backend and encoder it runs on
 }
 
+const char* ServedModel::precision_name() const {
+  if (session_.int8) return "int8";
+  return session_.precision == DType::bf16 ? "bf16" : session_.precision == DType::f16 ? "f16" : "f32";
+}
+
+const char* ServedModel::model_dtype() const {
+  if (session_.int8) return "int8";
+  return session_.precision == DType::bf16 ? "bfloat16" : session_.precision == DType::f16 ? "float16" : "float32";
+}
+
 int64_t ServedModel::width() const {
   return kind_ == ModelKind::embedding ? session_.encoder.sentence_width() : session_.encoder.config.num_labels();
 }

@@ -47,6 +47,14 @@ class ServedModel {
   const std::string& pooling_name() const { return pooling_name_; }
   int tokenizer_workers() const { return workers_; }
   bool model_normalizes() const { return normalizes_; }
+  // The precision the model runs in, as --precision names it: "f32", "bf16",
+  // "f16" or "int8" (the session's activation dtype alone says f32 for int8).
+  const char* precision_name() const;
+  // /info's model_dtype as TEI means it, the dtype the model runs in:
+  // "float32", "bfloat16", "float16" — and "int8" under --precision int8,
+  // where the layers' GEMM weights are int8 (TEI has no such mode; saying
+  // "float32" would hide the quantization from a client checking quality).
+  const char* model_dtype() const;
   // The prompt text for a request's prompt_name (absent: the model's default
   // prompt, if any). Throws ApiError 422 for a name the model does not define.
   std::string prompt_for(const std::optional<std::string>& prompt_name) const;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include "core/dtype.h"
 #include "jobs/version.h"
 #include "serve/embedding_rows.h"
 #include "serve/request_json.h"
@@ -297,9 +296,7 @@ std::string tei_info(Router& router) {
   std::string out = "{\"model_id\":";
   append_string(out, m.name());
   out += ",\"model_sha\":null,\"model_dtype\":";
-  append_string(out, m.session().precision == DType::bf16   ? "bfloat16"
-                     : m.session().precision == DType::f16 ? "float16"
-                                                           : "float32");
+  append_string(out, m.model_dtype());
   out += ",\"model_type\":{";
   if (m.kind() == ModelKind::embedding) {
     out += "\"embedding\":{\"pooling\":";

@@ -514,8 +514,13 @@ TrainReport Trainer::run() {
     if (save_now) save(st_.step);
     if (epoch_end && !final_step) batches = epoch_batches(lengths_, order, st_.epoch);
     progress.update(st_.samples, static_cast<uint64_t>(st_.step), st_.tokens);
+    if (!final_step && ranks_ == 1 && o_.cancel && o_.cancel->load(std::memory_order_relaxed)) {
+      if (!save_now) save(st_.step);  // the step just finished, resumable exactly
+      report_.stopped = true;
+      break;
+    }
   }
-  progress.finish();
+  progress.finish(!report_.stopped);
   report_.train_seconds = seconds_since(t0);
   report_.steps = st_.step;
   report_.total_steps = total_steps_;

@@ -5,6 +5,7 @@
 // exactly these.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -53,6 +54,12 @@ struct TrainerOptions {
   OptimizerOptions optim;
   bool quiet = false;
   bool debug_sync_each_step = false;  // a host sync after every step (doctor's sync-bound test)
+  // A stop (core/stop_request.h): read after each step (a relaxed load, no
+  // host sync); the run saves a checkpoint of the step it finished and ends,
+  // TrainReport::stopped. One process only: ranks would see it at different
+  // steps and wait on each other's all-reduce, so a data-parallel run is
+  // ended by the stop timeout and resumes from its last checkpoint.
+  const std::atomic<bool>* cancel = nullptr;
   // CUDA graphs of the encoder forward and backward per length bucket
   // (EncoderTrainingRunner::set_graphs) and of the optimizer step
   // (Optimizer::set_graphs); one process only: a data-parallel rank's
@@ -92,6 +99,7 @@ struct TrainReport {
   double device_busy = -1;
   double last_loss = 0, last_accuracy = 0;
   std::optional<EvalMetrics> last_eval;
+  bool stopped = false;               // TrainerOptions::cancel ended it: the last checkpoint is its step
   std::optional<double> best_metric;
   int64_t best_step = 0;
   int64_t resumed_from_step = 0;      // 0: a fresh run

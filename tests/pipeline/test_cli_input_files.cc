@@ -157,8 +157,11 @@ TEST(EmbedInputFiles, PartitionFilesGivesWholeFilesToTasksAndVerifies) {
         EXPECT_TRUE(got.at(local) == whole.at(first[f] + j)) << "task " << i << " file " << f << " record " << j;
       }
     }
-    for (size_t f = 0; f < kLines.size(); ++f)
-      if (f % N != i) EXPECT_TRUE(m["input"]["files"][f]["sha256"].is_null()) << "task " << i << " hashed file " << f;
+    for (size_t f = 0; f < kLines.size(); ++f) {
+      if (f % N != i) {
+        EXPECT_TRUE(m["input"]["files"][f]["sha256"].is_null()) << "task " << i << " hashed file " << f;
+      }
+    }
     EXPECT_EQ(got.size(), local);
     EXPECT_EQ(m["counts"]["records"], local);
     EXPECT_EQ(m["input"]["size"], size);
@@ -189,9 +192,10 @@ TEST(EmbedInputFiles, PartitionFilesGivesWholeFilesToTasksAndVerifies) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_GT(manifest(killed)["run"]["resumed_records"].get<uint64_t>(), 0u);
   EXPECT_TRUE(rows(killed) == rows(dir / "task-0"));
-  // --resume with the other partition is refused, naming it.
+  // --resume with the other partition is refused, naming it. (A flag not
+  // given is taken from the manifest: the other partition is given.)
   const test::RunResult other =
-      test::run_stoke(embed(p, killed, "--shard-index 0 --num-shards 3 --shard-size 4 --resume"));
+      test::run_stoke(embed(p, killed, "--partition records --shard-index 0 --num-shards 3 --shard-size 4 --resume"));
   EXPECT_EQ(other.status, 1);
   EXPECT_NE(other.err.find("task/partition"), std::string::npos) << other.err;
 }

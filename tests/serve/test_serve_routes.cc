@@ -181,6 +181,10 @@ TEST_F(ServeEmbedding, InfoModelsHealthMetrics) {
   EXPECT_EQ(info.parsed()["model_type"]["embedding"]["pooling"], "mean");
   EXPECT_EQ(info.parsed()["max_input_length"], 128);
   EXPECT_EQ(info.parsed()["max_client_batch_size"], 32);
+  EXPECT_EQ(info.parsed()["model_dtype"], "float32");
+  EXPECT_NE(server_->stderr_text().find("(model tiny-bert, embedding, cpu, precision f32, max length 128)"),
+            std::string::npos)
+      << server_->stderr_text();
   const Reply models = c.get("/v1/models");
   ASSERT_EQ(models.status, 200);
   EXPECT_EQ(models.parsed()["data"][0]["id"], "tiny-bert");
@@ -195,6 +199,46 @@ TEST_F(ServeEmbedding, InfoModelsHealthMetrics) {
   // Routes of other model kinds say what they need.
   EXPECT_EQ(c.post("/predict", R"({"inputs": "a"})").status, 400);
   EXPECT_EQ(c.post("/rerank", R"({"query": "a", "texts": ["b"]})").status, 400);
+}
+
+// ---- the precision that runs, in /info and the start line; an over-long input's 422 in each API's terms
+
+// TEI's model_dtype is the dtype the model runs in; under --precision int8 the
+// layers' GEMM weights are int8, and /info says so (docs/serve.md).
+TEST(ServePrecision, Int8IsReportedAsItRunsAndLongInputsSayWhatToDo) {
+  ServeProcess server("--model " + model_dir("tiny-bert") + " --precision int8", "int8");
+  ASSERT_TRUE(server.wait_ready()) << server.stderr_text();
+  EXPECT_NE(server.stderr_text().find("(model tiny-bert, embedding, cpu, precision int8, max length 128)"),
+            std::string::npos)
+      << server.stderr_text();
+  Client c(server.port());
+  const Reply info = c.get("/info");
+  ASSERT_EQ(info.status, 200);
+  EXPECT_EQ(info.parsed()["model_dtype"], "int8");
+  // 300 words: 302 tokens with [CLS] and [SEP], past the max length 128; no --auto-truncate.
+  std::string long_text;
+  for (int i = 0; i < 300; ++i) long_text += "word ";
+  const Reply openai = c.post("/v1/embeddings", json{{"input", long_text}}.dump());
+  ASSERT_EQ(openai.status, 422) << openai.body;
+  EXPECT_EQ(openai.parsed()["error"]["message"],
+            "input 0 has 302 tokens, more than the maximum length 128 (the OpenAI API has no truncation field: "
+            "shorten the input, or start the server with --auto-truncate, which cuts every input to the max length)");
+  const Reply tei = c.post("/embed", json{{"inputs", long_text}}.dump());
+  ASSERT_EQ(tei.status, 422) << tei.body;
+  EXPECT_EQ(tei.parsed()["error"], "input 0 has 302 tokens, more than the maximum length 128 (send \"truncate\": "
+                                   "true, or start the server with --auto-truncate)");
+  EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
+}
+
+TEST(ServePrecision, Bf16IsBfloat16) {
+  ServeProcess server("--model " + model_dir("tiny-bert") + " --precision bf16", "bf16");
+  ASSERT_TRUE(server.wait_ready()) << server.stderr_text();
+  EXPECT_NE(server.stderr_text().find("precision bf16, max length 128)"), std::string::npos) << server.stderr_text();
+  Client c(server.port());
+  const Reply info = c.get("/info");
+  ASSERT_EQ(info.status, 200);
+  EXPECT_EQ(info.parsed()["model_dtype"], "bfloat16");
+  EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
 }
 
 TEST(ServeXlmr, EmbedMatchesStokeEmbed) {
