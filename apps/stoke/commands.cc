@@ -173,10 +173,17 @@ class TuneCommand : public Command {
              "How long each trial reads records");
     embed_->add_option("--write-config", embed_o_.write_config,
                        "Write the winning settings to FILE (a --config file); without it they are only printed");
+    embed_->add_option("--try-precisions", embed_o_.try_precisions,
+                       "Also race these precisions (f32, bf16, f16, int8; comma-separated) against the one given: "
+                       "each changes every vector, so none is tried unless named, and each is measured against f32")
+        ->delimiter(',')
+        ->type_name("LIST")
+        ->default_str("");
     add_real(embed_, "--min-cosine", embed_o_.min_cosine, {-1, 1},
-             "A lower precision is taken only if every embedding keeps this cosine to f32's");
+             "bf16 or f16 is taken only if every embedding keeps this cosine to f32's");
     add_real(embed_, "--min-centered-cosine", embed_o_.min_centered_cosine, {-1, 1},
-             "int8 is taken only if its mean cosine to the reference, after removing the mean vector, reaches this");
+             "A precision tried is taken only if its mean cosine to f32's, after removing the mean vector, reaches "
+             "this");
     add_int(embed_, "--max-workers", embed_o_.max_workers, {0, max_workers(), max_workers_reason()},
             "Most tokenizer workers to try (0: the cores)");
     train_ = cmd_->add_subcommand("train", "Tune `stoke train` starting from these flags");
@@ -204,8 +211,9 @@ class TuneCommand : public Command {
       r = run_tune(embed_o_);
     }
     std::printf("%s", r.table.c_str());
-    return 0;
+    return r.interrupted ? stop_exit_status() : 0;
   }
+  bool stops_on_signal() const override { return true; }
 
  private:
   CLI::App *cmd_ = nullptr, *embed_ = nullptr, *train_ = nullptr;

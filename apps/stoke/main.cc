@@ -12,6 +12,7 @@
 #include "apps/stoke/commands.h"
 #include "apps/stoke/config_json.h"
 #include "apps/stoke/job_reports.h"
+#include "apps/stoke/parse_errors.h"
 #include "core/error.h"
 #include "core/stop_request.h"
 #include "jobs/common_options.h"
@@ -33,7 +34,8 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "stoke: %s\n", e.what());
+    // One line naming the command and what to type instead (parse_errors.h).
+    std::fprintf(stderr, "%s\n", stoke::cli::parse_error_line(app, e).c_str());
     return 1;
   }
   return std::nullopt;

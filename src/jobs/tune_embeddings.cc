@@ -95,4 +95,14 @@ CosineAgreement cosine_agreement(const std::vector<float>& a, const std::vector<
   return r;
 }
 
+std::string quality_vs_f32(const CosineAgreement& q) {
+  if (q.rows == 0)
+    return "vs f32: no rows to compare (no window of texts finished within a trial: a smaller --sort-window or "
+           "a longer --seconds-per-trial gives some)";
+  char b[200];
+  std::snprintf(b, sizeof b, "vs f32 over %zu %s: centered cosine mean %.4f, min %.4f (raw cosine min %.5f)", q.rows,
+                q.rows == 1 ? "text" : "texts", q.centered_mean, q.centered_worst, q.worst);
+  return b;
+}
+
 }  // namespace stoke

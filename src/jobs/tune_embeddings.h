@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 namespace stoke {
@@ -30,5 +31,12 @@ struct CosineAgreement {
 };
 CosineAgreement cosine_agreement(const std::vector<float>& reference, const std::vector<float>& candidate,
                                  int64_t dims);
+
+// What tune says of a precision's vectors against f32's, in the measure and
+// the words of int8's own quality report (jobs/int8_quality.h: centered
+// cosine, worst raw cosine): "vs f32 over 66 texts: centered cosine mean
+// 0.9994, min 0.9987 (raw cosine min 0.99998)"; "vs f32: no rows to compare
+// (...)" when `q` has none.
+std::string quality_vs_f32(const CosineAgreement& q);
 
 }  // namespace stoke
