@@ -60,6 +60,9 @@ bench/tokenize/run.sh 5
 echo "== pipeline benchmark"
 bench/pipeline/run.sh
 
+echo "== a kill -9 at half of one 65,536-text window: what the resume takes and computes"
+bench/pipeline/stop_resume.sh
+
 echo "== training benchmark"
 bench/train_cpu/run.sh
 

@@ -216,7 +216,15 @@ class Pipeline {
     return r;
   }
 
-  // Whether the batch must run; with its kept rows when an earlier run left them.
+  // The batch `ordinal` of window `w` as a job, and whether it must run
+  // (with its kept rows when an earlier run left them).
+  BatchNeed plan(const WindowPtr& w, std::vector<uint32_t> members, uint32_t ordinal, BatchJob& job) {
+    job.window = w;
+    job.members = std::move(members);
+    job.ordinal = ordinal;
+    return need_of(*w, job, job.kept_rows);
+  }
+
   BatchNeed need_of(const Window& w, const BatchJob& job, std::shared_ptr<std::vector<float>>& kept) {
     bool all_committed = true;
     for (uint32_t m : job.members) all_committed = all_committed && w.records[m].index < opt_.resume_record;
@@ -352,10 +360,7 @@ class Pipeline {
       for_each_batch(*w, [&](std::vector<uint32_t> members, uint32_t ordinal) {
         if (cancel_seen()) return;  // (a profile's deadline lets the window in hand finish, as before)
         BatchJob job;
-        job.window = w;
-        job.members = std::move(members);
-        job.ordinal = ordinal;
-        const BatchNeed need = need_of(*w, job, job.kept_rows);
+        const BatchNeed need = plan(w, std::move(members), ordinal, job);
         if (need == BatchNeed::nothing) return;
         if (need == BatchNeed::compute) {
           const auto tb = Clock::now();
@@ -556,10 +561,7 @@ class Pipeline {
     for_each_batch(*w, [&](std::vector<uint32_t> members, uint32_t ordinal) {
       if (cancelled || (cancelled = should_stop())) return;
       BatchJob kept;
-      kept.window = w;
-      kept.members = std::move(members);
-      kept.ordinal = ordinal;
-      const BatchNeed need = need_of(*w, kept, kept.kept_rows);
+      const BatchNeed need = plan(w, std::move(members), ordinal, kept);
       if (need == BatchNeed::nothing) return;
       if (need == BatchNeed::kept) {
         if (!st.result_q.push(std::move(kept))) throw Aborted{};

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/file_util.h"
+#include "support/corpus_files.h"
 #include "support/fixtures.h"
 
 namespace stoke {
@@ -34,14 +35,7 @@ int run(const std::string& args, std::string* err = nullptr, const std::string& 
 }
 
 // The first n fortunes as JSONL.
-fs::path corpus_prefix(const std::string& name, size_t n) {
-  const fs::path path = test::scratch_dir("cli-resume-input-" + name) / "texts.jsonl";
-  std::ifstream in(test::fixture("corpus/fortunes-multilingual.jsonl"));
-  std::ofstream out(path);
-  std::string line;
-  for (size_t i = 0; i < n && std::getline(in, line); ++i) out << line << '\n';
-  return path;
-}
+fs::path corpus_prefix(const std::string& name, size_t n) { return test::fortunes_prefix("cli-resume-input-" + name, n); }
 
 std::string model() { return test::fixture("models/tiny-bert").string(); }
 
@@ -55,25 +49,9 @@ std::string embed_args(const fs::path& input, const fs::path& out, const std::st
          extra;
 }
 
-// Every data file of an output folder (embeddings, ids, errors), by name.
-std::map<std::string, std::string> data_files(const fs::path& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (name == "manifest.json") continue;
-    files[name] = read_file(e.path());
-  }
-  return files;
-}
-
+// Every data file of an output folder (embeddings, ids, errors), the same bytes.
 void expect_same_files(const fs::path& expected, const fs::path& actual) {
-  const auto a = data_files(expected), b = data_files(actual);
-  ASSERT_EQ(a.size(), b.size()) << actual;
-  for (const auto& [name, bytes] : a) {
-    auto it = b.find(name);
-    ASSERT_NE(it, b.end()) << name << " missing in " << actual;
-    EXPECT_TRUE(it->second == bytes) << name << " differs in " << actual;
-  }
+  test::expect_same_output_files(expected, actual);
 }
 
 json manifest(const fs::path& dir) { return json::parse(read_file(dir / "manifest.json")); }

@@ -17,6 +17,7 @@
 
 #include "core/file_util.h"
 #include "support/background_stoke.h"
+#include "support/corpus_files.h"
 #include "support/fixtures.h"
 
 namespace stoke {
@@ -31,35 +32,9 @@ int run(const std::string& args, std::string* err = nullptr, const std::string& 
   return r.status;
 }
 
-fs::path corpus_prefix(const std::string& name, size_t n) {
-  const fs::path path = test::scratch_dir("cli-stop-input-" + name) / "texts.jsonl";
-  std::ifstream in(test::fixture("corpus/fortunes-multilingual.jsonl"));
-  std::ofstream out(path);
-  std::string line;
-  for (size_t i = 0; i < n && std::getline(in, line); ++i) out << line << '\n';
-  return path;
-}
-
 std::string model() { return test::fixture("models/tiny-bert").string(); }
 
-std::map<std::string, std::string> data_files(const fs::path& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (name != "manifest.json" && name != ".stoke.lock") files[name] = read_file(e.path());
-  }
-  return files;
-}
-
-void expect_same_files(const fs::path& expected, const fs::path& actual) {
-  const auto a = data_files(expected), b = data_files(actual);
-  ASSERT_EQ(a.size(), b.size()) << actual;
-  for (const auto& [name, bytes] : a) {
-    auto it = b.find(name);
-    ASSERT_NE(it, b.end()) << name << " missing in " << actual;
-    EXPECT_TRUE(it->second == bytes) << name << " differs in " << actual;
-  }
-}
+using test::expect_same_output_files;
 
 json manifest(const fs::path& dir) { return json::parse(read_file(dir / "manifest.json")); }
 
@@ -87,7 +62,7 @@ class EmbedStop : public ::testing::Test {
   // Made once per case (scratch_dir empties a folder each time it is named).
   static fs::path input(const Case& c) {
     static std::map<std::string, fs::path> made;
-    if (!made.count(c.name)) made[c.name] = corpus_prefix(c.name, c.texts);
+    if (!made.count(c.name)) made[c.name] = test::fortunes_prefix("cli-stop-input-" + c.name, c.texts);
     return made[c.name];
   }
   static std::string args(const Case& c, const fs::path& out, const std::string& extra = "") {
@@ -130,7 +105,7 @@ TEST_F(EmbedStop, SigtermKeepsFinishedBatchesAndResumesIdentically) {
 
       std::string resume_err;
       ASSERT_EQ(run("embed --output " + out.string() + " --resume --quiet", &resume_err), 0) << where << resume_err;
-      expect_same_files(ref, out);
+      expect_same_output_files(ref, out);
       const json m = manifest(out);
       EXPECT_TRUE(m["complete"].get<bool>()) << where;
       // What the resume computed: the rows not kept, plus at most the batches
@@ -163,7 +138,7 @@ TEST_F(EmbedStop, SecondSignalDuringTheStopSaysSoAndExits) {
   EXPECT_NE(err.find("stoke: second signal: exiting now"), std::string::npos) << err;
   std::string resume_err;
   ASSERT_EQ(run("embed --output " + out.string() + " --resume --quiet", &resume_err), 0) << resume_err;
-  expect_same_files(reference(kOneWindow), out);
+  expect_same_output_files(reference(kOneWindow), out);
 }
 
 // kill -9 at half of one window: the resume computes the other half and at
@@ -175,13 +150,17 @@ TEST_F(EmbedStop, KillNineAtHalfAWindowLosesLessThanTwoPercent) {
   EXPECT_EQ(run(args(kOneWindow, out, "--quiet"), nullptr, "STOKE_CRASH_AT=journal-appended:95"), 128 + SIGKILL);
   std::string err;
   ASSERT_EQ(run("embed --output " + out.string() + " --resume", &err), 0) << err;
-  expect_same_files(ref, out);
+  expect_same_output_files(ref, out);
   const json m = manifest(out);
   const uint64_t computed = m["run"]["device_texts"].get<uint64_t>();
   const uint64_t taken = m["run"]["kept_rows_taken"].get<uint64_t>();
   EXPECT_EQ(taken, 95u * 16u);  // every batch kept before the kill (the longest batches come first, all full)
-  const double lost = static_cast<double>(computed + taken) - 3000.0;
-  EXPECT_LT(lost / 3000.0, 0.02) << "recomputed " << lost << " texts";
+  // The resume computes exactly what no file kept; of that, the killed run
+  // had computed at most its batches in flight (3 slots of 16): the work lost.
+  EXPECT_EQ(computed + taken, 3000u);
+  const double lost_at_most = 3.0 * 16.0;
+  EXPECT_LT(lost_at_most / 3000.0, 0.02);
+  EXPECT_LE(computed, 3000u - 95u * 16u);
   EXPECT_NE(err.find("resuming with 1520 rows of finished batches"), std::string::npos) << err;
 }
 
@@ -204,7 +183,7 @@ TEST_F(EmbedStop, ResumeRefusalListsEveryDifference) {
             std::string::npos)
       << err;
   ASSERT_EQ(run("embed --output " + out.string() + " --resume --quiet", &err), 0) << err;
-  expect_same_files(reference(kMultiWindow), out);
+  expect_same_output_files(reference(kMultiWindow), out);
 }
 
 // The piped progress ends on a 100% line counting every row, a resumed run's

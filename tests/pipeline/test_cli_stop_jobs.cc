@@ -15,6 +15,7 @@
 
 #include "core/file_util.h"
 #include "support/background_stoke.h"
+#include "support/corpus_files.h"
 #include "support/fixtures.h"
 
 namespace stoke {
@@ -25,21 +26,7 @@ using json = nlohmann::json;
 
 std::string model() { return test::fixture("models/tiny-bert").string(); }
 
-// n corpus records labelled by language, spread over the corpus.
-fs::path labelled(const std::string& name, size_t n) {
-  const fs::path p = test::scratch_dir("cli-stop-jobs-data-" + name) / "data.jsonl";
-  std::ifstream in(test::fixture("corpus/fortunes-multilingual.jsonl"));
-  std::ofstream out(p);
-  std::string line;
-  size_t written = 0;
-  for (size_t i = 0; written < n && std::getline(in, line); ++i) {
-    if (i % (24000 / n) != 0) continue;
-    const json r = json::parse(line);
-    out << json{{"text", r["text"]}, {"label", r["lang"]}}.dump() << "\n";
-    ++written;
-  }
-  return p;
-}
+fs::path labelled(const std::string& name, size_t n) { return test::language_labelled("cli-stop-jobs-data-" + name, n); }
 
 // Starts `args`, holds it at `point` (STOKE_STOP_AT), sends SIGTERM, lets it
 // go; its exit status and stderr.
