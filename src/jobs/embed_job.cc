@@ -68,11 +68,18 @@ std::string resolve_prompt(const EmbedOptions& o, const SentenceTransformersConf
 // The embed job's rows go to the shard writer; bad records to errors.jsonl.
 class ShardSink : public RowSink {
  public:
-  // files: the reader's files, by InputRecord::file.
-  ShardSink(ShardWriter& writer, std::vector<std::string> files) : writer_(writer), files_(std::move(files)) {}
+  // files: the reader's files, by InputRecord::file. id_names: with
+  // --partition files and no --id-field, each file's name as the manifest
+  // lists it, by InputRecord::file: a row's id is then {"file", "record"}
+  // (its number within that file), the same in every task of the array,
+  // where a task-local record number would repeat across tasks.
+  ShardSink(ShardWriter& writer, std::vector<std::string> files, std::vector<std::string> id_names = {})
+      : writer_(writer), files_(std::move(files)), id_names_(std::move(id_names)) {}
   void row(const InputRecord& record, const Encoding& encoding, const float* values) override {
-    writer_.add_row(record.index, record.id_json, values,
-                    RowCounts{encoding.ids.size(), encoding.truncated, record.replaced_utf8});
+    const RowCounts counts{encoding.ids.size(), encoding.truncated, record.replaced_utf8};
+    if (id_names_.empty() || !record.id_json.empty()) return writer_.add_row(record.index, record.id_json, values, counts);
+    const std::string& file = record.file < id_names_.size() ? id_names_[record.file] : id_names_.back();
+    writer_.add_row(record.index, json{{"file", file}, {"record", record.file_record}}.dump(), values, counts);
   }
   void skipped(const InputRecord& record) override {
     const std::string& file = record.file < files_.size() ? files_[record.file] : files_.back();
@@ -82,8 +89,9 @@ class ShardSink : public RowSink {
 
  private:
   ShardWriter& writer_;
-  std::vector<std::string> files_;
+  std::vector<std::string> files_, id_names_;
 };
+
 
 // Hash of the files that decide tokenization, by name, in a fixed order.
 std::string tokenizer_sha256(const fs::path& model_dir) {
@@ -217,6 +225,17 @@ InputSet input_set(const EmbedOptions& o) {
     for (size_t f = 0; f < in.all.size(); ++f) in.own.push_back(f);
   }
   return in;
+}
+
+// The names ids carry under --partition files without --id-field (see
+// ShardSink), by the task's own files in reading order; empty otherwise.
+std::vector<std::string> file_id_names(const EmbedOptions& o, const InputSet& in) {
+  if (!in.files_partition || !o.common.id_field.empty()) return {};
+  const std::vector<std::string> names = input_display_names(in.all);
+  std::vector<std::string> own;
+  for (size_t f : in.own) own.push_back(names[f]);
+  if (own.empty()) own.push_back("");  // a task with no file reads /dev/null: no row, no id
+  return own;
 }
 
 // stdin, a FIFO, a process substitution (/dev/fd/N): read once, as it
@@ -399,7 +418,7 @@ json embed_manifest(const EmbedOptions& o, const InputSet& in, const ModelSessio
   json task = {{"index", o.shard_index}, {"count", o.num_shards}, {"source", task_source}};
   // Written only for files, so one-file manifests stay as they were.
   if (in.files_partition) task["partition"] = "files";
-  return {
+  json m = {
       {"format", "stoke-embeddings"},
       {"format_version", 1},
       {"stoke_version", stoke_version()},
@@ -433,6 +452,10 @@ json embed_manifest(const EmbedOptions& o, const InputSet& in, const ModelSessio
         {"serial", o.serial}}},
       {"options", options_record(o, in)},
   };
+  // What an ids line holds when it is not the record number or the
+  // --id-field value (docs/output-format.md): written only then.
+  if (!file_id_names(o, in).empty()) m["ids"] = "file_record";
+  return m;
 }
 
 // ---- the summary before any work: what the output start found, what the vectors are
@@ -658,9 +681,10 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   if (!streamed) write_manifest(begin.committed);
   ShardWriter writer(out_dir, o.output_dtype == "f16" ? DType::f16 : DType::f32, dims, o.shard_size,
                      begin.committed, write_manifest);
-  ShardSink sink(writer, in.several() ? po.input.paths
-                                      : std::vector<std::string>{o.common.input == "-" ? std::string("<stdin>")
-                                                                                       : o.common.input});
+  ShardSink sink(writer,
+                 in.several() ? po.input.paths
+                              : std::vector<std::string>{o.common.input == "-" ? std::string("<stdin>") : o.common.input},
+                 file_id_names(o, in));
   Progress progress("embed", streamed ? 0 : manifest["input"]["size"].get<uint64_t>(), !o.common.quiet);
   // A resume counts what the earlier run committed as done: the bar goes on
   // from there to 100%, and the rate is this run's.

@@ -136,7 +136,7 @@ const std::vector<std::string>& embed_identity_fields() {
       "/precision",           "/device",           "/output_dtype",
       // Before the input's fingerprint, which the partition changes: name the cause.
       "/task/partition",      "/input/format",            "/input/text_field",
-      "/input/id_field",      "/input/size",       "/input/sha256",            "/task/index",
+      "/input/id_field",      "/ids",              "/input/size",       "/input/sha256",            "/task/index",
       "/task/count",          "/settings/batch_tokens", "/settings/max_batch_size", "/settings/sort_window",
       "/settings/shard_size",
       // Several input files (absent for one): every file's name and size.

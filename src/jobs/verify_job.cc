@@ -49,6 +49,11 @@ struct Folder {
   uint64_t rec_index = 0, rec_count = 1;
   uint64_t dimensions = 0;
   std::string output_dtype, id_field;
+  // "ids": "file_record" (--partition files without --id-field): each id is
+  // {"file": its file's name, "record": its number within that file}; the
+  // task's own files by name, in reading order (their place in the listing).
+  bool file_record_ids = false;
+  std::map<std::string, uint64_t> own_file_order;
   std::vector<Shard> shards;
   uint64_t committed_rows = 0, committed_records = 0, committed_errors_bytes = 0;
   uint64_t records = 0, texts = 0, skipped = 0;
@@ -320,6 +325,16 @@ class Verifier {
     f.rec_index = f.files_partition ? 0 : f.task_index;
     f.rec_count = f.files_partition ? 1 : f.task_count;
     if (f.files_partition) check_own_files(f);
+    if (const json* ids = lookup(f.manifest, "ids")) {
+      if (*ids != "file_record" || !f.files_partition || !f.id_field.empty())
+        return problem(f, "manifest.json: ids is " + ids->dump() +
+                              ", expected \"file_record\" and only under --partition files without --id-field");
+      f.file_record_ids = true;
+      if (const json* files = lookup(f.manifest, "input.files"); files && files->is_array())
+        for (size_t i = 0; i < files->size(); ++i)
+          if ((*files)[i].is_object() && (*files)[i].value("sha256", json()).is_string())
+            f.own_file_order[(*files)[i].value("name", "")] = i;
+    }
     f.readable = true;
     if (!f.complete)
       problem(f, fmt::format("unfinished: the manifest says complete: false (task {} of {} was interrupted or is "
@@ -437,6 +452,7 @@ class Verifier {
   // ---- one folder ---------------------------------------------------------
 
   void check_folder(const Folder& f) {
+    prev_file_record_.reset();
     try {
       check_shard_list(f);
       const std::set<uint64_t> errors = check_errors_file(f);
@@ -662,6 +678,7 @@ class Verifier {
     auto line_problem = [&](size_t line, const std::string& what) {
       if (line_problems++ < kMaxLineProblems) problem(f, fmt::format("{}: line {}: {}", at, line + 1, what));
     };
+    if (f.file_record_ids) return check_file_record_ids(f, at, lines);
     const bool record_numbers = f.id_field.empty();  // ids are record numbers, which we can check
     for (size_t i = 0; i < lines.size(); ++i) {
       std::optional<uint64_t> record = parse_record_number(lines[i]);
@@ -696,6 +713,39 @@ class Verifier {
     if (line_problems > kMaxLineProblems)
       problem(f, fmt::format("{}: and {} more such lines", at, line_problems - kMaxLineProblems));
   }
+
+  // ids {"file", "record"} (--partition files without --id-field): each
+  // names one of the task's own files, and (file's place in the listing,
+  // record) runs strictly upward through the folder — the order the task read
+  // them in, which is also how rows of every task go back into input order.
+  void check_file_record_ids(const Folder& f, const std::string& at, const std::vector<std::string_view>& lines) {
+    size_t line_problems = 0;
+    auto line_problem = [&](size_t line, const std::string& what) {
+      if (line_problems++ < kMaxLineProblems) problem(f, fmt::format("{}: line {}: {}", at, line + 1, what));
+    };
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const json j = json::parse(lines[i], nullptr, false);
+      if (!j.is_object() || !j.contains("file") || !j["file"].is_string() || !j.contains("record") ||
+          !j["record"].is_number_unsigned() || j.size() != 2) {
+        line_problem(i, "not {\"file\": NAME, \"record\": N} (the manifest's ids is \"file_record\")");
+        continue;
+      }
+      const std::string file = j["file"].get<std::string>();
+      const auto it = f.own_file_order.find(file);
+      if (it == f.own_file_order.end()) {
+        line_problem(i, "file " + json(file).dump() + " is not one of this task's files");
+        continue;
+      }
+      const std::pair<uint64_t, uint64_t> key{it->second, j["record"].get<uint64_t>()};
+      if (prev_file_record_ && key <= *prev_file_record_)
+        line_problem(i, fmt::format("{} record {} is not after the row before it: duplicated or out of order", file,
+                                    key.second));
+      prev_file_record_ = key;
+    }
+    if (line_problems > kMaxLineProblems)
+      problem(f, fmt::format("{}: and {} more such lines", at, line_problems - kMaxLineProblems));
+  }
+  std::optional<std::pair<uint64_t, uint64_t>> prev_file_record_;  // across the folder's shards
 
   // A complete task accounts for every one of its records exactly once.
   void check_counts(const Folder& f) {

@@ -184,6 +184,7 @@ void RecordReader::open_file(size_t i) {
   pos_ = end_ = 0;
   eof_ = started_ = false;
   line_no_ = 0;
+  file_records_ = 0;
   if (format_ == InputFormat::csv || format_ == InputFormat::tsv) open_csv_header();
 }
 
@@ -296,6 +297,7 @@ bool RecordReader::next_jsonl(InputRecord& record) {
     if (!next_line(line)) return false;
   } while (is_blank(line));
   record.index = records_++;
+  record.file_record = file_records_++;
   record.line = line_no_;
   // Invalid UTF-8 is replaced (and counted) before parsing, so a stray byte
   // inside a string costs one U+FFFD instead of the whole record.
@@ -371,6 +373,7 @@ bool RecordReader::next_text(InputRecord& record) {
   std::string_view line;
   if (!next_line(line)) return false;
   record.index = records_++;
+  record.file_record = file_records_++;
   record.line = line_no_;
   size_t replaced = 0;
   if (utf8_is_valid(line)) {
@@ -510,6 +513,7 @@ bool RecordReader::next_csv(InputRecord& record) {
   CsvRow& row = *row_;
   if (!read_csv_row(row, true)) return false;
   record.index = records_++;
+  record.file_record = file_records_++;
   record.line = row.line;
   if (!row.error.empty()) {
     record.error = row.error;
@@ -562,6 +566,7 @@ uint64_t RecordReader::skip(uint64_t n) {
     }
     ++done;
     ++records_;
+    ++file_records_;
   }
   return done;
 }

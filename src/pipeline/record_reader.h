@@ -45,6 +45,7 @@ struct InputRecord {
   uint64_t index = 0;          // 0-based record number in the whole input
   uint64_t line = 0;           // 1-based line where the record starts (in its file)
   uint32_t file = 0;           // which of the options' paths the record is in (0 for one input)
+  uint64_t file_record = 0;    // 0-based record number within that file
   std::string text;
   std::optional<std::string> pair;
   std::string id_json;         // the id value as JSON text ("" without --id-field); CSV cells become JSON strings
@@ -126,6 +127,7 @@ class RecordReader {
   bool eof_ = false, started_ = false;
   uint64_t line_no_ = 0;  // lines consumed so far
   uint64_t records_ = 0, bytes_read_ = 0;
+  uint64_t file_records_ = 0;       // records returned or skipped in the file being read
   Sha256 sha_;
 
   // CSV/TSV

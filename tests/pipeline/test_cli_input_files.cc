@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "core/sha256.h"
 #include "support/fixtures.h"
 
 namespace stoke {
@@ -62,6 +63,27 @@ std::map<uint64_t, std::string> rows(const fs::path& dir) {
     std::ifstream ids(dir / s["ids"].get<std::string>());
     std::string id;
     for (size_t r = 0; std::getline(ids, id); ++r) out[std::stoull(id)] = body.substr(r * width, width);
+  }
+  return out;
+}
+
+// --partition files without --id-field: (file name, record in that file) ->
+// the row's bytes; every id must be {"file", "record"}.
+std::map<std::pair<std::string, uint64_t>, std::string> file_rows(const fs::path& dir) {
+  std::map<std::pair<std::string, uint64_t>, std::string> out;
+  const json m = manifest(dir);
+  const size_t width = m["dimensions"].get<size_t>() * 4;
+  for (const json& s : m["shards"]) {
+    const std::string npy = read_file(dir / s["embeddings"].get<std::string>());
+    const std::string body = npy.substr(npy.size() - s["rows"].get<size_t>() * width);
+    std::ifstream ids(dir / s["ids"].get<std::string>());
+    std::string line;
+    for (size_t r = 0; std::getline(ids, line); ++r) {
+      const json id = json::parse(line);
+      EXPECT_TRUE(id.is_object() && id.size() == 2) << line;
+      out[{fs::path(id["file"].get<std::string>()).filename().string(), id["record"].get<uint64_t>()}] =
+          body.substr(r * width, width);
+    }
   }
   return out;
 }
@@ -146,15 +168,18 @@ TEST(EmbedInputFiles, PartitionFilesGivesWholeFilesToTasksAndVerifies) {
     ASSERT_EQ(r.status, 0) << r.err;
     const json m = manifest(out);
     EXPECT_EQ(m["task"]["partition"], "files");
-    // The task's records are its files' (f mod 3 == i), numbered from 0 across them.
+    EXPECT_EQ(m["ids"], "file_record");
+    // The task's records are its files' (f mod 3 == i); each row's id names
+    // its file and its number there, so no two tasks write the same id.
     uint64_t local = 0, size = 0;
-    const auto got = rows(out);
+    const auto got = file_rows(out);
     for (size_t f = i; f < kLines.size(); f += N) {
       EXPECT_TRUE(m["input"]["files"][f]["sha256"].is_string()) << f;
-      size += fs::file_size(dir / "parts" / ("part-" + std::to_string(f) + ".jsonl"));
+      const std::string name = "part-" + std::to_string(f) + ".jsonl";
+      size += fs::file_size(dir / "parts" / name);
       for (uint64_t j = 0; j < kLines[f]; ++j, ++local) {
-        ASSERT_TRUE(got.count(local)) << "task " << i << " record " << local;
-        EXPECT_TRUE(got.at(local) == whole.at(first[f] + j)) << "task " << i << " file " << f << " record " << j;
+        ASSERT_TRUE(got.count({name, j})) << "task " << i << " " << name << " record " << j;
+        EXPECT_TRUE(got.at({name, j}) == whole.at(first[f] + j)) << "task " << i << " file " << f << " record " << j;
       }
     }
     for (size_t f = 0; f < kLines.size(); ++f) {
@@ -191,7 +216,33 @@ TEST(EmbedInputFiles, PartitionFilesGivesWholeFilesToTasksAndVerifies) {
   const test::RunResult r = test::run_stoke(embed(p, killed, flags + " --resume"));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_GT(manifest(killed)["run"]["resumed_records"].get<uint64_t>(), 0u);
-  EXPECT_TRUE(rows(killed) == rows(dir / "task-0"));
+  EXPECT_TRUE(file_rows(killed) == file_rows(dir / "task-0"));
+
+  // verify reads the {"file", "record"} ids: out of order, or naming another
+  // task's file, is found (the checksums made to match, so only that is wrong).
+  for (const auto& [what, want] : std::vector<std::pair<std::string, std::string>>{
+           {"swap", "is not after the row before it"}, {"foreign", "is not one of this task's files"}}) {
+    const fs::path bad = dir / ("task-0-" + what);
+    fs::copy(dir / "task-0", bad, fs::copy_options::recursive);
+    json m = manifest(bad);
+    const std::string ids_name = m["shards"][0]["ids"].get<std::string>();
+    std::vector<std::string> lines;
+    {
+      std::ifstream in(bad / ids_name);
+      for (std::string l; std::getline(in, l);) lines.push_back(l);
+    }
+    if (what == "swap") std::swap(lines[0], lines[1]);
+    else lines[0] = R"({"file":"part-1.jsonl","record":0})";
+    std::string text;
+    for (const std::string& l : lines) text += l + "\n";
+    std::ofstream(bad / ids_name, std::ios::trunc) << text;
+    m["shards"][0]["ids_sha256"] = sha256_file(bad / ids_name);
+    std::ofstream(bad / "manifest.json", std::ios::trunc) << m.dump(2);
+    const test::RunResult vb = test::run_stoke("verify " + bad.string() + " " + (dir / "task-1").string() + " " +
+                                               (dir / "task-2").string());
+    EXPECT_EQ(vb.status, 1) << what;
+    EXPECT_NE(vb.err.find(want), std::string::npos) << what << ": " << vb.err;
+  }
   // --resume with the other partition is refused, naming it. (A flag not
   // given is taken from the manifest: the other partition is given.)
   const test::RunResult other =
