@@ -131,11 +131,10 @@ std::string parse_error_line(const CLI::App& root, const CLI::ParseError& e) {
   }
   if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) return missing_value_line(e.what());
   if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) return required_line(root, e.what());
-  // A value refused by its flag's own check (number_flags.h, option_flags.h):
-  // the text already names flag, value and what is accepted.
-  if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr ||
-      dynamic_cast<const CLI::ConversionError*>(&e) != nullptr)
-    return std::string("stoke: ") + e.what();
+  // A value refused by its flag's own check (number_flags.h, option_flags.h)
+  // already names flag, value and what is accepted: one error line like any
+  // other, whether the value was checked as the flags were read or later by
+  // the job.
   return line(e.what());
 }
 

@@ -69,4 +69,25 @@ bool parse_flag_option(const std::string& flag, const std::string& text) {
   refuse(flag, "\"" + text + "\"", "true or false");
 }
 
+int64_t parse_bytes_option(const std::string& flag, const std::string& text) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  if (pos == 0 || v <= 0) throw Error(Errc::invalid_argument, flag + " \"" + text + "\": expected bytes, e.g. 8G or 512M");
+  const std::string unit = text.substr(pos);
+  double mul = 1;
+  if (unit == "K" || unit == "KB" || unit == "KiB") mul = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MiB") mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GiB") mul = 1024.0 * 1024 * 1024;
+  else if (!unit.empty()) throw Error(Errc::invalid_argument, flag + " \"" + text + "\": unknown unit \"" + unit + "\"");
+  // NaN, infinities and more than 2^62 bytes cannot be a budget (and would not convert to int64).
+  if (!(v * mul >= 1) || !(v * mul <= 4.6e18))
+    throw Error(Errc::invalid_argument, flag + " \"" + text + "\": expected 1 byte to 4 EiB, e.g. 8G or 512M");
+  return static_cast<int64_t>(v * mul);
+}
+
 }  // namespace stoke

@@ -18,6 +18,7 @@
 #include <functional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -187,6 +188,46 @@ Option<O> word_option(std::string flag, Field field, std::vector<std::string> ch
   o.show = [field](const O& opts) { return field(const_cast<O&>(opts)); };
   return o;
 }
+
+// One of a list of words, each naming a value of an enum: the typed field
+// holds the enum (an std::optional of it: unset until given), the table the
+// words; "--schedule \"triangle\": expected linear, constant or cosine".
+template <class O, class E, class Field>
+Option<O> enum_option(std::string flag, Field field, std::vector<std::pair<std::string, E>> words, std::string help,
+                      unsigned offer = kOfferBoth) {
+  Option<O> o;
+  o.flag = std::move(flag);
+  o.kind = OptionKind::word;
+  o.help = std::move(help);
+  std::vector<std::string> choices;
+  for (const auto& [w, e] : words) choices.push_back(w);
+  for (size_t i = 0; i < choices.size(); ++i) o.accepted += (i ? ", " : "") + choices[i];
+  o.offer = offer;
+  o.type_name = "TEXT";  // the help names the words
+  const std::string f = o.flag;
+  o.set = [field, f, words, choices](O& opts, const std::string& text) {
+    const std::string& w = parse_word_option(f, text, choices);
+    for (const auto& [word, e] : words)
+      if (word == w) field(opts) = e;
+  };
+  o.show = [field, words](const O& opts) {
+    const auto& v = field(const_cast<O&>(opts));
+    if constexpr (requires { v.has_value(); }) {
+      if (!v) return std::string();  // unset: no default to show
+      for (const auto& [word, e] : words)
+        if (e == *v) return word;
+    } else {
+      for (const auto& [word, e] : words)
+        if (e == v) return word;
+    }
+    return std::string();
+  };
+  return o;
+}
+
+// "8G", "512M", "1048576": bytes, K/M/G (and KB/KiB, ...) as powers of 1024;
+// 1 byte to 4 EiB, else "--memory-budget \"8X\": unknown unit \"X\"".
+int64_t parse_bytes_option(const std::string& flag, const std::string& text);
 
 template <class O, class Field>
 Option<O> text_option(std::string flag, Field field, std::string help, unsigned offer = kOfferBoth,

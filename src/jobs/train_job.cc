@@ -88,28 +88,6 @@ std::string trained_config_json(json config, const HfConfig& c) {
   return config.dump(2) + "\n";
 }
 
-int64_t parse_bytes(const std::string& text) {
-  if (text.empty()) return 0;
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &pos);
-  } catch (...) {
-    pos = 0;
-  }
-  if (pos == 0 || v <= 0) throw Error(Errc::invalid_argument, "--memory-budget \"" + text + "\": expected bytes, e.g. 8G or 512M");
-  const std::string unit = text.substr(pos);
-  double mul = 1;
-  if (unit == "K" || unit == "KB" || unit == "KiB") mul = 1024.0;
-  else if (unit == "M" || unit == "MB" || unit == "MiB") mul = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GiB") mul = 1024.0 * 1024 * 1024;
-  else if (!unit.empty()) throw Error(Errc::invalid_argument, "--memory-budget \"" + text + "\": unknown unit \"" + unit + "\"");
-  // NaN, infinities and more than 2^62 bytes cannot be a budget (and would not convert to int64).
-  if (!(v * mul >= 1) || !(v * mul <= 4.6e18))
-    throw Error(Errc::invalid_argument, "--memory-budget \"" + text + "\": expected 1 byte to 4 EiB, e.g. 8G or 512M");
-  return static_cast<int64_t>(v * mul);
-}
-
 std::string thread_count() {
   const char* omp = std::getenv("OMP_NUM_THREADS");
   if (omp && *omp) return omp;
@@ -121,8 +99,6 @@ DType check_train_options(const TrainOptions& o) {
   validate_common_options(o.common);
   if (o.train.empty()) throw Error(Errc::invalid_argument, "--train FILE is required");
   if (o.output.empty()) throw Error(Errc::invalid_argument, "--output DIR is required");
-  if (o.on_error != "stop" && o.on_error != "skip")
-    throw Error(Errc::invalid_argument, "--on-error \"" + o.on_error + "\": expected stop or skip");
   if (o.grad_accum <= 0) throw Error(Errc::invalid_argument, "--grad-accum must be positive");
   if (o.max_steps < 0)  // 0 is "unset" (--epochs decides); the CLI refuses 0 from the user
     throw Error(Errc::invalid_argument, "--max-steps " + std::to_string(o.max_steps) + ": expected at least 1");
@@ -164,7 +140,7 @@ void read_datasets(const TrainOptions& o, TrainingData& d) {
   reader.label_field = o.label_field;
   reader.id_field.clear();
   if (reader.format == InputFormat::text) throw Error(Errc::invalid_argument, "--train: training data needs labels: use JSONL or CSV");
-  const bool skip_bad = o.on_error == "skip";
+  const bool skip_bad = o.skip_bad_records;
   d.raw_train = train::read_raw_dataset(reader, skip_bad);
   if (!o.eval.empty()) {
     RecordReaderOptions er = reader;
@@ -215,12 +191,12 @@ int64_t planned_auto_batch(const TrainOptions& o, const HfConfig& config, DType 
   const int64_t fixed = layout.numel() * 4 * 5;
   std::string measured;
   int64_t budget = 0;
-  if (o.memory_budget.empty()) {
+  if (!o.memory_budget) {
     const Backend::FreeMemory free = backend.free_memory();
     budget = static_cast<int64_t>(std::min<size_t>(free.bytes, size_t{1} << 62)) * 8 / 10;
     measured = "80% of " + std::to_string(free.bytes >> 20) + " MiB free (" + free.source + ")";
   } else {
-    budget = parse_bytes(o.memory_budget);
+    budget = *o.memory_budget;
     measured = "--memory-budget";
   }
   auto need = [&](int64_t b) { return fixed + b * longest * per_token + b * per_seq; };
@@ -272,29 +248,21 @@ int64_t fitted_auto_batch(int64_t batch, const TrainableEncoder& enc, Backend& b
 }
 
 int64_t batch_size_from_flag(const TrainOptions& o) {
-  int64_t batch = 0;
-  try {
-    size_t pos = 0;
-    batch = std::stoll(o.batch_size, &pos);
-    if (pos != o.batch_size.size()) batch = 0;
-  } catch (...) {
-    batch = 0;
-  }
-  if (batch <= 0)
-    throw Error(Errc::invalid_argument, "--batch-size \"" + o.batch_size + "\": expected a positive number or auto");
-  return batch;
+  if (o.batch_size <= 0)
+    throw Error(Errc::invalid_argument, "--batch-size " + std::to_string(o.batch_size) + ": expected a positive number or auto");
+  return o.batch_size;
 }
 
 // --lr, scaled by the linear (or sqrt) rule when --lr-scale-from is given;
 // `batch` is the global micro-batch (per-rank batch x ranks).
 double learning_rate_for(const TrainOptions& o, int64_t batch, std::vector<std::string>& notes) {
   if (o.lr_scale_from <= 0) return o.lr;
-  const train::LrScaling rule = train::lr_scaling_from_name(o.lr_scale);
+  const train::LrScaling rule = o.lr_scale;
   const double lr = train::scaled_lr(o.lr, batch * o.grad_accum, o.lr_scale_from, rule);
   char line[200];
   std::snprintf(line, sizeof line, "learning rate %g = %g x %s(effective batch %lld / %lld) (--lr-scale-from, %s rule)",
-                lr, o.lr, o.lr_scale == "sqrt" ? "sqrt" : "", static_cast<long long>(batch * o.grad_accum),
-                static_cast<long long>(o.lr_scale_from), o.lr_scale.c_str());
+                lr, o.lr, rule == train::LrScaling::sqrt ? "sqrt" : "", static_cast<long long>(batch * o.grad_accum),
+                static_cast<long long>(o.lr_scale_from), train::lr_scaling_name(rule));
   notes.push_back(line);
   return lr;
 }
@@ -338,8 +306,10 @@ DropoutProbabilities dropout_rates(const TrainOptions& o, const HfConfig& config
   return {config.hidden_dropout, config.attention_dropout, config.classifier_dropout};
 }
 
-std::string eval_strategy_name(const TrainOptions& o) {
-  return !o.eval_strategy.empty() ? o.eval_strategy : (o.eval.empty() ? "no" : "steps");
+// --eval-strategy, or its default: steps with --eval, else no.
+train::EvalStrategy eval_strategy_of(const TrainOptions& o) {
+  if (o.eval_strategy) return *o.eval_strategy;
+  return o.eval.empty() ? train::EvalStrategy::no : train::EvalStrategy::steps;
 }
 
 train::TrainerOptions trainer_options(const TrainOptions& o, int64_t batch, double lr, const DropoutProbabilities& dropout,
@@ -353,14 +323,14 @@ train::TrainerOptions trainer_options(const TrainOptions& o, int64_t batch, doub
   t.batch_size = batch;
   t.grad_accum = o.grad_accum;
   t.lr = lr;
-  t.schedule = train::schedule_from_name(o.schedule);
+  t.schedule = o.schedule;
   t.warmup_steps = o.warmup_steps;
   t.warmup_ratio = o.warmup_ratio;
   t.seed = o.seed;
   t.shuffle = !o.no_shuffle;
   t.group_by_length = !o.no_group_by_length;
   t.log_every = o.log_every;
-  t.eval_strategy = train::eval_strategy_from_name(eval_strategy_name(o));
+  t.eval_strategy = eval_strategy_of(o);
   t.eval_every = o.eval_every > 0 ? o.eval_every : o.log_every;
   t.save_every = o.save_every;
   t.save_total_limit = o.save_total_limit;
@@ -397,7 +367,7 @@ json run_identity(const TrainOptions& o, const TrainingData& d, int64_t max_leng
           {"batch_size", t.batch_size},
           {"grad_accum", o.grad_accum},
           {"lr", t.lr},
-          {"schedule", o.schedule},
+          {"schedule", train::schedule_name(o.schedule)},
           {"warmup_steps", o.warmup_steps},
           {"warmup_ratio", o.warmup_ratio},
           {"epochs", o.epochs},
@@ -453,7 +423,7 @@ void save_final_model(const TrainOptions& o, const train::TrainReport& r, const 
       copy_stored_as_f32(*st, params.data() + s.offset);
     }
     notes.push_back("--load-best: the model in " + o.output + " is step " + std::to_string(r.best_step) + "'s (" +
-                    o.metric + " " + std::to_string(*r.best_metric) + ")");
+                    train::eval_metric_name(o.metric) + " " + std::to_string(*r.best_metric) + ")");
   }
   train::write_model_files(out, c);
 }
@@ -504,15 +474,15 @@ json run_record(const TrainOptions& o, const json& identity, const TrainingData&
   run["settings"] = identity;
   run["settings"]["base_lr"] = o.lr;
   run["settings"]["lr_scale_from"] = o.lr_scale_from;
-  run["settings"]["lr_scale"] = o.lr_scale;
+  run["settings"]["lr_scale"] = train::lr_scaling_name(o.lr_scale);
   run["settings"]["effective_batch"] = sum.batch_size * sum.ranks * o.grad_accum;
-  run["settings"]["batch_size_from"] = o.batch_size == "auto" ? "auto" : "flag";
+  run["settings"]["batch_size_from"] = o.batch_size_auto ? "auto" : "flag";
   run["settings"]["warmup_steps_used"] = train::warmup_steps_for(r.total_steps, o.warmup_steps, o.warmup_ratio);
   run["settings"]["workers"] = o.common.workers;
   run["settings"]["threads"] = thread_count();
   run["settings"]["device"] = sum.device;
   run["settings"]["log_every"] = o.log_every;
-  run["settings"]["eval_strategy"] = eval_strategy_name(o);
+  run["settings"]["eval_strategy"] = train::eval_strategy_name(eval_strategy_of(o));
   run["settings"]["save_every"] = o.save_every;
   run["data"] = {{"train", o.train}, {"train_examples", d.train_examples.size()}, {"eval", o.eval},
                  {"eval_examples", d.eval_examples.size()}, {"truncated", d.stats.truncated},
@@ -661,10 +631,10 @@ json rank_settings(const TrainOptions& o, const json& identity) {
   s["log_every"] = o.log_every;
   s["save_every"] = o.save_every;
   s["save_total_limit"] = o.save_total_limit;
-  s["eval_strategy"] = eval_strategy_name(o);
+  s["eval_strategy"] = train::eval_strategy_name(eval_strategy_of(o));
   s["eval_every"] = o.eval_every;
   s["load_best"] = o.load_best;
-  s["metric"] = o.metric;
+  s["metric"] = train::eval_metric_name(o.metric);
   s["bucket_mb"] = o.bucket_mb;
   s["comm_timeout"] = o.comm_timeout;
   s["resume"] = o.resume;
@@ -749,7 +719,7 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
 
   // --batch-size auto: planned from the device's free memory before the
   // model takes its share, then tried for real once it has.
-  const bool auto_batch = o.batch_size == "auto";
+  const bool auto_batch = o.batch_size_auto;
   std::string auto_why;
   sum.batch_size = auto_batch ? planned_auto_batch(o, data.config, dtype, mt.max_length, *backend, auto_why)
                               : batch_size_from_flag(o);

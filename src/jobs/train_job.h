@@ -12,6 +12,8 @@
 
 #include "core/trace.h"
 #include "jobs/common_options.h"
+#include "train/schedule.h"
+#include "train/trainer.h"
 
 namespace stoke {
 
@@ -23,29 +25,30 @@ struct TrainOptions {
   std::string label_field = "label";
   int64_t epochs = 3;
   int64_t max_steps = 0;             // --max-steps N (>= 1) replaces --epochs; 0 = unset
-  std::string batch_size = "8";      // a number or "auto"
+  int64_t batch_size = 8;            // --batch-size N
+  bool batch_size_auto = false;      // --batch-size auto: the largest that fits the memory budget
   int64_t max_batch_size = 256;      // --batch-size auto searches up to this
-  std::string memory_budget;         // --memory-budget (bytes, or with K/M/G suffix; "" = from free memory)
+  std::optional<int64_t> memory_budget;  // --memory-budget 8G: bytes (unset: 80% of the device's free memory)
   int64_t grad_accum = 1;
   int64_t bucket_mb = 25;            // --bucket-mb: gradient all-reduce buckets (data-parallel runs)
   int64_t comm_timeout = 600;        // --comm-timeout: seconds before NCCL's watchdog aborts a stuck all-reduce
   double lr = 5e-5;
   int64_t lr_scale_from = 0;         // > 0: scale lr by effective batch / this
-  std::string lr_scale = "linear";   // linear | sqrt
+  train::LrScaling lr_scale = train::LrScaling::linear;  // --lr-scale linear|sqrt|none
   uint64_t seed = 42;
   bool no_shuffle = false;
   bool no_group_by_length = false;
   int64_t log_every = 500;
-  std::string eval_strategy;         // "" = "steps" when --eval is given, else "no"
+  std::optional<train::EvalStrategy> eval_strategy;  // unset: steps when --eval is given, else no
   int64_t eval_every = 0;            // 0 = --log-every
   int64_t save_every = 500;
   int64_t save_total_limit = 0;
   bool load_best = false;
-  std::string metric = "eval_loss";
+  train::EvalMetric metric = train::EvalMetric::loss;  // --metric (for --load-best)
   bool resume = false;
   std::string resume_from;           // --resume CHECKPOINT ("" = the newest valid one in --output)
   bool overwrite = false;
-  std::string schedule = "linear";
+  train::Schedule schedule = train::Schedule::linear;
   int64_t warmup_steps = 0;
   double warmup_ratio = 0;
   double weight_decay = 0;
@@ -57,7 +60,7 @@ struct TrainOptions {
   double label_smoothing = 0;
   int64_t num_labels = 0;            // > 0: train a head with this many outputs
   bool new_labels = false;           // --new-labels: a fine-tuned model's labels may be replaced
-  std::string on_error = "stop";
+  bool skip_bad_records = false;     // --on-error skip (stop: the default)
   bool debug_sync_each_step = false;  // --debug-sync-each-step: a host sync per step (for doctor's tests)
   bool no_graphs = false;             // --no-graphs: every micro-batch eagerly (CUDA; the CPU never captures)
   // Set by the CLI (core/stop_request.h): a stop saves the finished step's

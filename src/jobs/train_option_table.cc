@@ -10,6 +10,14 @@ namespace {
 
 using O = TrainOptions;
 
+// An enum's words as train/ spells them (schedule_name, ...): one spelling.
+template <class E>
+std::vector<std::pair<std::string, E>> named(std::initializer_list<E> values, const char* (*name)(E)) {
+  std::vector<std::pair<std::string, E>> words;
+  for (E e : values) words.emplace_back(name(e), e);
+  return words;
+}
+
 OptionTable<O> make_table() {
   OptionTable<O> t;
   for (const Option<CommonOptions>& c : common_option_table())
@@ -68,16 +76,25 @@ OptionTable<O> make_table() {
     b.offer = kOfferCli;
     b.type_name = "TEXT";
     b.set = [](O& o, const std::string& text) {
-      o.batch_size = text == "auto" ? text : std::to_string(parse_int_option("--batch-size", text, 1, 1 << 20, "or auto"));
+      o.batch_size_auto = text == "auto";
+      if (!o.batch_size_auto) o.batch_size = parse_int_option("--batch-size", text, 1, 1 << 20, "or auto");
     };
-    b.show = [](const O& o) { return o.batch_size; };
+    b.show = [](const O& o) { return o.batch_size_auto ? std::string("auto") : std::to_string(o.batch_size); };
     add(std::move(b));
   }
   add(int_option<O>("--max-batch-size", [](O& o) -> int64_t& { return o.max_batch_size; }, 1, 1 << 20,
                     "Largest batch --batch-size auto tries", kOfferCli));
-  add(text_option<O>("--memory-budget", [](O& o) -> std::string& { return o.memory_budget; },
-                     "Memory --batch-size auto may plan for, e.g. 8G (default: 80% of what the device says is free)",
-                     kOfferCli, false));
+  {
+    Option<O> m;
+    m.flag = "--memory-budget";
+    m.kind = OptionKind::text;
+    m.help = "Memory --batch-size auto may plan for, e.g. 8G (default: 80% of what the device says is free)";
+    m.accepted = "bytes, or with K, M or G";
+    m.offer = kOfferCli;
+    m.type_name = "TEXT";
+    m.set = [](O& o, const std::string& text) { o.memory_budget = parse_bytes_option("--memory-budget", text); };
+    add(std::move(m));
+  }
   add(int_option<O>("--grad-accum", [](O& o) -> int64_t& { return o.grad_accum; }, 1, 1 << 16,
                     "Micro-batches per optimizer step", kOfferCli));
   add(int_option<O>("--bucket-mb", [](O& o) -> int64_t& { return o.bucket_mb; }, 1, 1 << 16,
@@ -89,8 +106,11 @@ OptionTable<O> make_table() {
                      kOfferCli, true));
   add(int_option<O>("--lr-scale-from", [](O& o) -> int64_t& { return o.lr_scale_from; }, 0, 1 << 24,
                     "Scale --lr by effective batch / B0 (linear scaling rule; 0: off)", kOfferCli));
-  add(word_option<O>("--lr-scale", [](O& o) -> std::string& { return o.lr_scale; }, {"linear", "sqrt", "none"},
-                     "linear or sqrt (with --lr-scale-from; none: off)", kOfferCli));
+  add(enum_option<O, train::LrScaling>(
+      "--lr-scale", [](O& o) -> train::LrScaling& { return o.lr_scale; },
+      named<train::LrScaling>({train::LrScaling::linear, train::LrScaling::sqrt, train::LrScaling::none},
+                              train::lr_scaling_name),
+      "linear or sqrt (with --lr-scale-from; none: off)", kOfferCli));
   add(int_option<O>("--seed", [](O& o) -> uint64_t& { return o.seed; }, 0, INT64_MAX,
                     "Seed for shuffling, dropout masks and new heads", kOfferCli));
   add(flag_option<O>("--no-shuffle", [](O& o) -> bool& { return o.no_shuffle; }, "File order exactly, no regrouping",
@@ -99,8 +119,11 @@ OptionTable<O> make_table() {
                      "Shuffle without grouping similar lengths", kOfferCli));
   add(int_option<O>("--log-every", [](O& o) -> int64_t& { return o.log_every; }, 1, kMaxSteps,
                     "Read the loss from the device every K steps (one host sync each)", kOfferCli));
-  add(word_option<O>("--eval-strategy", [](O& o) -> std::string& { return o.eval_strategy; }, {"steps", "epoch", "no"},
-                     "steps, epoch or no (default: steps with --eval)", kOfferCli));
+  add(unset_default(enum_option<O, train::EvalStrategy>(
+      "--eval-strategy", [](O& o) -> std::optional<train::EvalStrategy>& { return o.eval_strategy; },
+      named<train::EvalStrategy>({train::EvalStrategy::steps, train::EvalStrategy::epoch, train::EvalStrategy::no},
+                                 train::eval_strategy_name),
+      "steps, epoch or no (default: steps with --eval)", kOfferCli)));
   add(unset_default(int_option<O>("--eval-every", [](O& o) -> int64_t& { return o.eval_every; }, 1, kMaxSteps,
                                   "Evaluate every K steps (default: --log-every)", kOfferCli)));
   add(int_option<O>("--save-every", [](O& o) -> int64_t& { return o.save_every; }, 0, kMaxSteps,
@@ -109,11 +132,16 @@ OptionTable<O> make_table() {
                     "Keep the newest N checkpoints (0: all)", kOfferCli));
   add(flag_option<O>("--load-best", [](O& o) -> bool& { return o.load_best; },
                      "End with the weights of the best evaluation (--metric)", kOfferCli));
-  add(word_option<O>("--metric", [](O& o) -> std::string& { return o.metric; },
-                     {"eval_loss", "eval_accuracy", "eval_macro_f1"},
-                     "eval_loss, eval_accuracy or eval_macro_f1 (for --load-best)", kOfferCli));
-  add(word_option<O>("--schedule", [](O& o) -> std::string& { return o.schedule; }, {"linear", "constant", "cosine"},
-                     "linear, constant or cosine", kOfferCli));
+  add(enum_option<O, train::EvalMetric>(
+      "--metric", [](O& o) -> train::EvalMetric& { return o.metric; },
+      named<train::EvalMetric>({train::EvalMetric::loss, train::EvalMetric::accuracy, train::EvalMetric::macro_f1},
+                               train::eval_metric_name),
+      "eval_loss, eval_accuracy or eval_macro_f1 (for --load-best)", kOfferCli));
+  add(enum_option<O, train::Schedule>(
+      "--schedule", [](O& o) -> train::Schedule& { return o.schedule; },
+      named<train::Schedule>({train::Schedule::linear, train::Schedule::constant, train::Schedule::cosine},
+                             train::schedule_name),
+      "linear, constant or cosine", kOfferCli));
   add(int_option<O>("--warmup-steps", [](O& o) -> int64_t& { return o.warmup_steps; }, 0, kMaxSteps,
                     "Warmup steps (0: --warmup-ratio)", kOfferCli));
   add(real_option<O>("--warmup-ratio", [](O& o) -> double& { return o.warmup_ratio; }, 0, 1,
@@ -138,8 +166,8 @@ OptionTable<O> make_table() {
                     "Outputs of the classification head (0: the model's; a new head when it changes)", kOfferCli));
   add(flag_option<O>("--new-labels", [](O& o) -> bool& { return o.new_labels; },
                      "Let labels outside a fine-tuned model's label names replace them (a new head)", kOfferCli));
-  add(word_option<O>("--on-error", [](O& o) -> std::string& { return o.on_error; }, {"stop", "skip"},
-                     "A bad record: stop, or skip it", kOfferCli));
+  add(enum_option<O, bool>("--on-error", [](O& o) -> bool& { return o.skip_bad_records; },
+                           {{"stop", false}, {"skip", true}}, "A bad record: stop, or skip it", kOfferCli));
   add(flag_option<O>("--no-graphs", [](O& o) -> bool& { return o.no_graphs; },
                      "CUDA: enqueue every micro-batch eagerly (default: replay a graph per length bucket)", kOfferCli));
   add(flag_option<O>("--debug-sync-each-step", [](O& o) -> bool& { return o.debug_sync_each_step; },

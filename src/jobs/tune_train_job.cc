@@ -133,7 +133,8 @@ class TrainTuning {
     t.common.quiet = true;
     t.common.precision = precision;
     t.common.trace.clear();
-    t.batch_size = std::to_string(batch);
+    t.batch_size = batch;
+    t.batch_size_auto = false;
     t.max_steps = o_.steps_per_trial;
     t.save_every = 0;
     t.eval.clear();
@@ -188,14 +189,11 @@ TuneResult run_tune_train(const TuneTrainOptions& o) {
   if (!o.train.output.empty())
     throw Error(Errc::invalid_argument, "stoke tune writes its trials to temporary folders: drop --output "
                                         "(run `stoke train --config FILE --output ...` afterwards)");
-  if (o.train.batch_size == "auto")
+  if (o.train.batch_size_auto)
     throw Error(Errc::invalid_argument, "stoke tune train: start from a number (--batch-size 8); tune searches up from it");
-  int64_t start_batch = 0;
-  try {
-    start_batch = std::stoll(o.train.batch_size);
-  } catch (...) {
-  }
-  if (start_batch <= 0) throw Error(Errc::invalid_argument, "--batch-size \"" + o.train.batch_size + "\": expected a number");
+  const int64_t start_batch = o.train.batch_size;
+  if (start_batch <= 0)
+    throw Error(Errc::invalid_argument, "--batch-size " + std::to_string(start_batch) + ": expected a number");
   TrainTuning tuning(o, start_batch);
   try {
     tuning.start();

@@ -66,6 +66,15 @@ LrScaling lr_scaling_from_name(std::string_view name) {
               fmt::format("lr scaling '{}' is not known: expected linear or sqrt (or none)", name));
 }
 
+const char* lr_scaling_name(LrScaling rule) {
+  switch (rule) {
+    case LrScaling::none: return "none";
+    case LrScaling::linear: return "linear";
+    case LrScaling::sqrt: return "sqrt";
+  }
+  return "?";
+}
+
 double scaled_lr(double base_lr, int64_t effective_batch, int64_t base_batch, LrScaling rule) {
   if (rule == LrScaling::none) return base_lr;
   if (effective_batch < 1 || base_batch < 1)

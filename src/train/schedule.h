@@ -51,6 +51,7 @@ inline double lr_at(double base_lr, const ScheduleConfig& config, int64_t steps_
 // replicas). Throws unless both batches are positive.
 enum class LrScaling { none, linear, sqrt };
 LrScaling lr_scaling_from_name(std::string_view name);  // "none", "linear", "sqrt"
+const char* lr_scaling_name(LrScaling rule);
 double scaled_lr(double base_lr, int64_t effective_batch, int64_t base_batch, LrScaling rule);
 
 }  // namespace stoke::train

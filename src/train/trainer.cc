@@ -27,6 +27,15 @@ const char* eval_strategy_name(EvalStrategy s) {
   return "?";
 }
 
+const char* eval_metric_name(EvalMetric m) {
+  switch (m) {
+    case EvalMetric::loss: return "eval_loss";
+    case EvalMetric::accuracy: return "eval_accuracy";
+    case EvalMetric::macro_f1: return "eval_macro_f1";
+  }
+  return "eval_loss";
+}
+
 EvalStrategy eval_strategy_from_name(const std::string& name) {
   if (name == "no") return EvalStrategy::no;
   if (name == "steps") return EvalStrategy::steps;
@@ -62,8 +71,6 @@ Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptio
                                             " needs --eval FILE");
   if (o_.load_best && o_.eval_strategy == EvalStrategy::no)
     throw Error(Errc::invalid_argument, "--load-best needs evaluations (--eval FILE and --eval-strategy)");
-  if (o_.load_best && o_.metric != "eval_loss" && o_.metric != "eval_accuracy" && o_.metric != "eval_macro_f1")
-    throw Error(Errc::invalid_argument, "--metric \"" + o_.metric + "\": expected eval_loss, eval_accuracy or eval_macro_f1");
   for (const Example& e : train_) lengths_.push_back(static_cast<int64_t>(e.ids.size()));
   if (o_.comm) {
     rank_ = o_.comm->rank();
@@ -225,8 +232,8 @@ void Trainer::log(const json& line) {
 }
 
 double Trainer::metric_value(const EvalMetrics& m) const {
-  if (o_.metric == "eval_accuracy") return m.accuracy;
-  if (o_.metric == "eval_macro_f1") return m.macro_f1;
+  if (o_.metric == EvalMetric::accuracy) return m.accuracy;
+  if (o_.metric == EvalMetric::macro_f1) return m.macro_f1;
   return m.loss;
 }
 
@@ -497,7 +504,7 @@ TrainReport Trainer::run() {
         log(line);
         if (o_.load_best) {
           const double v = metric_value(*ev);
-          const bool higher = o_.metric != "eval_loss";
+          const bool higher = o_.metric != EvalMetric::loss;
           if (!st_.best || (higher ? v > *st_.best : v < *st_.best)) {
             st_.best = v;
             st_.best_step = st_.step;

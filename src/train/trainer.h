@@ -29,6 +29,9 @@
 namespace stoke::train {
 
 enum class EvalStrategy { no, steps, epoch };
+// What --load-best compares, as HF's metric_for_best_model names it.
+enum class EvalMetric { loss, accuracy, macro_f1 };
+const char* eval_metric_name(EvalMetric m);  // "eval_loss", "eval_accuracy", "eval_macro_f1"
 
 struct TrainerOptions {
   std::filesystem::path output;
@@ -48,7 +51,7 @@ struct TrainerOptions {
   int64_t save_every = 500;     // 0: no intermediate checkpoints
   int64_t save_total_limit = 0; // 0: keep all
   bool load_best = false;
-  std::string metric = "eval_loss";  // for load_best: eval_loss, eval_accuracy, eval_macro_f1
+  EvalMetric metric = EvalMetric::loss;  // for load_best
   DropoutRates dropout;
   float label_smoothing = 0;
   OptimizerOptions optim;

@@ -71,7 +71,7 @@ TEST(CliFlags, NegativeAndOutOfRangeNumbersAreRefusedInOneLine) {
   for (const Refusal& c : cases) {
     const RunResult r = run_stoke(c.args);
     EXPECT_EQ(r.status, 1) << c.args;
-    EXPECT_EQ(r.err, "stoke: " + c.line + "\n") << c.args;
+    EXPECT_EQ(r.err, "stoke: error: " + c.line + "\n") << c.args;
     EXPECT_EQ(r.out, "") << c.args;
   }
 }
@@ -104,7 +104,9 @@ TEST(CliFlags, WorkersAreCappedByTheCores) {
   const int cap = std::min(4 * cores, 256);
   const RunResult r = run_stoke("tokenize --workers 100000");
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.err.rfind("stoke: --workers 100000: expected 0 to " + std::to_string(cap) + " (at most 4 per core", 0), 0u)
+  EXPECT_EQ(r.err.rfind("stoke: error: --workers 100000: expected 0 to " + std::to_string(cap) + " (at most 4 per core",
+                        0),
+            0u)
       << r.err;
   EXPECT_NE(r.err.find("this machine has " + std::to_string(cores)), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

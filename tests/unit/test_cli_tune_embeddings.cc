@@ -330,7 +330,7 @@ TEST(TuneTrain, StopsBetweenTrialsAndWritesTheBestCompleted) {
   o.train.common.model = test::fixture("models/tiny-bert").string();
   o.train.common.device = "cpu";
   o.train.train = (dir / "train.jsonl").string();
-  o.train.batch_size = "4";
+  o.train.batch_size = 4;
   o.train.max_batch_size = 16;
   o.steps_per_trial = 1;
   o.write_config = (dir / "tuned.json").string();

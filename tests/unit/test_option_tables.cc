@@ -101,7 +101,25 @@ TEST(OptionTables, NamesAreUniqueAndNumbersRefuseValuesOutOfRange) {
   EXPECT_EQ(o.normalize, std::optional<bool>(false));
   TrainOptions t;
   find_option(train_option_table(), "--batch-size")->set(t, "auto");
-  EXPECT_EQ(t.batch_size, "auto");
+  EXPECT_TRUE(t.batch_size_auto);
+  find_option(train_option_table(), "--batch-size")->set(t, "16");
+  EXPECT_FALSE(t.batch_size_auto);
+  EXPECT_EQ(t.batch_size, 16);
+  // Words become the enums train/ names them with, parsed once, here.
+  find_option(train_option_table(), "--schedule")->set(t, "cosine");
+  EXPECT_EQ(t.schedule, train::Schedule::cosine);
+  find_option(train_option_table(), "--eval-strategy")->set(t, "epoch");
+  EXPECT_EQ(t.eval_strategy, std::optional<train::EvalStrategy>(train::EvalStrategy::epoch));
+  find_option(train_option_table(), "--metric")->set(t, "eval_macro_f1");
+  EXPECT_EQ(t.metric, train::EvalMetric::macro_f1);
+  find_option(train_option_table(), "--lr-scale")->set(t, "sqrt");
+  EXPECT_EQ(t.lr_scale, train::LrScaling::sqrt);
+  find_option(train_option_table(), "--on-error")->set(t, "skip");
+  EXPECT_TRUE(t.skip_bad_records);
+  find_option(train_option_table(), "--memory-budget")->set(t, "512M");
+  EXPECT_EQ(t.memory_budget, std::optional<int64_t>(512LL << 20));
+  EXPECT_EQ(find_option(train_option_table(), "--schedule")->show(t), "cosine");
+  EXPECT_THROW(find_option(train_option_table(), "--memory-budget")->set(t, "8X"), Error);
   EXPECT_THROW(find_option(train_option_table(), "--batch-size")->set(t, "0"), Error);
   find_option(train_option_table(), "--dropout")->set(t, "0.25");
   EXPECT_EQ(t.dropout, std::optional<double>(0.25));
