@@ -152,12 +152,10 @@ std::string stage_lines(const PipelineStats& st) {
 // ---- the flags: every check that needs no file
 void check_embed_options(const EmbedOptions& o) {
   if (o.output.empty()) throw Error(Errc::invalid_argument, "--output: an output folder is required");
-  if (o.output_dtype != "f32" && o.output_dtype != "f16")
-    throw Error(Errc::invalid_argument, "--output-dtype \"" + o.output_dtype + "\": expected f32 or f16");
+  if (o.output_dtype != DType::f32 && o.output_dtype != DType::f16)
+    throw Error(Errc::invalid_argument, "--output-dtype: expected f32 or f16");
   if (o.dimensions < 0) throw Error(Errc::invalid_argument, "--dimensions: expected a positive number");
   if (o.max_batch_size <= 0) throw Error(Errc::invalid_argument, "--max-batch-size: expected a positive number");
-  if (o.on_error != "stop" && o.on_error != "skip")
-    throw Error(Errc::invalid_argument, "--on-error \"" + o.on_error + "\": expected stop or skip");
   if (o.sort_window == 0) throw Error(Errc::invalid_argument, "--sort-window: expected a positive number");
   if (o.shard_size == 0) throw Error(Errc::invalid_argument, "--shard-size: expected a positive number");
   if (o.num_shards == 0) throw Error(Errc::invalid_argument, "--num-shards 0: expected at least 1");
@@ -199,11 +197,9 @@ struct InputSet {
 };
 
 InputSet input_set(const EmbedOptions& o) {
-  if (o.partition != "records" && o.partition != "files")
-    throw Error(Errc::invalid_argument, "--partition \"" + o.partition + "\": expected records or files");
   InputSet in;
   in.all = expand_input_paths(o.common.inputs.empty() ? std::vector<std::string>{o.common.input} : o.common.inputs);
-  in.files_partition = o.partition == "files";
+  in.files_partition = o.partition_files;
   if (in.files_partition && in.all == std::vector<std::string>{"-"})
     throw Error(Errc::invalid_argument, "--partition files: needs input files (stdin is one stream; use --partition records)");
   if (in.all.size() > 1) {
@@ -298,7 +294,7 @@ EncodePipelineOptions pipeline_options(const EmbedOptions& o, const InputSet& in
   // Under --partition files the task's files are its share: all their records are its own.
   po.task_index = in.files_partition ? 0 : o.shard_index;
   po.task_count = in.files_partition ? 1 : o.num_shards;
-  po.skip_bad_records = o.on_error == "skip";
+  po.skip_bad_records = o.skip_bad_records;
   po.serial = o.serial;
   po.product = RowProduct::pooled;
   po.pooling = v.pooling;
@@ -437,7 +433,7 @@ json embed_manifest(const EmbedOptions& o, const InputSet& in, const ModelSessio
       // The device kind (cpu, cuda), not the card: a CPU and a GPU round the
       // same precision differently, so their rows must not share an output.
       {"device", s.device_name.substr(0, s.device_name.find(':'))},
-      {"output_dtype", o.output_dtype},
+      {"output_dtype", o.output_dtype == DType::f16 ? "f16" : "f32"},
       {"input", input_json(o, in, format, streamed)},
       {"task", task},
       {"settings",
@@ -448,7 +444,7 @@ json embed_manifest(const EmbedOptions& o, const InputSet& in, const ModelSessio
         {"workers", po.workers},
         {"device", s.device_name},
         {"threads", std::thread::hardware_concurrency()},  // compute threads (OpenMP uses every core)
-        {"on_error", o.on_error},
+        {"on_error", o.skip_bad_records ? "skip" : "stop"},
         {"serial", o.serial}}},
       {"options", options_record(o, in)},
   };
@@ -679,7 +675,7 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   // The first manifest before any work: the folder says from the start
   // which run it holds (and --resume finds its settings and kept batches).
   if (!streamed) write_manifest(begin.committed);
-  ShardWriter writer(out_dir, o.output_dtype == "f16" ? DType::f16 : DType::f32, dims, o.shard_size,
+  ShardWriter writer(out_dir, o.output_dtype, dims, o.shard_size,
                      begin.committed, write_manifest);
   ShardSink sink(writer,
                  in.several() ? po.input.paths

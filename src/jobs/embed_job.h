@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/trace.h"
 #include "jobs/common_options.h"
 #include "jobs/int8_quality.h"
@@ -28,11 +29,11 @@ struct EmbedOptions {
   int64_t dimensions = 0;             // --dimensions D (0 = all)
   std::string prompt;                 // --prompt TEXT
   std::string prompt_name;            // --prompt-name NAME
-  std::string output_dtype = "f32";   // --output-dtype f32|f16
+  DType output_dtype = DType::f32;     // --output-dtype f32|f16: what the .npy files hold
   int64_t max_batch_size = 256;       // --max-batch-size
   bool overwrite = false;             // --overwrite
   bool resume = false;                // --resume
-  std::string on_error = "stop";      // --on-error stop|skip
+  bool skip_bad_records = false;      // --on-error skip (stop: the default)
   uint64_t sort_window = 65536;       // --sort-window (records)
   uint64_t shard_size = 100000;       // --shard-size (rows)
   uint64_t shard_index = 0;           // --shard-index i
@@ -43,7 +44,7 @@ struct EmbedOptions {
   bool shard_index_auto = false, num_shards_auto = false;
   // --partition records|files: record r -> task r mod N (every task reads the
   // whole input), or input file f -> task f mod N (a task reads only its files).
-  std::string partition = "records";
+  bool partition_files = false;
   bool serial = false;                // --serial: no overlap (for comparison)
   bool debug_sync_each_batch = false; // --debug-sync-each-batch: a host sync per batch (for doctor's tests)
   double min_centered_cosine = 0.99;  // --min-centered-cosine: below it, an int8 run warns (jobs/int8_quality.h)

@@ -75,13 +75,14 @@ OptionTable<O> make_table() {
                      "Text put before every input (e.g. \"query: \")", kOfferBoth, false));
   add(text_option<O>("--prompt-name", [](O& o) -> std::string& { return o.prompt_name; },
                      "A prompt by name from config_sentence_transformers.json", kOfferBoth, false));
-  add(word_option<O>("--output-dtype", [](O& o) -> std::string& { return o.output_dtype; }, {"f32", "f16"},
-                     "f32 or f16 (.npy element type)"));
+  add(enum_option<O, DType>("--output-dtype", [](O& o) -> DType& { return o.output_dtype; },
+                            {{"f32", DType::f32}, {"f16", DType::f16}}, "f32 or f16 (.npy element type)"));
   add(int_option<O>("--max-batch-size", [](O& o) -> int64_t& { return o.max_batch_size; }, 1, 1 << 20,
                     "Sequences per batch at most"));
-  add(word_option<O>("--on-error", [](O& o) -> std::string& { return o.on_error; }, {"stop", "skip"},
-                     "A bad record (invalid JSON/CSV, missing or non-string text): stop, or skip it into "
-                     "OUT_DIR/errors.jsonl"));
+  add(enum_option<O, bool>("--on-error", [](O& o) -> bool& { return o.skip_bad_records; },
+                           {{"stop", false}, {"skip", true}},
+                           "A bad record (invalid JSON/CSV, missing or non-string text): stop, or skip it into "
+                           "OUT_DIR/errors.jsonl"));
   add(int_option<O>("--sort-window", [](O& o) -> uint64_t& { return o.sort_window; }, 1, 1 << 24,
                     "Records sorted by length together (memory vs padding-free batches)"));
   add(int_option<O>("--shard-size", [](O& o) -> uint64_t& { return o.shard_size; }, 1, 100'000'000,
@@ -95,7 +96,8 @@ OptionTable<O> make_table() {
                   "Number of tasks N the input is split into (job arrays); auto (with --shard-index auto): "
                   "SLURM_ARRAY_TASK_COUNT, or STOKE_NUM_TASKS in a Kubernetes indexed Job (1 to " +
                       std::to_string(kMaxTasks) + ", or auto)"));
-  add(word_option<O>("--partition", [](O& o) -> std::string& { return o.partition; }, {"records", "files"},
+  add(enum_option<O, bool>("--partition", [](O& o) -> bool& { return o.partition_files; },
+                           {{"records", false}, {"files", true}},
                      "How --num-shards splits the input: records (record r to task r mod N; every task reads the "
                      "whole input) or files (input file f, in sorted order, to task f mod N; a task reads only its "
                      "files)"));
