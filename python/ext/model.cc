@@ -51,7 +51,7 @@ ModelSession open_session(const ModelOptions& o) {
   ModelSession s;
   s.precision = parse_precision(common.precision);
   s.text = open_model_tokenizer(common.model, common.max_length);
-  s.backend = open_backend(parse_device(common.device), BackendUse::inference);
+  s.backend = open_backend(common.device, BackendUse::inference);
   s.device_name = s.backend->name();
   EncoderLoadOptions load;
   load.dtype = s.precision;

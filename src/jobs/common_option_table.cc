@@ -55,7 +55,16 @@ OptionTable<O> make_table() {
   add(int_option<O>("--max-length", [](O& o) -> std::optional<int64_t>& { return o.max_length; }, 1, 1 << 20,
                     "Max tokens per sequence, specials included (default: sentence_bert_config max_seq_length, else "
                     "tokenizer model_max_length, else the model's usable positions)"));
-  add(text_option<O>("--device", [](O& o) -> std::string& { return o.device; }, "auto, cpu, cuda or cuda:N"), kDevice);
+  {
+    Option<O> d;
+    d.flag = "--device";
+    d.kind = OptionKind::text;
+    d.help = "auto, cpu, cuda or cuda:N";
+    d.type_name = "TEXT";
+    d.set = [](O& o, const std::string& text) { o.device = parse_device(text); };
+    d.show = [](const O& o) { return o.device.text(); };
+    add(std::move(d), kDevice);
+  }
   add(text_option<O>("--precision", [](O& o) -> std::string& { return o.precision; },
                      "f32, bf16, f16 or int8 (embed and classify on the CPU)"),
       kDevice);

@@ -27,10 +27,22 @@ DeviceSpec parse_device(const std::string& text) {
     if (ec == std::errc() && end == e && b != e && index >= 0) {
       spec.kind = DeviceSpec::Kind::cuda;
       spec.index = index;
+      spec.index_given = true;
       return spec;
     }
   }
   throw Error(Errc::invalid_argument, "--device \"" + text + "\": expected auto, cpu, cuda or cuda:N");
+}
+
+DeviceSpec::DeviceSpec(const std::string& text) { *this = parse_device(text); }
+
+std::string DeviceSpec::text() const {
+  switch (kind) {
+    case Kind::automatic: return "auto";
+    case Kind::cpu: return "cpu";
+    case Kind::cuda: return index_given ? "cuda:" + std::to_string(index) : "cuda";
+  }
+  return "auto";
 }
 
 int max_workers() {
@@ -46,7 +58,6 @@ std::string max_workers_reason() {
 }
 
 void validate_common_options(const CommonOptions& o) {
-  parse_device(o.device);
   if (o.precision != "f32" && o.precision != "bf16" && o.precision != "f16" && o.precision != "int8")
     throw Error(Errc::invalid_argument, "--precision \"" + o.precision + "\": expected f32, bf16, f16 or int8");
   if (o.workers < 0 || o.workers > max_workers())

@@ -13,6 +13,21 @@
 
 namespace stoke {
 
+// --device: "auto", "cpu", "cuda", "cuda:N", parsed once, where the text is
+// set (the option table, Python's Model, a test's `o.device = "cpu"`): a
+// bad text throws Error(invalid_argument) naming the flag and the accepted
+// forms, before any job starts.
+struct DeviceSpec {
+  enum class Kind { automatic, cpu, cuda } kind = Kind::automatic;
+  int index = 0;
+  bool index_given = false;  // "cuda:N", not "cuda" (a data-parallel rank picks its own then)
+  DeviceSpec() = default;
+  DeviceSpec(const std::string& text);  // NOLINT: implicit, so a text sets it as the flag would
+  DeviceSpec(const char* text) : DeviceSpec(std::string(text)) {}  // NOLINT
+  std::string text() const;  // as written: auto, cpu, cuda, cuda:N
+};
+DeviceSpec parse_device(const std::string& text);
+
 struct CommonOptions {
   std::string model;                     // --model DIR or hub id (the folder loaded, once resolved)
   std::string input = "-";               // --input FILE ("-" = stdin)
@@ -22,7 +37,7 @@ struct CommonOptions {
   std::string pair_field = "text_pair";  // --pair-field (optional in each record)
   std::string id_field;                  // --id-field ("" = record number)
   std::optional<int64_t> max_length;     // --max-length
-  std::string device = "auto";           // --device auto|cpu|cuda[:N]
+  DeviceSpec device;                     // --device auto|cpu|cuda[:N]
   std::string precision = "f32";         // --precision f32|bf16|f16
   int workers = 0;                       // --workers (0 = one per core)
   int64_t batch_tokens = 16384;          // --batch-tokens
@@ -69,13 +84,6 @@ bool job_takes(const Option<O>& o, unsigned job_mask) {
 // to load; `model_location` keeps what the user said. Resolving twice is a no-op.
 void resolve_model_flag(CommonOptions& options);
 
-// "auto", "cpu", "cuda", "cuda:N".
-struct DeviceSpec {
-  enum class Kind { automatic, cpu, cuda } kind = Kind::automatic;
-  int index = 0;
-};
-// Throws Error(invalid_argument) naming the flag and the accepted forms.
-DeviceSpec parse_device(const std::string& text);
 // The most tokenizer threads a job starts (RELIABILITY 16: thread counts are
 // capped): 4 per core, never more than kMaxWorkersAbsolute. Past the cores
 // more threads only contend; thousands exhaust the process's thread limit.

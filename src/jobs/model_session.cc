@@ -62,7 +62,7 @@ ModelSession open_model_session(const CommonOptions& options, bool need_classifi
   ModelSession s;
   s.int8 = options.precision == "int8";
   s.precision = s.int8 ? DType::f32 : parse_precision(options.precision);
-  DeviceSpec device = parse_device(options.device);
+  DeviceSpec device = options.device;
   if (s.int8 && device.kind == DeviceSpec::Kind::cuda)
     throw Error(Errc::unsupported, "--precision int8 runs on the CPU only (the CUDA backend has no int8 GEMM); "
                                    "use --device cpu, or --precision f32|bf16 on the GPU");

@@ -642,7 +642,7 @@ json rank_settings(const TrainOptions& o, const json& identity) {
   s["text_field"] = o.common.text_field;
   s["pair_field"] = o.common.pair_field;
   s["label_field"] = o.label_field;
-  s["device"] = o.common.device;
+  s["device"] = o.common.device.text();
   return s;
 }
 
@@ -700,8 +700,8 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
   head_activation(*mt.folder.config.arch);  // a head no op computes is refused before the data is read
   const json config_raw = read_json_file(mt.folder.model_dir / "config.json");
   // `--device cuda` under a launcher: each rank its node-local GPU.
-  DeviceSpec device = parse_device(o.common.device);
-  if (sum.ranks > 1 && o.common.device == "cuda") device.index = dist::local_rank();
+  DeviceSpec device = o.common.device;
+  if (sum.ranks > 1 && device.kind == DeviceSpec::Kind::cuda && !device.index_given) device.index = dist::local_rank();
   auto backend = open_backend(device, BackendUse::training);
   sum.device = backend->name();
   const dist::BackendTraits traits{sum.device, backend->can_enqueue_host(), sum.device.rfind("cuda", 0) == 0};
