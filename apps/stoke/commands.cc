@@ -26,10 +26,7 @@ class TokenizeCommand : public Command {
  public:
   void add_to(CLI::App& app) override {
     cmd_ = app.add_subcommand("tokenize", "Token ids for every input record, as Hugging Face gives them");
-    add_common_flags(cmd_, o_.common, kTokenizeFlags);
-    cmd_->add_option("--output", o_.output, "Output JSONL ({\"ids\", \"tokens\"[, \"type_ids\"]} per record); - is stdout");
-    cmd_->add_flag("--no-truncation", o_.no_truncation, "Keep every token even past the max length");
-    add_on_error_flags(cmd_, o_.on_error, o_.errors);
+    add_table_flags(cmd_, o_, tokenize_option_table());
   }
   bool parsed() const override { return cmd_->parsed(); }
   std::vector<TextCommand> text_commands() override { return {{cmd_, &o_.common, true}}; }
@@ -70,10 +67,7 @@ class ClassifyCommand : public Command {
   void add_to(CLI::App& app) override {
     cmd_ = app.add_subcommand("classify",
                               "Classifier logits, label and score for every input record (pairs: cross-encoder)");
-    add_common_flags(cmd_, o_.common, kClassifyFlags);
-    cmd_->add_option("--output", o_.output, "Output JSONL, one line per input record; - is stdout");
-    add_int(cmd_, "--max-batch-size", o_.max_batch_size, {1, 1 << 20}, "Sequences per batch at most");
-    add_on_error_flags(cmd_, o_.on_error, o_.errors);
+    add_table_flags(cmd_, o_, classify_option_table());
   }
   bool parsed() const override { return cmd_->parsed(); }
   std::vector<TextCommand> text_commands() override { return {{cmd_, &o_.common, true}}; }

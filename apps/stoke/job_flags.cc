@@ -5,15 +5,6 @@
 
 namespace stoke::cli {
 
-void add_on_error_flags(CLI::App* cmd, std::string& on_error, std::string& errors) {
-  cmd->add_option("--on-error", on_error,
-                  "A bad record (invalid JSON/CSV, missing or non-string text): stop, or skip it (no output line) "
-                  "and record its number and reason in the errors file");
-  cmd->add_option("--errors", errors,
-                  "Errors file for --on-error skip (default: OUTPUT.errors.jsonl; with --output -, one line per "
-                  "skipped record on stderr)");
-}
-
 void add_common_flags(CLI::App* cmd, CommonOptions& o, unsigned use) {
   for (const Option<CommonOptions>& e : common_option_table())
     if ((e.offer & kOfferCli) && job_takes(e, use)) add_table_option(cmd, o, e);

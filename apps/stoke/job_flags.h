@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "apps/stoke/option_flags.h"
 #include "jobs/common_options.h"
 #include "jobs/embed_job.h"
 #include "jobs/train_job.h"
@@ -14,9 +15,13 @@
 namespace stoke::cli {
 
 
-// --on-error and --errors of the jobs that write one output file (tokenize,
-// classify): a skipped record's number and reason go to the errors file.
-void add_on_error_flags(CLI::App* cmd, std::string& on_error, std::string& errors);
+// Every CLI entry of a job's table (tokenize, classify: the common options
+// they take are in their tables already).
+template <class O>
+void add_table_flags(CLI::App* cmd, O& o, const OptionTable<O>& table) {
+  for (const Option<O>& e : table)
+    if (e.offer & kOfferCli) add_table_option(cmd, o, e);
+}
 
 // The flags every job that reads texts shares (DESIGN conventions), from
 // common_option_table() — only those the job uses (`use`: kEmbedFlags, ...,

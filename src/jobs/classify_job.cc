@@ -221,7 +221,7 @@ void write_classify_trace(Trace& trace, const ClassifyOptions& o, const ModelSes
 ClassifySummary run_classify(const ClassifyOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   if (o.max_batch_size <= 0) throw Error(Errc::invalid_argument, "--max-batch-size: expected a positive number");
-  const bool skip_bad = skip_bad_records(o.on_error);
+  const bool skip_bad = o.skip_bad_records;
   std::unique_ptr<Trace> trace = o.common.trace.empty() ? nullptr : std::make_unique<Trace>();
   ModelSession s = open_model_session(o.common, /*need_classifier=*/true);
   JobGpuUsage gpu(s.device_name, trace.get());  // off (silently) unless cuda:N with NVML

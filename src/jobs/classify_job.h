@@ -23,7 +23,7 @@ struct ClassifyOptions {
   CommonOptions common;
   std::string output = "-";
   int64_t max_batch_size = 256;
-  std::string on_error = "stop";  // --on-error stop|skip
+  bool skip_bad_records = false;  // --on-error skip (stop: the default)
   std::string errors;             // --errors FILE (jobs/skipped_records.h)
   // Set by the CLI (core/stop_request.h): a stop ends the run between
   // batches; the output then holds the rows of a prefix of the input.
@@ -42,6 +42,10 @@ struct ClassifySummary {
   std::optional<ClassifyQuality> quality;  // --precision int8: labels and logits against f32 on the first texts
   bool cancelled = false;   // a stop ended it: the output holds the first `read` records' lines
 };
+
+// classify's options, declared once (jobs/option_table.h): the common options
+// it takes, then its own. The CLI and --config read it.
+const OptionTable<ClassifyOptions>& classify_option_table();
 
 ClassifySummary run_classify(const ClassifyOptions& options);
 

@@ -7,12 +7,6 @@
 
 namespace stoke {
 
-bool skip_bad_records(const std::string& on_error) {
-  if (on_error != "stop" && on_error != "skip")
-    throw Error(Errc::invalid_argument, "--on-error \"" + on_error + "\": expected stop or skip");
-  return on_error == "skip";
-}
-
 SkippedRecords::SkippedRecords(const std::string& output, const std::string& errors_path, std::string input_label)
     : input_(std::move(input_label)) {
   path_ = !errors_path.empty() ? errors_path : output == "-" ? std::string() : output + ".errors.jsonl";

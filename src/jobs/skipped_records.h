@@ -19,9 +19,6 @@
 
 namespace stoke {
 
-// "stop" or "skip"; throws Error(invalid_argument) naming --on-error otherwise.
-bool skip_bad_records(const std::string& on_error);
-
 class SkippedRecords {
  public:
   SkippedRecords(const std::string& output, const std::string& errors_path, std::string input_label);

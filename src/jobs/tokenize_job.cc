@@ -115,7 +115,7 @@ class BatchTokenizer {
 TokenizeSummary run_tokenize(const TokenizeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   validate_common_options(options.common);
-  const bool skip_bad = skip_bad_records(options.on_error);
+  const bool skip_bad = options.skip_bad_records;
   std::unique_ptr<Trace> trace = options.common.trace.empty() ? nullptr : std::make_unique<Trace>();
   if (trace) trace->name_thread("main");
 

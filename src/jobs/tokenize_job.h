@@ -13,9 +13,13 @@ struct TokenizeOptions {
   CommonOptions common;
   std::string output = "-";  // "-" = stdout
   bool no_truncation = false;
-  std::string on_error = "stop";  // --on-error stop|skip
+  bool skip_bad_records = false;  // --on-error skip (stop: the default)
   std::string errors;             // --errors FILE (jobs/skipped_records.h)
 };
+
+// tokenize's options, declared once (jobs/option_table.h): the common options
+// it takes, then its own. The CLI and --config read it.
+const OptionTable<TokenizeOptions>& tokenize_option_table();
 
 struct TokenizeSummary {
   uint64_t records = 0, pairs = 0, tokens = 0, truncated = 0, replaced_utf8 = 0;
