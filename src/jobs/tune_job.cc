@@ -30,7 +30,42 @@ struct Setting {
   int workers = 1;
   int64_t batch_tokens = 16384;
   std::string precision = "f32";
+  // The embed options of this setting: the flags given, the knobs set.
+  EmbedOptions applied(EmbedOptions e) const {
+    e.common.workers = workers;
+    e.common.batch_tokens = batch_tokens;
+    e.common.precision = precision;
+    return e;
+  }
 };
+
+// The flags tune searches, as embed's table declares them: the config it
+// writes holds their values as the table shows them, keyed as --config reads
+// them, so tune spells and formats no flag of its own.
+constexpr const char* kTunedFlags[] = {"--workers", "--batch-tokens", "--precision"};
+
+const Option<EmbedOptions>& tuned_option(const char* flag) {
+  const Option<EmbedOptions>* o = find_option(embed_option_table(), flag);
+  if (!o) throw Error(Errc::internal, std::string("stoke tune: embed's table has no ") + flag);
+  return *o;
+}
+
+// {"workers": 2, "batch-tokens": 16384, "precision": "bf16"} and the same as flags.
+std::pair<json, std::string> tuned_config(const EmbedOptions& best) {
+  json config = json::object();
+  std::string flags;
+  for (const char* flag : kTunedFlags) {
+    const Option<EmbedOptions>& o = tuned_option(flag);
+    const std::string value = o.show(best);
+    const std::string key = o.flag.substr(2);
+    if (o.kind == OptionKind::integer)
+      config[key] = std::stoll(value);
+    else
+      config[key] = value;
+    flags += (flags.empty() ? "" : " ") + o.flag + " " + value;
+  }
+  return {config, flags};
+}
 
 // `stoke tune embed`, one knob at a time from the flags given. Each change is
 // raced against the current best (tune_significance.h): it is taken only when
@@ -153,12 +188,9 @@ class EmbedTuning {
       result_.table = trial_table() + "\n" + kNothingToWrite;
       return std::move(result_);
     }
-    const json config = {{"workers", best_.workers}, {"batch-tokens", best_.batch_tokens}, {"precision", best_.precision}};
+    const auto [config, flags] = tuned_config(best_.applied(o_.embed));
     result_.config_json = config.dump(2) + "\n";
-    char tail[300];
-    std::snprintf(tail, sizeof tail, "\nbest: --workers %d --batch-tokens %lld --precision %s ", best_.workers,
-                  static_cast<long long>(best_.batch_tokens), best_.precision.c_str());
-    result_.table = trial_table() + tail + speedup_phrase(speedup_) +
+    result_.table = trial_table() + "\nbest: " + flags + " " + speedup_phrase(speedup_) +
                     deliver_config(o_.write_config, result_.config_json, "embed", result_.interrupted);
     return std::move(result_);
   }
@@ -246,9 +278,7 @@ class EmbedTuning {
     EmbedOptions e = o_.embed;
     e.output = scratch_.next().string();
     e.common.quiet = true;
-    e.common.workers = s.workers;
-    e.common.batch_tokens = s.batch_tokens;
-    e.common.precision = s.precision;
+    e = s.applied(e);
     e.common.trace.clear();
     e.stop_after_seconds = o_.seconds_per_trial;
     e.int8_quality_sample = false;  // tune measures every precision against its own f32 trial
