@@ -114,14 +114,14 @@ FileSniff sniff_file(const fs::path& path) {
     if (ends_with(member, "data.pkl") || member.find("/data/") != std::string_view::npos ||
         ends_with(member, ".pkl"))
       return {FileKind::torch_zip,
-              "a PyTorch checkpoint (torch.save's zip of pickles, .pt/.bin): stoke does not load pickle weights; "
-              "convert it to safetensors"};
+              "a PyTorch checkpoint (torch.save's zip of pickles, .pt/.bin): stoke reads one as a model folder's "
+              "pytorch_model.bin, with a restricted reader that runs no code; inspect the model folder"};
     return {FileKind::zip, "a zip archive"};
   }
   if (b.size() >= 2 && static_cast<uint8_t>(b[0]) == 0x80 && b[1] >= 2 && b[1] <= 5)
     return {FileKind::pickle,
-            "a Python pickle (PyTorch's legacy .bin/.pt format): stoke does not load pickle weights; convert it to "
-            "safetensors"};
+            "a Python pickle (PyTorch's legacy .bin/.pt format, before PyTorch 1.6): stoke does not read it; re-save "
+            "it with a current torch.save, or convert it to safetensors"};
   if (starts_with(b, "GGUF")) return {FileKind::gguf, "a GGUF file (llama.cpp's weights format)"};
   if (starts_with(b, "\x89HDF\r\n\x1a\n"))
     return {FileKind::hdf5, "an HDF5 file (Keras/TensorFlow weights, such as tf_model.h5)"};

@@ -21,8 +21,8 @@ namespace stoke {
 
 enum class ModelFolderErrc {
   no_config,             // the folder has no config.json
-  pickle_only,           // only pytorch_model.bin / *.bin / *.pt / *.pth: never parsed
-  no_weights,            // neither model.safetensors nor model.safetensors.index.json
+  pickle_only,           // torch.save files only under other names (model.pt, *.pth, ...): never parsed
+  no_weights,            // none of model.safetensors, pytorch_model.bin and their indexes
   shard_path_escapes,    // a weight file name that is absolute, has "..", or resolves outside the folder
   shard_missing,         // the index names a shard file that does not exist
   tensor_in_two_shards,  // one tensor name in two shard files (or twice in the weight_map)
@@ -31,7 +31,7 @@ enum class ModelFolderErrc {
   shape_mismatch,        // a tensor's shape contradicts config.json
   dtype_unsupported,     // a weight that is not a float tensor
   vocab_too_small,       // a token id the tokenizer can produce is >= config vocab_size
-  bad_index,             // model.safetensors.index.json is malformed
+  bad_index,             // a sharded index (model.safetensors / pytorch_model.bin .index.json) is malformed
 };
 
 const char* model_folder_errc_name(ModelFolderErrc e);

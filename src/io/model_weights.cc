@@ -14,7 +14,21 @@ namespace {
 
 constexpr const char* kSingle = "model.safetensors";
 constexpr const char* kIndex = "model.safetensors.index.json";
-constexpr const char* kPickleMessage = "pickle weights are not loaded; convert to safetensors";
+constexpr const char* kTorchSingle = "pytorch_model.bin";
+constexpr const char* kTorchIndex = "pytorch_model.bin.index.json";
+constexpr const char* kPickleMessage =
+    "stoke reads pytorch_model.bin (or its sharded index) with a restricted reader that runs no code, but no other "
+    "pickle file names; rename it pytorch_model.bin if it holds this model's state dict, or convert it to safetensors";
+
+// The two families of weight files transformers loads, in its order of preference.
+struct WeightFormat {
+  const char* single;        // model.safetensors / pytorch_model.bin
+  const char* index;         // its sharded index
+  const char* shard_suffix;  // what the index's shards must be
+  std::shared_ptr<WeightFile> (*open)(const fs::path&);
+};
+constexpr WeightFormat kSafetensors{kSingle, kIndex, ".safetensors", open_safetensors_weights};
+constexpr WeightFormat kTorch{kTorchSingle, kTorchIndex, ".bin", open_torch_weights};
 
 bool exists_or_dangling(const fs::path& p) {
   std::error_code ec;
@@ -25,10 +39,9 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// Files transformers would unpickle: never opened by stoke.
+// Files torch.save writes under names transformers does not load: listed in the refusal, never opened.
 bool is_pickle_name(std::string_view name) {
-  return ends_with(name, ".bin") || ends_with(name, ".pt") || ends_with(name, ".pth") ||
-         ends_with(name, ".ckpt") || name == "pytorch_model.bin.index.json";
+  return ends_with(name, ".bin") || ends_with(name, ".pt") || ends_with(name, ".pth") || ends_with(name, ".ckpt");
 }
 
 [[noreturn]] void fail(ModelFolderErrc kind, const std::string& message) {
@@ -36,8 +49,8 @@ bool is_pickle_name(std::string_view name) {
 }
 
 // Opens one weight file after checking that its name stays inside the folder.
-std::shared_ptr<SafetensorsFile> open_inside(const fs::path& folder, const std::string& name,
-                                             const std::string& named_by) {
+std::shared_ptr<WeightFile> open_inside(const fs::path& folder, const std::string& name, const std::string& named_by,
+                                        const WeightFormat& format) {
   if (std::string why = folder_path_problem(folder, name); !why.empty()) {
     fail(ModelFolderErrc::shard_path_escapes, named_by + ": weight file \"" + name + "\" " + why);
   }
@@ -50,7 +63,7 @@ std::shared_ptr<SafetensorsFile> open_inside(const fs::path& folder, const std::
   if (!fs::is_regular_file(path, ec)) {
     fail(ModelFolderErrc::shard_missing, named_by + ": weight file \"" + name + "\" is not a regular file");
   }
-  return SafetensorsFile::open(path);
+  return format.open(path);
 }
 
 }  // namespace
@@ -75,10 +88,10 @@ ModelWeights open_model_weights(const fs::path& folder) {
   ModelWeights w;
   w.folder_ = folder;
 
-  auto add_file = [&](std::shared_ptr<SafetensorsFile> file) {
+  auto add_file = [&](std::shared_ptr<WeightFile> file) {
     const size_t index = w.files_.size();
     w.files_.push_back(std::move(file));
-    const SafetensorsFile& f = *w.files_.back();
+    const WeightFile& f = *w.files_.back();
     for (const StoredTensor& t : f.tensors()) {
       auto [it, inserted] = w.tensors_.emplace(t.name, ModelWeights::Entry{&t, index});
       if (!inserted) {
@@ -90,15 +103,12 @@ ModelWeights open_model_weights(const fs::path& folder) {
     }
   };
 
-  if (exists_or_dangling(folder / kSingle)) {
-    add_file(open_inside(folder, kSingle, folder.string()));
-    return w;
-  }
-
-  if (exists_or_dangling(folder / kIndex)) {
-    const fs::path index_path = folder / kIndex;
+  // A sharded index (model.safetensors.index.json or pytorch_model.bin.index.json):
+  // its weight_map names each tensor's shard, and every shard must hold what it is said to.
+  auto load_index = [&](const WeightFormat& format) {
+    const fs::path index_path = folder / format.index;
     const std::string label = index_path.string();
-    if (std::string why = folder_path_problem(folder, kIndex); !why.empty()) {
+    if (std::string why = folder_path_problem(folder, format.index); !why.empty()) {
       fail(ModelFolderErrc::shard_path_escapes, label + " " + why);
     }
     json root;
@@ -133,12 +143,10 @@ ModelWeights open_model_weights(const fs::path& folder) {
       const std::string name = shard.get<std::string>();
       auto known = shard_by_name.find(name);
       if (known == shard_by_name.end()) {
-        if (is_pickle_name(name)) {
-          fail(ModelFolderErrc::pickle_only, label + ": shard \"" + name + "\" is a pickle file; " + kPickleMessage);
-        }
-        if (!ends_with(name, ".safetensors")) {
+        if (!ends_with(name, format.shard_suffix)) {
           fail(ModelFolderErrc::bad_index, label + ": shard \"" + name + "\" (tensor \"" + tensor +
-                                               "\"): expected a .safetensors file");
+                                               "\"): expected a " + format.shard_suffix + " file, as " +
+                                               format.index + " names");
         }
         if (std::string why = folder_path_problem(folder, name); !why.empty()) {
           fail(ModelFolderErrc::shard_path_escapes,
@@ -160,7 +168,7 @@ ModelWeights open_model_weights(const fs::path& folder) {
     }
 
     w.sharded_ = true;
-    for (const std::string& name : shard_names) add_file(open_inside(folder, name, label));
+    for (const std::string& name : shard_names) add_file(open_inside(folder, name, label, format));
     for (const auto& [tensor, shard] : expected) {
       auto it = w.tensors_.find(tensor);
       if (it == w.tensors_.end() || it->second.file != shard) {
@@ -172,10 +180,21 @@ ModelWeights open_model_weights(const fs::path& folder) {
                                                        where + ")");
       }
     }
-    return w;
+  };
+
+  // transformers' order: safetensors first, then torch.save's zip (read without running code).
+  for (const WeightFormat* format : {&kSafetensors, &kTorch}) {
+    if (exists_or_dangling(folder / format->single)) {
+      add_file(open_inside(folder, format->single, folder.string(), *format));
+      return w;
+    }
+    if (exists_or_dangling(folder / format->index)) {
+      load_index(*format);
+      return w;
+    }
   }
 
-  // No safetensors: say why precisely, and never open a pickle.
+  // No weights under a name transformers loads: say why precisely, and open nothing.
   std::vector<std::string> pickles, others;
   for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -190,9 +209,11 @@ ModelWeights open_model_weights(const fs::path& folder) {
   if (!pickles.empty()) {
     std::string list;
     for (const auto& p : pickles) list += (list.empty() ? "" : ", ") + p;
-    fail(ModelFolderErrc::pickle_only, folder.string() + ": only pickle weights (" + list + "): " + kPickleMessage);
+    fail(ModelFolderErrc::pickle_only, folder.string() + ": weights only in pickle files under other names (" + list +
+                                           "): " + kPickleMessage);
   }
-  std::string message = folder.string() + ": no weights: neither " + kSingle + " nor " + kIndex;
+  std::string message = folder.string() + ": no weights: none of " + kSingle + ", " + kIndex + ", " + kTorchSingle +
+                        " or " + kTorchIndex;
   if (!others.empty()) {
     message += " (found";
     for (const auto& o : others) message += " " + o;

@@ -1,6 +1,10 @@
-// The weights of a Hugging Face model folder: model.safetensors, or the shards
-// named by model.safetensors.index.json. Files are mapped, not copied; the
-// TensorViews stay valid as long as the ModelWeights (or a copy) lives.
+// The weights of a Hugging Face model folder, in transformers' order of
+// preference: model.safetensors, the shards named by
+// model.safetensors.index.json, pytorch_model.bin, the shards named by
+// pytorch_model.bin.index.json. torch.save's files are read by the restricted
+// reader (io/torch_checkpoint.h: no code runs, globals allowed by name only)
+// behind the same checks as safetensors. Files are mapped, not copied; the
+// views stay valid as long as the ModelWeights (or a copy) lives.
 //
 // Refused (ModelFolderError, each naming the offending file / tensor):
 //   shard names that are absolute, contain "..", or resolve outside the folder
@@ -8,10 +12,12 @@
 //   a shard the index names that does not exist     -> shard_missing
 //   a tensor held by two shard files                -> tensor_in_two_shards
 //   a weight_map entry its shard does not hold      -> tensor_not_in_shard
-//   a malformed index                               -> bad_index
-//   only pickle files (pytorch_model.bin, *.pt, ...) -> pickle_only (never opened)
+//   a malformed index, or a shard of the other format -> bad_index
+//   only pickle files under other names (model.pt, *.pth, training_args.bin, ...)
+//                                                   -> pickle_only (never opened)
 //   nothing at all                                  -> no_weights
-// A malformed safetensors file throws SafetensorsError (its kind says which check).
+// A malformed weight file throws its reader's error: SafetensorsError or
+// TorchCheckpointError (the kind says which check).
 #pragma once
 
 #include <filesystem>
@@ -23,6 +29,7 @@
 
 #include "io/model_folder_error.h"
 #include "io/safetensors.h"
+#include "io/weight_file.h"
 
 namespace stoke {
 
@@ -34,8 +41,8 @@ class ModelWeights {
   };
 
   const std::filesystem::path& folder() const { return folder_; }
-  // One file for model.safetensors; the shards in index order otherwise.
-  const std::vector<std::shared_ptr<SafetensorsFile>>& files() const { return files_; }
+  // One file for model.safetensors / pytorch_model.bin; the shards in index order otherwise.
+  const std::vector<std::shared_ptr<WeightFile>>& files() const { return files_; }
   bool sharded() const { return sharded_; }
   // Every tensor of every file, by name (the union; no name is in two files).
   const std::map<std::string, Entry, std::less<>>& tensors() const { return tensors_; }
@@ -47,14 +54,14 @@ class ModelWeights {
  private:
   friend ModelWeights open_model_weights(const std::filesystem::path& folder);
   std::filesystem::path folder_;
-  std::vector<std::shared_ptr<SafetensorsFile>> files_;
+  std::vector<std::shared_ptr<WeightFile>> files_;
   std::map<std::string, Entry, std::less<>> tensors_;
   bool sharded_ = false;
 };
 
-// Opens the weights of `folder` (see the refusals above). Prefers
-// model.safetensors over model.safetensors.index.json when both exist, as
-// transformers does.
+// Opens the weights of `folder` (see the refusals above). The first of
+// model.safetensors, model.safetensors.index.json, pytorch_model.bin and
+// pytorch_model.bin.index.json that exists wins, as in transformers.
 ModelWeights open_model_weights(const std::filesystem::path& folder);
 
 }  // namespace stoke

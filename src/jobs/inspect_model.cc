@@ -178,7 +178,11 @@ void model_folder(const fs::path& dir, std::ostream& out) {
 
   std::vector<const StoredTensor*> tensors;
   for (const auto& [name, entry] : weights.tensors()) tensors.push_back(entry.view);
-  out << "weights: " << (weights.sharded() ? std::to_string(weights.files().size()) + " shards" : "model.safetensors")
+  // "model.safetensors", "pytorch_model.bin (torch.save zip, read without running code)", "3 shards".
+  std::string files = weights.sharded() ? std::to_string(weights.files().size()) + " shards"
+                                        : weights.files().front()->path().filename().string();
+  if (weights.files().front()->format() == "torch") files += " (torch.save zip, read without running code)";
+  out << "weights: " << files
       << ", " << tensors.size() << " tensors, " << with_commas(parameter_count(tensors)) << " parameters"
       << "; pooler " << (heads.pooler ? "present" : "absent") << ", classifier "
       << (heads.classifier ? "present" : "absent") << "; every shape matches config.json\n";

@@ -197,14 +197,15 @@ TEST(Cli, InspectRefusesBadFilesWithOneLine) {
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("bad.safetensors"), std::string::npos) << r.err;
-  // A model folder with pickle weights only.
+  // A model folder whose pytorch_model.bin is not torch.save's zip.
   fs::create_directories(dir / "pickle");
   fs::copy_file(test::fixture("models/tiny-bert/config.json"), dir / "pickle/config.json");
   fs::copy_file(test::fixture("models/tiny-bert/vocab.txt"), dir / "pickle/vocab.txt");
   std::ofstream(dir / "pickle/pytorch_model.bin") << "not really a pickle";
   r = run_stoke("inspect " + (dir / "pickle").string());
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("convert to safetensors"), std::string::npos) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("pytorch_model.bin: no zip end-of-central-directory record"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -348,11 +348,11 @@ TEST(CliInspect, OtherFilesAreNamedInOneLine) {
   };
   const std::vector<Case> cases = {
       {"model.pt", zip("archive/data.pkl"),
-       "a PyTorch checkpoint (torch.save's zip of pickles, .pt/.bin): stoke does not load pickle weights; convert it "
-       "to safetensors"},
+       "a PyTorch checkpoint (torch.save's zip of pickles, .pt/.bin): stoke reads one as a model folder's "
+       "pytorch_model.bin, with a restricted reader that runs no code; inspect the model folder"},
       {"pytorch_model.bin", pickle,
-       "a Python pickle (PyTorch's legacy .bin/.pt format): stoke does not load pickle weights; convert it to "
-       "safetensors"},
+       "a Python pickle (PyTorch's legacy .bin/.pt format, before PyTorch 1.6): stoke does not read it; re-save it "
+       "with a current torch.save, or convert it to safetensors"},
       {"renamed.safetensors", pickle, "a Python pickle"},  // the bytes decide, not the name
       {"arrays.npz", zip("arr_0.npy"), "a NumPy .npz archive (a zip of .npy arrays)"},
       {"bundle.zip", zip("readme.txt"), "a zip archive"},

@@ -855,23 +855,22 @@ TEST(ModelFolder, VocabMustCoverTokenizerIds) {
 
 // ---- weights: single file, pickle, nothing ---------------------------------
 
-TEST(ModelWeights, PickleOnlyIsNeverParsed) {
+// pytorch_model.bin itself is read by the restricted reader (test_torch_checkpoint.cc);
+// torch.save files under other names are listed, never opened.
+TEST(ModelWeights, OtherPickleNamesAreNeverParsed) {
   const fs::path dir = copy_fixture("tiny-bert", "pickle");
   fs::remove(dir / "model.safetensors");
-  // Junk: were it parsed (as a pickle or as safetensors) the error would be another kind.
-  write_text(dir / "pytorch_model.bin", std::string("\x80\x02" "junk that is not a pickle" "\xff\xff\xff\xff"));
-  const std::string msg = expect_folder_error(ModelFolderErrc::pickle_only, [&] { open_model_weights(dir); });
-  EXPECT_CONTAINS(msg, "pickle weights are not loaded; convert to safetensors");
-  EXPECT_CONTAINS(msg, "pytorch_model.bin");
-  // The config still loads: `stoke tokenize` works on such a folder.
-  EXPECT_EQ(open_model_folder(dir).config.hidden_size, 64);
-
-  fs::remove(dir / "pytorch_model.bin");
-  for (const char* name : {"model.pt", "weights.pth"}) {
-    write_text(dir / name, "junk");
-    EXPECT_CONTAINS(expect_folder_error(ModelFolderErrc::pickle_only, [&] { open_model_weights(dir); }), name);
+  for (const char* name : {"model.pt", "weights.pth", "training_args.bin"}) {
+    // Junk: were it parsed (as a pickle or as safetensors) the error would be another kind.
+    write_text(dir / name, std::string("\x80\x02" "junk that is not a pickle" "\xff\xff\xff\xff"));
+    const std::string msg = expect_folder_error(ModelFolderErrc::pickle_only, [&] { open_model_weights(dir); });
+    EXPECT_CONTAINS(msg, name);
+    EXPECT_CONTAINS(msg, "rename it pytorch_model.bin");
     fs::remove(dir / name);
   }
+  // The config still loads: `stoke tokenize` works on such a folder.
+  write_text(dir / "model.pt", "junk");
+  EXPECT_EQ(open_model_folder(dir).config.hidden_size, 64);
 }
 
 TEST(ModelWeights, NoWeightsAtAll) {
@@ -1078,10 +1077,10 @@ TEST(ModelWeights, MalformedIndex) {
                                        "bert.pooler.dense.bias": "model-00002-of-00002.safetensors"}})");
   EXPECT_CONTAINS(expect_folder_error(ModelFolderErrc::bad_index, [&] { open_model_weights(dir); }),
                   "bert.pooler.dense.bias");
-  // An index of pickle shards.
+  // A safetensors index naming torch.save shards (pytorch_model.bin.index.json names those).
   write_index(dir, json{{"bert.pooler.dense.bias", "pytorch_model-00001-of-00002.bin"}});
-  EXPECT_CONTAINS(expect_folder_error(ModelFolderErrc::pickle_only, [&] { open_model_weights(dir); }),
-                  "convert to safetensors");
+  EXPECT_CONTAINS(expect_folder_error(ModelFolderErrc::bad_index, [&] { open_model_weights(dir); }),
+                  "expected a .safetensors file");
 }
 
 // ---- the encoder layout -----------------------------------------------------
