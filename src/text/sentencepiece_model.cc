@@ -21,6 +21,21 @@ namespace {
 constexpr const char* kFairseqSpecials[] = {"<s>", "<pad>", "</s>", "<unk>"};
 }
 
+namespace {
+
+// The fairseq ids transformers gives an XLM-R model (above) put <s>, <pad>,
+// </s>, <unk> at 0-3 over the model's own <unk>, <s>, </s> (pieces 0-2): a
+// model with fewer pieces has no such vocabulary (the fuzzer found one with a
+// single piece, whose <unk> id 3 lay past its vocabulary of 3).
+void check_piece_count(int pieces, const std::string& label) {
+  if (pieces <= 0) throw Error(Errc::format, label + ": SentencePiece model has no pieces");
+  if (pieces < 3)
+    throw Error(Errc::format, label + ": SentencePiece model has " + std::to_string(pieces) +
+                                  " pieces; an XLM-R style model has at least <unk>, <s> and </s>");
+}
+
+}  // namespace
+
 SentencePieceModel::SentencePieceModel(const std::string& model_path)
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()), label_(model_path) {
   const std::string bytes = read_file(model_path);
@@ -30,7 +45,7 @@ SentencePieceModel::SentencePieceModel(const std::string& model_path)
   if (!status.ok()) {
     throw Error(Errc::format, model_path + ": not a loadable SentencePiece model (" + status.ToString() + ")");
   }
-  if (sp_->GetPieceSize() <= 0) throw Error(Errc::format, model_path + ": SentencePiece model has no pieces");
+  check_piece_count(sp_->GetPieceSize(), model_path);
   index_piece_characters();
 }
 
@@ -45,7 +60,7 @@ std::unique_ptr<SentencePieceModel> SentencePieceModel::from_bytes(const std::st
   if (!status.ok()) {
     throw Error(Errc::format, label + ": not a loadable SentencePiece model (" + status.ToString() + ")");
   }
-  if (m->sp_->GetPieceSize() <= 0) throw Error(Errc::format, label + ": SentencePiece model has no pieces");
+  check_piece_count(m->sp_->GetPieceSize(), label);
   m->index_piece_characters();
   return m;
 }
@@ -182,6 +197,14 @@ std::string SentencePieceModel::shorten_unknown_runs(std::string_view text) cons
   return changed ? out : std::string();
 }
 
+// The library returns ids of its pieces; a malformed model (the fuzzer found
+// one) can make it return an id past them, which no vocabulary holds.
+void SentencePieceModel::check_piece_id(int id) const {
+  if (id < 0 || id >= piece_count())
+    throw Error(Errc::format, label_ + ": the SentencePiece model gives piece id " + std::to_string(id) +
+                                  ", outside its " + std::to_string(piece_count()) + " pieces: the model is malformed");
+}
+
 void SentencePieceModel::encode(std::string_view text, std::vector<int32_t>& out, EncodeStats& stats) const {
   const std::string shortened = shorten_unknown_runs(text);
   if (!shortened.empty()) text = shortened;
@@ -190,6 +213,7 @@ void SentencePieceModel::encode(std::string_view text, std::vector<int32_t>& out
   if (!status.ok()) throw Error(Errc::internal, label_ + ": SentencePiece encode failed: " + status.ToString());
   const int unk = sp_->unk_id();
   for (int id : ids) {
+    check_piece_id(id);
     // transformers: PieceToId(piece) + offset, except SentencePiece's unknown (0) -> <unk>.
     out.push_back(id == unk || id == 0 ? kUnk : id + kFairseqOffset);
   }
@@ -248,6 +272,7 @@ bool SentencePieceModel::spm_offsets(std::string_view text, std::vector<int32_t>
   std::vector<bool> lone_space;  // the piece is "▁" alone
   for (const auto& piece : spt.pieces()) {
     const int id = static_cast<int>(piece.id());
+    check_piece_id(id);
     out.push_back(id == unk || id == 0 ? kUnk : id + kFairseqOffset);
     TokenOffset o{piece.begin(), piece.end()};
     // Hugging Face's convention (its Metaspace gives the "▁" of a word the

@@ -51,6 +51,7 @@ class SentencePieceModel final : public SubwordModel {
   std::string shorten_unknown_runs(std::string_view text) const;
 
   // libsentencepiece's alignment, moved to HF's convention.
+  void check_piece_id(int id) const;  // throws Error(format) for an id outside the model's pieces
   bool spm_offsets(std::string_view text, std::vector<int32_t>& out, std::vector<TokenOffset>& offsets,
                    EncodeStats& stats) const;
   const SubwordModel& hf_pipeline() const;

@@ -104,6 +104,14 @@ TEST(SentencePieceCheck, FuzzerRegressionsAreRefusedNotFatal) {
   const std::string dir = std::string(STOKE_SOURCE_DIR) + "/tests/fuzz/corpus/sentencepiece/";
   for (const char* name : {"regression-bad-piece.model", "regression-nul-piece.model"})
     EXPECT_THROW(SentencePieceModel::from_bytes(read_file(dir + name), "r"), Error) << name;
+  // One piece: the fairseq <unk> (3) would lie past its vocabulary of 3.
+  try {
+    SentencePieceModel::from_bytes(read_file(dir + "regression-one-piece.model"), "r");
+    ADD_FAILURE() << "a one-piece model loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("an XLM-R style model has at least <unk>, <s> and </s>"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
