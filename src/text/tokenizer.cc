@@ -417,6 +417,17 @@ Encoding Tokenizer::encode(const TextInput& input, const EncodeOptions& options,
   return enc;
 }
 
+Encoding Tokenizer::with_special_tokens(std::span<const int32_t> ids) const {
+  Encoding enc;
+  enc.ids.reserve(ids.size() + post_.added_tokens(false));
+  for (const TemplatePiece& p : post_.single) {
+    const std::span<const int32_t> part = p.is_sequence ? ids : std::span<const int32_t>(p.ids);
+    enc.ids.insert(enc.ids.end(), part.begin(), part.end());
+    enc.type_ids.insert(enc.type_ids.end(), part.size(), p.type_id);
+  }
+  return enc;
+}
+
 std::vector<Encoding> Tokenizer::encode_batch(std::span<const TextInput> inputs, const EncodeOptions& options,
                                               ThreadPool* pool, EncodeStats* stats) const {
   std::vector<Encoding> out(inputs.size());

@@ -92,6 +92,9 @@ class Tokenizer {
   Encoding encode(std::string_view text, const EncodeOptions& options = {}, EncodeStats* stats = nullptr) const {
     return encode(TextInput{text, std::nullopt}, options, stats);
   }
+  // A single sequence of ids (a chunk of a text's tokens) inside the
+  // post-processor's template, as encode() puts a text's ids; no truncation.
+  Encoding with_special_tokens(std::span<const int32_t> ids) const;
   // The ids of a text without special tokens or truncation (HF's tokenize + convert).
   std::vector<int32_t> tokenize(std::string_view text, EncodeStats* stats = nullptr) const;
   // tokenize(), with each id's byte range in `text` (TEI's /tokenize start
