@@ -71,6 +71,15 @@ void report_embed(const EmbedSummary& s, const EmbedOptions& o) {
                  o.output.c_str(), static_cast<unsigned long long>(s.texts),
                  static_cast<unsigned long long>(s.shards));
   } else if (!o.common.quiet) {
+    // A chunked run's rows are chunks (or, pooled, its records).
+    if (o.chunks.on())
+      std::fprintf(stderr, "chunked %llu records into %llu rows (%s, --chunk-tokens %lld, overlap %lld, boundary %s)\n",
+                   static_cast<unsigned long long>(s.chunked_records), static_cast<unsigned long long>(s.texts),
+                   o.chunks.pool != ChunkPooling::none ? (std::string("pooled ") + chunk_pooling_name(o.chunks.pool)).c_str()
+                   : o.chunks.late                      ? "late chunking"
+                                                        : "a row per chunk",
+                   static_cast<long long>(o.chunks.settings.tokens), static_cast<long long>(o.chunks.settings.overlap),
+                   chunk_boundary_name(o.chunks.settings.boundary));
     std::fprintf(stderr,
                  "embedded %llu texts (%llu tokens, %llu batches) in %.2f s on %s: %s texts/s, %s tokens/s "
                  "(over the job's wall time; the pipeline's in manifest.json run); "

@@ -78,8 +78,36 @@ class ShardSink : public RowSink {
   void row(const InputRecord& record, const Encoding& encoding, const float* values) override {
     const RowCounts counts{encoding.ids.size(), encoding.truncated, record.replaced_utf8};
     if (id_names_.empty() || !record.id_json.empty()) return writer_.add_row(record.index, record.id_json, values, counts);
+    writer_.add_row(record.index, file_record_id(record).dump(), values, counts);
+  }
+  // A chunk's ids line (docs/output-format.md "Chunked runs"): the record's
+  // id as an unchunked row has it, then where the chunk is in its text. A
+  // --pool-chunks row is an unchunked run's line.
+  void chunk_row(const InputRecord& record, const ChunkRow& chunk, const float* values) override {
+    const RowCounts counts{chunk.tokens, false, chunk.index == 0 || chunk.pooled ? record.replaced_utf8 : 0};
+    const bool record_ends = chunk.pooled || chunk.index + 1 == chunk.count;
+    json line;
+    if (!record.id_json.empty()) {
+      line["id"] = json::parse(record.id_json);
+    } else if (!id_names_.empty()) {
+      line = file_record_id(record);
+    } else {
+      line["record"] = record.index;
+    }
+    if (chunk.pooled) {
+      if (line.contains("record") && line.size() == 1) return writer_.add_row(record.index, "", values, counts);
+      return writer_.add_row(record.index, line.contains("id") ? record.id_json : line.dump(), values, counts);
+    }
+    line["chunk"] = chunk.index;
+    line["chunks"] = chunk.count;
+    line["tokens"] = {chunk.span.token_begin, chunk.span.token_end};
+    line["bytes"] = {chunk.span.byte_begin, chunk.span.byte_end};
+    line["chars"] = {chunk.span.char_begin, chunk.span.char_end};
+    writer_.add_row(record.index, line.dump(), values, counts, record_ends);
+  }
+  json file_record_id(const InputRecord& record) const {
     const std::string& file = record.file < id_names_.size() ? id_names_[record.file] : id_names_.back();
-    writer_.add_row(record.index, json{{"file", file}, {"record", record.file_record}}.dump(), values, counts);
+    return json{{"file", file}, {"record", record.file_record}};
   }
   void skipped(const InputRecord& record) override {
     const std::string& file = record.file < files_.size() ? files_[record.file] : files_.back();
@@ -164,7 +192,18 @@ void check_embed_options(const EmbedOptions& o) {
                                             ": expected 0 to " + std::to_string(o.num_shards - 1) +
                                             " (below --num-shards " + std::to_string(o.num_shards) + ")");
   if (o.resume && o.overwrite) throw Error(Errc::invalid_argument, "--resume and --overwrite: give one of them");
+  if (o.chunks.on()) {
+    check_chunk_settings(o.chunks.settings);
+  } else if (o.chunks.late || o.chunks.pool != ChunkPooling::none || o.chunks.settings.overlap > 0 ||
+             o.chunks.settings.boundary != ChunkBoundary::none) {
+    throw Error(Errc::invalid_argument, std::string(o.chunks.late ? "--late-chunking"
+                                                    : o.chunks.pool != ChunkPooling::none ? "--pool-chunks"
+                                                    : o.chunks.settings.overlap > 0 ? "--chunk-overlap"
+                                                                                    : "--chunk-boundary") +
+                                            ": needs --chunk-tokens N (the chunks' length in tokens)");
+  }
 }
+
 
 // The task from the flags, or with --shard-index auto --num-shards auto from
 // the scheduler's environment.
@@ -272,6 +311,20 @@ VectorSettings vector_settings(const EmbedOptions& o, const SentenceTransformers
   return v;
 }
 
+// Late chunking pools each chunk's tokens from a pass over the whole
+// document: a causal model's tokens see only what is before them, and
+// last-token pooling reads one token, so neither gives a chunk its context.
+void check_late_chunking(const EmbedOptions& o, const ModelSession& s, const VectorSettings& v) {
+  if (!o.chunks.late) return;
+  if (s.text.folder.config.arch->decoder && s.text.folder.config.causal)
+    throw Error(Errc::unsupported, "--late-chunking: " + s.text.folder.config.model_type_name +
+                                       " is a decoder, whose attention is causal: a chunk's tokens would see only the "
+                                       "text before them, not their context; use plain --chunk-tokens");
+  if (v.pooling == PoolingMode::lasttoken)
+    throw Error(Errc::unsupported, "--late-chunking: last-token pooling reads one token of the text, which a chunk's "
+                                   "span does not have; use plain --chunk-tokens");
+}
+
 EncodePipelineOptions pipeline_options(const EmbedOptions& o, const InputSet& in, const ModelSession& s,
                                        const VectorSettings& v, Trace* trace, const JobThreads& threads) {
   EncodePipelineOptions po;
@@ -300,6 +353,8 @@ EncodePipelineOptions pipeline_options(const EmbedOptions& o, const InputSet& in
   po.pooling = v.pooling;
   po.normalize = v.normalize;
   po.dims = o.dimensions;
+  po.chunks = o.chunks;
+  if (o.chunks.on()) po.encode.truncate = false;  // chunks cover the whole text
   po.trace = trace;
   po.stop_after_seconds = o.stop_after_seconds;
   po.debug_sync_each_batch = o.debug_sync_each_batch;
@@ -451,6 +506,13 @@ json embed_manifest(const EmbedOptions& o, const InputSet& in, const ModelSessio
   // What an ids line holds when it is not the record number or the
   // --id-field value (docs/output-format.md): written only then.
   if (!file_id_names(o, in).empty()) m["ids"] = "file_record";
+  // Written only for chunked runs, so other manifests stay as they were.
+  if (o.chunks.on())
+    m["chunking"] = {{"tokens", o.chunks.settings.tokens},
+                     {"overlap", o.chunks.settings.overlap},
+                     {"boundary", chunk_boundary_name(o.chunks.settings.boundary)},
+                     {"late", o.chunks.late},
+                     {"pool", chunk_pooling_name(o.chunks.pool)}};
   return m;
 }
 
@@ -568,6 +630,7 @@ std::string stopped_note(const CommitPoint& committed, uint64_t kept_beyond, con
 void summarize(const PipelineStats& ps, const EncodePipelineOptions& po, const EmbedOptions& o,
                const ModelSession& s, EmbedSummary& summary) {
   summary.texts = ps.texts;
+  summary.chunked_records = ps.chunked_records;
   summary.tokens = ps.tokens;
   summary.truncated = ps.truncated;
   summary.replaced_utf8 = ps.replaced_utf8;
@@ -642,6 +705,7 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   JobThreads threads(*s.backend, own_trace.get(), trace, o.on_thread_start);
   JobGpuUsage gpu(s.device_name, trace);  // off (silently) unless cuda:N with NVML
   const VectorSettings v = vector_settings(o, s.text.folder.st);
+  check_late_chunking(o, s, v);
   EncodePipelineOptions po = pipeline_options(o, in, s, v, trace, threads);
   const int64_t dims = pipeline_row_width(s.encoder, po);
   json manifest = embed_manifest(o, in, s, v, po, dims, streamed, task.source);
@@ -686,6 +750,7 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   // from there to 100%, and the rate is this run's.
   const uint64_t committed_before = begin.committed.rows + begin.committed.skipped;
   progress.set_done_before(begin.committed.rows);
+  if (o.chunks.on()) progress.set_unit(o.chunks.pool == ChunkPooling::none ? "chunks" : "records");
   auto on_progress = [&](const PipelineProgress& p) {
     // Done fraction: this task's texts against its share of the records read.
     const double own = static_cast<double>(std::max<uint64_t>(1, share.own(p.records)));

@@ -48,6 +48,9 @@ struct EmbedOptions {
   bool serial = false;                // --serial: no overlap (for comparison)
   bool debug_sync_each_batch = false; // --debug-sync-each-batch: a host sync per batch (for doctor's tests)
   double min_centered_cosine = 0.99;  // --min-centered-cosine: below it, an int8 run warns (jobs/int8_quality.h)
+  // --chunk-tokens N --chunk-overlap M --chunk-boundary B --late-chunking
+  // --pool-chunks P (docs/pipeline.md "Long documents"): chunking is off at N = 0.
+  ChunkOptions chunks;
   // Set by doctor and tune, not by flags.
   double stop_after_seconds = 0;      // read records for this long, then finish what was read
   Trace* trace = nullptr;             // record into this trace (device spans included)
@@ -71,6 +74,7 @@ const OptionTable<EmbedOptions>& embed_option_table();
 
 struct EmbedSummary {
   uint64_t texts = 0, tokens = 0, truncated = 0, replaced_utf8 = 0, batches = 0;
+  uint64_t chunked_records = 0;       // chunked runs: the records the rows (texts) are chunks of
   uint64_t records = 0, skipped = 0, other_tasks = 0, resumed = 0, shards = 0;
   bool already_complete = false;
   bool cancelled = false;             // EmbedOptions::cancel stopped it: the output is its last commit

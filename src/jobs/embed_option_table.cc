@@ -101,6 +101,26 @@ OptionTable<O> make_table() {
                      "How --num-shards splits the input: records (record r to task r mod N; every task reads the "
                      "whole input) or files (input file f, in sorted order, to task f mod N; a task reads only its "
                      "files)"));
+  // Long documents (docs/pipeline.md): identity fields of the manifest's "chunking".
+  add(int_option<O>("--chunk-tokens", [](O& o) -> int64_t& { return o.chunks.settings.tokens; }, 0, 1 << 20,
+                    "Cut each text's tokens into chunks of at most N, each a row with its span (0: one row per "
+                    "record, truncated at the max length)"));
+  add(int_option<O>("--chunk-overlap", [](O& o) -> int64_t& { return o.chunks.settings.overlap; }, 0, 1 << 20,
+                    "Tokens two neighbouring chunks share (below --chunk-tokens)"));
+  add(enum_option<O, ChunkBoundary>("--chunk-boundary", [](O& o) -> ChunkBoundary& { return o.chunks.settings.boundary; },
+                                    {{"none", ChunkBoundary::none},
+                                     {"word", ChunkBoundary::word},
+                                     {"sentence", ChunkBoundary::sentence},
+                                     {"paragraph", ChunkBoundary::paragraph}},
+                                    "Move each cut back to the last word, sentence or paragraph end inside the chunk "
+                                    "when there is one"));
+  add(flag_option<O>("--late-chunking", [](O& o) -> bool& { return o.chunks.late; },
+                     "Run each document whole and pool each chunk's tokens from that one pass, so every chunk sees "
+                     "its context (encoders; needs --chunk-tokens)"));
+  add(enum_option<O, ChunkPooling>("--pool-chunks", [](O& o) -> ChunkPooling& { return o.chunks.pool; },
+                                   {{"none", ChunkPooling::none}, {"mean", ChunkPooling::mean}, {"max", ChunkPooling::max}},
+                                   "One row per record instead: its chunks' rows pooled, then normalized as the "
+                                   "model's are (needs --chunk-tokens)"));
   add(flag_option<O>("--serial", [](O& o) -> bool& { return o.serial; },
                      "Run the stages one after another (read, tokenize, compute, write): the loop the pipeline "
                      "replaces, for comparison",

@@ -139,6 +139,8 @@ const std::vector<std::string>& embed_identity_fields() {
       "/input/id_field",      "/ids",              "/input/size",       "/input/sha256",            "/task/index",
       "/task/count",          "/settings/batch_tokens", "/settings/max_batch_size", "/settings/sort_window",
       "/settings/shard_size",
+      // Chunked runs (absent otherwise): what a row is.
+      "/chunking",
       // Several input files (absent for one): every file's name and size.
       "/input/listing_sha256"};
   return fields;

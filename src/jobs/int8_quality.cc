@@ -34,6 +34,7 @@ std::string texts_phrase(uint64_t texts) {
 Int8SampleRows run_int8_sample(const ModelSession& s, EncodePipelineOptions po, bool need_classifier) {
   const auto t0 = std::chrono::steady_clock::now();
   po.max_records = kInt8SampleRecords;
+  po.chunks = {};  // the sample's texts whole (truncated): int8 against f32 on the same rows, not the output's
   // Record r of the input, whichever task asks: every task of a job reports
   // the same sample (a task reading files of its own samples those).
   po.task_index = 0;

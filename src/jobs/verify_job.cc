@@ -54,6 +54,11 @@ struct Folder {
   // task's own files by name, in reading order (their place in the listing).
   bool file_record_ids = false;
   std::map<std::string, uint64_t> own_file_order;
+  // A chunked run with a row per chunk (the manifest's "chunking", pool
+  // "none"): ids lines are chunk objects, a record's rows one after another
+  // in one shard (docs/output-format.md "Chunked runs").
+  bool chunk_rows = false;
+  int64_t chunk_tokens = 0, chunk_overlap = 0;
   std::vector<Shard> shards;
   uint64_t committed_rows = 0, committed_records = 0, committed_errors_bytes = 0;
   uint64_t records = 0, texts = 0, skipped = 0;
@@ -335,6 +340,15 @@ class Verifier {
           if ((*files)[i].is_object() && (*files)[i].value("sha256", json()).is_string())
             f.own_file_order[(*files)[i].value("name", "")] = i;
     }
+    if (const json* chunking = lookup(f.manifest, "chunking")) {
+      if (!chunking->is_object() || !chunking->value("tokens", json()).is_number_integer() ||
+          !chunking->value("overlap", json()).is_number_integer() || !chunking->value("pool", json()).is_string())
+        return problem(f, "manifest.json: chunking is " + chunking->dump() +
+                              ", expected {\"tokens\": N, \"overlap\": M, ..., \"pool\": P}");
+      f.chunk_rows = (*chunking)["pool"] == "none";
+      f.chunk_tokens = (*chunking)["tokens"].get<int64_t>();
+      f.chunk_overlap = (*chunking)["overlap"].get<int64_t>();
+    }
     f.readable = true;
     if (!f.complete)
       problem(f, fmt::format("unfinished: the manifest says complete: false (task {} of {} was interrupted or is "
@@ -453,6 +467,8 @@ class Verifier {
 
   void check_folder(const Folder& f) {
     prev_file_record_.reset();
+    chunk_state_ = {};
+    chunked_records_ = 0;
     try {
       check_shard_list(f);
       const std::set<uint64_t> errors = check_errors_file(f);
@@ -492,7 +508,13 @@ class Verifier {
       if (s.first_row != want_first_row)
         problem(f, fmt::format("{}: first_row is {}, expected {} (where the shard before it ends): shards {}", at,
                                s.first_row, want_first_row, s.first_row < want_first_row ? "overlap" : "leave a gap"));
-      if (f.shard_size) {
+      // A chunked record's rows stay in one shard, which may pass the shard
+      // size by them: every shard but the last holds at least shard_size rows.
+      if (f.shard_size && f.chunk_rows) {
+        if (i + 1 < f.shards.size() && s.rows < *f.shard_size)
+          problem(f, fmt::format("{}: has {} rows; with shard_size {} every shard but the last has at least that many",
+                                 at, s.rows, *f.shard_size));
+      } else if (f.shard_size) {
         if (s.first_row != s.index * *f.shard_size)
           problem(f, fmt::format("{}: first_row is {}, expected index × shard_size = {}", at, s.first_row,
                                  s.index * *f.shard_size));
@@ -508,7 +530,7 @@ class Verifier {
                                at, s.first_record, s.last_record, f.task_index, f.task_count, f.task_count));
       if (s.last_record < s.first_record) {
         problem(f, fmt::format("{}: last_record {} is before first_record {}", at, s.last_record, s.first_record));
-      } else if (s.rows > 0 && (s.last_record - s.first_record) / f.rec_count + 1 < s.rows) {
+      } else if (!f.chunk_rows && s.rows > 0 && (s.last_record - s.first_record) / f.rec_count + 1 < s.rows) {
         problem(f, fmt::format("{}: {} rows cannot come from records {}..{} (only {} of them belong to task {})", at,
                                s.rows, s.first_record, s.last_record,
                                (s.last_record - s.first_record) / f.rec_count + 1, f.task_index));
@@ -678,6 +700,7 @@ class Verifier {
     auto line_problem = [&](size_t line, const std::string& what) {
       if (line_problems++ < kMaxLineProblems) problem(f, fmt::format("{}: line {}: {}", at, line + 1, what));
     };
+    if (f.chunk_rows) return check_chunk_ids(f, s, at, lines, errors);
     if (f.file_record_ids) return check_file_record_ids(f, at, lines);
     const bool record_numbers = f.id_field.empty();  // ids are record numbers, which we can check
     for (size_t i = 0; i < lines.size(); ++i) {
@@ -747,10 +770,111 @@ class Verifier {
   }
   std::optional<std::pair<uint64_t, uint64_t>> prev_file_record_;  // across the folder's shards
 
+  // A chunked folder's ids lines: each {the record's id (as an unchunked
+  // line has it: "record", "id", or "file" + "record"), "chunk", "chunks",
+  // "tokens", "bytes", "chars"}; a record's chunks 0 .. chunks - 1 one
+  // after another with one id, overlapping by exactly the manifest's
+  // overlap, within its length; a shard ends at a record's last chunk.
+  void check_chunk_ids(const Folder& f, const Shard& s, const std::string& at, const std::vector<std::string_view>& lines,
+                       const std::set<uint64_t>& errors) {
+    size_t line_problems = 0;
+    auto line_problem = [&](size_t line, const std::string& what) {
+      if (line_problems++ < kMaxLineProblems) problem(f, fmt::format("{}: line {}: {}", at, line + 1, what));
+    };
+    auto span = [](const json& j, const char* key) -> std::optional<std::pair<uint64_t, uint64_t>> {
+      const json* v = j.contains(key) ? &j[key] : nullptr;
+      if (!v || !v->is_array() || v->size() != 2 || !(*v)[0].is_number_unsigned() || !(*v)[1].is_number_unsigned() ||
+          (*v)[0].get<uint64_t>() > (*v)[1].get<uint64_t>())
+        return std::nullopt;
+      return std::pair{(*v)[0].get<uint64_t>(), (*v)[1].get<uint64_t>()};
+    };
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const json j = json::parse(lines[i], nullptr, false);
+      if (!j.is_object() || !j.value("chunk", json()).is_number_unsigned() ||
+          !j.value("chunks", json()).is_number_unsigned()) {
+        line_problem(i, "not a chunk's ids line ({\"record\" or \"id\", \"chunk\", \"chunks\", \"tokens\", "
+                        "\"bytes\", \"chars\"}; the manifest has chunking)");
+        continue;
+      }
+      const auto tokens = span(j, "tokens"), bytes = span(j, "bytes"), chars = span(j, "chars");
+      if (!tokens || !bytes || !chars) {
+        line_problem(i, "tokens, bytes and chars must each be [begin, end] with begin <= end");
+        continue;
+      }
+      const uint64_t chunk = j["chunk"].get<uint64_t>(), chunks = j["chunks"].get<uint64_t>();
+      json id = j;
+      for (const char* k : {"chunk", "chunks", "tokens", "bytes", "chars"}) id.erase(k);
+      if (chunk >= chunks) line_problem(i, fmt::format("chunk {} of {}: past the record's chunks", chunk, chunks));
+      if (tokens->second - tokens->first > static_cast<uint64_t>(f.chunk_tokens))
+        line_problem(i, fmt::format("a chunk of {} tokens, more than chunking.tokens {}", tokens->second - tokens->first,
+                                    f.chunk_tokens));
+      if (chunk == 0) {
+        if (chunk_state_.open)
+          line_problem(i, fmt::format("a new record's first chunk, but the one before stopped at chunk {} of {}",
+                                      chunk_state_.next - 1, chunk_state_.chunks));
+        ++chunked_records_;
+        // Record numbers (no --id-field) run upward, each record this task's and not also skipped.
+        if (f.id_field.empty() && !f.file_record_ids) {
+          if (!id.value("record", json()).is_number_unsigned()) {
+            line_problem(i, "no record number (input.id_field is \"\", so a chunk names its record)");
+          } else {
+            const uint64_t r = id["record"].get<uint64_t>();
+            if (r % f.rec_count != f.rec_index)
+              line_problem(i, fmt::format("record {} belongs to task {}, not {}", r, r % f.rec_count, f.task_index));
+            if (chunk_state_.record && r <= *chunk_state_.record)
+              line_problem(i, fmt::format("record {} is not after the record before it ({}): duplicated or out of order",
+                                          r, *chunk_state_.record));
+            if (errors.count(r)) line_problem(i, fmt::format("record {} is embedded but also listed in errors.jsonl", r));
+            if (f.complete && r >= f.records)
+              line_problem(i, fmt::format("record {} is past the input's {} records", r, f.records));
+            chunk_state_.record = r;
+          }
+        }
+        if (tokens->first != 0) line_problem(i, "a record's first chunk does not start at token 0");
+        chunk_state_.open = true;
+        chunk_state_.id = id;
+        chunk_state_.chunks = chunks;
+      } else if (!chunk_state_.open || chunk != chunk_state_.next || chunks != chunk_state_.chunks ||
+                 id != chunk_state_.id) {
+        line_problem(i, fmt::format("chunk {} of {} of {} does not follow the line before it (chunk {} of {} of {}): "
+                                    "a chunk lost, doubled or out of order",
+                                    chunk, chunks, id.dump(), chunk_state_.next, chunk_state_.chunks,
+                                    chunk_state_.id.dump()));
+      } else if (tokens->first + static_cast<uint64_t>(f.chunk_overlap) != chunk_state_.token_end) {
+        line_problem(i, fmt::format("chunk {} starts at token {}, expected {} (the chunk before ends at {}, overlap {})",
+                                    chunk, tokens->first, chunk_state_.token_end - static_cast<uint64_t>(f.chunk_overlap),
+                                    chunk_state_.token_end, f.chunk_overlap));
+      }
+      chunk_state_.next = chunk + 1;
+      chunk_state_.token_end = tokens->second;
+      if (chunk + 1 == chunks) chunk_state_.open = false;
+    }
+    if (chunk_state_.open)
+      problem(f, fmt::format("{}: ends inside a record (chunk {} of {}): a record's chunks are in one shard", at,
+                             chunk_state_.next - 1, chunk_state_.chunks));
+    chunk_state_.open = false;
+    (void)s;
+    if (line_problems > kMaxLineProblems)
+      problem(f, fmt::format("{}: and {} more such lines", at, line_problems - kMaxLineProblems));
+  }
+  struct ChunkState {
+    bool open = false;  // inside a record's chunks
+    json id;
+    uint64_t next = 0, chunks = 0, token_end = 0;
+    std::optional<uint64_t> record;
+  } chunk_state_;
+  uint64_t chunked_records_ = 0;  // records whose chunks the folder's ids hold
+
   // A complete task accounts for every one of its records exactly once.
   void check_counts(const Folder& f) {
     const uint64_t share = task_share(f.records, f.rec_index, f.rec_count);
-    if (f.texts + f.skipped != share)
+    if (f.chunk_rows) {
+      if (chunked_records_ + f.skipped != share)
+        problem(f, fmt::format("counts do not add up: {} chunked records + skipped {} = {}, but task {} of {} has {} "
+                               "of the input's {} records",
+                               chunked_records_, f.skipped, chunked_records_ + f.skipped, f.task_index, f.task_count,
+                               share, f.records));
+    } else if (f.texts + f.skipped != share)
       problem(f, fmt::format("counts do not add up: texts {} + skipped {} = {}, but task {} of {} has {} of the "
                              "input's {} records",
                              f.texts, f.skipped, f.texts + f.skipped, f.task_index, f.task_count, share, f.records));

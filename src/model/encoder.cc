@@ -12,15 +12,19 @@
 namespace stoke {
 
 EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int64_t max_tokens,
-                             int64_t max_sequences, size_t staging_slots)
+                             int64_t max_sequences, size_t staging_slots, int64_t max_spans, int64_t max_span_rows)
     : enc_(encoder),
       backend_(backend),
       max_tokens_(max_tokens),
       max_sequences_(max_sequences),
+      max_spans_(std::max<int64_t>(max_spans, 0)),
+      max_span_rows_(std::max<int64_t>(max_span_rows, 0)),
       staging_(staging_slots < 1 ? 1 : staging_slots) {
   if (max_tokens <= 0 || max_sequences <= 0) throw Error(Errc::invalid_argument, "encoder workspace must be positive");
   const HfConfig& c = enc_.config;
-  const size_t T = static_cast<size_t>(max_tokens), B = static_cast<size_t>(max_sequences);
+  const size_t T = static_cast<size_t>(max_tokens);
+  // Pooled rows: one per sequence, or one per span under late chunking.
+  const size_t B = static_cast<size_t>(std::max(max_sequences, max_spans_));
   const size_t H = static_cast<size_t>(c.hidden_size), I = static_cast<size_t>(c.intermediate_size);
   const size_t C = static_cast<size_t>(std::max<int64_t>(c.num_labels(), 1));
   const size_t act = dtype_size(enc_.dtype);
@@ -88,7 +92,13 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
     backend_.copy_to_device(zero_positions_->data(), zero_host_.data(), T * 4);
     backend_.copy_to_device(zero_rows_->data(), zero_host_.data(), B * H * 4);
   }
-  for (auto& s : staging_) s.host = backend_.allocate_host((3 * T + 2 * B + 1) * 4);
+  if (max_spans_ > 0) {
+    span_h_ = backend_.allocate(static_cast<size_t>(max_span_rows_) * H * 4);
+    span_rows_ = backend_.allocate(static_cast<size_t>(max_span_rows_) * 4);
+    span_cu_ = backend_.allocate(static_cast<size_t>(max_spans_ + 1) * 4);
+  }
+  const size_t span_words = max_spans_ > 0 ? static_cast<size_t>(max_span_rows_ + max_spans_ + 1) : 0;
+  for (auto& s : staging_) s.host = backend_.allocate_host((3 * T + 2 * B + 1 + span_words) * 4);
   graphs_on_ = backend_.can_capture();
 }
 
@@ -124,6 +134,17 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   const int64_t W = enc_.sentence_width();
   s.dims = out.dims > 0 ? out.dims : W;
   if (s.dims > W) throw Error(Errc::invalid_argument, "asked for " + std::to_string(s.dims) + " dimensions of " + std::to_string(W));
+  if (!out.span_cu.empty()) {
+    s.spans = static_cast<int64_t>(out.span_cu.size()) - 1;
+    s.span_rows = out.span_cu.back();
+    if (!s.pooled || s.spans > max_spans_ || s.span_rows > max_span_rows_ ||
+        static_cast<int64_t>(out.span_rows.size()) != s.span_rows)
+      throw Error(Errc::internal, "late chunking: " + std::to_string(s.spans) + " spans of " +
+                                      std::to_string(s.span_rows) + " rows do not fit the runner's " +
+                                      std::to_string(max_spans_) + " / " + std::to_string(max_span_rows_));
+    for (int32_t r : out.span_rows)
+      if (r < 0 || r >= T) throw Error(Errc::internal, "late chunking: a span row outside the batch");
+  }
   s.head = out.head_hidden != nullptr || out.logits != nullptr;
   s.logits = out.logits != nullptr;
   // A graph runs at its bucket's shape: tokens rounded up, every sequence
@@ -135,7 +156,7 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   while (seq_bucket < B) seq_bucket *= 2;
   const int64_t graph_seqlen = std::min<int64_t>(bucket, c.max_position_embeddings);
   const bool graph =
-      graphs_on_ && T <= kGraphMaxTokens && bucket <= max_tokens_ && batch.max_seqlen <= graph_seqlen;
+      graphs_on_ && s.spans == 0 && T <= kGraphMaxTokens && bucket <= max_tokens_ && batch.max_seqlen <= graph_seqlen;
   s.tokens = graph ? bucket : T;
   s.sequences = graph ? std::min(seq_bucket, max_sequences_) : B;
   s.max_seqlen = graph ? static_cast<int>(graph_seqlen) : batch.max_seqlen;
@@ -186,6 +207,14 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   backend_.copy_to_device(positions_->data(), h_pos, static_cast<size_t>(Tr) * 4);
   backend_.copy_to_device(cu_->data(), h_cu, static_cast<size_t>(Br + 1) * 4);
   backend_.copy_to_device(cls_rows_->data(), h_rows, static_cast<size_t>(Br) * 4);
+  if (s.spans > 0) {
+    int32_t* h_span_rows = h_rows + Br;
+    int32_t* h_span_cu = h_span_rows + s.span_rows;
+    std::memcpy(h_span_rows, out.span_rows.data(), static_cast<size_t>(s.span_rows) * 4);
+    std::memcpy(h_span_cu, out.span_cu.data(), static_cast<size_t>(s.spans + 1) * 4);
+    backend_.copy_to_device(span_rows_->data(), h_span_rows, static_cast<size_t>(s.span_rows) * 4);
+    backend_.copy_to_device(span_cu_->data(), h_span_cu, static_cast<size_t>(s.spans + 1) * 4);
+  }
 
   slot.done = backend_.record_event();
 
@@ -202,7 +231,8 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   if (out.hidden) backend_.copy_to_host(out.hidden, h_->data(), static_cast<size_t>(T * H) * 4);
   if (out.pooled) {
     Buffer& src = s.dims < W ? *pooled_dims_ : pooled_result();
-    backend_.copy_to_host(out.pooled, src.data(), static_cast<size_t>(B * s.dims) * 4);
+    const int64_t rows = s.spans > 0 ? s.spans : B;
+    backend_.copy_to_host(out.pooled, src.data(), static_cast<size_t>(rows * s.dims) * 4);
   }
   if (out.head_hidden) backend_.copy_to_host(out.head_hidden, head_b_->data(), static_cast<size_t>(B * H) * 4);
   if (out.logits) backend_.copy_to_host(out.logits, logits_->data(), static_cast<size_t>(B * C) * 4);
@@ -327,16 +357,24 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   if (s.pooled) {
     // Pooling, the Dense modules, Normalize, then the first dims columns
     // (sentence-transformers' order).
-    TensorView pooled = device(*pooled_, DType::f32, {B, H});
-    ops.pool(pooled, h, cu, s.pooling);
+    // Late chunking pools spans: their rows gathered, then pooled per span.
+    const int64_t P = s.spans > 0 ? s.spans : B;
+    TensorView pooled = device(*pooled_, DType::f32, {P, H});
+    if (s.spans > 0) {
+      const TensorView span_h = device(*span_h_, DType::f32, {s.span_rows, H});
+      ops.gather_rows(span_h, h, device(*span_rows_, DType::i32, {s.span_rows}));
+      ops.pool(pooled, span_h, device(*span_cu_, DType::i32, {s.spans + 1}), s.pooling);
+    } else {
+      ops.pool(pooled, h, cu, s.pooling);
+    }
     for (size_t i = 0; i < enc_.dense.size(); ++i) {
       const DenseLayerParams& d = enc_.dense[i];
-      const TensorView next = device(i % 2 == 0 ? *dense_a_ : *dense_b_, DType::f32, {B, d.w.dim(0)});
+      const TensorView next = device(i % 2 == 0 ? *dense_a_ : *dense_b_, DType::f32, {P, d.w.dim(0)});
       ops.linear(next, pooled, d.w, d.b, d.act, Accumulate::no);
       pooled = next;
     }
     if (s.normalize) ops.l2_normalize(pooled);
-    if (s.dims < pooled.dim(1)) ops.slice_columns(device(*pooled_dims_, DType::f32, {B, s.dims}), pooled);
+    if (s.dims < pooled.dim(1)) ops.slice_columns(device(*pooled_dims_, DType::f32, {P, s.dims}), pooled);
   }
   if (s.head) {
     // act(dense(h[first token])), then the output layer: BERT's pooler +

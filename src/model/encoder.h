@@ -10,6 +10,7 @@
 #include <map>
 #include <tuple>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -27,6 +28,14 @@ struct EncoderOutputs {
   float* head_hidden = nullptr;  // (B, H): the head's hidden layer (BERT's pooler output, RoBERTa's dense + tanh, ...)
   float* logits = nullptr;       // (B, C)
   float* hidden = nullptr;       // (T, H): last hidden state
+  // Late chunking: `pooled` pools spans of token rows instead of whole
+  // sequences. Span k is the batch's token rows span_rows[span_cu[k] ..
+  // span_cu[k + 1]) (a row may be in several spans: chunks overlap); pooled
+  // then holds (span_cu.size() - 1, dims), each span through the Dense
+  // modules and normalization as a sequence would go. Needs a runner built
+  // with room for them (max_spans, max_span_rows); batches with spans run
+  // eagerly, never as graphs.
+  std::span<const int32_t> span_rows, span_cu;
 };
 
 class EncoderRunner {
@@ -35,8 +44,10 @@ class EncoderRunner {
   // sequences per batch, so no buffer is ever freed under running work.
   // `staging_slots` batches can be enqueued before the first slot is reused;
   // a caller that keeps at most that many batches unread never waits in run().
+  // max_spans / max_span_rows: room for late chunking's spans
+  // (EncoderOutputs::span_cu) in one batch; 0: none.
   EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int64_t max_tokens, int64_t max_sequences,
-                size_t staging_slots = 2);
+                size_t staging_slots = 2, int64_t max_spans = 0, int64_t max_span_rows = 0);
   // Drains the backend: queued work may still use the workspace.
   ~EncoderRunner();
   EncoderRunner(const EncoderRunner&) = delete;
@@ -77,6 +88,7 @@ class EncoderRunner {
     bool pooled = false, normalize = false, head = false, logits = false;
     PoolingMode pooling = PoolingMode::mean;
     int64_t dims = 0;
+    int64_t spans = 0, span_rows = 0;  // late chunking (never in a graph): pooled rows are spans
     using Key = std::tuple<int64_t, int64_t, int, bool, bool, bool, bool, int, int64_t>;
     Key key() const { return {tokens, sequences, max_seqlen, pooled, normalize, head, logits, static_cast<int>(pooling), dims}; }
   };
@@ -92,6 +104,10 @@ class EncoderRunner {
   const LoadedEncoder& enc_;
   Backend& backend_;
   int64_t max_tokens_, max_sequences_;
+  int64_t max_spans_ = 0, max_span_rows_ = 0;
+  // Late chunking: the spans' token rows gathered (R, H) f32, their row
+  // indices (R) and offsets (S + 1).
+  std::unique_ptr<Buffer> span_h_, span_rows_, span_cu_;
   // Device workspace.
   std::unique_ptr<Buffer> ids_, types_, positions_, cu_, cls_rows_;
   std::unique_ptr<Buffer> rel_buckets_, rel_;  // MPNet: (2P - 1) buckets, (2P - 1, heads) bias

@@ -4,6 +4,8 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <iterator>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -16,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "pipeline/bounded_queue.h"
 #include "pipeline/bucketer.h"
+#include "pipeline/text_chunks.h"
 
 namespace stoke {
 
@@ -30,12 +33,29 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 constexpr size_t kSlots = 3;
 
 // One sort window: this task's records with numbers in [first, end).
+//
+// The device runs sequences; each yields output rows ("units"). Unchunked,
+// sequence i is unit i is record i. Chunked, sequence i is unit i, a chunk
+// of record unit_record[i]. Late chunking, sequence s (a document, or one
+// macro-window of it) yields units [seq_units[s], seq_units[s + 1]), unit u
+// pooling the sequence's token rows unit_rows[u].
 struct Window {
   uint64_t first = 0, end = 0;
   std::vector<InputRecord> records;  // good records, in input order
   std::vector<InputRecord> bad;      // bad records kept for the errors file (--on-error skip)
-  std::vector<Encoding> encodings;   // one per record
-  std::vector<float> rows;           // records.size() x width, filled by the writer
+  std::vector<Encoding> encodings;   // one per sequence
+  std::vector<float> rows;           // units() x width, filled by the writer
+  std::vector<uint32_t> unit_record;  // chunked: each unit's record (index into records)
+  std::vector<ChunkRow> chunks;       // chunked: each unit's chunk
+  std::vector<uint32_t> seq_units;    // late chunking: sequences' first units (+ the end)
+  std::vector<std::pair<int32_t, int32_t>> unit_rows;  // late chunking: [begin, end) rows in the sequence
+
+  size_t units() const { return unit_record.empty() ? records.size() : unit_record.size(); }
+  size_t record_of(size_t unit) const { return unit_record.empty() ? unit : unit_record[unit]; }
+  std::pair<size_t, size_t> units_of(size_t seq) const {
+    if (seq_units.empty()) return {seq, seq + 1};
+    return {seq_units[seq], seq_units[seq + 1]};
+  }
 };
 using WindowPtr = std::shared_ptr<Window>;
 
@@ -79,7 +99,21 @@ class Pipeline {
     if (opt_.task_count == 0 || opt_.task_index >= opt_.task_count)
       throw Error(Errc::invalid_argument, "--shard-index " + std::to_string(opt_.task_index) +
                                               ": expected 0 <= index < --num-shards " + std::to_string(opt_.task_count));
-    for (auto& s : slots_) s = backend_.allocate_host(static_cast<size_t>(opt_.max_batch_size * width_) * sizeof(float));
+    if (opt_.chunks.on()) {
+      check_chunk_settings(opt_.chunks.settings);
+      if (opt_.product != RowProduct::pooled) throw Error(Errc::invalid_argument, "chunking gives pooled rows only");
+      // Each chunk is a text of its own: its tokens, the prompt's and the specials fit the max length.
+      check_chunks_fit(tok_, opt_.chunks, opt_.prompt, opt_.encode.max_length);
+    }
+    // Late chunking: a batch's spans gather at most this many token rows (a
+    // batch's length counts its spans' rows too, and a macro-window's spans
+    // stop at twice its tokens), and each span has at least one.
+    const auto longest_text = static_cast<int64_t>(opt_.encode.max_length);
+    const int64_t span_rows = opt_.chunks.late ? std::max(opt_.batch_tokens, 2 * longest_text + opt_.chunks.settings.tokens)
+                                               : 0;
+    const int64_t spans = opt_.chunks.late ? span_rows + opt_.max_batch_size : 0;
+    const int64_t rows_per_batch = std::max(opt_.max_batch_size, spans);
+    for (auto& s : slots_) s = backend_.allocate_host(static_cast<size_t>(rows_per_batch * width_) * sizeof(float));
     // The device workspace for the token budget. Out of memory halves the
     // budget and tries again (RELIABILITY 10): the workspace is the only
     // device memory a batch needs, so once it fits every batch does. A
@@ -90,7 +124,7 @@ class Pipeline {
     for (;;) {
       try {
         runner_ = std::make_unique<EncoderRunner>(enc_, backend_, std::max(budget, longest), opt_.max_batch_size,
-                                                  kSlots);
+                                                  kSlots, spans, span_rows);
         break;
       } catch (const OutOfMemoryError& e) {
         if (budget <= longest)
@@ -171,7 +205,8 @@ class Pipeline {
         w.bad.push_back(std::move(rec));
         continue;
       }
-      if (!opt_.prompt.empty()) rec.text.insert(0, opt_.prompt);
+      // (Chunking keeps the text as it is: spans index it; the prompt's tokens go before each chunk.)
+      if (!opt_.prompt.empty() && !opt_.chunks.on()) rec.text.insert(0, opt_.prompt);
       w.records.push_back(std::move(rec));
     }
     bytes_read_.store(reader.bytes_read(), std::memory_order_relaxed);
@@ -180,6 +215,7 @@ class Pipeline {
   }
 
   void tokenize_window(Window& w, ThreadPool* pool) {
+    if (opt_.chunks.on()) return chunk_window(w, pool);
     const size_t n = w.records.size();
     w.encodings.resize(n);
     auto body = [&](size_t begin, size_t end) {
@@ -196,11 +232,167 @@ class Pipeline {
       body(0, n);
   }
 
+  // --- chunked runs (docs/pipeline.md "Long documents")
+
+  // The file:line of a record, as describe_bad_record gives it.
+  std::string record_place(const InputRecord& r) const {
+    const std::string& file = opt_.input.paths.empty() ? opt_.input.path
+                              : r.file < opt_.input.paths.size() ? opt_.input.paths[r.file]
+                                                                 : opt_.input.paths.back();
+    return (file == "-" ? std::string("<stdin>") : file) + ":" + std::to_string(r.line);
+  }
+
+  // tokenize_window for chunked runs: each record's chunks, in order.
+  void chunk_window(Window& w, ThreadPool* pool) {
+    const size_t n = w.records.size();
+    std::vector<TextChunks> per(n);
+    auto body = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i)
+        per[i] = chunk_text(tok_, opt_.chunks, opt_.prompt, opt_.encode.max_length, w.records[i].text);
+    };
+    if (pool && n > 4)
+      pool->parallel_for(n, body);
+    else
+      body(0, n);
+    // Records that could not be chunked are bad records (kept in order).
+    std::vector<InputRecord> good;
+    std::vector<InputRecord> bad;
+    for (size_t i = 0; i < n; ++i) {
+      InputRecord& r = w.records[i];
+      TextChunks& c = per[i];
+      if (!c.error.empty()) {
+        if (r.index < opt_.resume_record) continue;
+        if (!opt_.skip_bad_records)
+          throw Error(Errc::format, record_place(r) + ": " + c.error +
+                                        " (--on-error skip skips bad records into an errors file and goes on)");
+        r.error = c.error;
+        bad.push_back(std::move(r));
+        continue;
+      }
+      const auto record = static_cast<uint32_t>(good.size());
+      const auto unit0 = static_cast<uint32_t>(w.unit_record.size());
+      for (size_t s = 0; s < c.sequences.size(); ++s) {
+        if (opt_.chunks.late) w.seq_units.push_back(unit0 + c.seq_first_row[s]);
+        w.encodings.push_back(std::move(c.sequences[s]));
+      }
+      for (ChunkRow& u : c.rows) {
+        w.unit_record.push_back(record);
+        w.chunks.push_back(u);
+      }
+      w.unit_rows.insert(w.unit_rows.end(), c.row_span.begin(), c.row_span.end());
+      good.push_back(std::move(r));
+    }
+    if (opt_.chunks.late) w.seq_units.push_back(static_cast<uint32_t>(w.unit_record.size()));
+    w.records = std::move(good);
+    if (!bad.empty()) {
+      std::vector<InputRecord> merged;
+      std::merge(std::make_move_iterator(w.bad.begin()), std::make_move_iterator(w.bad.end()),
+                 std::make_move_iterator(bad.begin()), std::make_move_iterator(bad.end()), std::back_inserter(merged),
+                 [](const InputRecord& a, const InputRecord& b) { return a.index < b.index; });
+      w.bad = std::move(merged);
+    }
+  }
+
+  // Late chunking: the batch's spans as rows of its packed tokens (members
+  // in batch order, each member's units in order).
+  static void late_spans(const Window& w, const std::vector<uint32_t>& members, std::vector<int32_t>& rows,
+                         std::vector<int32_t>& cu) {
+    rows.clear();
+    cu.assign(1, 0);
+    int32_t base = 0;  // the member's first token row in the packed batch
+    for (uint32_t m : members) {
+      const auto [first, end] = w.units_of(m);
+      for (size_t u = first; u < end; ++u) {
+        for (int32_t t = w.unit_rows[u].first; t < w.unit_rows[u].second; ++t) rows.push_back(base + t);
+        cu.push_back(static_cast<int32_t>(rows.size()));
+      }
+      base += static_cast<int32_t>(w.encodings[m].ids.size());
+    }
+  }
+
+  // emit for chunked runs: each record's rows (or its one pooled row) and
+  // the skipped records, in record order.
+  void emit_chunks(Window& w) {
+    TraceSpan span(opt_.trace, "emit", "stage");
+    const auto t0 = Clock::now();
+    const auto W = static_cast<size_t>(width_);
+    std::vector<float> pooled(W);
+    size_t u = 0, j = 0;
+    for (size_t i = 0; i < w.records.size() || j < w.bad.size();) {
+      const bool take_row = j == w.bad.size() || (i < w.records.size() && w.records[i].index < w.bad[j].index);
+      if (!take_row) {
+        sink_.skipped(w.bad[j]);
+        stats_.skipped++;
+        ++j;
+        continue;
+      }
+      const InputRecord& rec = w.records[i];
+      size_t end = u;
+      while (end < w.units() && w.record_of(end) == i) ++end;
+      if (rec.index < opt_.resume_record) {
+        stats_.resumed++;
+      } else {
+        uint64_t tokens = 0;
+        for (size_t k = u; k < end; ++k) tokens += w.chunks[k].tokens;
+        if (opt_.chunks.pool == ChunkPooling::none) {
+          for (size_t k = u; k < end; ++k) sink_.chunk_row(rec, w.chunks[k], w.rows.data() + k * W);
+          stats_.texts += end - u;
+        } else {
+          pool_rows(w.rows.data() + u * W, end - u, pooled.data());
+          ChunkRow row;
+          row.count = static_cast<uint32_t>(end - u);
+          row.span = {w.chunks[u].span.token_begin, w.chunks[end - 1].span.token_end, w.chunks[u].span.byte_begin,
+                      w.chunks[end - 1].span.byte_end, w.chunks[u].span.char_begin, w.chunks[end - 1].span.char_end};
+          row.tokens = tokens;
+          row.pooled = true;
+          sink_.chunk_row(rec, row, pooled.data());
+          stats_.texts++;
+        }
+        stats_.chunked_records++;
+        stats_.tokens += tokens;
+        stats_.replaced_utf8 += rec.replaced_utf8;
+      }
+      u = end;
+      ++i;
+    }
+    stats_.windows++;
+    stats_.write.busy += since(t0);
+    report_progress();
+  }
+
+  // --pool-chunks: n rows into one (mean or max per column, then
+  // L2-normalized when the rows are), in double.
+  void pool_rows(const float* rows, size_t n, float* out) const {
+    const auto W = static_cast<size_t>(width_);
+    for (size_t c = 0; c < W; ++c) {
+      double acc = opt_.chunks.pool == ChunkPooling::max ? rows[c] : 0.0;
+      for (size_t r = 0; r < n; ++r) {
+        const double v = rows[r * W + c];
+        acc = opt_.chunks.pool == ChunkPooling::max ? std::max(acc, v) : acc + v;
+      }
+      out[c] = static_cast<float>(opt_.chunks.pool == ChunkPooling::max ? acc : acc / static_cast<double>(n));
+    }
+    if (!opt_.normalize) return;
+    double norm = 0;
+    for (size_t c = 0; c < W; ++c) norm += static_cast<double>(out[c]) * out[c];
+    norm = std::sqrt(norm);
+    if (norm > 0)
+      for (size_t c = 0; c < W; ++c) out[c] = static_cast<float>(out[c] / norm);
+  }
+
   // each_batch(members, ordinal) for the window's batches, in the order they run.
   template <typename EachBatch>
   void for_each_batch(const Window& w, EachBatch&& each_batch) {
     std::vector<int64_t> lengths(w.encodings.size());
     for (size_t i = 0; i < lengths.size(); ++i) lengths[i] = static_cast<int64_t>(w.encodings[i].ids.size());
+    // Late chunking: the spans' gathered rows count too (they take workspace as tokens do).
+    if (!w.seq_units.empty())
+      for (size_t i = 0; i < lengths.size(); ++i) {
+        int64_t rows = 0;
+        const auto [first, end] = w.units_of(i);
+        for (size_t u = first; u < end; ++u) rows += w.unit_rows[u].second - w.unit_rows[u].first;
+        lengths[i] = std::max(lengths[i], rows);
+      }
     uint32_t ordinal = 0;
     for (auto& members : cut_batches(lengths, stats_.batch_tokens, opt_.max_batch_size))
       each_batch(std::move(members), ordinal++);
@@ -210,9 +402,15 @@ class Pipeline {
   // fixed ranges, so it is a multiple of the window size).
   uint64_t window_key(const Window& w) const { return w.first / opt_.sort_window * opt_.sort_window; }
 
+  // The record number of each row a batch gives, in order (a chunked
+  // record's number once per chunk): what the journal keys its rows by.
   static std::vector<uint64_t> records_of(const Window& w, const std::vector<uint32_t>& members) {
-    std::vector<uint64_t> r(members.size());
-    for (size_t i = 0; i < members.size(); ++i) r[i] = w.records[members[i]].index;
+    std::vector<uint64_t> r;
+    r.reserve(members.size());
+    for (uint32_t m : members) {
+      const auto [first, end] = w.units_of(m);
+      for (size_t u = first; u < end; ++u) r.push_back(w.records[w.record_of(u)].index);
+    }
     return r;
   }
 
@@ -226,15 +424,15 @@ class Pipeline {
   }
 
   BatchNeed need_of(const Window& w, const BatchJob& job, std::shared_ptr<std::vector<float>>& kept) {
+    const std::vector<uint64_t> records = records_of(w, job.members);
     bool all_committed = true;
-    for (uint32_t m : job.members) all_committed = all_committed && w.records[m].index < opt_.resume_record;
+    for (uint64_t r : records) all_committed = all_committed && r < opt_.resume_record;
     if (all_committed) return BatchNeed::nothing;
     if (!opt_.journal) return BatchNeed::compute;
-    auto rows = std::make_shared<std::vector<float>>(job.members.size() * static_cast<size_t>(width_));
-    if (!opt_.journal->lookup(window_key(w), job.ordinal, records_of(w, job.members), rows->data()))
-      return BatchNeed::compute;
+    auto rows = std::make_shared<std::vector<float>>(records.size() * static_cast<size_t>(width_));
+    if (!opt_.journal->lookup(window_key(w), job.ordinal, records, rows->data())) return BatchNeed::compute;
     kept = std::move(rows);
-    stats_.kept_rows += job.members.size();
+    stats_.kept_rows += records.size();
     return BatchNeed::kept;
   }
 
@@ -254,6 +452,14 @@ class Pipeline {
       out.dims = width_;
     } else {
       out.logits = dst;
+    }
+    if (!w->seq_units.empty()) {
+      late_spans(*w, members, span_rows_, span_cu_);
+      out.span_rows = span_rows_;
+      out.span_cu = span_cu_;
+      // CLS and last-token pooling read one token of a sequence: a chunk's
+      // span pools the mean of its tokens instead (as Jina's late chunking).
+      if (out.pooling == PoolingMode::cls || out.pooling == PoolingMode::lasttoken) out.pooling = PoolingMode::mean;
     }
     BatchJob job;
     job.done = runner_->run(batch, out);
@@ -282,16 +488,18 @@ class Pipeline {
     const auto* src = job.kept_rows ? job.kept_rows->data() : static_cast<const float*>(slots_[job.slot]->data());
     Window& w = *job.window;
     if (opt_.journal && !job.kept_rows) opt_.journal->record(window_key(w), job.ordinal, records_of(w, job.members), src);
-    if (w.rows.empty()) w.rows.resize(w.records.size() * static_cast<size_t>(width_));
+    if (w.rows.empty()) w.rows.resize(w.units() * static_cast<size_t>(width_));
     const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
     uint64_t tokens = 0, fresh = 0;
-    for (size_t r = 0; r < job.members.size(); ++r) {
-      std::memcpy(w.rows.data() + job.members[r] * static_cast<size_t>(width_), src + r * static_cast<size_t>(width_),
-                  row_bytes);
+    size_t r = 0;  // the batch's rows, in order: each member's units
+    for (uint32_t m : job.members) {
+      const auto [first, end] = w.units_of(m);
+      for (size_t u = first; u < end; ++u, ++r)
+        std::memcpy(w.rows.data() + u * static_cast<size_t>(width_), src + r * static_cast<size_t>(width_), row_bytes);
       // Rows an earlier run committed are not counted again (resume progress).
-      if (w.records[job.members[r]].index < opt_.resume_record) continue;
-      tokens += w.encodings[job.members[r]].ids.size();
-      fresh++;
+      if (w.records[w.record_of(first)].index < opt_.resume_record) continue;
+      tokens += w.encodings[m].ids.size();
+      fresh += end - first;
     }
     // Progress counters are shared with the progress reader: once per batch, not per row.
     rows_done_.fetch_add(fresh, std::memory_order_relaxed);
@@ -302,6 +510,7 @@ class Pipeline {
 
   // Rows and skipped records to the sink, merged in record order.
   void emit(Window& w) {
+    if (opt_.chunks.on()) return emit_chunks(w);
     TraceSpan span(opt_.trace, "emit", "stage");
     const auto t0 = Clock::now();
     size_t i = 0, j = 0;
@@ -621,6 +830,7 @@ class Pipeline {
   const std::function<void(const PipelineProgress&)>& progress_;
   int64_t width_;
   std::array<std::unique_ptr<Buffer>, kSlots> slots_;  // before the runner: freed after it drained
+  std::vector<int32_t> span_rows_, span_cu_;           // late chunking: the batch being enqueued's spans
   std::unique_ptr<EncoderRunner> runner_;
   PipelineStats stats_;
   uint64_t other_tasks_ = 0, total_bytes_ = 0;
@@ -628,6 +838,13 @@ class Pipeline {
 };
 
 }  // namespace
+
+void RowSink::chunk_row(const InputRecord& record, const ChunkRow& chunk, const float* values) {
+  (void)record;
+  (void)chunk;
+  (void)values;
+  throw Error(Errc::internal, "this output takes no chunked rows");
+}
 
 int64_t pipeline_row_width(const LoadedEncoder& encoder, const EncodePipelineOptions& options) {
   const int64_t H = encoder.sentence_width();  // the hidden size, or the Dense modules' out_features

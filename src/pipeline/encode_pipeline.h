@@ -25,6 +25,7 @@
 #include "model/encoder.h"
 #include "pipeline/batch_journal.h"
 #include "pipeline/record_reader.h"
+#include "pipeline/text_chunks.h"
 #include "text/tokenizer.h"
 
 namespace stoke {
@@ -45,6 +46,7 @@ struct EncodePipelineOptions {
   uint64_t resume_record = 0;     // records before this one were committed by an earlier run
   bool serial = false;            // one stage at a time on the calling thread (the comparison loop)
   RowProduct product = RowProduct::pooled;
+  ChunkOptions chunks;            // pooled rows only
   PoolingMode pooling = PoolingMode::mean;
   bool normalize = false;
   int64_t dims = 0;               // pooled columns kept (0 = hidden size)
@@ -82,6 +84,9 @@ class RowSink {
   virtual void row(const InputRecord& record, const Encoding& encoding, const float* values) = 0;
   // A bad record skipped under --on-error skip.
   virtual void skipped(const InputRecord& record) = 0;
+  // A chunked run's row (EncodePipelineOptions::chunks), in place of row():
+  // a record's chunks come one after another, in order.
+  virtual void chunk_row(const InputRecord& record, const ChunkRow& chunk, const float* values);
 };
 
 // Busy and blocked time of one stage, in seconds.
@@ -98,6 +103,7 @@ struct PipelineProgress {
 struct PipelineStats {
   uint64_t records = 0;      // records seen in the input (all tasks)
   uint64_t texts = 0;        // rows handed to the sink
+  uint64_t chunked_records = 0;  // chunked runs: records whose rows were handed to the sink
   uint64_t tokens = 0, truncated = 0, replaced_utf8 = 0;
   uint64_t skipped = 0;      // bad records handed to the sink
   uint64_t other_tasks = 0;  // records belonging to other tasks

@@ -80,7 +80,7 @@ ShardWriter::ShardWriter(fs::path dir, DType dtype, int64_t dims, uint64_t shard
 ShardWriter::~ShardWriter() = default;
 
 void ShardWriter::add_row(uint64_t record, std::string_view id_json, const float* values,
-                          const RowCounts& counts) {
+                          const RowCounts& counts, bool record_ends) {
   if (!open_) {
     open_ = std::make_unique<OpenShard>(dir_, committed_.shards.size());
     open_->first_record = record;
@@ -107,7 +107,7 @@ void ShardWriter::add_row(uint64_t record, std::string_view id_json, const float
   open_->tokens += counts.tokens;
   open_->truncated += counts.truncated ? 1 : 0;
   open_->replaced_utf8 += counts.replaced_utf8;
-  if (open_->rows == shard_size_) commit(record + 1, /*complete=*/false);
+  if (record_ends && open_->rows >= shard_size_) commit(record + 1, /*complete=*/false);
 }
 
 void ShardWriter::add_error(std::string_view line) {

@@ -60,8 +60,12 @@ class ShardWriter {
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   // The next output row: its record number, id (JSON text; "" = the record
-  // number) and `dims` floats. Commits the shard when it is full.
-  void add_row(uint64_t record, std::string_view id_json, const float* values, const RowCounts& counts);
+  // number) and `dims` floats. Commits the shard when it is full at a
+  // record's last row: a chunked record's rows (record_ends false but for
+  // its last) stay in one shard, which may pass the shard size by them, so
+  // that a commit always accounts for whole records.
+  void add_row(uint64_t record, std::string_view id_json, const float* values, const RowCounts& counts,
+               bool record_ends = true);
   // One line for errors.jsonl (without newline); written at the next commit.
   void add_error(std::string_view line);
   // Commits what is left and marks the output complete; `records` is the

@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/file_util.h"
 #include "support/fixtures.h"
@@ -22,6 +23,31 @@ inline std::filesystem::path fortunes_prefix(const std::string& scratch, size_t 
   std::ofstream out(path);
   std::string line;
   for (size_t i = 0; i < n && std::getline(in, line); ++i) out << line << '\n';
+  return path;
+}
+
+// Long documents for chunking: fortunes joined `per_doc` at a time, a
+// blank line after every fourth (paragraphs), as texts.
+inline std::vector<std::string> long_documents(size_t docs, size_t per_doc) {
+  std::ifstream in(fixture("corpus/fortunes-multilingual.jsonl"));
+  std::vector<std::string> out;
+  std::string line, doc;
+  size_t n = 0;
+  while (out.size() < docs && std::getline(in, line)) {
+    doc += (doc.empty() ? "" : (n % 4 == 0 ? "\n\n" : " ")) + nlohmann::json::parse(line)["text"].get<std::string>();
+    if (++n % per_doc == 0) {
+      out.push_back(doc);
+      doc.clear();
+    }
+  }
+  return out;
+}
+
+// Texts as JSONL ({"text": ...}) in a fresh scratch folder `scratch`.
+inline std::filesystem::path texts_file(const std::string& scratch, const std::vector<std::string>& texts) {
+  const std::filesystem::path path = scratch_dir(scratch) / "texts.jsonl";
+  std::ofstream out(path);
+  for (const std::string& t : texts) out << nlohmann::json{{"text", t}}.dump() << '\n';
   return path;
 }
 
