@@ -85,6 +85,7 @@ class Model {
   int64_t max_length() const { return s_.text.max_length; }
   std::string architecture() const;
   std::string pooling_name() const;
+  PoolingMode pooling() const { return pooling_; }
   bool normalize() const { return st().present && st().normalize; }
   std::string device() const { return s_.device_name; }
   std::string dtype() const;

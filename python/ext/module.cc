@@ -17,6 +17,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "pipeline/chunked_requests.h"
 #include "errors.h"
 #include "jobs.h"
 #include "model.h"
@@ -199,6 +200,79 @@ nb::tuple encode(Model& model, nb::list texts, const std::string& product, const
   return to_numpy(std::move(c), ro.product, n);
 }
 
+template <typename T>
+T word_of(const std::string& what, const std::string& word, std::initializer_list<std::pair<const char*, T>> words) {
+  std::string list;  // "a, b, c or d"
+  size_t i = 0;
+  for (const auto& [name, value] : words) {
+    if (word == name) return value;
+    list += std::string(i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + name;
+    ++i;
+  }
+  throw Error(Errc::invalid_argument, what + " \"" + word + "\": expected " + list);
+}
+
+// Model.encode(chunk_tokens=...): the texts cut as `stoke embed
+// --chunk-tokens` cuts them, sent as ids through the batcher, and the rows
+// with their spans: (rows (n, width) f32, spans (n, 9) int64 — text, chunk,
+// chunks, then token, byte and character [begin, end) — , owner).
+nb::tuple encode_chunks(Model& model, nb::list texts, const std::string& prompt, int64_t chunk_tokens,
+                        int64_t chunk_overlap, const std::string& boundary, bool late, const std::string& pool,
+                        int64_t batch_tokens, int64_t batch_size, nb::object on_progress) {
+  ChunkOptions o;
+  o.settings.tokens = chunk_tokens;
+  o.settings.overlap = chunk_overlap;
+  o.settings.boundary = word_of<ChunkBoundary>("chunk_boundary", boundary,
+                                               {{"none", ChunkBoundary::none},
+                                                {"word", ChunkBoundary::word},
+                                                {"sentence", ChunkBoundary::sentence},
+                                                {"paragraph", ChunkBoundary::paragraph}});
+  o.late = late;
+  o.pool = word_of<ChunkPooling>("pool_chunks", pool,
+                                 {{"none", ChunkPooling::none}, {"mean", ChunkPooling::mean}, {"max", ChunkPooling::max}});
+  std::vector<BatchItem> given = items_of(texts, "sentences", false);
+  std::vector<std::string> strings;
+  strings.reserve(given.size());
+  for (BatchItem& it : given) strings.push_back(std::move(it.text));
+  const ModelSession& s = model.session();
+  ChunkedItems chunked;
+  {
+    nb::gil_scoped_release nogil;
+    chunked = chunk_items(*s.text.tokenizer, s.encoder, model.pooling(), strings, o, prompt,
+                          static_cast<size_t>(model.max_length()));
+  }
+  BatchRequestOptions ro;
+  ro.product = chunked.product;
+  std::vector<BatchItem> items = std::move(chunked.items);
+  chunked.items.clear();
+  Collected c = run_requests(model, std::move(items), ro, BatchShape{batch_tokens, batch_size}, on_progress);
+  if (chunked.rows.empty()) c.width = ro.product == BatchProduct::tokens ? model.hidden_size() : model.dimension();
+  ChunkedRows rows = chunk_rows(chunked, c.values, c.width, c.row_offsets, model.normalize());
+  const size_t n = rows.rows.size();
+  auto* spans = new std::vector<int64_t>(n * 9);
+  for (size_t r = 0; r < n; ++r) {
+    const ChunkRow& row = rows.rows[r];
+    const int64_t v[9] = {rows.row_text[r],
+                          row.pooled ? 0 : row.index,
+                          row.count,
+                          row.span.token_begin,
+                          row.span.token_end,
+                          static_cast<int64_t>(row.span.byte_begin),
+                          static_cast<int64_t>(row.span.byte_end),
+                          static_cast<int64_t>(row.span.char_begin),
+                          static_cast<int64_t>(row.span.char_end)};
+    std::copy(v, v + 9, spans->begin() + static_cast<std::ptrdiff_t>(r * 9));
+  }
+  nb::capsule spans_owner(spans, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+  using Spans = nb::ndarray<nb::numpy, int64_t, nb::ndim<2>, nb::c_contig>;
+  Collected out;
+  out.values = std::move(rows.values);
+  out.width = rows.width;
+  nb::tuple arr = to_numpy(std::move(out), BatchProduct::pooled, n);
+  return nb::make_tuple(arr[0], nb::cast(Spans(spans->data(), {n, size_t{9}}, spans_owner), nb::rv_policy::reference),
+                        arr[1]);
+}
+
 nb::dict tokenize(const Model& model, nb::list texts) {
   std::vector<BatchItem> items = items_of(texts, "texts", true);
   std::vector<Encoding> enc;
@@ -275,6 +349,9 @@ NB_MODULE(_stoke, m) {
       .def("resolve_prompt", &Model::resolve_prompt, "prompt"_a = nb::none(), "prompt_name"_a = nb::none())
       .def("encode", &encode, "texts"_a, "product"_a = "pooled", "prompt"_a = "", "batch_tokens"_a = 16384,
            "batch_size"_a = 256, "on_progress"_a = nb::none())
+      .def("encode_chunks", &encode_chunks, "texts"_a, "prompt"_a, "chunk_tokens"_a, "chunk_overlap"_a = 0,
+           "chunk_boundary"_a = "none", "late_chunking"_a = false, "pool_chunks"_a = "none",
+           "batch_tokens"_a = 16384, "batch_size"_a = 256, "on_progress"_a = nb::none())
       .def("tokenize", &tokenize, "texts"_a);
 
   register_jobs(m);

@@ -338,7 +338,7 @@ class Pipeline {
           for (size_t k = u; k < end; ++k) sink_.chunk_row(rec, w.chunks[k], w.rows.data() + k * W);
           stats_.texts += end - u;
         } else {
-          pool_rows(w.rows.data() + u * W, end - u, pooled.data());
+          pool_chunk_rows(w.rows.data() + u * W, end - u, width_, opt_.chunks.pool, opt_.normalize, pooled.data());
           ChunkRow row;
           row.count = static_cast<uint32_t>(end - u);
           row.span = {w.chunks[u].span.token_begin, w.chunks[end - 1].span.token_end, w.chunks[u].span.byte_begin,
@@ -358,26 +358,6 @@ class Pipeline {
     stats_.windows++;
     stats_.write.busy += since(t0);
     report_progress();
-  }
-
-  // --pool-chunks: n rows into one (mean or max per column, then
-  // L2-normalized when the rows are), in double.
-  void pool_rows(const float* rows, size_t n, float* out) const {
-    const auto W = static_cast<size_t>(width_);
-    for (size_t c = 0; c < W; ++c) {
-      double acc = opt_.chunks.pool == ChunkPooling::max ? rows[c] : 0.0;
-      for (size_t r = 0; r < n; ++r) {
-        const double v = rows[r * W + c];
-        acc = opt_.chunks.pool == ChunkPooling::max ? std::max(acc, v) : acc + v;
-      }
-      out[c] = static_cast<float>(opt_.chunks.pool == ChunkPooling::max ? acc : acc / static_cast<double>(n));
-    }
-    if (!opt_.normalize) return;
-    double norm = 0;
-    for (size_t c = 0; c < W; ++c) norm += static_cast<double>(out[c]) * out[c];
-    norm = std::sqrt(norm);
-    if (norm > 0)
-      for (size_t c = 0; c < W; ++c) out[c] = static_cast<float>(out[c] / norm);
   }
 
   // each_batch(members, ordinal) for the window's batches, in the order they run.

@@ -1,6 +1,7 @@
 #include "pipeline/text_chunks.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -117,6 +118,24 @@ TextChunks chunk_text(const Tokenizer& tok, const ChunkOptions& o, std::string_v
     }
   }
   return out;
+}
+
+void pool_chunk_rows(const float* rows, size_t n, int64_t width, ChunkPooling mode, bool normalize, float* out) {
+  const auto W = static_cast<size_t>(width);
+  for (size_t c = 0; c < W; ++c) {
+    double acc = mode == ChunkPooling::max ? rows[c] : 0.0;
+    for (size_t r = 0; r < n; ++r) {
+      const double v = rows[r * W + c];
+      acc = mode == ChunkPooling::max ? std::max(acc, v) : acc + v;
+    }
+    out[c] = static_cast<float>(mode == ChunkPooling::max ? acc : acc / static_cast<double>(n));
+  }
+  if (!normalize) return;
+  double norm = 0;
+  for (size_t c = 0; c < W; ++c) norm += static_cast<double>(out[c]) * out[c];
+  norm = std::sqrt(norm);
+  if (norm > 0)
+    for (size_t c = 0; c < W; ++c) out[c] = static_cast<float>(out[c] / norm);
 }
 
 }  // namespace stoke

@@ -65,4 +65,8 @@ TextChunks chunk_text(const Tokenizer& tokenizer, const ChunkOptions& options, s
 void check_chunks_fit(const Tokenizer& tokenizer, const ChunkOptions& options, std::string_view prompt,
                       size_t max_length);
 
+// --pool-chunks: n rows of `width` into one (mean or max per column, in
+// double), then L2-normalized when `normalize`.
+void pool_chunk_rows(const float* rows, size_t n, int64_t width, ChunkPooling mode, bool normalize, float* out);
+
 }  // namespace stoke

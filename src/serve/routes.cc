@@ -31,7 +31,7 @@ struct Route {
 // Every route; the kind of model decides which of them answer 200.
 constexpr Route kRoutes[] = {
     {"/", Method::post, Api::tei},          {"/embed", Method::post, Api::tei},
-    {"/embed_all", Method::post, Api::tei}, {"/predict", Method::post, Api::tei},
+    {"/embed_all", Method::post, Api::tei}, {"/embed_chunks", Method::post, Api::tei}, {"/predict", Method::post, Api::tei},
     {"/rerank", Method::post, Api::tei},    {"/tokenize", Method::post, Api::tei},
     {"/health", Method::get, Api::tei},     {"/info", Method::get, Api::tei},
     {"/metrics", Method::get, Api::tei},    {"/v1/embeddings", Method::post, Api::openai},
@@ -272,9 +272,10 @@ void Router::handle(HttpRequest& request, std::shared_ptr<Exchange> exchange) {
       if (kind == ModelKind::classifier) return tei_predict(*call);
       return tei_rerank(*call);
     }
-    if (path == "/embed" || path == "/embed_all" || path == "/v1/embeddings") {
+    if (path == "/embed" || path == "/embed_all" || path == "/embed_chunks" || path == "/v1/embeddings") {
       if (kind != ModelKind::embedding) throw wrong_kind(model_, "an embedding model");
       if (path == "/v1/embeddings") return openai_embeddings(*call);
+      if (path == "/embed_chunks") return stoke_embed_chunks(*call);
       return tei_embed(*call, path == "/embed_all");
     }
     if (path == "/predict") {

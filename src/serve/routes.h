@@ -101,6 +101,8 @@ void tei_predict(Call& call);                 // /predict
 void tei_rerank(Call& call);                  // /rerank
 void tei_tokenize(Call& call);                // /tokenize
 std::string tei_info(Router& router);         // /info
+// chunks_api.cc
+void stoke_embed_chunks(Call& call);          // /embed_chunks (stoke's own: long texts as chunks with spans)
 // openai_api.cc
 void openai_embeddings(Call& call);           // /v1/embeddings
 std::string openai_models(Router& router);    // /v1/models

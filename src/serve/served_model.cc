@@ -72,6 +72,7 @@ ServedModel::ServedModel(const ServeOptions& o, Trace* trace, std::function<void
   bo.encode.truncate = true;
   if (st.pooling) {
     bo.pooling = pooling_mode(*st.pooling);
+    pooling_ = bo.pooling;
     pooling_name_ = std::string(stoke::pooling_name(*st.pooling));
   }
   normalizes_ = st.present && st.normalize;

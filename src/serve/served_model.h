@@ -45,6 +45,7 @@ class ServedModel {
   const std::vector<std::string>& labels() const { return session_.encoder.config.id2label; }
   ScoreHead score_head() const { return head_; }
   const std::string& pooling_name() const { return pooling_name_; }
+  PoolingMode pooling() const { return pooling_; }
   int tokenizer_workers() const { return workers_; }
   bool model_normalizes() const { return normalizes_; }
   // The precision the model runs in, as --precision names it: "f32", "bf16",
@@ -64,6 +65,7 @@ class ServedModel {
   std::string name_;
   ModelSession session_;
   std::string pooling_name_ = "mean";
+  PoolingMode pooling_ = PoolingMode::mean;
   bool normalizes_ = false;
   int workers_ = 1;
   ScoreHead head_ = ScoreHead::softmax;

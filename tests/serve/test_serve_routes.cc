@@ -173,6 +173,54 @@ TEST_F(ServeEmbedding, EmbedAllTokenRowsMeanPoolToEmbed) {
   }
 }
 
+// /embed_chunks: each text's chunks and spans, the rows and ids lines
+// `stoke embed --chunk-tokens` writes for the same texts (plain and late).
+TEST_F(ServeEmbedding, EmbedChunksMatchesStokeEmbedChunks) {
+  std::vector<std::string> texts;
+  const std::vector<std::string> golden = golden_texts();
+  for (size_t i = 0; i + 6 <= golden.size() && texts.size() < 4; i += 6) {
+    std::string doc;
+    for (size_t k = i; k < i + 6; ++k) doc += (doc.empty() ? "" : ". ") + golden[k];
+    texts.push_back(doc);
+  }
+  const std::string m = model_dir("tiny-bert");
+  Client c(server_->port());
+  for (const bool late : {false, true}) {
+    const std::string flags = std::string("--chunk-tokens 24 --chunk-overlap 4 --chunk-boundary word") +
+                              (late ? " --late-chunking" : "");
+    const auto want = offline_embeddings(texts, m, flags, late ? "chunks-late" : "chunks");
+    const std::string body = "{\"inputs\":" + texts_json(texts, 0, texts.size()) +
+                             ",\"chunk_tokens\":24,\"chunk_overlap\":4,\"chunk_boundary\":\"word\"" +
+                             (late ? ",\"late_chunking\":true" : "") + "}";
+    const Reply r = c.post("/embed_chunks", body);
+    ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
+    const json j = r.parsed();
+    ASSERT_EQ(j.size(), texts.size());
+    std::vector<std::vector<float>> got;
+    for (size_t i = 0; i < j.size(); ++i) {
+      EXPECT_EQ(j[i]["index"], i);
+      for (const json& chunk : j[i]["chunks"]) {
+        got.push_back(json_floats(chunk["embedding"]));
+        const auto b = chunk["bytes"][0].get<size_t>(), e = chunk["bytes"][1].get<size_t>();
+        EXPECT_LE(e, texts[i].size());
+        EXPECT_LE(chunk["tokens"][1].get<int>() - chunk["tokens"][0].get<int>(), 24);
+        EXPECT_LE(b, e);
+      }
+    }
+    expect_rows_match(got, want, late ? "/embed_chunks late" : "/embed_chunks");
+  }
+  // Bad requests name the field.
+  Reply r = c.post("/embed_chunks", "{\"inputs\":[\"a b c\"]}");
+  EXPECT_EQ(r.status, 422);
+  EXPECT_NE(r.body.find("chunk_tokens: required"), std::string::npos) << r.body;
+  r = c.post("/embed_chunks", "{\"inputs\":[\"a b c\"],\"chunk_tokens\":500}");
+  EXPECT_EQ(r.status, 422);
+  EXPECT_NE(r.body.find("more than the max length 128"), std::string::npos) << r.body;
+  r = c.post("/embed_chunks", "{\"inputs\":[\"a b c\"],\"chunk_tokens\":8,\"chunk_boundary\":\"clause\"}");
+  EXPECT_EQ(r.status, 422);
+  EXPECT_NE(r.body.find("expected none, word, sentence or paragraph"), std::string::npos) << r.body;
+}
+
 TEST_F(ServeEmbedding, InfoModelsHealthMetrics) {
   Client c(server_->port());
   const Reply info = c.get("/info");

@@ -18,6 +18,12 @@ Pair = Tuple[str, str]
 # encode's rows equal embed's bit for bit.
 DEFAULT_BATCH_TOKENS = 16384
 DEFAULT_BATCH_SIZE = 256
+# One row's span (Model.encode(chunk_tokens=...)): its text, its place among
+# the text's chunks, and [start, end) in tokens, UTF-8 bytes and characters.
+CHUNK_SPAN_DTYPE = np.dtype(
+    [(name, np.int64) for name in ("text", "chunk", "chunks", "token_start", "token_end", "byte_start", "byte_end",
+                                   "char_start", "char_end")]
+)
 
 
 def _texts_of(sentences: Any, name: str) -> Tuple[List[Any], bool]:
@@ -173,7 +179,12 @@ class Model:
         normalize_embeddings: bool = False,
         truncate_dim: Optional[int] = None,
         batch_tokens: Optional[int] = None,
-    ) -> Union[np.ndarray, List[np.ndarray], Any]:
+        chunk_tokens: Optional[int] = None,
+        chunk_overlap: int = 0,
+        chunk_boundary: str = "none",
+        late_chunking: bool = False,
+        pool_chunks: Optional[str] = None,
+    ) -> Union[np.ndarray, List[np.ndarray], Tuple[np.ndarray, np.ndarray], Any]:
         """Sentence vectors of `sentences`, in input order, as SentenceTransformer.encode makes them.
 
         Args:
@@ -195,6 +206,21 @@ class Model:
                 Normalize module always applies, before the cut).
             truncate_dim: keep the first `truncate_dim` dimensions (Matryoshka models).
             batch_tokens: tokens per batch at most (None: 16,384, `stoke embed`'s).
+            chunk_tokens: cut each text's tokens into chunks of at most this many, each a
+                row of its own, as `stoke embed --chunk-tokens` does (docs/pipeline.md "Long
+                documents"); texts are then never truncated. Returns (embeddings, spans):
+                spans is a numpy structured array, one record per row, with fields text,
+                chunk, chunks, token_start, token_end, byte_start, byte_end, char_start,
+                char_end (``sentences[s["text"]][s["char_start"]:s["char_end"]]`` is the
+                chunk's text).
+            chunk_overlap: tokens two neighbouring chunks share (below chunk_tokens).
+            chunk_boundary: "none", "word", "sentence" or "paragraph": each cut moves back
+                to the last such end inside the chunk when there is one.
+            late_chunking: run each text whole and pool each chunk's token states from that
+                one pass (models without Dense modules; `stoke embed --late-chunking` runs
+                every model).
+            pool_chunks: "mean" or "max": one row per text instead, its chunks' rows pooled
+                (then normalized as the model's rows are); returns embeddings only, (n, d).
 
         The rows equal `stoke embed`'s bit for bit for the same texts and settings
         (same batches). float32 results are numpy views of the buffer stoke filled:
@@ -222,12 +248,23 @@ class Model:
         tokens = output_value == "token_embeddings"
         if tokens and precision != "float32":
             raise ValueError(f'precision "{precision}": token embeddings are float32 only')
-        result, _owner = self._run(texts, "tokens" if tokens else "pooled", self._model.resolve_prompt(prompt, prompt_name),
-                                   batch_size, batch_tokens, show_progress_bar, "encode")
-        if tokens:
-            return result[0] if single else result
-
-        emb = result
+        spans = None
+        if chunk_tokens is not None:
+            if tokens:
+                raise ValueError("chunk_tokens: token embeddings are not chunked; ask for sentence_embedding")
+            emb, spans = self._run_chunks(texts, self._model.resolve_prompt(prompt, prompt_name), chunk_tokens,
+                                          chunk_overlap, chunk_boundary, late_chunking, pool_chunks, batch_size,
+                                          batch_tokens, show_progress_bar)
+            single = single and pool_chunks is not None  # a text's chunks are rows even for one text
+        else:
+            if late_chunking or pool_chunks is not None or chunk_overlap or chunk_boundary != "none":
+                raise ValueError("late_chunking, pool_chunks, chunk_overlap and chunk_boundary need chunk_tokens")
+            result, _owner = self._run(texts, "tokens" if tokens else "pooled",
+                                       self._model.resolve_prompt(prompt, prompt_name), batch_size, batch_tokens,
+                                       show_progress_bar, "encode")
+            if tokens:
+                return result[0] if single else result
+            emb = result
         if truncate_dim is not None:
             emb = emb[:, :truncate_dim]  # a view: sentence-transformers cuts after the model's Normalize
         if normalize_embeddings:
@@ -242,8 +279,33 @@ class Model:
             return out[0] if single else out
         if not convert_to_numpy:
             rows = list(emb)
-            return rows[0] if single else rows
-        return emb[0] if single else emb
+            emb = rows[0] if single else rows
+        elif single:
+            emb = emb[0]
+        return emb if spans is None else (emb, spans)
+
+    def _run_chunks(self, texts, prompt, chunk_tokens, chunk_overlap, chunk_boundary, late_chunking, pool_chunks,
+                    batch_size, batch_tokens, show_progress_bar):
+        progress = _Progress(len(texts), "encode") if show_progress_bar else None
+        try:
+            emb, spans, _owner = self._model.encode_chunks(
+                texts,
+                prompt,
+                chunk_tokens,
+                chunk_overlap,
+                chunk_boundary,
+                late_chunking,
+                "none" if pool_chunks is None else pool_chunks,
+                DEFAULT_BATCH_TOKENS if batch_tokens is None else batch_tokens,
+                DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
+                progress,
+            )
+        finally:
+            if progress is not None:
+                progress.close()
+        if pool_chunks is not None:
+            return emb, None
+        return emb, spans.view(CHUNK_SPAN_DTYPE).reshape(-1)
 
     def _run(self, texts, product, prompt, batch_size, batch_tokens, show_progress_bar, what):
         progress = _Progress(len(texts), what) if show_progress_bar else None

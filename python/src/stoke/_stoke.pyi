@@ -61,6 +61,19 @@ class Model:
         batch_size: int = 256,
         on_progress: Optional[Callable[[int], None]] = None,
     ) -> Tuple[Union[np.ndarray, List[np.ndarray]], RowBuffer]: ...
+    def encode_chunks(
+        self,
+        texts: List[str],
+        prompt: str,
+        chunk_tokens: int,
+        chunk_overlap: int = 0,
+        chunk_boundary: str = "none",
+        late_chunking: bool = False,
+        pool_chunks: str = "none",
+        batch_tokens: int = 16384,
+        batch_size: int = 256,
+        on_progress: Optional[Callable[[int], None]] = None,
+    ) -> Tuple[np.ndarray, np.ndarray, RowBuffer]: ...
     def tokenize(self, texts: List[Union[str, Tuple[str, str]]]) -> Dict[str, np.ndarray]: ...
 
 def embed_job(model: str, input: str, output: str, flags: Dict[str, object]) -> Dict[str, object]: ...
