@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
@@ -137,6 +138,41 @@ TEST_F(EmbedChunks, VerifyCatchesALostChunk) {
   std::string err;
   EXPECT_NE(run("verify " + out.string(), &err), 0);
   EXPECT_NE(err.find("does not follow the line before it"), std::string::npos) << err;
+}
+
+// --partition files without --id-field: each chunk's line names its file
+// and record there, so no two tasks write the same id; verify takes the
+// tasks together.
+TEST(EmbedChunkTasks, PartitionFilesChunkIdsAreUniqueAndVerify) {
+  const fs::path dir = test::scratch_dir("cli-chunks-partition");
+  fs::create_directories(dir / "parts");
+  const auto& docs = documents();
+  for (size_t f = 0; f < 3; ++f) {
+    std::ofstream out(dir / "parts" / ("part-" + std::to_string(f) + ".jsonl"));
+    for (size_t i = f; i < 12; i += 3) out << json{{"text", docs[i]}}.dump() << '\n';
+  }
+  std::set<std::string> ids;
+  std::string folders;
+  size_t rows = 0;
+  for (int task = 0; task < 2; ++task) {
+    const fs::path out = dir / ("task-" + std::to_string(task));
+    folders += " " + out.string();
+    std::string err;
+    ASSERT_EQ(run(embed_args(dir / "parts", out, "--partition files --num-shards 2 --shard-index " +
+                                                     std::to_string(task)),
+                  &err),
+              0)
+        << err;
+    for (const json& l : ids_lines(out)) {
+      ASSERT_TRUE(l.contains("file") && l.contains("record") && l.contains("chunk")) << l.dump();
+      EXPECT_TRUE(ids.insert(l["file"].get<std::string>() + "/" + l["record"].dump() + "/" + l["chunk"].dump()).second)
+          << "two rows with " << l.dump();
+      ++rows;
+    }
+  }
+  std::string err;
+  EXPECT_EQ(run("verify" + folders, &err), 0) << err;
+  EXPECT_EQ(ids.size(), rows);
 }
 
 TEST(EmbedChunkFlags, MisusedFlagsAreRefusedNamingWhy) {
