@@ -14,6 +14,7 @@ packages=(
   ca-certificates   # Debian's pip (in every venv) checks PyPI against the system's CA bundle
   libopenmpi-dev openmpi-bin   # data-parallel training (optional at build time; its tests skip without mpirun)
   chromium   # test_html_report renders the doctor's HTML report headless (skipped without it)
+  python3-numpy python3-scipy   # test_output_shards reads the CSR / ragged shards back with numpy + scipy (skipped without)
   # The Slurm test (scripts/slurm/test-array.sh, ~1 minute) runs a single-node
   # cluster from these; the Kubernetes manifests are parsed with PyYAML.
   # Both tests skip themselves where the packages are missing.

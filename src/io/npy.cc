@@ -1,6 +1,8 @@
 #include "io/npy.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -10,11 +12,24 @@
 
 namespace stoke {
 
-std::string npy_header(DType dtype, int64_t rows, int64_t cols, size_t min_bytes) {
-  const char* descr = dtype == DType::f32 ? "<f4" : dtype == DType::f16 ? "<f2" : nullptr;
-  if (!descr) throw Error(Errc::invalid_argument, "npy: only float32 and float16 arrays are written");
-  std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" +
-                     std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+const char* npy_descr(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "<f4";
+    case DType::f16: return "<f2";
+    case DType::i32: return "<i4";
+    case DType::i64: return "<i8";
+    default: return nullptr;
+  }
+}
+
+std::string npy_header(DType dtype, std::span<const int64_t> shape, size_t min_bytes) {
+  const char* descr = npy_descr(dtype);
+  if (!descr) throw Error(Errc::invalid_argument, "npy: only float32, float16, int32 and int64 arrays are written");
+  // numpy's spelling of a shape tuple: "(n,)" for one dimension, "(a, b)" otherwise.
+  std::string dims;
+  for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
+  if (shape.size() == 1) dims += ",";
+  std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
   // magic (6) + version (2) + length (2) + dict + padding + '\n' = multiple of 64,
   // so the data is aligned for memory mapping.
   const size_t unpadded = 10 + dict.size() + 1;
@@ -28,6 +43,13 @@ std::string npy_header(DType dtype, int64_t rows, int64_t cols, size_t min_bytes
   header.push_back(static_cast<char>(len & 0xFF));
   header.push_back(static_cast<char>(len >> 8));
   return header + dict;
+}
+
+std::string npy_header(DType dtype, int64_t rows, int64_t cols, size_t min_bytes) {
+  if (dtype != DType::f32 && dtype != DType::f16)
+    throw Error(Errc::invalid_argument, "npy: only float32 and float16 arrays are written");
+  const int64_t shape[] = {rows, cols};
+  return npy_header(dtype, shape, min_bytes);
 }
 
 void write_npy(const std::filesystem::path& path, DType dtype, int64_t rows, int64_t cols,
@@ -228,6 +250,51 @@ size_t npy_descr_itemsize(std::string_view descr) {
     n = n * 10 + static_cast<size_t>(c - '0');
   }
   return n;
+}
+
+int64_t NpyArray::numel() const {
+  int64_t n = 1;
+  for (int64_t d : header.shape) n *= d;
+  return n;
+}
+
+NpyArray read_npy(const std::filesystem::path& path) {
+  NpyArray a;
+  a.header = read_npy_header(path);
+  const std::string label = path.string();
+  if (a.header.fortran_order) throw Error(Errc::format, label + ": Fortran-order arrays are not read");
+  const size_t item = npy_descr_itemsize(a.header.descr);
+  if (item == 0) throw Error(Errc::format, label + ": unknown dtype '" + a.header.descr + "'");
+  // The element count, checked against the file before anything is allocated.
+  std::error_code ec;
+  const uint64_t file_size = std::filesystem::file_size(path, ec);
+  if (ec) throw Error(Errc::io, label + ": cannot stat: " + ec.message());
+  const uint64_t room = file_size - std::min<uint64_t>(file_size, a.header.data_offset);
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (int64_t d : a.header.shape) {
+    const auto u = static_cast<uint64_t>(d);
+    if (u == 0) {
+      numel = 0;
+      overflow = false;
+      break;
+    }
+    if (numel > UINT64_MAX / u) overflow = true;
+    else numel *= u;
+  }
+  if (overflow || numel > room / item)
+    throw Error(Errc::format, label + ": the header's shape needs more data than the file's " + std::to_string(room) +
+                                  " bytes after the header");
+  if (numel * item != room)
+    throw Error(Errc::format, label + ": the header's shape needs " + std::to_string(numel * item) +
+                                  " data bytes, the file has " + std::to_string(room) + " after the header");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(Errc::io, label + ": cannot open: " + std::strerror(errno));
+  in.seekg(static_cast<std::streamoff>(a.header.data_offset));
+  a.data.resize(static_cast<size_t>(room));
+  in.read(reinterpret_cast<char*>(a.data.data()), static_cast<std::streamsize>(room));
+  if (static_cast<uint64_t>(in.gcount()) != room) throw Error(Errc::io, label + ": short read");
+  return a;
 }
 
 }  // namespace stoke

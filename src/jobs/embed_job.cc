@@ -28,6 +28,8 @@
 #include "jobs/model_session.h"
 #include "jobs/model_source_record.h"
 #include "jobs/task_environment.h"
+#include "model/m3_heads.h"
+#include "model/m3_outputs.h"
 #include "model/pooling_mode.h"
 #include "core/stop_request.h"
 #include "pipeline/batch_journal.h"
@@ -79,6 +81,12 @@ class ShardSink : public RowSink {
     const RowCounts counts{encoding.ids.size(), encoding.truncated, record.replaced_utf8};
     if (id_names_.empty() || !record.id_json.empty()) return writer_.add_row(record.index, record.id_json, values, counts);
     writer_.add_row(record.index, file_record_id(record).dump(), values, counts);
+  }
+  void row_with_extras(const InputRecord& record, const Encoding& encoding, const float* values,
+                       const RowExtras& extras) override {
+    const RowCounts counts{encoding.ids.size(), encoding.truncated, record.replaced_utf8};
+    const std::string id = id_names_.empty() || !record.id_json.empty() ? record.id_json : file_record_id(record).dump();
+    writer_.add_row(record.index, id, values, counts, true, &extras);
   }
   // A chunk's ids line (docs/output-format.md "Chunked runs"): the record's
   // id as an unchunked row has it, then where the chunk is in its text. A
@@ -311,6 +319,26 @@ VectorSettings vector_settings(const EmbedOptions& o, const SentenceTransformers
   return v;
 }
 
+// --outputs sparse / colbert: bge-m3's heads from the model folder
+// (model/m3_heads.h), each refused by name when the folder lacks it.
+void load_output_heads(const EmbedOptions& o, ModelSession& s) {
+  if (!o.outputs.dense && !o.outputs.sparse && !o.outputs.colbert)
+    throw Error(Errc::invalid_argument, "--outputs: name at least one of dense, sparse, colbert");
+  if (!o.outputs.sparse && !o.outputs.colbert) return;
+  if (o.chunks.on())
+    throw Error(Errc::unsupported, "--outputs sparse/colbert with --chunk-tokens: not done yet; chunked runs give "
+                                   "dense rows (--outputs dense)");
+  const fs::path folder = s.text.folder.model_dir;
+  const M3HeadFiles files = find_m3_heads(folder);
+  if (o.outputs.sparse && !files.sparse)
+    throw Error(Errc::invalid_argument, "--outputs sparse: " + folder.string() + " has no " + kSparseHeadFile +
+                                            " (bge-m3's lexical-weight head); this model gives dense rows only");
+  if (o.outputs.colbert && !files.colbert)
+    throw Error(Errc::invalid_argument, "--outputs colbert: " + folder.string() + " has no " + kColbertHeadFile +
+                                            " (bge-m3's multi-vector head); this model gives dense rows only");
+  load_m3_heads(s.encoder, folder, *s.backend);
+}
+
 // Late chunking pools each chunk's tokens from a pass over the whole
 // document: a causal model's tokens see only what is before them, and
 // last-token pooling reads one token, so neither gives a chunk its context.
@@ -506,6 +534,21 @@ json embed_manifest(const EmbedOptions& o, const InputSet& in, const ModelSessio
   // What an ids line holds when it is not the record number or the
   // --id-field value (docs/output-format.md): written only then.
   if (!file_id_names(o, in).empty()) m["ids"] = "file_record";
+  // Written only when a row gives more than its dense vector (identity fields).
+  if (!o.outputs.only_dense()) {
+    json outputs = {{"dense", o.outputs.dense}};
+    if (o.outputs.sparse)
+      outputs["sparse"] = {{"head", kSparseHeadFile},
+                           {"head_sha256", sha256_file(s.text.folder.model_dir / kSparseHeadFile)},
+                           {"columns", s.text.tokenizer->vocab_size()},
+                           {"format", "csr"}};
+    if (o.outputs.colbert)
+      outputs["colbert"] = {{"head", kColbertHeadFile},
+                            {"head_sha256", sha256_file(s.text.folder.model_dir / kColbertHeadFile)},
+                            {"dim", s.encoder.m3.colbert_dim()},
+                            {"format", "ragged"}};
+    m["outputs"] = std::move(outputs);
+  }
   // Written only for chunked runs, so other manifests stay as they were.
   if (o.chunks.on())
     m["chunking"] = {{"tokens", o.chunks.settings.tokens},
@@ -702,11 +745,17 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   const FolderLock lock = FolderLock::acquire(out_dir, "embed");
 
   ModelSession s = open_model_session(o.common, /*need_classifier=*/false);
+  load_output_heads(o, s);
   JobThreads threads(*s.backend, own_trace.get(), trace, o.on_thread_start);
   JobGpuUsage gpu(s.device_name, trace);  // off (silently) unless cuda:N with NVML
   const VectorSettings v = vector_settings(o, s.text.folder.st);
   check_late_chunking(o, s, v);
   EncodePipelineOptions po = pipeline_options(o, in, s, v, trace, threads);
+  if (o.outputs.sparse || o.outputs.colbert) {
+    po.sparse = o.outputs.sparse;
+    po.colbert = o.outputs.colbert;
+    if (po.sparse) po.unused_ids = m3_unused_token_ids(s.text.folder.model_dir, *s.text.tokenizer);
+  }
   const int64_t dims = pipeline_row_width(s.encoder, po);
   json manifest = embed_manifest(o, in, s, v, po, dims, streamed, task.source);
 
@@ -725,8 +774,11 @@ EmbedSummary run_embed(const EmbedOptions& options) {
 
   const TaskShare share = in.files_partition ? TaskShare{1, 0} : TaskShare{o.num_shards, o.shard_index};
   // A stream cannot be resumed: nothing of its batches is worth keeping.
+  // The journal keeps fixed-width rows: with sparse / ColBERT outputs a stop keeps what shards committed.
   std::unique_ptr<BatchJournal> journal =
-      streamed ? nullptr : std::make_unique<BatchJournal>(out_dir, rows_identity(manifest, dims), dims, o.sort_window);
+      streamed || !o.outputs.only_dense()
+          ? nullptr
+          : std::make_unique<BatchJournal>(out_dir, rows_identity(manifest, dims), dims, o.sort_window);
   if (journal) {
     if (!journal->cleanup_note().empty()) summary.notes.push_back(journal->cleanup_note());
     if (const uint64_t found = journal->rows_kept_from(begin.committed.records); found > 0)
@@ -739,8 +791,11 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   // The first manifest before any work: the folder says from the start
   // which run it holds (and --resume finds its settings and kept batches).
   if (!streamed) write_manifest(begin.committed);
-  ShardWriter writer(out_dir, o.output_dtype, dims, o.shard_size,
-                     begin.committed, write_manifest);
+  ShardOutputs shard_outputs;
+  shard_outputs.dense = o.outputs.dense;
+  if (o.outputs.sparse) shard_outputs.sparse_columns = s.text.tokenizer->vocab_size();
+  if (o.outputs.colbert) shard_outputs.colbert_dim = s.encoder.m3.colbert_dim();
+  ShardWriter writer(out_dir, o.output_dtype, dims, o.shard_size, begin.committed, write_manifest, shard_outputs);
   ShardSink sink(writer,
                  in.several() ? po.input.paths
                               : std::vector<std::string>{o.common.input == "-" ? std::string("<stdin>") : o.common.input},

@@ -51,6 +51,12 @@ struct EmbedOptions {
   // --chunk-tokens N --chunk-overlap M --chunk-boundary B --late-chunking
   // --pool-chunks P (docs/pipeline.md "Long documents"): chunking is off at N = 0.
   ChunkOptions chunks;
+  // --outputs dense,sparse,colbert (any of them; default dense): bge-m3's
+  // lexical weights and ColBERT vectors from the same forward (docs/models.md).
+  struct Outputs {
+    bool dense = true, sparse = false, colbert = false;
+    bool only_dense() const { return dense && !sparse && !colbert; }
+  } outputs;
   // Set by doctor and tune, not by flags.
   double stop_after_seconds = 0;      // read records for this long, then finish what was read
   Trace* trace = nullptr;             // record into this trace (device spans included)

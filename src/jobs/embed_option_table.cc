@@ -2,6 +2,10 @@
 // options embed takes, then its own.
 #include "jobs/embed_job.h"
 
+#include <algorithm>
+
+#include "core/error.h"
+
 namespace stoke {
 
 namespace {
@@ -10,6 +14,46 @@ using O = EmbedOptions;
 
 // Task counts past any scheduler's (RELIABILITY 16: a number from a user is bounded).
 constexpr int64_t kMaxTasks = 1'000'000;
+
+// --outputs: a comma-separated subset of dense, sparse, colbert.
+Option<O> outputs_option() {
+  Option<O> o;
+  o.flag = "--outputs";
+  o.kind = OptionKind::text;
+  o.help = "What each row gives, from one forward pass: any of dense (the sentence vector), sparse (bge-m3's "
+           "lexical weights, CSR shards) and colbert (its multi-vectors, ragged shards), comma-separated";
+  o.accepted = "a comma-separated subset of dense, sparse, colbert";
+  o.type_name = "LIST";
+  o.set = [](O& opts, const std::string& text) {
+    O::Outputs out;
+    out.dense = false;
+    size_t begin = 0;
+    while (begin <= text.size()) {
+      const size_t end = std::min(text.find(',', begin), text.size());
+      const std::string word = text.substr(begin, end - begin);
+      if (word == "dense") {
+        out.dense = true;
+      } else if (word == "sparse") {
+        out.sparse = true;
+      } else if (word == "colbert") {
+        out.colbert = true;
+      } else {
+        throw Error(Errc::invalid_argument, "--outputs " + text + ": \"" + word +
+                                                "\" is not one of dense, sparse, colbert (comma-separated)");
+      }
+      begin = end + 1;
+    }
+    opts.outputs = out;
+  };
+  o.show = [](const O& opts) {
+    std::string s;
+    for (const auto& [on, name] : {std::pair{opts.outputs.dense, "dense"}, std::pair{opts.outputs.sparse, "sparse"},
+                                   std::pair{opts.outputs.colbert, "colbert"}})
+      if (on) s += (s.empty() ? "" : ",") + std::string(name);
+    return s;
+  };
+  return o;
+}
 
 // --shard-index / --num-shards: a number, or auto (from the scheduler's environment).
 Option<O> task_option(std::string flag, int64_t lo, int64_t hi, uint64_t O::*value, bool O::*automatic, std::string help) {
@@ -101,6 +145,7 @@ OptionTable<O> make_table() {
                      "How --num-shards splits the input: records (record r to task r mod N; every task reads the "
                      "whole input) or files (input file f, in sorted order, to task f mod N; a task reads only its "
                      "files)"));
+  add(outputs_option());
   // Long documents (docs/pipeline.md): identity fields of the manifest's "chunking".
   add(int_option<O>("--chunk-tokens", [](O& o) -> int64_t& { return o.chunks.settings.tokens; }, 0, 1 << 20,
                     "Cut each text's tokens into chunks of at most N, each a row with its span (0: one row per "

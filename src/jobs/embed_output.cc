@@ -11,6 +11,8 @@
 #include "core/sha256.h"
 #include "io/atomic_file.h"
 #include "io/folder_lock.h"
+#include "io/csr_shard.h"
+#include "io/ragged_shard.h"
 #include "pipeline/batch_journal.h"
 
 namespace stoke {
@@ -34,12 +36,25 @@ bool numbered(const std::string& name, std::string_view prefix, std::string_view
   return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// The sparse and ColBERT files of shard `i` (io/csr_shard.h, io/ragged_shard.h).
+std::vector<std::string> extra_shard_names(uint64_t i) {
+  const CsrShardFiles sparse = csr_shard_files(sparse_shard_stem(i));
+  const RaggedShardFiles colbert = ragged_shard_files(colbert_shard_stem(i));
+  return {sparse.indices, sparse.values, sparse.indptr, colbert.vectors, colbert.offsets};
+}
+
+bool is_extra_shard_name(const std::string& name) {
+  for (const char* suffix : {".indices.npy", ".values.npy", ".indptr.npy"})
+    if (numbered(name, "sparse-", suffix)) return true;
+  return numbered(name, "colbert-", ".npy") || numbered(name, "colbert-", ".offsets.npy");
+}
+
 // Names embed itself writes (docs/output-format.md) and its temp files: what
 // a resume may clear. A user's own .npy beside them is not among them.
 bool is_embed_name(const fs::path& p) {
   const std::string name = p.filename().string();
   return name == "manifest.json" || name == kErrorsFileName || is_temp_name(p) || is_partial_rows_name(p) ||
-         numbered(name, "embeddings-", ".npy") || numbered(name, "ids-", ".jsonl");
+         numbered(name, "embeddings-", ".npy") || numbered(name, "ids-", ".jsonl") || is_extra_shard_name(name);
 }
 
 std::vector<fs::path> files_where(const fs::path& dir, bool (*keep)(const fs::path&)) {
@@ -80,6 +95,7 @@ std::vector<fs::path> files_to_overwrite(const fs::path& dir, const std::string&
   for (uint64_t i = 0; i <= shards; ++i) {
     named.insert(embeddings_file_name(i));
     named.insert(ids_file_name(i));
+    for (const std::string& extra : extra_shard_names(i)) named.insert(extra);
   }
   std::vector<fs::path> remove;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -118,12 +134,15 @@ std::vector<std::string> differences(const json& previous, const json& now) {
 }
 
 bool shard_intact(const fs::path& dir, const ShardEntry& s, std::string* why) {
-  const fs::path npy = dir / embeddings_file_name(s.index), ids = dir / ids_file_name(s.index);
-  std::error_code ec;
-  if (!fs::is_regular_file(npy, ec)) return *why = npy.filename().string() + " is missing", false;
-  if (!fs::is_regular_file(ids, ec)) return *why = ids.filename().string() + " is missing", false;
-  if (sha256_file(npy) != s.embeddings_sha256) return *why = npy.filename().string() + " does not match its checksum", false;
-  if (sha256_file(ids) != s.ids_sha256) return *why = ids.filename().string() + " does not match its checksum", false;
+  // Every file with its checksum: embeddings (a run without dense rows has none), ids, the extras.
+  std::vector<ShardFile> files = s.files;
+  files.push_back({ids_file_name(s.index), s.ids_sha256});
+  if (!s.embeddings_sha256.empty()) files.push_back({embeddings_file_name(s.index), s.embeddings_sha256});
+  for (const ShardFile& f : files) {
+    std::error_code ec;
+    if (!fs::is_regular_file(dir / f.name, ec)) return *why = f.name + " is missing", false;
+    if (sha256_file(dir / f.name) != f.sha256) return *why = f.name + " does not match its checksum", false;
+  }
   return true;
 }
 
@@ -141,6 +160,8 @@ const std::vector<std::string>& embed_identity_fields() {
       "/settings/shard_size",
       // Chunked runs (absent otherwise): what a row is.
       "/chunking",
+      // Sparse / ColBERT outputs (absent for dense-only runs): what a row gives.
+      "/outputs",
       // Several input files (absent for one): every file's name and size.
       "/input/listing_sha256"};
   return fields;
@@ -148,9 +169,9 @@ const std::vector<std::string>& embed_identity_fields() {
 
 json shards_to_json(const std::vector<ShardEntry>& shards) {
   json out = json::array();
-  for (const ShardEntry& s : shards)
-    out.push_back({{"index", s.index},
-                   {"embeddings", embeddings_file_name(s.index)},
+  for (const ShardEntry& s : shards) {
+    json entry = {{"index", s.index},
+                   {"embeddings", s.embeddings_sha256.empty() ? json() : json(embeddings_file_name(s.index))},
                    {"ids", ids_file_name(s.index)},
                    {"rows", s.rows},
                    {"first_row", s.first_row},
@@ -162,8 +183,16 @@ json shards_to_json(const std::vector<ShardEntry>& shards) {
                    {"tokens", s.tokens},
                    {"truncated", s.truncated},
                    {"replaced_utf8", s.replaced_utf8},
-                   {"embeddings_sha256", s.embeddings_sha256},
-                   {"ids_sha256", s.ids_sha256}});
+                   {"embeddings_sha256", s.embeddings_sha256.empty() ? json() : json(s.embeddings_sha256)},
+                   {"ids_sha256", s.ids_sha256}};
+    // The sparse / ColBERT files, only when the run writes them.
+    if (!s.files.empty()) {
+      json files = json::array();
+      for (const ShardFile& f : s.files) files.push_back({{"name", f.name}, {"sha256", f.sha256}});
+      entry["files"] = std::move(files);
+    }
+    out.push_back(std::move(entry));
+  }
   return out;
 }
 
@@ -182,7 +211,9 @@ std::vector<ShardEntry> shards_from_json(const json& shards) {
     s.tokens = j.at("tokens").get<uint64_t>();
     s.truncated = j.at("truncated").get<uint64_t>();
     s.replaced_utf8 = j.at("replaced_utf8").get<uint64_t>();
-    s.embeddings_sha256 = j.at("embeddings_sha256").get<std::string>();
+    s.embeddings_sha256 = j.at("embeddings_sha256").is_null() ? "" : j.at("embeddings_sha256").get<std::string>();
+    if (j.contains("files"))
+      for (const json& f : j.at("files")) s.files.push_back({f.at("name").get<std::string>(), f.at("sha256").get<std::string>()});
     s.ids_sha256 = j.at("ids_sha256").get<std::string>();
     if (s.index != out.size()) throw Error(Errc::format, "shard " + std::to_string(s.index) + " is out of order");
     out.push_back(std::move(s));
@@ -283,8 +314,10 @@ void clear_uncommitted(const fs::path& dir, const CommitPoint& committed) {
     }
     if (is_partial_rows_name(p)) continue;  // finished batches' rows: the pipeline checks and takes them
     bool keep = false;
-    for (const ShardEntry& s : committed.shards)
+    for (const ShardEntry& s : committed.shards) {
       keep = keep || name == embeddings_file_name(s.index) || name == ids_file_name(s.index);
+      for (const ShardFile& f : s.files) keep = keep || name == f.name;
+    }
     if (!keep) fs::remove(p);
   }
   fsync_directory(dir);

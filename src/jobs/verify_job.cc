@@ -13,7 +13,9 @@
 #include "core/file_util.h"
 #include "core/sha256.h"
 #include "io/atomic_file.h"
+#include "io/csr_shard.h"
 #include "io/npy.h"
+#include "io/ragged_shard.h"
 #include "pipeline/batch_journal.h"
 
 namespace stoke {
@@ -31,7 +33,8 @@ constexpr size_t kMaxLineProblems = 3;
 struct Shard {
   uint64_t index = 0, rows = 0, first_row = 0, first_record = 0, last_record = 0, records_after = 0,
            errors_bytes_after = 0;
-  std::string embeddings, ids, embeddings_sha256, ids_sha256;
+  std::string embeddings, ids, embeddings_sha256, ids_sha256;  // embeddings "": a run without dense rows
+  std::vector<std::pair<std::string, std::string>> files;        // sparse / ColBERT files: name, sha256
 };
 
 // One folder's manifest, read and type-checked.
@@ -59,6 +62,10 @@ struct Folder {
   // in one shard (docs/output-format.md "Chunked runs").
   bool chunk_rows = false;
   int64_t chunk_tokens = 0, chunk_overlap = 0;
+  // "outputs" (bge-m3's sparse / ColBERT rows beside or instead of the dense
+  // ones): CSR shards over sparse_columns ids, ragged shards of colbert_dim.
+  bool dense = true;
+  int64_t sparse_columns = 0, colbert_dim = 0;
   std::vector<Shard> shards;
   uint64_t committed_rows = 0, committed_records = 0, committed_errors_bytes = 0;
   uint64_t records = 0, texts = 0, skipped = 0;
@@ -299,7 +306,7 @@ class Verifier {
         FieldReader r(js, prefix, field_problems);
         Shard s;
         s.index = r.u64("index");
-        s.embeddings = r.str("embeddings");
+        s.embeddings = js.contains("embeddings") && js["embeddings"].is_null() ? "" : r.str("embeddings");
         s.ids = r.str("ids");
         s.rows = r.u64("rows");
         s.first_row = r.u64("first_row");
@@ -307,7 +314,21 @@ class Verifier {
         s.last_record = r.u64("last_record");
         s.records_after = r.u64("records_after");
         s.errors_bytes_after = r.u64("errors_bytes_after");
-        s.embeddings_sha256 = r.str("embeddings_sha256");
+        s.embeddings_sha256 = s.embeddings.empty() ? "" : r.str("embeddings_sha256");
+        if (js.contains("files")) {
+          if (!js["files"].is_array()) {
+            field_problems.push_back("manifest.json: " + prefix + "files is not a list");
+          } else {
+            for (const json& file : js["files"]) {
+              if (!file.is_object() || !file.value("name", json()).is_string() || !file.value("sha256", json()).is_string()) {
+                field_problems.push_back("manifest.json: " + prefix + "files holds " + file.dump() +
+                                         ", expected {\"name\", \"sha256\"}");
+                continue;
+              }
+              s.files.emplace_back(file["name"].get<std::string>(), file["sha256"].get<std::string>());
+            }
+          }
+        }
         s.ids_sha256 = r.str("ids_sha256");
         f.shards.push_back(std::move(s));
       }
@@ -339,6 +360,17 @@ class Verifier {
         for (size_t i = 0; i < files->size(); ++i)
           if ((*files)[i].is_object() && (*files)[i].value("sha256", json()).is_string())
             f.own_file_order[(*files)[i].value("name", "")] = i;
+    }
+    if (const json* outputs = lookup(f.manifest, "outputs")) {
+      if (!outputs->is_object() || !outputs->value("dense", json()).is_boolean())
+        return problem(f, "manifest.json: outputs is " + outputs->dump() + ", expected {\"dense\": true|false, ...}");
+      f.dense = (*outputs)["dense"].get<bool>();
+      if (outputs->contains("sparse")) f.sparse_columns = (*outputs)["sparse"].value("columns", int64_t{0});
+      if (outputs->contains("colbert")) f.colbert_dim = (*outputs)["colbert"].value("dim", int64_t{0});
+      if (outputs->contains("sparse") && f.sparse_columns <= 0)
+        return problem(f, "manifest.json: outputs.sparse.columns is not a positive number");
+      if (outputs->contains("colbert") && f.colbert_dim <= 0)
+        return problem(f, "manifest.json: outputs.colbert.dim is not a positive number");
     }
     if (const json* chunking = lookup(f.manifest, "chunking")) {
       if (!chunking->is_object() || !chunking->value("tokens", json()).is_number_integer() ||
@@ -499,7 +531,7 @@ class Verifier {
                                at, prev ? fmt::format("follows shard {} in the manifest", prev->index)
                                         : std::string("is first in the manifest"),
                                want_index));
-      if (s.embeddings != shard_file_name("embeddings", s.index, ".npy"))
+      if (f.dense && s.embeddings != shard_file_name("embeddings", s.index, ".npy"))
         problem(f, fmt::format("{}: expected the file name {}", at, shard_file_name("embeddings", s.index, ".npy")));
       if (s.ids != shard_file_name("ids", s.index, ".jsonl"))
         problem(f, fmt::format("{}: ids file is {}, expected {}", at, s.ids, shard_file_name("ids", s.index, ".jsonl")));
@@ -625,8 +657,71 @@ class Verifier {
   // One shard's two files: there, unchanged, and holding what the manifest says.
   void check_shard_files(const Folder& f, const Shard& s, const std::set<uint64_t>& errors,
                          std::optional<uint64_t>& prev_id) {
-    check_embeddings(f, s);
+    if (f.dense) {
+      check_embeddings(f, s);
+    } else if (!s.embeddings.empty()) {
+      problem(f, fmt::format("shard {}: lists {}, but outputs.dense is false", s.index, s.embeddings));
+    }
+    check_extra_files(f, s);
     check_ids(f, s, errors, prev_id);
+  }
+
+  // The sparse (CSR) and ColBERT (ragged) files of a shard: the ones the
+  // outputs call for, each with its checksum, readable, one row per shard row.
+  void check_extra_files(const Folder& f, const Shard& s) {
+    std::vector<std::string> want;
+    if (f.sparse_columns > 0) {
+      const CsrShardFiles n = csr_shard_files(sparse_shard_stem(s.index));
+      want.insert(want.end(), {n.indices, n.values, n.indptr});
+    }
+    if (f.colbert_dim > 0) {
+      const RaggedShardFiles n = ragged_shard_files(colbert_shard_stem(s.index));
+      want.insert(want.end(), {n.vectors, n.offsets});
+    }
+    std::vector<std::string> listed;
+    for (const auto& [name, sha] : s.files) listed.push_back(name);
+    if (listed != want) {
+      std::string a, b;
+      for (const auto& n : listed) a += (a.empty() ? "" : ", ") + n;
+      for (const auto& n : want) b += (b.empty() ? "" : ", ") + n;
+      return problem(f, fmt::format("shard {}: files are [{}], expected [{}] (the manifest's outputs)", s.index, a, b));
+    }
+    bool intact = true;
+    for (const auto& [name, sha] : s.files) {
+      const std::string at = fmt::format("shard {} ({})", s.index, name);
+      std::error_code ec;
+      if (!fs::is_regular_file(f.path / name, ec)) {
+        problem(f, at + ": file is missing (listed in the manifest but not in the folder)");
+        intact = false;
+        continue;
+      }
+      try {
+        if (sha256_file(f.path / name) != sha) {
+          problem(f, at + ": sha256 does not match the manifest (file changed or corrupted)");
+          intact = false;
+        }
+      } catch (const Error& e) {
+        problem(f, at + ": cannot be read: " + e.what());
+        intact = false;
+      }
+    }
+    if (!intact) return;
+    try {
+      if (f.sparse_columns > 0) {
+        const CsrRows rows = read_csr_shard(f.path, sparse_shard_stem(s.index), f.sparse_columns);
+        if (rows.rows() != s.rows)
+          problem(f, fmt::format("shard {} ({}): holds {} rows, expected {}", s.index, sparse_shard_stem(s.index),
+                                 rows.rows(), s.rows));
+      }
+      if (f.colbert_dim > 0) {
+        const RaggedRows rows = read_ragged_shard(f.path, colbert_shard_stem(s.index), f.colbert_dim);
+        if (rows.rows() != s.rows)
+          problem(f, fmt::format("shard {} ({}): holds {} rows, expected {}", s.index, colbert_shard_stem(s.index),
+                                 rows.rows(), s.rows));
+      }
+    } catch (const Error& e) {
+      problem(f, fmt::format("shard {}: {}", s.index, e.what()));
+    }
   }
 
   static bool plain_name(const std::string& name) {
@@ -898,6 +993,7 @@ class Verifier {
     for (const Shard& s : f.shards) {
       listed.insert(s.embeddings);
       listed.insert(s.ids);
+      for (const auto& [name, sha] : s.files) listed.insert(name);
     }
     std::vector<std::string> uncommitted, temps, partial;
     std::error_code ec;

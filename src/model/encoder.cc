@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/decoder_layer.h"
 #include "model/layer_sequence.h"
+#include "model/m3_heads.h"
 #include "model/prenorm_layer.h"
 #include "model/rotary_frequencies.h"
 
@@ -97,6 +98,10 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
     span_rows_ = backend_.allocate(static_cast<size_t>(max_span_rows_) * 4);
     span_cu_ = backend_.allocate(static_cast<size_t>(max_spans_ + 1) * 4);
   }
+  // bge-m3's per-token heads (model/m3_heads.h), when the model has them.
+  if (enc_.m3.has_sparse()) m3_sparse_ = backend_.allocate(T * 4);  // (T) f32
+  if (enc_.m3.has_colbert())
+    m3_colbert_ = backend_.allocate(T * static_cast<size_t>(enc_.m3.colbert_dim()) * 4);  // (T, D) f32
   const size_t span_words = max_spans_ > 0 ? static_cast<size_t>(max_span_rows_ + max_spans_ + 1) : 0;
   for (auto& s : staging_) s.host = backend_.allocate_host((3 * T + 2 * B + 1 + span_words) * 4);
   graphs_on_ = backend_.can_capture();
@@ -147,6 +152,13 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   }
   s.head = out.head_hidden != nullptr || out.logits != nullptr;
   s.logits = out.logits != nullptr;
+  // bge-m3's heads: each needs its file (model/m3_heads.h); both come from this forward.
+  s.sparse = out.sparse_weights != nullptr;
+  s.colbert = out.colbert != nullptr;
+  if (s.sparse && !enc_.m3.has_sparse())
+    throw Error(Errc::invalid_argument, "sparse weights asked for, but the model folder has no sparse_linear.pt");
+  if (s.colbert && !enc_.m3.has_colbert())
+    throw Error(Errc::invalid_argument, "ColBERT vectors asked for, but the model folder has no colbert_linear.pt");
   // A graph runs at its bucket's shape: tokens rounded up, every sequence
   // slot, and attention's grid for the longest sequence the bucket can hold.
   // Sequence slots are bucketed by powers of two: attention launches a block
@@ -236,6 +248,9 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   }
   if (out.head_hidden) backend_.copy_to_host(out.head_hidden, head_b_->data(), static_cast<size_t>(B * H) * 4);
   if (out.logits) backend_.copy_to_host(out.logits, logits_->data(), static_cast<size_t>(B * C) * 4);
+  if (out.sparse_weights) backend_.copy_to_host(out.sparse_weights, m3_sparse_->data(), static_cast<size_t>(T) * 4);
+  if (out.colbert)
+    backend_.copy_to_host(out.colbert, m3_colbert_->data(), static_cast<size_t>(T * enc_.m3.colbert_dim()) * 4);
   return backend_.record_event();
 }
 
@@ -396,6 +411,13 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
           ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
       }
     }
+  }
+  // bge-m3's heads on every token's last hidden state (graph-padded rows
+  // included: computed, never copied out).
+  if (s.sparse || s.colbert) {
+    const TensorView sparse = s.sparse ? device(*m3_sparse_, DType::f32, {T, 1}) : TensorView{};
+    const TensorView colbert = s.colbert ? device(*m3_colbert_, DType::f32, {T, enc_.m3.colbert_dim()}) : TensorView{};
+    m3_heads_forward(ops, enc_.m3, h, sparse, colbert);
   }
 }
 

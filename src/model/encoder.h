@@ -28,6 +28,11 @@ struct EncoderOutputs {
   float* head_hidden = nullptr;  // (B, H): the head's hidden layer (BERT's pooler output, RoBERTa's dense + tanh, ...)
   float* logits = nullptr;       // (B, C)
   float* hidden = nullptr;       // (T, H): last hidden state
+  // bge-m3's heads (model/m3_heads.h), from the same forward, per token of
+  // the batch (row 0 of each sequence included: model/m3_outputs.h turns
+  // these into each text's lexical weights and ColBERT vectors).
+  float* sparse_weights = nullptr;  // (T): relu(sparse_linear(h[t]))
+  float* colbert = nullptr;         // (T, D): colbert_linear(h[t]), L2-normalized; D = LoadedEncoder::m3.colbert_dim()
   // Late chunking: `pooled` pools spans of token rows instead of whole
   // sequences. Span k is the batch's token rows span_rows[span_cu[k] ..
   // span_cu[k + 1]) (a row may be in several spans: chunks overlap); pooled
@@ -89,8 +94,11 @@ class EncoderRunner {
     PoolingMode pooling = PoolingMode::mean;
     int64_t dims = 0;
     int64_t spans = 0, span_rows = 0;  // late chunking (never in a graph): pooled rows are spans
-    using Key = std::tuple<int64_t, int64_t, int, bool, bool, bool, bool, int, int64_t>;
-    Key key() const { return {tokens, sequences, max_seqlen, pooled, normalize, head, logits, static_cast<int>(pooling), dims}; }
+    bool sparse = false, colbert = false;  // bge-m3's per-token heads
+    using Key = std::tuple<int64_t, int64_t, int, bool, bool, bool, bool, int, int64_t, bool, bool>;
+    Key key() const {
+      return {tokens, sequences, max_seqlen, pooled, normalize, head, logits, static_cast<int>(pooling), dims, sparse, colbert};
+    }
   };
   // Enqueues the forward on the device inputs already staged, into the
   // workspace (no copies: graphs record exactly this).
@@ -110,6 +118,7 @@ class EncoderRunner {
   std::unique_ptr<Buffer> span_h_, span_rows_, span_cu_;
   // Device workspace.
   std::unique_ptr<Buffer> ids_, types_, positions_, cu_, cls_rows_;
+  std::unique_ptr<Buffer> m3_sparse_, m3_colbert_;  // bge-m3's heads: (T) f32, (T, D) f32
   std::unique_ptr<Buffer> rel_buckets_, rel_;  // MPNet: (2P - 1) buckets, (2P - 1, heads) bias
   std::unique_ptr<Buffer> ffgu_;  // gated encoders: (T, 2I) the FFN GEMM's output, both GLU halves
   std::vector<int32_t> rel_bucket_host_;        // the buckets' host copy (read by the copy, on the stream)

@@ -143,6 +143,19 @@ struct DenseLayerParams {
   Activation act = Activation::tanh;
 };
 
+// bge-m3's per-token heads (model/m3_heads.h loads them from the folder's
+// sparse_linear.pt and colbert_linear.pt), f32, applied to the f32 last
+// hidden state. Each is empty when its file is absent.
+struct M3HeadParams {
+  TensorView sparse_w;   // (1, H)  a token's lexical weight is relu(h · sparse_w + sparse_b)
+  TensorView sparse_b;   // (1)
+  TensorView colbert_w;  // (D, H)  a token's ColBERT vector is h · colbert_w^T + colbert_b, then L2-normalized
+  TensorView colbert_b;  // (D)
+  bool has_sparse() const { return !sparse_w.empty(); }
+  bool has_colbert() const { return !colbert_w.empty(); }
+  int64_t colbert_dim() const { return has_colbert() ? colbert_w.dim(0) : 0; }
+};
+
 // Where the parameters live: device buffers the loader filled, plus the
 // mapped weight files that zero-copy views point into.
 struct LoadedEncoder {
@@ -153,6 +166,7 @@ struct LoadedEncoder {
   std::vector<std::unique_ptr<Buffer>> buffers;
   ModelWeights weights;      // keeps the mmap alive for zero-copy views
   std::vector<DenseLayerParams> dense;  // sentence-transformers Dense modules, after pooling
+  M3HeadParams m3;                      // bge-m3's sparse / ColBERT heads (model/m3_heads.h)
   // Width of a sentence vector: the last Dense module's out_features, else hidden_size.
   int64_t sentence_width() const { return dense.empty() ? config.hidden_size : dense.back().w.dim(0); }
   bool has_head_dense() const { return !params.head_dense_w.empty(); }

@@ -19,6 +19,7 @@
 #include "pipeline/bounded_queue.h"
 #include "pipeline/bucketer.h"
 #include "pipeline/text_chunks.h"
+#include "model/m3_outputs.h"
 
 namespace stoke {
 
@@ -49,6 +50,8 @@ struct Window {
   std::vector<ChunkRow> chunks;       // chunked: each unit's chunk
   std::vector<uint32_t> seq_units;    // late chunking: sequences' first units (+ the end)
   std::vector<std::pair<int32_t, int32_t>> unit_rows;  // late chunking: [begin, end) rows in the sequence
+  std::vector<LexicalWeights> sparse;          // bge-m3: each record's lexical weights
+  std::vector<std::vector<float>> colbert;     // bge-m3: each record's ColBERT vectors
 
   size_t units() const { return unit_record.empty() ? records.size() : unit_record.size(); }
   size_t record_of(size_t unit) const { return unit_record.empty() ? unit : unit_record[unit]; }
@@ -132,6 +135,20 @@ class Pipeline {
                                         "-token sequence does not fit: lower --max-length, or free the device");
         budget = std::max(budget / 2, longest);
         ++stats_.memory_halvings;
+      }
+    }
+    // bge-m3's per-token outputs: a host buffer per output slot, for the
+    // batch's every token.
+    if (opt_.sparse || opt_.colbert) {
+      if (opt_.chunks.on())
+        throw Error(Errc::unsupported, "sparse and ColBERT outputs of chunked texts: not done yet; embed the "
+                                       "chunks as texts, or ask for dense rows only");
+      if (opt_.product != RowProduct::pooled) throw Error(Errc::invalid_argument, "sparse / ColBERT outputs go with pooled rows");
+      const auto T = static_cast<size_t>(runner_->max_tokens());
+      for (size_t k = 0; k < kSlots; ++k) {
+        if (opt_.sparse) sparse_slots_[k] = backend_.allocate_host(T * sizeof(float));
+        if (opt_.colbert)
+          colbert_slots_[k] = backend_.allocate_host(T * static_cast<size_t>(enc_.m3.colbert_dim()) * sizeof(float));
       }
     }
   }
@@ -441,6 +458,8 @@ class Pipeline {
       // span pools the mean of its tokens instead (as Jina's late chunking).
       if (out.pooling == PoolingMode::cls || out.pooling == PoolingMode::lasttoken) out.pooling = PoolingMode::mean;
     }
+    if (opt_.sparse) out.sparse_weights = static_cast<float*>(sparse_slots_[slot]->data());
+    if (opt_.colbert) out.colbert = static_cast<float*>(colbert_slots_[slot]->data());
     BatchJob job;
     job.done = runner_->run(batch, out);
     job.window = std::move(w);
@@ -481,11 +500,36 @@ class Pipeline {
       tokens += w.encodings[m].ids.size();
       fresh += end - first;
     }
+    if (!job.kept_rows && (opt_.sparse || opt_.colbert)) collect_m3(job, w);
     // Progress counters are shared with the progress reader: once per batch, not per row.
     rows_done_.fetch_add(fresh, std::memory_order_relaxed);
     crash_point("batch-collected");  // tests act mid-run here (STOKE_STOP_AT=batch-collected:n)
     tokens_done_.fetch_add(tokens, std::memory_order_relaxed);
     stats_.write.busy += since(t1);
+  }
+
+  // bge-m3's outputs of a collected batch: each member's lexical weights and
+  // ColBERT vectors out of the slot's per-token buffers (members in batch
+  // order, their tokens one after another).
+  void collect_m3(const BatchJob& job, Window& w) {
+    if (opt_.sparse) w.sparse.resize(w.records.size());
+    if (opt_.colbert) w.colbert.resize(w.records.size());
+    const int64_t D = enc_.m3.colbert_dim();
+    size_t first = 0;
+    for (uint32_t m : job.members) {
+      const std::vector<int32_t>& ids = w.encodings[m].ids;
+      if (opt_.sparse) {
+        const auto* weights = static_cast<const float*>(sparse_slots_[job.slot]->data()) + first;
+        w.sparse[m] = lexical_weights(ids, std::span<const float>(weights, ids.size()), opt_.unused_ids);
+      }
+      if (opt_.colbert) {
+        // Every token but the first (CLS), as FlagEmbedding keeps them.
+        const auto* all = static_cast<const float*>(colbert_slots_[job.slot]->data());
+        const size_t n = ids.empty() ? 0 : ids.size() - 1;
+        w.colbert[m].assign(all + (first + 1) * static_cast<size_t>(D), all + (first + 1 + n) * static_cast<size_t>(D));
+      }
+      first += ids.size();
+    }
   }
 
   // Rows and skipped records to the sink, merged in record order.
@@ -502,7 +546,18 @@ class Pipeline {
         if (rec.index < opt_.resume_record) {
           stats_.resumed++;
         } else {
-          sink_.row(rec, enc, w.rows.data() + i * static_cast<size_t>(width_));
+          const float* row = w.rows.data() + i * static_cast<size_t>(width_);
+          if (opt_.sparse || opt_.colbert) {
+            RowExtras extras;
+            if (opt_.sparse) {
+              extras.sparse_ids = w.sparse[i].ids;
+              extras.sparse_values = w.sparse[i].weights;
+            }
+            if (opt_.colbert) extras.colbert = w.colbert[i];
+            sink_.row_with_extras(rec, enc, row, extras);
+          } else {
+            sink_.row(rec, enc, row);
+          }
           stats_.texts++;
           stats_.tokens += enc.ids.size();
           stats_.truncated += enc.truncated ? 1 : 0;
@@ -811,6 +866,7 @@ class Pipeline {
   int64_t width_;
   std::array<std::unique_ptr<Buffer>, kSlots> slots_;  // before the runner: freed after it drained
   std::vector<int32_t> span_rows_, span_cu_;           // late chunking: the batch being enqueued's spans
+  std::array<std::unique_ptr<Buffer>, kSlots> sparse_slots_, colbert_slots_;  // bge-m3: per-token outputs per slot
   std::unique_ptr<EncoderRunner> runner_;
   PipelineStats stats_;
   uint64_t other_tasks_ = 0, total_bytes_ = 0;
@@ -818,6 +874,12 @@ class Pipeline {
 };
 
 }  // namespace
+
+void RowSink::row_with_extras(const InputRecord& record, const Encoding& encoding, const float* values,
+                              const RowExtras& extras) {
+  (void)extras;
+  row(record, encoding, values);
+}
 
 void RowSink::chunk_row(const InputRecord& record, const ChunkRow& chunk, const float* values) {
   (void)record;

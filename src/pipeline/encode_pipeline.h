@@ -25,6 +25,7 @@
 #include "model/encoder.h"
 #include "pipeline/batch_journal.h"
 #include "pipeline/record_reader.h"
+#include "pipeline/shard_writer.h"
 #include "pipeline/text_chunks.h"
 #include "text/tokenizer.h"
 
@@ -47,6 +48,12 @@ struct EncodePipelineOptions {
   bool serial = false;            // one stage at a time on the calling thread (the comparison loop)
   RowProduct product = RowProduct::pooled;
   ChunkOptions chunks;            // pooled rows only
+  // bge-m3's per-token heads from the same forward (model/m3_heads.h): each
+  // row's lexical weights (the ids in unused_ids left out) and ColBERT
+  // vectors, handed to the sink beside the pooled row. No batch journal then
+  // (its rows are fixed-width): a stop keeps what shards committed.
+  bool sparse = false, colbert = false;
+  std::vector<int32_t> unused_ids;  // sorted (model/m3_outputs.h m3_unused_token_ids)
   PoolingMode pooling = PoolingMode::mean;
   bool normalize = false;
   int64_t dims = 0;               // pooled columns kept (0 = hidden size)
@@ -84,6 +91,10 @@ class RowSink {
   virtual void row(const InputRecord& record, const Encoding& encoding, const float* values) = 0;
   // A bad record skipped under --on-error skip.
   virtual void skipped(const InputRecord& record) = 0;
+  // A row with its sparse / ColBERT outputs (EncodePipelineOptions::sparse,
+  // ::colbert), in place of row().
+  virtual void row_with_extras(const InputRecord& record, const Encoding& encoding, const float* values,
+                               const RowExtras& extras);
   // A chunked run's row (EncodePipelineOptions::chunks), in place of row():
   // a record's chunks come one after another, in order.
   virtual void chunk_row(const InputRecord& record, const ChunkRow& chunk, const float* values);

@@ -6,12 +6,15 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "core/crash_point.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/sha256.h"
+#include "io/csr_shard.h"
 #include "io/npy.h"
+#include "io/ragged_shard.h"
 
 namespace stoke {
 
@@ -58,16 +61,23 @@ std::string ids_file_name(uint64_t shard) { return numbered("ids", shard, ".json
 struct ShardWriter::OpenShard {
   uint64_t index = 0, rows = 0, first_record = 0, last_record = 0;
   uint64_t tokens = 0, truncated = 0, replaced_utf8 = 0;
-  AtomicFileWriter embeddings, ids;
-  OpenShard(const fs::path& dir, uint64_t i)
-      : index(i), embeddings(dir / embeddings_file_name(i)), ids(dir / ids_file_name(i)) {}
+  std::optional<AtomicFileWriter> embeddings;  // without dense rows: none
+  AtomicFileWriter ids;
+  std::unique_ptr<CsrShardWriter> sparse;
+  std::unique_ptr<RaggedShardWriter> colbert;
+  OpenShard(const fs::path& dir, uint64_t i, const ShardOutputs& o, DType dtype) : index(i), ids(dir / ids_file_name(i)) {
+    if (o.dense) embeddings.emplace(dir / embeddings_file_name(i));
+    if (o.sparse_columns > 0) sparse = std::make_unique<CsrShardWriter>(dir, sparse_shard_stem(i), dtype, o.sparse_columns);
+    if (o.colbert_dim > 0) colbert = std::make_unique<RaggedShardWriter>(dir, colbert_shard_stem(i), dtype, o.colbert_dim);
+  }
 };
 
 ShardWriter::ShardWriter(fs::path dir, DType dtype, int64_t dims, uint64_t shard_size, CommitPoint start,
-                         OnCommit on_commit)
+                         OnCommit on_commit, ShardOutputs outputs)
     : dir_(std::move(dir)),
       dtype_(dtype),
       dims_(dims),
+      outputs_(outputs),
       shard_size_(shard_size),
       on_commit_(std::move(on_commit)),
       committed_(std::move(start)) {
@@ -80,13 +90,17 @@ ShardWriter::ShardWriter(fs::path dir, DType dtype, int64_t dims, uint64_t shard
 ShardWriter::~ShardWriter() = default;
 
 void ShardWriter::add_row(uint64_t record, std::string_view id_json, const float* values,
-                          const RowCounts& counts, bool record_ends) {
+                          const RowCounts& counts, bool record_ends, const RowExtras* extras) {
+  if (outputs_.extras() && !extras) throw Error(Errc::internal, "a row without the sparse / ColBERT outputs asked for");
   if (!open_) {
-    open_ = std::make_unique<OpenShard>(dir_, committed_.shards.size());
+    open_ = std::make_unique<OpenShard>(dir_, committed_.shards.size(), outputs_, dtype_);
     open_->first_record = record;
     const std::string reserve(kReservedHeader, ' ');
-    open_->embeddings.append(reserve);
+    if (open_->embeddings) open_->embeddings->append(reserve);
   }
+  // The extras first: a row they refuse (not ascending, not finite) leaves nothing half-written.
+  if (open_->sparse) open_->sparse->add_row(extras->sparse_ids, extras->sparse_values);
+  if (open_->colbert) open_->colbert->add_row(extras->colbert);
   if (dtype_ == DType::f32) {
     std::memcpy(row_bytes_.data(), values, row_bytes_.size());
   } else {
@@ -95,7 +109,7 @@ void ShardWriter::add_row(uint64_t record, std::string_view id_json, const float
       std::memcpy(row_bytes_.data() + c * 2, &h.bits, 2);
     }
   }
-  open_->embeddings.append(row_bytes_);
+  if (open_->embeddings) open_->embeddings->append(row_bytes_);
   if (id_json.empty()) {
     open_->ids.append(std::to_string(record));
   } else {
@@ -124,7 +138,7 @@ void ShardWriter::commit(uint64_t records_after, bool complete) {
     OpenShard& s = *open_;
     const std::string header = npy_header(dtype_, static_cast<int64_t>(s.rows), dims_, kReservedHeader);
     if (header.size() != kReservedHeader) throw Error(Errc::internal, "npy header does not fit its reserved room");
-    s.embeddings.write_at(0, std::span(reinterpret_cast<const std::byte*>(header.data()), header.size()));
+    if (s.embeddings) s.embeddings->write_at(0, std::span(reinterpret_cast<const std::byte*>(header.data()), header.size()));
     ShardEntry e;
     e.index = s.index;
     e.rows = s.rows;
@@ -136,12 +150,23 @@ void ShardWriter::commit(uint64_t records_after, bool complete) {
     e.replaced_utf8 = s.replaced_utf8;
     // Data first: fsync + rename each file; checksums from the fsync'd bytes.
     crash_point("shard-written");
-    s.embeddings.commit();
+    if (s.embeddings) s.embeddings->commit();
     crash_point("shard-data-renamed");
+    std::vector<fs::path> extras;
+    if (s.sparse) {
+      s.sparse->commit();
+      for (const fs::path& p : s.sparse->paths()) extras.push_back(p);
+    }
+    if (s.colbert) {
+      s.colbert->commit();
+      for (const fs::path& p : s.colbert->paths()) extras.push_back(p);
+    }
+    if (!extras.empty()) crash_point("shard-extras-renamed");
     s.ids.commit();
     crash_point("shard-ids-renamed");
-    e.embeddings_sha256 = sha256_file(dir_ / embeddings_file_name(s.index));
+    if (s.embeddings) e.embeddings_sha256 = sha256_file(dir_ / embeddings_file_name(s.index));
     e.ids_sha256 = sha256_file(dir_ / ids_file_name(s.index));
+    for (const fs::path& p : extras) e.files.push_back({p.filename().string(), sha256_file(p)});
     next.rows += s.rows;
     next.shards.push_back(std::move(e));
     open_.reset();

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,8 +21,16 @@
 
 namespace stoke {
 
+// A data file of a shard beside its embeddings and ids (the sparse and
+// multi-vector outputs), as the manifest lists it.
+struct ShardFile {
+  std::string name, sha256;
+  bool operator==(const ShardFile&) const = default;
+};
+
 // One committed shard, as the manifest lists it.
 struct ShardEntry {
+  std::vector<ShardFile> files;     // sparse / ColBERT files (empty for dense-only runs)
   uint64_t index = 0, rows = 0, first_row = 0, first_record = 0, last_record = 0;
   uint64_t records_after = 0;       // every record before this number is accounted for
   uint64_t errors_bytes_after = 0;  // length of errors.jsonl at this commit
@@ -36,6 +45,23 @@ struct RowCounts {
   bool truncated = false;
   uint64_t replaced_utf8 = 0;
 };
+// What a shard holds besides its ids (docs/output-format.md): the dense
+// rows, bge-m3's lexical weights as CSR (io/csr_shard.h) and its ColBERT
+// vectors as a ragged array (io/ragged_shard.h). Default: dense only.
+struct ShardOutputs {
+  bool dense = true;
+  int64_t sparse_columns = 0;  // > 0: sparse rows over a vocabulary of this size
+  int64_t colbert_dim = 0;     // > 0: multi-vector rows of this width
+  bool extras() const { return sparse_columns > 0 || colbert_dim > 0; }
+};
+
+// A row's outputs besides its dense values (those ShardOutputs asks for).
+struct RowExtras {
+  std::span<const int32_t> sparse_ids;  // strictly ascending vocabulary ids
+  std::span<const float> sparse_values;
+  std::span<const float> colbert;       // vectors x colbert_dim
+};
+
 std::string embeddings_file_name(uint64_t shard);  // embeddings-00003.npy
 std::string ids_file_name(uint64_t shard);         // ids-00003.jsonl
 inline constexpr const char* kErrorsFileName = "errors.jsonl";
@@ -54,7 +80,7 @@ class ShardWriter {
 
   // `start`: what an earlier run committed (empty for a fresh output).
   ShardWriter(std::filesystem::path dir, DType dtype, int64_t dims, uint64_t shard_size, CommitPoint start,
-              OnCommit on_commit);
+              OnCommit on_commit, ShardOutputs outputs = {});
   ~ShardWriter();  // an open shard is abandoned (its temp files removed)
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
@@ -64,8 +90,9 @@ class ShardWriter {
   // record's last row: a chunked record's rows (record_ends false but for
   // its last) stay in one shard, which may pass the shard size by them, so
   // that a commit always accounts for whole records.
+  // `extras`: the row's sparse / ColBERT outputs when the writer has them.
   void add_row(uint64_t record, std::string_view id_json, const float* values, const RowCounts& counts,
-               bool record_ends = true);
+               bool record_ends = true, const RowExtras* extras = nullptr);
   // One line for errors.jsonl (without newline); written at the next commit.
   void add_error(std::string_view line);
   // Commits what is left and marks the output complete; `records` is the
@@ -80,6 +107,7 @@ class ShardWriter {
   std::filesystem::path dir_;
   DType dtype_;
   int64_t dims_;
+  ShardOutputs outputs_;
   uint64_t shard_size_;
   OnCommit on_commit_;
   CommitPoint committed_;
