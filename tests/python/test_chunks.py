@@ -71,3 +71,15 @@ def test_bad_chunk_arguments_are_refused(bert):
         bert.encode(["a text"], chunk_tokens=8, chunk_boundary="clause")
     with pytest.raises(ValueError, match="need chunk_tokens"):
         bert.encode(["a text"], late_chunking=True)
+
+
+def test_load_embeddings_reads_chunked_folders(tmp_path, bert):
+    import stoke
+
+    docs = documents(8, 8)
+    want, ids = embed_cli(tmp_path, docs, *FLAGS)
+    s = stoke.load_embeddings(tmp_path / "out")
+    assert len(s) == len(ids) == want.shape[0]
+    assert np.array_equal(s.to_numpy(), want)
+    assert list(s.records) == [line["record"] for line in ids]
+    assert s.ids() == ids

@@ -23,7 +23,17 @@ class _Task:
         self.index = int(m["task"]["index"])
         self.count = int(m["task"]["count"])
         self.dimensions = int(m["dimensions"])
-        self.shards = [np.load(os.path.join(folder, s["embeddings"]), mmap_mode="r") for s in m["shards"]]
+        outputs = m.get("outputs", {"dense": True})
+        self.dense = bool(outputs.get("dense", True))
+        self.shards = ([np.load(os.path.join(folder, s["embeddings"]), mmap_mode="r") for s in m["shards"]]
+                       if self.dense else [])
+        # bge-m3's sparse rows (CSR) and multi-vector rows (ragged), per shard, memory-mapped.
+        self.sparse_columns = int(outputs["sparse"]["columns"]) if "sparse" in outputs else 0
+        self.sparse = [tuple(np.load(os.path.join(folder, f"sparse-{s['index']:05d}.{part}.npy"), mmap_mode="r")
+                             for part in ("indices", "values", "indptr")) for s in m["shards"]] if self.sparse_columns else []
+        self.colbert = [(np.load(os.path.join(folder, f"colbert-{s['index']:05d}.npy"), mmap_mode="r"),
+                         np.load(os.path.join(folder, f"colbert-{s['index']:05d}.offsets.npy")))
+                        for s in m["shards"]] if "colbert" in outputs else []
         self.first_rows = np.array([int(s["first_row"]) for s in m["shards"]], dtype=np.int64)
         self.rows = int(m["committed"]["rows"])
         records = int(m["counts"]["records"])
@@ -36,13 +46,43 @@ class _Task:
                 skipped = [int(json.loads(line)["record"]) for line in f if line.strip()]
         if skipped:
             own = np.setdiff1d(own, np.array(skipped, dtype=np.int64), assume_unique=True)
+        chunking = m.get("chunking")
+        if chunking is not None and chunking.get("pool") == "none":
+            # A row per chunk: each record's number once per chunk (its ids lines say how many).
+            counts = []
+            for sh in m["shards"]:
+                with open(os.path.join(folder, sh["ids"]), encoding="utf-8") as f:
+                    counts.extend(int(line["chunks"]) for line in map(json.loads, f) if int(line["chunk"]) == 0)
+            if len(counts) != len(own):
+                raise ValueError(f"{folder}: {len(counts)} chunked records for {len(own)} records")
+            own = np.repeat(own, np.array(counts, dtype=np.int64))
         self.records = own
         if len(own) != self.rows:
             raise ValueError(f"{folder}: {self.rows} rows for {len(own)} records (the manifest contradicts itself)")
 
-    def row(self, r: int) -> np.ndarray:
+    def shard_of(self, r: int):
         s = int(np.searchsorted(self.first_rows, r, side="right")) - 1
-        return self.shards[s][r - int(self.first_rows[s])]
+        return s, r - int(self.first_rows[s])
+
+    def row(self, r: int) -> np.ndarray:
+        if not self.dense:
+            raise ValueError("this output has no dense rows (it was written with --outputs without dense)")
+        s, k = self.shard_of(r)
+        return self.shards[s][k]
+
+    def sparse_row(self, r: int):
+        if not self.sparse:
+            raise ValueError("this output has no sparse rows (write them with --outputs ...,sparse on bge-m3)")
+        s, k = self.shard_of(r)
+        indices, values, indptr = self.sparse[s]
+        return indices[indptr[k]:indptr[k + 1]], values[indptr[k]:indptr[k + 1]]
+
+    def colbert_row(self, r: int) -> np.ndarray:
+        if not self.colbert:
+            raise ValueError("this output has no ColBERT rows (write them with --outputs ...,colbert on bge-m3)")
+        s, k = self.shard_of(r)
+        vectors, offsets = self.colbert[s]
+        return vectors[offsets[k]:offsets[k + 1]]
 
 
 class EmbeddingSet:
@@ -63,6 +103,11 @@ class EmbeddingSet:
         # "quality"); None for a folder of another precision.
         self.quality = [t.manifest.get("quality") for t in self._tasks]
         self.dtype = self._tasks[0].shards[0].dtype if self._tasks and self._tasks[0].shards else np.dtype(np.float32)
+        # Which outputs the rows have (bge-m3: --outputs dense,sparse,colbert).
+        self.has_dense = all(t.dense for t in self._tasks)
+        self.has_sparse = bool(self._tasks) and all(t.sparse for t in self._tasks)
+        self.has_colbert = bool(self._tasks) and all(t.colbert for t in self._tasks)
+        self.sparse_columns = self._tasks[0].sparse_columns if self._tasks else 0
         task_of = [np.full(len(t.records), k, dtype=np.int32) for k, t in enumerate(self._tasks)]
         local = [np.arange(len(t.records), dtype=np.int64) for t in self._tasks]
         records = np.concatenate([t.records for t in self._tasks]) if self._tasks else np.zeros(0, np.int64)
@@ -94,6 +139,8 @@ class EmbeddingSet:
             yield self[i]
 
     def _gather(self, idx: np.ndarray) -> np.ndarray:
+        if not self.has_dense:
+            raise ValueError("this output has no dense rows (it was written with --outputs without dense)")
         out = np.empty((len(idx), self.dimensions), dtype=self.dtype)
         for k, t in enumerate(self._tasks):
             mine = np.nonzero(self._task[idx] == k)[0]
@@ -106,9 +153,33 @@ class EmbeddingSet:
                 out[mine[sel]] = t.shards[s][rows[sel] - t.first_rows[s]]
         return out
 
+    def lexical_weights(self, i: int) -> dict:
+        """Row i's sparse weights as {token id: weight} (FlagEmbedding's lexical_weights, int keys)."""
+        ids, values = self._tasks[self._task[i]].sparse_row(int(self._local[i]))
+        return {int(t): float(v) for t, v in zip(ids, values)}
+
+    def colbert_vecs(self, i: int) -> np.ndarray:
+        """Row i's ColBERT vectors, (tokens, dim): a view of the memory-mapped shard."""
+        return self._tasks[self._task[i]].colbert_row(int(self._local[i]))
+
+    def sparse_matrix(self):
+        """Every row's sparse weights as one scipy.sparse.csr_matrix (rows, vocabulary size), in record order."""
+        import scipy.sparse  # optional: only for this call
+
+        indptr = [0]
+        indices, values = [], []
+        for i in range(len(self)):
+            ids, vals = self._tasks[self._task[i]].sparse_row(int(self._local[i]))
+            indices.append(np.asarray(ids))
+            values.append(np.asarray(vals, dtype=np.float32))
+            indptr.append(indptr[-1] + len(ids))
+        cat = (lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt))
+        return scipy.sparse.csr_matrix((cat(values, np.float32), cat(indices, np.int32), np.array(indptr, np.int64)),
+                                       shape=(len(self), self.sparse_columns))
+
     def to_numpy(self) -> np.ndarray:
         """All rows as one in-memory array, in record order: the one copy a single array needs."""
-        if len(self._tasks) == 1 and len(self._tasks[0].shards) == 1:
+        if self.has_dense and len(self._tasks) == 1 and len(self._tasks[0].shards) == 1:
             return np.array(self._tasks[0].shards[0])
         return self._gather(np.arange(len(self)))
 

@@ -27,7 +27,10 @@ def embed_job(
             overwrite, resume, min_centered_cosine, pooling, normalize (False: the
             CLI's --no-normalize), dimensions, prompt, prompt_name, output_dtype,
             max_batch_size, on_error, sort_window, shard_size, shard_index, num_shards
-            (an int or "auto"), partition; and progress=True for a progress bar on stderr.
+            (an int or "auto"), partition, outputs ("dense,sparse,colbert": bge-m3's
+            three outputs), chunk_tokens, chunk_overlap, chunk_boundary, late_chunking,
+            pool_chunks (long documents: docs/pipeline.md); and progress=True for a
+            progress bar on stderr.
 
     Returns the run's summary (texts, tokens, batches, shards, notes, seconds, ...).
     With precision="int8", summary["quality"] is the manifest's "quality": the
