@@ -5,11 +5,6 @@
 
 namespace stoke::cli {
 
-void add_common_flags(CLI::App* cmd, CommonOptions& o, unsigned use) {
-  for (const Option<CommonOptions>& e : common_option_table())
-    if ((e.offer & kOfferCli) && job_takes(e, use)) add_table_option(cmd, o, e);
-}
-
 void add_embed_flags(CLI::App* embed, EmbedCli& cli, const char* output_help) {
   const unsigned use = kEmbedFlags | (output_help ? kEmbedOutputOptions : 0u);
   CLI::Option *normalize = nullptr, *no_normalize = nullptr;

@@ -14,19 +14,13 @@
 
 namespace stoke::cli {
 
-
-// Every CLI entry of a job's table (tokenize, classify: the common options
-// they take are in their tables already).
+// Every CLI entry of a job's table (tokenize, classify, serve: the common
+// options they take are in their tables already).
 template <class O>
 void add_table_flags(CLI::App* cmd, O& o, const OptionTable<O>& table) {
   for (const Option<O>& e : table)
     if (e.offer & kOfferCli) add_table_option(cmd, o, e);
 }
-
-// The flags every job that reads texts shares (DESIGN conventions), from
-// common_option_table() — only those the job uses (`use`: kEmbedFlags, ...,
-// jobs/common_options.h): a job neither lists nor accepts a flag it ignores.
-void add_common_flags(CLI::App* cmd, CommonOptions& o, unsigned use);
 
 // `stoke embed`'s flags (also under `stoke doctor embed` and `stoke tune
 // embed`), from embed_option_table().

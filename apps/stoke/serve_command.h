@@ -1,5 +1,5 @@
-// `stoke serve`: its flags (the common ones a model job takes, and the
-// server's own) and its run.
+// `stoke serve`: its flags (serve_option_table(): the common ones it takes,
+// and the server's own) and its run.
 #pragma once
 
 #include <memory>

@@ -67,6 +67,7 @@ constexpr unsigned kTokenizeFlags = kRecords | kInput | kPairField | kIdField | 
 constexpr unsigned kEmbedFlags = kStops | kRecords | kInput | kManyInputs | kIdField | kDevice | kBatchTokens | kWorkers;
 constexpr unsigned kClassifyFlags = kStops | kRecords | kInput | kPairField | kIdField | kDevice | kBatchTokens | kWorkers;
 constexpr unsigned kTrainFlags = kStops | kRecords | kPairField | kDevice | kWorkers;
+constexpr unsigned kServeFlags = kDevice | kBatchTokens | kWorkers;  // texts come in requests
 
 // The common options (DESIGN "Conventions every job shares"), declared once;
 // an entry whose `uses` has bits is taken only by the jobs whose mask has

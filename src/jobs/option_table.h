@@ -192,6 +192,8 @@ Option<O> word_option(std::string flag, Field field, std::vector<std::string> ch
 // One of a list of words, each naming a value of an enum: the typed field
 // holds the enum (an std::optional of it: unset until given), the table the
 // words; "--schedule \"triangle\": expected linear, constant or cosine".
+// E may be the optional itself when unset has a word of its own (serve's
+// --model-kind auto: std::nullopt, the server decides from the folder).
 template <class O, class E, class Field>
 Option<O> enum_option(std::string flag, Field field, std::vector<std::pair<std::string, E>> words, std::string help,
                       unsigned offer = kOfferBoth) {
@@ -212,11 +214,11 @@ Option<O> enum_option(std::string flag, Field field, std::vector<std::pair<std::
   };
   o.show = [field, words](const O& opts) {
     const auto& v = field(const_cast<O&>(opts));
-    if constexpr (requires { v.has_value(); }) {
+    if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(v)>, E> && requires { v.has_value(); }) {
       if (!v) return std::string();  // unset: no default to show
       for (const auto& [word, e] : words)
         if (e == *v) return word;
-    } else {
+    } else {  // the field holds E (unset too, when E is an optional with a word for it)
       for (const auto& [word, e] : words)
         if (e == v) return word;
     }

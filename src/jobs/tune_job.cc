@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <thread>
 #include <tuple>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "cpu/kernels.h"
@@ -13,80 +12,39 @@
 
 namespace stoke {
 
-using nlohmann::json;
-
 namespace {
 
 using tuning::check_stop;
 using tuning::deliver_config;
 using tuning::Interrupted;
 using tuning::interrupted_row;
+using tuning::Knob;
 using tuning::kNothingToWrite;
 using tuning::race;
 using tuning::Scratch;
 using tuning::speedup_phrase;
-
-struct Setting {
-  int workers = 1;
-  int64_t batch_tokens = 16384;
-  std::string precision = "f32";
-  // The embed options of this setting: the flags given, the knobs set.
-  EmbedOptions applied(EmbedOptions e) const {
-    e.common.workers = workers;
-    e.common.batch_tokens = batch_tokens;
-    e.common.precision = precision;
-    return e;
-  }
-};
-
-// The flags tune searches, as embed's table declares them: the config it
-// writes holds their values as the table shows them, keyed as --config reads
-// them, so tune spells and formats no flag of its own.
-constexpr const char* kTunedFlags[] = {"--workers", "--batch-tokens", "--precision"};
-
-const Option<EmbedOptions>& tuned_option(const char* flag) {
-  const Option<EmbedOptions>* o = find_option(embed_option_table(), flag);
-  if (!o) throw Error(Errc::internal, std::string("stoke tune: embed's table has no ") + flag);
-  return *o;
-}
-
-// {"workers": 2, "batch-tokens": 16384, "precision": "bf16"} and the same as flags.
-std::pair<json, std::string> tuned_config(const EmbedOptions& best) {
-  json config = json::object();
-  std::string flags;
-  for (const char* flag : kTunedFlags) {
-    const Option<EmbedOptions>& o = tuned_option(flag);
-    const std::string value = o.show(best);
-    const std::string key = o.flag.substr(2);
-    if (o.kind == OptionKind::integer)
-      config[key] = std::stoll(value);
-    else
-      config[key] = value;
-    flags += (flags.empty() ? "" : " ") + o.flag + " " + value;
-  }
-  return {config, flags};
-}
+using tuning::tuned_config;
 
 // `stoke tune embed`, one knob at a time from the flags given. Each change is
 // raced against the current best (tune_significance.h): it is taken only when
 // faster beyond the run-to-run spread. The speedup is the product of the
 // changes' measured ratios (each from paired runs), so a run that changes
-// nothing reports no speedup.
+// nothing reports no speedup. A setting is the embed options a trial runs
+// with; its knobs are embed's table entries (tuning::Knob), which name the
+// rows and spell the values.
 class EmbedTuning {
  public:
-  explicit EmbedTuning(const TuneOptions& o) : o_(o) {
+  explicit EmbedTuning(const TuneOptions& o) : o_(o), best_(o.embed) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     max_workers_ = o.max_workers > 0 ? static_cast<int>(o.max_workers) : std::max(cores, 2);
-    best_.workers = o.embed.common.workers > 0 ? o.embed.common.workers : 1;
-    best_.batch_tokens = o.embed.common.batch_tokens;
-    best_.precision = o.embed.common.precision;
+    best_.common.workers = o.embed.common.workers > 0 ? o.embed.common.workers : 1;
   }
 
   // 0. The starting point.
   void start() {
     TuneTrial base = trial(best_, "start",
-                           "workers " + std::to_string(best_.workers) + ", batch-tokens " +
-                               std::to_string(best_.batch_tokens) + ", " + best_.precision)
+                           workers_.name() + " " + workers_.value(best_) + ", " + batch_tokens_.name() + " " +
+                               batch_tokens_.value(best_) + ", " + precision_.value(best_))
                          .first;
     base.chosen = true;
     result_.trials.push_back(base);
@@ -94,17 +52,17 @@ class EmbedTuning {
 
   // 1. Tokenizer workers: 1, 2, 4, ... up to the cores.
   void tune_workers() {
-    const int start = best_.workers;
+    const int start = best_.common.workers;
     for (int w : {1, 2, 3, 4, 6, 8, 12, 16}) {
       if (w == start || w > max_workers_) continue;
-      Setting s = best_;
-      s.workers = w;
-      auto [t, cmp] = race_setting(s, "workers", std::to_string(w));
+      EmbedOptions s = best_;
+      s.common.workers = w;
+      auto [t, cmp] = race_setting(s, workers_);
       if (cmp.verdict == Significance::faster) {
         speedup_ *= cmp.ratio;
-        best_.workers = w;
+        best_.common.workers = w;
         for (auto& x : result_.trials)
-          if (x.knob == "workers" || x.knob == "start") x.chosen = false;
+          if (x.knob == workers_.name() || x.knob == "start") x.chosen = false;
         t.chosen = true;
       }
       result_.trials.push_back(t);
@@ -115,7 +73,7 @@ class EmbedTuning {
   // largest budget whose workspace fits), then one step down from the limit.
   void tune_batch_tokens() {
     const int64_t limit = int64_t{1} << 20;  // 1M tokens per batch: far past any useful CPU batch
-    int64_t b = best_.batch_tokens;
+    int64_t b = best_.common.batch_tokens;
     bool hit_limit = false;
     for (int i = 0; i < 4; ++i) {
       b *= 2;
@@ -123,21 +81,22 @@ class EmbedTuning {
         hit_limit = true;
         break;
       }
-      Setting s = best_;
-      s.batch_tokens = b;
-      auto [t, cmp] = race_setting(s, "batch-tokens", std::to_string(b));
+      EmbedOptions s = best_;
+      s.common.batch_tokens = b;
+      auto [t, cmp] = race_setting(s, batch_tokens_);
       const bool better = cmp.verdict == Significance::faster;
       if (better) {
         speedup_ *= cmp.ratio;
-        best_.batch_tokens = b;
+        best_.common.batch_tokens = b;
         for (auto& x : result_.trials)
-          if (x.knob == "batch-tokens") x.chosen = false;
+          if (x.knob == batch_tokens_.name()) x.chosen = false;
         t.chosen = true;
       }
       result_.trials.push_back(t);
       if (!better) break;
     }
-    if (hit_limit && best_.batch_tokens == limit) best_.batch_tokens = limit / 2;  // one step down from the limit
+    if (hit_limit && best_.common.batch_tokens == limit)
+      best_.common.batch_tokens = limit / 2;  // one step down from the limit
   }
 
   // 3. Precision: only those --try-precisions names. Any other precision
@@ -145,7 +104,7 @@ class EmbedTuning {
   // quantizing), so the one given is kept unless the user asks; each one tried
   // races the best so far and has its vectors compared with f32's.
   void tune_precision() {
-    const std::string start = best_.precision;
+    const std::string start = best_.common.precision;
     std::vector<std::string> not_tried;
     for (const char* p : {"f32", "bf16", "f16", "int8"}) {
       if (p == start) continue;
@@ -162,7 +121,7 @@ class EmbedTuning {
     }
     const bool one = not_tried.size() == 1, only_f32 = one && not_tried[0] == "f32";
     TuneTrial t;
-    t.knob = "precision";
+    t.knob = precision_.name();
     t.value = names;
     t.note = std::string("not tried: ") + (one ? "it changes" : "they change") + " every vector; --try-precisions " +
              list + " lets tune race " + (one ? "it" : "them") +
@@ -188,9 +147,10 @@ class EmbedTuning {
       result_.table = trial_table() + "\n" + kNothingToWrite;
       return std::move(result_);
     }
-    const auto [config, flags] = tuned_config(best_.applied(o_.embed));
-    result_.config_json = config.dump(2) + "\n";
-    result_.table = trial_table() + "\nbest: " + flags + " " + speedup_phrase(speedup_) +
+    const tuning::TunedConfig config =
+        tuned_config({workers_.setting(best_), batch_tokens_.setting(best_), precision_.setting(best_)});
+    result_.config_json = config.json;
+    result_.table = trial_table() + "\nbest: " + config.flags + " " + speedup_phrase(speedup_) +
                     deliver_config(o_.write_config, result_.config_json, "embed", result_.interrupted);
     return std::move(result_);
   }
@@ -222,24 +182,27 @@ class EmbedTuning {
   // --min-centered-cosine; bf16 and f16 must also keep every text's raw
   // cosine at --min-cosine (int8 never would: its raw figure is reported).
   void try_precision(const std::string& p) {
+    EmbedOptions s = best_;
+    s.common.precision = p;
+    const std::string knob = precision_.name(), value = precision_.value(s);
     TuneTrial t;
-    t.knob = "precision";
-    t.value = p;
+    t.knob = knob;
+    t.value = value;
     if (t.note = skip_reason(p); !t.note.empty()) {
       result_.trials.push_back(t);
       return;
     }
     if (p != "f32" && f32_dir_.empty()) {  // started lower: one f32 run, only to measure against
-      TuneTrial ref = trial(Setting{best_.workers, best_.batch_tokens, "f32"}, "precision", "f32 (reference)").first;
+      EmbedOptions f32 = best_;
+      f32.common.precision = "f32";
+      TuneTrial ref = trial(f32, knob, precision_.value(f32) + " (reference)").first;
       ref.note = "the reference for the other precisions' quality (not a candidate)";
       result_.trials.push_back(ref);
     }
-    Setting s = best_;
-    s.precision = p;
     std::string dir;  // the candidate's first output
     RateComparison cmp;
     std::tie(t, cmp) = race([&](bool is_candidate) {
-      auto [run, out] = trial(is_candidate ? s : best_, "precision", p);
+      auto [run, out] = trial(is_candidate ? s : best_, knob, value);
       if (is_candidate && dir.empty()) dir = out;
       return run;
     });
@@ -262,9 +225,9 @@ class EmbedTuning {
     }
     if (good && cmp.verdict == Significance::faster) {
       speedup_ *= cmp.ratio;
-      best_.precision = p;
+      best_.common.precision = p;
       for (auto& x : result_.trials)
-        if (x.knob == "precision") x.chosen = false;
+        if (x.knob == precision_.name()) x.chosen = false;
       t.chosen = true;
     }
     result_.trials.push_back(t);
@@ -273,12 +236,11 @@ class EmbedTuning {
   // One short embed run with setting `s` into a scratch folder: its row and
   // the folder. Throws Interrupted when a stop was asked for before it, or
   // stopped it (a partial run measures nothing).
-  std::pair<TuneTrial, std::string> trial(const Setting& s, const std::string& knob, const std::string& value) {
+  std::pair<TuneTrial, std::string> trial(const EmbedOptions& s, const std::string& knob, const std::string& value) {
     check_stop(o_.cancel, knob, value);
-    EmbedOptions e = o_.embed;
+    EmbedOptions e = s;
     e.output = scratch_.next().string();
     e.common.quiet = true;
-    e = s.applied(e);
     e.common.trace.clear();
     e.stop_after_seconds = o_.seconds_per_trial;
     e.int8_quality_sample = false;  // tune measures every precision against its own f32 trial
@@ -286,7 +248,7 @@ class EmbedTuning {
     const EmbedSummary r = run_embed(e);
     if (r.cancelled) throw Interrupted{knob, value};
     if (knob == "start") started_ = true;
-    if (s.precision == "f32") f32_dir_ = e.output;
+    if (s.common.precision == "f32") f32_dir_ = e.output;
     device_native_bf16_ = r.native_bf16;
     device_name_ = r.device;
     TuneTrial t;
@@ -302,11 +264,12 @@ class EmbedTuning {
     return {t, e.output};
   }
 
-  // Candidate vs the current best, alternately, until the rule decides.
-  std::pair<TuneTrial, RateComparison> race_setting(const Setting& candidate, const std::string& knob,
-                                                    const std::string& value) {
-    const Setting baseline = best_;
-    return race([&](bool is_candidate) { return trial(is_candidate ? candidate : baseline, knob, value).first; });
+  // Candidate vs the current best, alternately, until the rule decides; the
+  // row is the knob's, with the candidate's value.
+  std::pair<TuneTrial, RateComparison> race_setting(const EmbedOptions& candidate, const Knob<EmbedOptions>& knob) {
+    const EmbedOptions baseline = best_;
+    const std::string name = knob.name(), value = knob.value(candidate);
+    return race([&](bool is_candidate) { return trial(is_candidate ? candidate : baseline, name, value).first; });
   }
 
   // A precision's vectors against f32's, row by row, as the trials wrote them
@@ -338,10 +301,14 @@ class EmbedTuning {
     return table;
   }
 
+  // The knobs, as embed's table declares them.
+  const Knob<EmbedOptions> workers_{embed_option_table(), "--workers"};
+  const Knob<EmbedOptions> batch_tokens_{embed_option_table(), "--batch-tokens"};
+  const Knob<EmbedOptions> precision_{embed_option_table(), "--precision"};
   const TuneOptions& o_;
   Scratch scratch_;
   int max_workers_ = 1;
-  Setting best_;
+  EmbedOptions best_;  // the settings taken so far: the flags given, the knobs turned
   double speedup_ = 1;
   bool device_native_bf16_ = false;  // the device the trials ran on (--device, auto resolved) multiplies bf16 natively
   std::string device_name_;          // that device ("cpu", "cuda:N")

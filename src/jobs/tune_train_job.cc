@@ -4,14 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "jobs/tune_trials.h"
 
 namespace stoke {
-
-using nlohmann::json;
 
 namespace {
 
@@ -19,15 +16,18 @@ using tuning::check_stop;
 using tuning::deliver_config;
 using tuning::Interrupted;
 using tuning::interrupted_row;
+using tuning::Knob;
 using tuning::kNothingToWrite;
 using tuning::race;
 using tuning::Scratch;
 using tuning::speedup_phrase;
+using tuning::tuned_config;
 
 // `stoke tune train`, as `stoke tune embed` (tune_job.cc): the batch size
 // (doubled while it helps, the lr scaled by the linear rule from the starting
 // batch), then bf16 where the device has it natively and the loss stays close
-// to f32's.
+// to f32's. Its knobs are train's table entries (tuning::Knob), which name
+// the rows and spell the values.
 class TrainTuning {
  public:
   TrainTuning(const TuneTrainOptions& o, int64_t start_batch)
@@ -35,8 +35,9 @@ class TrainTuning {
 
   // 0. The starting point.
   void start() {
-    Outcome base = trial(start_batch_, best_precision_, "start",
-                         "batch " + std::to_string(start_batch_) + ", " + best_precision_);
+    const TrainOptions s = setting(start_batch_, best_precision_);
+    Outcome base =
+        trial(start_batch_, best_precision_, "start", "batch " + batch_size_.value(s) + ", " + precision_.value(s));
     base.trial.chosen = true;
     result_.trials.push_back(base.trial);
   }
@@ -44,10 +45,12 @@ class TrainTuning {
   // 1. Batch size: doubling, with --lr-scale-from the starting batch.
   void tune_batch_size() {
     for (int64_t b = start_batch_ * 2; b <= o_.train.max_batch_size; b *= 2) {
-      const std::string value = std::to_string(b) + " (lr x" + std::to_string(b / start_batch_) + ")";
+      const std::string knob = batch_size_.name();
+      const std::string value =
+          batch_size_.value(setting(b, best_precision_)) + " (lr x" + std::to_string(b / start_batch_) + ")";
       auto [t, cmp] = race([&](bool is_candidate) {
-        return is_candidate ? trial(b, best_precision_, "batch-size", value).trial
-                            : trial(best_batch_, best_precision_, "batch-size", value).trial;  // the row shown is the candidate's
+        return is_candidate ? trial(b, best_precision_, knob, value).trial
+                            : trial(best_batch_, best_precision_, knob, value).trial;  // the row shown is the candidate's
       });
       const bool better = cmp.verdict == Significance::faster;
       if (better) {
@@ -67,9 +70,10 @@ class TrainTuning {
     // The first pair's losses are compared (same batches, same masks).
     Outcome ref, t;
     bool have_ref = false, have_t = false;
+    const std::string knob = precision_.name(), value = precision_.value(setting(best_batch_, "bf16")),
+                      reference = precision_.value(setting(best_batch_, "f32")) + " (reference)";
     auto [shown, cmp] = race([&](bool is_candidate) {
-      Outcome run = trial(best_batch_, is_candidate ? "bf16" : "f32", "precision",
-                          is_candidate ? "bf16" : "f32 (reference)");
+      Outcome run = trial(best_batch_, is_candidate ? "bf16" : "f32", knob, is_candidate ? value : reference);
       if (is_candidate && !have_t) t = run, have_t = true;
       if (!is_candidate && !have_ref) ref = run, have_ref = true;
       return run.trial;
@@ -104,15 +108,13 @@ class TrainTuning {
       result_.table = trial_table() + "\n" + kNothingToWrite;
       return std::move(result_);
     }
-    json config = {{"batch-size", std::to_string(best_batch_)}, {"precision", best_precision_}};
-    if (best_batch_ != start_batch_) config["lr-scale-from"] = start_batch_;
-    result_.config_json = config.dump(2) + "\n";
-    char tail[300];
-    std::snprintf(tail, sizeof tail, "\nbest: --batch-size %lld%s --precision %s ",
-                  static_cast<long long>(best_batch_),
-                  best_batch_ != start_batch_ ? (" --lr-scale-from " + std::to_string(start_batch_)).c_str() : "",
-                  best_precision_.c_str());
-    result_.table = trial_table() + tail + speedup_phrase(speedup_) +
+    const TrainOptions best = setting(best_batch_, best_precision_);
+    std::vector<tuning::TunedSetting> settings = {batch_size_.setting(best)};
+    if (best_batch_ != start_batch_) settings.push_back(lr_scale_from_.setting(best));  // the rule the lr needs
+    settings.push_back(precision_.setting(best));
+    const tuning::TunedConfig config = tuned_config(settings);
+    result_.config_json = config.json;
+    result_.table = trial_table() + "\nbest: " + config.flags + " " + speedup_phrase(speedup_) +
                     deliver_config(o_.write_config, result_.config_json, "train", result_.interrupted);
     return std::move(result_);
   }
@@ -123,23 +125,29 @@ class TrainTuning {
     double loss = 0;
   };
 
+  // The train options of a setting: the flags given, the knobs set.
+  TrainOptions setting(int64_t batch, const std::string& precision) const {
+    TrainOptions t = o_.train;
+    t.common.precision = precision;
+    t.batch_size = batch;
+    t.batch_size_auto = false;
+    if (batch != start_batch_) t.lr_scale_from = start_batch_;  // the linear scaling rule keeps the lr right
+    return t;
+  }
+
   // One short training run (--steps-per-trial steps, no eval, no checkpoints).
   // Throws Interrupted when a stop was asked for before it (a training trial
   // in flight runs its few steps to the end).
   Outcome trial(int64_t batch, const std::string& precision, const std::string& knob, const std::string& value) {
     check_stop(o_.cancel, knob, value);
-    TrainOptions t = o_.train;
+    TrainOptions t = setting(batch, precision);
     t.output = scratch_.next().string();
     t.common.quiet = true;
-    t.common.precision = precision;
     t.common.trace.clear();
-    t.batch_size = batch;
-    t.batch_size_auto = false;
     t.max_steps = o_.steps_per_trial;
     t.save_every = 0;
     t.eval.clear();
     t.log_every = o_.steps_per_trial;
-    if (batch != start_batch_) t.lr_scale_from = start_batch_;  // the linear scaling rule keeps the lr right
     const TrainSummary r = run_train(t);
     if (knob == "start") started_ = true;
     device_native_bf16_ = r.native_bf16;
@@ -171,6 +179,10 @@ class TrainTuning {
     return table;
   }
 
+  // The knobs, as train's table declares them.
+  const Knob<TrainOptions> batch_size_{train_option_table(), "--batch-size"};
+  const Knob<TrainOptions> lr_scale_from_{train_option_table(), "--lr-scale-from"};
+  const Knob<TrainOptions> precision_{train_option_table(), "--precision"};
   const TuneTrainOptions& o_;
   Scratch scratch_;
   const int64_t start_batch_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
 
@@ -52,6 +53,20 @@ TuneTrial race_row(TuneTrial shown, const std::vector<double>& cand, const std::
   }
   shown.note = note;
   return shown;
+}
+
+TunedConfig tuned_config(const std::vector<TunedSetting>& settings) {
+  nlohmann::json config = nlohmann::json::object();
+  TunedConfig out;
+  for (const TunedSetting& s : settings) {
+    if (s.number)
+      config[knob_key(s.flag)] = std::stoll(s.value);
+    else
+      config[knob_key(s.flag)] = s.value;
+    out.flags += (out.flags.empty() ? "" : " ") + s.flag + " " + s.value;
+  }
+  out.json = config.dump(2) + "\n";
+  return out;
 }
 
 std::string speedup_phrase(double speedup) {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "core/file_util.h"
 #include "jobs/tune_job.h"
 #include "jobs/tune_significance.h"
@@ -68,6 +69,48 @@ std::pair<TuneTrial, RateComparison> race(Run run) {
   }
   return {race_row(first, cand, cand_tokens, cand_busy, cmp), cmp};
 }
+
+// ---- the knobs, as the job's option table declares them -----------------------
+
+// "--batch-tokens" -> "batch-tokens": a knob's name in the trial table and
+// its key in the config (--config takes keys with or without the dashes).
+inline std::string knob_key(const std::string& flag) { return flag.substr(2); }
+
+// A setting as the config tune writes holds it: the flag, the value as its
+// table entry shows it, and whether --config takes it as a number.
+struct TunedSetting {
+  std::string flag, value;
+  bool number = false;  // a whole number ({"workers": 2}), else text ({"precision": "bf16"})
+};
+
+// A knob tune turns is an entry of the job's option table: its rows and its
+// key in the config are the flag without the dashes ("batch-tokens"), its
+// values what the entry shows for the options a trial runs with. So tune
+// spells and formats no flag of its own, and what it writes reads back
+// through the same entries (`--config tuned.json`).
+template <class O>
+class Knob {
+ public:
+  Knob(const OptionTable<O>& table, const char* flag) : entry_(find_option(table, flag)) {
+    if (entry_ == nullptr || !entry_->show)
+      throw Error(Errc::internal, std::string("stoke tune: the job's option table shows no ") + flag);
+  }
+  std::string name() const { return knob_key(entry_->flag); }
+  std::string value(const O& options) const { return entry_->show(options); }
+  TunedSetting setting(const O& options) const {
+    return {entry_->flag, value(options), entry_->kind == OptionKind::integer};
+  }
+
+ private:
+  const Option<O>* entry_;
+};
+
+// The winning settings as --config reads them (a JSON object, as text) and
+// as flags ("--workers 2 --batch-tokens 16384 --precision f32"), in order.
+struct TunedConfig {
+  std::string json, flags;
+};
+TunedConfig tuned_config(const std::vector<TunedSetting>& settings);
 
 // What the changes bought: never "1.00x" beside changed settings, since a
 // change is taken only when significantly faster.

@@ -1,12 +1,24 @@
-// `stoke serve`'s settings, parsed by the CLI (apps/stoke) and handed to run_serve.
+// `stoke serve`'s settings, declared once in its option table
+// (serve_option_table.cc), read by the CLI (apps/stoke) and handed to run_serve.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "jobs/common_options.h"
+#include "jobs/option_table.h"
 
 namespace stoke {
+
+namespace serve {
+
+// What the server does with its model: embed, classify, or (a one-label
+// cross-encoder) rerank. --model-kind names one, or leaves it to the folder.
+enum class ModelKind { embedding, classifier, reranker };
+const char* model_kind_name(ModelKind k);  // "embedding", ...: the --model-kind words and the start line
+
+}  // namespace serve
 
 struct ServeOptions {
   CommonOptions common;                    // --model, --device, --precision, --max-length, --workers, --batch-tokens, --trace
@@ -20,7 +32,7 @@ struct ServeOptions {
   std::string api_key;                     // --api-key
   std::string api_key_file;                // --api-key-file (first line)
   std::string served_model_name;           // --served-model-name (default: the folder's name)
-  std::string model_kind = "auto";         // --model-kind auto|embedding|classifier|reranker
+  std::optional<serve::ModelKind> model_kind;  // --model-kind embedding|classifier|reranker (unset: auto)
   double max_wait_ms = 0;                  // --max-wait-ms
   double header_timeout_s = 30;            // --header-timeout
   double body_timeout_s = 30;              // --body-timeout
@@ -29,5 +41,10 @@ struct ServeOptions {
   int64_t io_threads = 2;                  // --io-threads: HTTP parsing and answers
   bool log_requests = false;               // --log-requests: one line per request on stderr (debug)
 };
+
+// serve's options, declared once (jobs/option_table.h): the common options
+// serve takes (kServeFlags), then its own. Each number is range-checked as
+// it is set, so run_serve sees only values the table accepts.
+const OptionTable<ServeOptions>& serve_option_table();
 
 }  // namespace stoke

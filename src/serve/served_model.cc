@@ -19,21 +19,20 @@ bool has_classification_architecture(const HfConfig& c) {
   return false;
 }
 
-// auto: a sentence-transformers folder embeds; else a sequence-classification
-// checkpoint classifies (one label: a cross-encoder, so it reranks); else the
-// base encoder embeds with mean pooling.
-ModelKind decide_kind(const std::string& flag, const ModelFolder& folder) {
+// Unset (--model-kind auto): a sentence-transformers folder embeds; else a
+// sequence-classification checkpoint classifies (one label: a cross-encoder,
+// so it reranks); else the base encoder embeds with mean pooling.
+ModelKind decide_kind(const std::optional<ModelKind>& asked, const ModelFolder& folder) {
   const int64_t labels = folder.config.num_labels();
-  if (flag == "embedding") return ModelKind::embedding;
-  if (flag == "classifier" || flag == "reranker") {
-    if (labels < 1) throw Error(Errc::invalid_argument, "--model-kind " + flag + ": config.json has no labels");
-    if (flag == "reranker" && labels != 1)
-      throw Error(Errc::invalid_argument, "--model-kind reranker: a reranker is a one-label cross-encoder; config.json has " +
+  if (asked == ModelKind::embedding) return ModelKind::embedding;
+  if (asked) {
+    const std::string flag = std::string("--model-kind ") + model_kind_name(*asked);
+    if (labels < 1) throw Error(Errc::invalid_argument, flag + ": config.json has no labels");
+    if (asked == ModelKind::reranker && labels != 1)
+      throw Error(Errc::invalid_argument, flag + ": a reranker is a one-label cross-encoder; config.json has " +
                                               std::to_string(labels) + " labels");
-    return flag == "reranker" ? ModelKind::reranker : ModelKind::classifier;
+    return *asked;
   }
-  if (flag != "auto")
-    throw Error(Errc::invalid_argument, "--model-kind " + flag + ": expected auto, embedding, classifier or reranker");
   if (folder.st.present || !has_classification_architecture(folder.config) || labels < 1) return ModelKind::embedding;
   return labels == 1 ? ModelKind::reranker : ModelKind::classifier;
 }

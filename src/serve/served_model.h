@@ -16,9 +16,6 @@
 
 namespace stoke::serve {
 
-enum class ModelKind { embedding, classifier, reranker };
-const char* model_kind_name(ModelKind k);
-
 // How a classifier's logits become scores when raw_scores is false.
 enum class ScoreHead { softmax, sigmoid, raw };
 

@@ -6,7 +6,8 @@
 // its own, measured against bf16), every precision tried is measured against
 // f32 as int8's own report measures it, and a stop between trials ends the
 // search with the table of the trials completed and, once the starting point
-// completed, the best of them written.
+// completed, the best of them written. And that tune's knobs are the jobs'
+// table entries: what tuned.json holds reads back through the same entries.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -22,6 +23,7 @@
 #include "io/npy.h"
 #include "jobs/tune_embeddings.h"
 #include "jobs/tune_job.h"
+#include "jobs/tune_trials.h"
 #include "support/fixtures.h"
 
 namespace stoke {
@@ -254,6 +256,44 @@ TEST(TuneEmbeddings, TryPrecisionsTakesOnlyPrecisions) {
     ADD_FAILURE() << "fp8 taken";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "--try-precisions \"fp8\": expected f32, bf16, f16 or int8");
+  }
+}
+
+// ---- the knobs are table entries ------------------------------------------------
+
+// train's winning settings as tune writes them: each knob's flag and the
+// value its table entry shows, a number where the entry takes whole numbers
+// (--lr-scale-from), text where it takes "auto" too (--batch-size); and the
+// config, set back through the same entries, gives the same settings.
+TEST(TuneConfig, KnobsAreTheJobsTableEntriesAndReadBack) {
+  const tuning::Knob<TrainOptions> batch(train_option_table(), "--batch-size");
+  const tuning::Knob<TrainOptions> lr_from(train_option_table(), "--lr-scale-from");
+  const tuning::Knob<TrainOptions> precision(train_option_table(), "--precision");
+  EXPECT_EQ(batch.name(), "batch-size");
+  TrainOptions best;
+  best.batch_size = 16;
+  best.lr_scale_from = 4;
+  best.common.precision = "bf16";
+  const tuning::TunedConfig c =
+      tuning::tuned_config({batch.setting(best), lr_from.setting(best), precision.setting(best)});
+  const nlohmann::json config = nlohmann::json::parse(c.json);
+  EXPECT_EQ(config, nlohmann::json::parse(R"({"batch-size": "16", "lr-scale-from": 4, "precision": "bf16"})"));
+  EXPECT_EQ(c.flags, "--batch-size 16 --lr-scale-from 4 --precision bf16");
+  TrainOptions back;
+  for (const auto& [key, value] : config.items()) {
+    const std::string text = value.is_string() ? value.get<std::string>() : value.dump();  // as --config reads it
+    find_option(train_option_table(), "--" + key)->set(back, text);
+  }
+  EXPECT_EQ(back.batch_size, 16);
+  EXPECT_FALSE(back.batch_size_auto);
+  EXPECT_EQ(back.lr_scale_from, 4);
+  EXPECT_EQ(back.common.precision, "bf16");
+  // A knob its job's table does not show is a bug of ours, said at once.
+  try {
+    tuning::Knob<EmbedOptions>(embed_option_table(), "--batch-size");
+    ADD_FAILURE() << "embed has no --batch-size";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::internal);
   }
 }
 

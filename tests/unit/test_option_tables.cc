@@ -1,11 +1,14 @@
-// The option tables (src/jobs/option_table.h): embed's, train's and the
-// common one declare each option once, and every interface shows and checks what the
-// table says — `stoke embed --help` lists every CLI entry with its default,
-// each number refuses a value out of its range in one line naming flag,
-// value and range, and the README's usage of embed and train names only
-// flags their tables have. (Python's embed_job keywords against the table: tests/python/test_jobs.py.)
+// The option tables (src/jobs/option_table.h): embed's, train's, serve's and
+// the common one declare each option once, and every interface shows and
+// checks what the table says — `stoke embed --help` (train, serve) lists
+// every CLI entry with its default, each number refuses a value out of its
+// range in one line naming flag, value and range, the README's usage of
+// embed, train and serve names only flags their tables have, and
+// docs/serve.md's flag table names serve's own options with their defaults.
+// (Python's embed_job keywords against the table: tests/python/test_jobs.py.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -16,6 +19,7 @@
 #include "jobs/common_options.h"
 #include "jobs/embed_job.h"
 #include "jobs/train_job.h"
+#include "serve/serve_options.h"
 #include "support/fixtures.h"
 
 namespace stoke {
@@ -52,6 +56,7 @@ void expect_help_lists_the_table(const std::string& command, const OptionTable<O
 TEST(OptionTables, HelpListsEveryCliEntryWithItsDefault) {
   expect_help_lists_the_table("embed", embed_option_table(), 30);
   expect_help_lists_the_table("train", train_option_table(), 50);
+  expect_help_lists_the_table("serve", serve_option_table(), 25);
 }
 
 // Python names unique; every number refuses a value below its range and a
@@ -92,6 +97,7 @@ void expect_entries_refuse_bad_values(const OptionTable<O>& table) {
 TEST(OptionTables, NamesAreUniqueAndNumbersRefuseValuesOutOfRange) {
   expect_entries_refuse_bad_values(embed_option_table());
   expect_entries_refuse_bad_values(train_option_table());
+  expect_entries_refuse_bad_values(serve_option_table());
   EmbedOptions o;
   find_option(embed_option_table(), "--batch-tokens")->set(o, "+512");
   EXPECT_EQ(o.common.batch_tokens, 512);
@@ -141,6 +147,37 @@ TEST(OptionTables, NamesAreUniqueAndNumbersRefuseValuesOutOfRange) {
   }
 }
 
+// serve's words and numbers are typed as they are read: --model-kind is the
+// kind ServedModel runs (auto: unset, decided from the folder), the timeouts
+// are above 0.
+TEST(OptionTables, ServesOptionsAreTyped) {
+  ServeOptions o;
+  const OptionTable<ServeOptions>& t = serve_option_table();
+  EXPECT_EQ(find_option(t, "--model-kind")->show(o), "auto");
+  find_option(t, "--model-kind")->set(o, "reranker");
+  EXPECT_EQ(o.model_kind, std::optional<serve::ModelKind>(serve::ModelKind::reranker));
+  EXPECT_EQ(find_option(t, "--model-kind")->show(o), "reranker");
+  find_option(t, "--model-kind")->set(o, "auto");
+  EXPECT_EQ(o.model_kind, std::nullopt);
+  try {
+    find_option(t, "--model-kind")->set(o, "ranker");
+    ADD_FAILURE() << "--model-kind took ranker";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--model-kind \"ranker\": expected auto, embedding, classifier or reranker");
+  }
+  find_option(t, "--port")->set(o, "0");
+  EXPECT_EQ(o.port, 0);
+  EXPECT_THROW(find_option(t, "--port")->set(o, "65536"), Error);
+  EXPECT_THROW(find_option(t, "--drain-timeout")->set(o, "0"), Error);
+  find_option(t, "--auto-truncate")->set(o, "true");
+  EXPECT_TRUE(o.auto_truncate);
+  // The common options serve takes are there, and only those (its texts come in requests).
+  EXPECT_NE(find_option(t, "--batch-tokens"), nullptr);
+  EXPECT_EQ(find_option(t, "--text-field"), nullptr);
+  EXPECT_EQ(find_option(t, "--input"), nullptr);
+  EXPECT_EQ(find_option(t, "--stop-timeout"), nullptr);
+}
+
 // The flags of the README's usage block of `stoke <command>` (up to the next
 // command's block).
 std::vector<std::string> readme_usage_flags(const std::string& command, const std::string& next) {
@@ -168,6 +205,58 @@ TEST(OptionTables, TheReadmesUsageNamesOnlyTableFlags) {
   EXPECT_GE(train.size(), 20u);
   for (const std::string& f : train)
     EXPECT_NE(find_option(train_option_table(), f), nullptr) << f << " (README) is not a train option";
+  const auto serve = readme_usage_flags("serve", "--help");
+  EXPECT_GE(serve.size(), 5u);
+  for (const std::string& f : serve)
+    EXPECT_NE(find_option(serve_option_table(), f), nullptr) << f << " (README) is not a serve option";
+}
+
+// docs/serve.md's "Flags" table: "| `--port` | 8080 | TCP port; ... |", a row
+// per flag or a few flags. Each row's flags and its default cell.
+std::vector<std::pair<std::vector<std::string>, std::string>> serve_doc_rows() {
+  std::ifstream in(test::source_dir() / "docs" / "serve.md");
+  std::vector<std::pair<std::vector<std::string>, std::string>> rows;
+  const std::regex flag("--[a-z0-9-]+");
+  bool in_flags = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("## ", 0) == 0) in_flags = line == "## Flags";
+    if (!in_flags || line.rfind("| `--", 0) != 0) continue;
+    const size_t second = line.find(" | ");
+    const size_t third = line.find(" | ", second + 3);
+    const std::string flags = line.substr(2, second - 2);
+    std::string cell = line.substr(second + 3, third - second - 3);
+    cell.erase(std::remove(cell.begin(), cell.end(), '`'), cell.end());
+    std::vector<std::string> names;
+    for (auto it = std::sregex_iterator(flags.begin(), flags.end(), flag); it != std::sregex_iterator(); ++it)
+      names.push_back(it->str());
+    rows.emplace_back(names, cell);
+  }
+  return rows;
+}
+
+TEST(OptionTables, ServesDocsNameItsOptionsWithTheirDefaults) {
+  const auto rows = serve_doc_rows();
+  ASSERT_GE(rows.size(), 15u);
+  std::set<std::string> documented;
+  for (const auto& [flags, cell] : rows)
+    for (const std::string& f : flags) {
+      EXPECT_NE(find_option(serve_option_table(), f), nullptr) << f << " (docs/serve.md) is not a serve option";
+      documented.insert(f);
+    }
+  // Serve's own options (the common ones are documented as embed's): each
+  // has a row, and a single flag's row says the default the table shows.
+  const ServeOptions defaults;
+  for (const Option<ServeOptions>& e : serve_option_table()) {
+    if (find_option(common_option_table(), e.flag) != nullptr) continue;
+    EXPECT_TRUE(documented.count(e.flag)) << e.flag << " has no row in docs/serve.md";
+    const std::string shown = e.show ? e.show(defaults) : "";
+    if (shown.empty()) continue;
+    for (const auto& [flags, cell] : rows)
+      if (flags == std::vector<std::string>{e.flag}) {
+        EXPECT_TRUE(cell == shown || cell.rfind(shown + " ", 0) == 0)
+            << e.flag << ": docs/serve.md says the default is \"" << cell << "\", the table " << shown;
+      }
+  }
 }
 
 }  // namespace
