@@ -20,8 +20,12 @@
 //
 // Conventions for all ops:
 // - activations are f32, bf16 or f16 (all of one call's activations share a
-//   dtype); weights and biases are f32 or the activation dtype; LayerNorm and
-//   softmax statistics, GEMM accumulation and pooling sums are in f32;
+//   dtype); weights and biases are f32 or the activation dtype; GEMM
+//   accumulation and softmax statistics are at least f32; LayerNorm rows and
+//   statistics, pooling sums and the sums over attention keys keep more
+//   where f32 loses digits on a trained model's activations (means in the
+//   hundreds, runs of one token: double, or f32 in short blocks; tests/ops
+//   "activations of trained models");
 // - token-wise tensors are packed: [T, ...] with T = total real tokens of the
 //   batch, sequence b owning rows [cu_seqlens[b], cu_seqlens[b+1]); no padding;
 // - index tensors (ids, positions, type ids, cu_seqlens, rows) are int32.

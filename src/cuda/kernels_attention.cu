@@ -173,11 +173,20 @@ __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const 
     sum += p;
   }
   sum = block_sum(sum, scratch);  // its barriers also publish sc
+  // P V over blocks of kKeyBlock keys in f32, each block's sum added into a
+  // double: a run of one token gives a row hundreds of near-equal weights
+  // and values, whose serial f32 sum's roundings line up instead of
+  // cancelling (as on the CPU: src/cpu/fast/fast_attention_relpos.cc).
+  constexpr int kKeyBlock = 16;
   const int64_t out_row = (first + q) * int64_t{heads} * d + q_col;
   for (int c = threadIdx.x; c < d; c += blockDim.x) {
-    float acc = 0.0f;
-    for (int j = lo; j < hi; ++j) acc += sc[j] * load(qkv, e, (first + j) * stride + v_col + c);
-    store(out, e, out_row + c, acc / sum);
+    double total = 0.0;
+    for (int j0 = lo; j0 < hi; j0 += kKeyBlock) {
+      float acc = 0.0f;
+      for (int j = j0; j < min(hi, j0 + kKeyBlock); ++j) acc += sc[j] * load(qkv, e, (first + j) * stride + v_col + c);
+      total += static_cast<double>(acc);
+    }
+    store(out, e, out_row + c, static_cast<float>(total / static_cast<double>(sum)));
   }
 }
 

@@ -167,9 +167,15 @@ __global__ void forward_kernel(void* out, float* lse, const void* qkv, Elem e, c
   sum = block_sum(sum, scratch);  // its barriers also publish pm
   const int64_t out_row = t * int64_t{heads} * d + c.q;
   for (int k = threadIdx.x; k < d; k += blockDim.x) {
-    float acc = 0.0f;
-    for (int j = 0; j < len; ++j) acc += pm[j] * load(qkv, e, (first + j) * c.stride + c.v + k);
-    store(out, e, out_row + k, acc / sum);
+    // Blocks of 16 keys in f32 added into a double, as the inference kernel
+    // (kernels_attention.cu: a run of one token's near-equal terms).
+    double total = 0.0;
+    for (int j0 = 0; j0 < len; j0 += 16) {
+      float acc = 0.0f;
+      for (int j = j0; j < min(len, j0 + 16); ++j) acc += pm[j] * load(qkv, e, (first + j) * c.stride + c.v + k);
+      total += static_cast<double>(acc);
+    }
+    store(out, e, out_row + k, static_cast<float>(total / static_cast<double>(sum)));
   }
   if (threadIdx.x == 0) lse[t * heads + h] = mx + logf(sum);
 }

@@ -1,12 +1,20 @@
-// embed_layernorm and residual_layernorm. The row is summed first (f32),
-// then normalised with two-pass statistics (mean, then the biased variance
+// embed_layernorm and residual_layernorm. The row is summed first, then
+// normalised with two-pass statistics (mean, then the biased variance
 // around it: no cancellation), so out may alias x or residual (every element
-// is read and written by the same thread). H <= 1024 (every BERT-family
-// width up to large): one warp per row, the row in registers (at most 32
-// values a lane), warp shuffles for the sums: no shared memory, no block
-// barriers, four rows per block. Wider rows: one block per row, the row in
-// shared memory. The two sum in different orders: results agree within f32
-// rounding (the op table's tolerance), not bit for bit.
+// is read and written by the same thread). The row, its statistics and
+// (s - mean) rstd gamma + beta are in double up to the one rounding of the
+// output, as on the CPU (src/cpu/fast/fast_layernorm_row.h): f32 inputs add
+// exactly there, and a trained encoder's rows can have means in the hundreds
+// and spreads of hundredths, where an f32 sum and an f32 mean are each off
+// by up to half an ulp of the mean — a shift of every centred value that the
+// normalisation divides by the spread (2e-3 relative at mean 300, spread
+// 0.01; tests/ops "activations of trained models"). The op waits on memory;
+// the double arithmetic is far inside sm_90's FP64 rate. H <= 1024 (every
+// BERT-family width up to large): one warp per row, the row in registers (at
+// most 32 values a lane), warp shuffles for the sums: no shared memory, no
+// block barriers, four rows per block. Wider rows: one block per row, the
+// row in shared memory. The two sum in different orders: results agree
+// within a rounding, not bit for bit.
 #include "cuda/kernels.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/kernels_common.cuh"
@@ -33,22 +41,25 @@ struct LnOut {
   Elem low_e;
 };
 
-// Normalises row[0:H) (shared memory) and stores it at row t of out (and of
-// the second copy, converted from out's value as stored: what convert writes).
-__device__ void normalize_and_store(float* row, float* scratch, const LnParams& p, const LnOut& o, int64_t t) {
+// Normalises row[0:H) (shared memory, double) and stores it at row t of out
+// (and of the second copy, converted from out's value as stored: what
+// convert writes).
+__device__ void normalize_and_store(const double* row, double* scratch, const LnParams& p, const LnOut& o,
+                                    int64_t t) {
   const int64_t H = p.H;
-  float s = 0.0f;
+  double s = 0.0;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) s += row[i];
-  const float mean = block_sum(s, scratch) / static_cast<float>(H);
-  float v = 0.0f;
+  const double mean = block_sum(s, scratch) / static_cast<double>(H);
+  double v = 0.0;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    const float d = row[i] - mean;
+    const double d = row[i] - mean;
     v += d * d;
   }
-  const float var = block_sum(v, scratch) / static_cast<float>(H);
-  const float rstd = rsqrtf(var + p.eps);
+  const double var = block_sum(v, scratch) / static_cast<double>(H);
+  const double rstd = 1.0 / sqrt(var + static_cast<double>(p.eps));
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    const float y = (row[i] - mean) * rstd * load(p.gamma, p.gamma_e, i) + load(p.beta, p.beta_e, i);
+    const float y =
+        static_cast<float>((row[i] - mean) * rstd * load(p.gamma, p.gamma_e, i) + load(p.beta, p.beta_e, i));
     store(o.out, o.out_e, t * H + i, y);
     if (o.low) store(o.low, o.low_e, t * H + i, rounded(o.out_e, y));
   }
@@ -57,13 +68,14 @@ __device__ void normalize_and_store(float* row, float* scratch, const LnParams& 
 __global__ void embed_layernorm_kernel(LnOut o, const int32_t* ids, const int32_t* positions,
                                        const int32_t* type_ids, const void* word, Elem word_e, const void* pos,
                                        Elem pos_e, const void* type, Elem type_e, LnParams p) {
-  extern __shared__ float row[];  // H floats
-  __shared__ float scratch[32];
+  extern __shared__ double row_wide[];  // H doubles
+  __shared__ double scratch[32];
+  double* row = row_wide;
   const int64_t t = blockIdx.x, H = p.H;
   const int64_t wi = ids[t], pi = positions[t], ti = type_ids ? type_ids[t] : 0;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    float v = load(word, word_e, wi * H + i) + load(pos, pos_e, pi * H + i);
-    if (type) v += load(type, type_e, ti * H + i);
+    double v = static_cast<double>(load(word, word_e, wi * H + i)) + static_cast<double>(load(pos, pos_e, pi * H + i));
+    if (type) v += static_cast<double>(load(type, type_e, ti * H + i));
     row[i] = v;
   }
   __syncthreads();
@@ -72,12 +84,13 @@ __global__ void embed_layernorm_kernel(LnOut o, const int32_t* ids, const int32_
 
 // residual may be null: LayerNorm of x alone (x holds the sum already).
 __global__ void residual_layernorm_kernel(LnOut o, const void* x, const void* residual, Elem in_e, LnParams p) {
-  extern __shared__ float row[];
-  __shared__ float scratch[32];
+  extern __shared__ double row_wide[];  // H doubles
+  __shared__ double scratch[32];
+  double* row = row_wide;
   const int64_t t = blockIdx.x, H = p.H;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    float v = load(x, in_e, t * H + i);
-    if (residual) v += load(residual, in_e, t * H + i);
+    double v = static_cast<double>(load(x, in_e, t * H + i));
+    if (residual) v += static_cast<double>(load(residual, in_e, t * H + i));
     row[i] = v;
   }
   __syncthreads();  // the whole row is read before any of it is written (aliasing)
@@ -90,25 +103,26 @@ constexpr int kWarpRows = 4;  // rows (warps) per block
 // Normalises the row lane `lane` holds at columns lane + 32 k (k < N; zeros
 // past H) and stores it at row t, as normalize_and_store.
 template <int N>
-__device__ __forceinline__ void warp_normalize_and_store(const float (&v)[N], const LnParams& p, const LnOut& o,
+__device__ __forceinline__ void warp_normalize_and_store(const double (&v)[N], const LnParams& p, const LnOut& o,
                                                          int64_t t, int lane) {
   const int64_t H = p.H;
-  float s = 0.0f;
+  double s = 0.0;
 #pragma unroll
   for (int k = 0; k < N; ++k) s += v[k];  // zeros past H
-  const float mean = warp_sum(s) / static_cast<float>(H);
-  float q = 0.0f;
+  const double mean = warp_sum(s) / static_cast<double>(H);
+  double q = 0.0;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
-    const float d = lane + 32 * k < H ? v[k] - mean : 0.0f;
+    const double d = lane + 32 * k < H ? v[k] - mean : 0.0;
     q += d * d;
   }
-  const float rstd = rsqrtf(warp_sum(q) / static_cast<float>(H) + p.eps);
+  const double rstd = 1.0 / sqrt(warp_sum(q) / static_cast<double>(H) + static_cast<double>(p.eps));
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const int64_t i = lane + 32 * k;
     if (i < H) {
-      const float y = (v[k] - mean) * rstd * load(p.gamma, p.gamma_e, i) + load(p.beta, p.beta_e, i);
+      const float y =
+          static_cast<float>((v[k] - mean) * rstd * load(p.gamma, p.gamma_e, i) + load(p.beta, p.beta_e, i));
       store(o.out, o.out_e, t * H + i, y);
       if (o.low) store(o.low, o.low_e, t * H + i, rounded(o.out_e, y));
     }
@@ -123,14 +137,14 @@ __global__ void embed_layernorm_warp_kernel(LnOut o, const int32_t* ids, const i
   const int64_t t = int64_t{blockIdx.x} * kWarpRows + (threadIdx.x >> 5), H = p.H;
   if (t >= T) return;  // a whole warp: no shuffle is left half-empty
   const int64_t wi = ids[t], pi = positions[t], ti = type_ids ? type_ids[t] : 0;
-  float v[N];
+  double v[N];
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const int64_t i = lane + 32 * k;
-    float x = 0.0f;
+    double x = 0.0;
     if (i < H) {
-      x = load(word, word_e, wi * H + i) + load(pos, pos_e, pi * H + i);
-      if (type) x += load(type, type_e, ti * H + i);
+      x = static_cast<double>(load(word, word_e, wi * H + i)) + static_cast<double>(load(pos, pos_e, pi * H + i));
+      if (type) x += static_cast<double>(load(type, type_e, ti * H + i));
     }
     v[k] = x;
   }
@@ -143,14 +157,14 @@ __global__ void residual_layernorm_warp_kernel(LnOut o, const void* x, const voi
   const int lane = threadIdx.x & 31;
   const int64_t t = int64_t{blockIdx.x} * kWarpRows + (threadIdx.x >> 5), H = p.H;
   if (t >= T) return;
-  float v[N];
+  double v[N];
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const int64_t i = lane + 32 * k;
-    float s = 0.0f;
+    double s = 0.0;
     if (i < H) {
-      s = load(x, in_e, t * H + i);
-      if (residual) s += load(residual, in_e, t * H + i);  // null: x alone
+      s = static_cast<double>(load(x, in_e, t * H + i));
+      if (residual) s += static_cast<double>(load(residual, in_e, t * H + i));  // null: x alone
     }
     v[k] = s;
   }
@@ -175,9 +189,9 @@ LnParams ln_params(const TensorView& gamma, const TensorView& beta, float eps, i
 }
 
 void check_row_width(int64_t H) {
-  // One row in shared memory beside the 128-byte reduction scratch, within
-  // the 48 KiB a block gets without opting in: 12,256 columns.
-  constexpr int64_t kMaxH = (48 * 1024 - 128) / 4;
+  // One row of doubles in shared memory beside the 256-byte reduction
+  // scratch, within the 48 KiB a block gets without opting in: 6,112 columns.
+  constexpr int64_t kMaxH = (48 * 1024 - 256) / 8;
   if (H > kMaxH)
     throw Error(Errc::unsupported, "cuda layernorm: hidden size " + std::to_string(H) + " over " + std::to_string(kMaxH));
 }
@@ -210,7 +224,7 @@ void launch_embed_layernorm(cudaStream_t s, const TensorView& out, const TensorV
     default: break;
   }
   check_row_width(H);
-  embed_layernorm_kernel<<<static_cast<unsigned>(T), kThreads, static_cast<size_t>(H) * 4, s>>>(
+  embed_layernorm_kernel<<<static_cast<unsigned>(T), kThreads, static_cast<size_t>(H) * 8, s>>>(
       ln_out(out, out_low), ids.as<const int32_t>(), positions.as<const int32_t>(),
       type_ids.empty() ? nullptr : type_ids.as<const int32_t>(), word.data, elem_of(word.dtype), pos.data,
       elem_of(pos.dtype), type.empty() ? nullptr : type.data, elem_of(type.dtype), ln_params(gamma, beta, eps, H));
@@ -238,7 +252,7 @@ void launch_residual_layernorm(cudaStream_t s, const TensorView& out, const Tens
     default: break;
   }
   check_row_width(H);
-  residual_layernorm_kernel<<<static_cast<unsigned>(T), kThreads, static_cast<size_t>(H) * 4, s>>>(
+  residual_layernorm_kernel<<<static_cast<unsigned>(T), kThreads, static_cast<size_t>(H) * 8, s>>>(
       ln_out(out, out_low), x.data, residual.data, elem_of(x.dtype), ln_params(gamma, beta, eps, H));
   check_launch("residual_layernorm_kernel");
 }

@@ -1,5 +1,8 @@
 // pool: one block per sequence, threads across the hidden columns; sums in
-// f32 over the sequence's rows. An empty sequence pools to zeros (as the CPU
+// double over the sequence's rows, rounded once: a text with a run of one
+// token sums near-equal rows hundreds of times, and an f32 running sum's
+// roundings then line up instead of cancelling (as on the CPU:
+// src/cpu/fast/fast_pool.cc). An empty sequence pools to zeros (as the CPU
 // reference does).
 #include "cuda/kernels.h"
 #include "cuda/cuda_internal.h"
@@ -24,9 +27,10 @@ __global__ void pool_kernel(float* out, const void* h, Elem h_e, const int32_t* 
           break;
         case PoolingMode::mean:
         case PoolingMode::mean_sqrt_len: {
-          float sum = 0.0f;
-          for (int64_t t = 0; t < len; ++t) sum += load(h, h_e, (first + t) * H + i);
-          v = mode == PoolingMode::mean ? sum / static_cast<float>(len) : sum / sqrtf(static_cast<float>(len));
+          double sum = 0.0;
+          for (int64_t t = 0; t < len; ++t) sum += static_cast<double>(load(h, h_e, (first + t) * H + i));
+          const double n = static_cast<double>(len);
+          v = static_cast<float>(mode == PoolingMode::mean ? sum / n : sum / sqrt(n));
           break;
         }
       }

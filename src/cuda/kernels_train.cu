@@ -111,28 +111,32 @@ __global__ void bias_gelu_dx_kernel(void* dx, Elem dx_e, const void* dy, Elem dy
 
 // One block per row: s = x + residual into shared memory (out may alias x or
 // residual: the whole row is read before anything is written), two-pass
-// mean and biased variance in f32.
+// mean and biased variance; the row, its statistics and the output until its
+// rounding in double, as the inference kernels (kernels_layernorm.cu says
+// why). mean and rstd are stored rounded to f32.
 __global__ void residual_layernorm_train_kernel(void* out, Elem out_e, float* mean, float* rstd, const void* x,
                                                 Elem x_e, const void* res, Elem res_e, const void* gamma,
                                                 Elem gamma_e, const void* beta, Elem beta_e, int64_t H, float eps) {
-  extern __shared__ float row[];
-  __shared__ float scratch[32];
+  extern __shared__ double ln_row_wide[];  // H doubles
+  __shared__ double scratch[32];
+  double* row = ln_row_wide;
   const int64_t t = blockIdx.x;
-  float sum = 0.0f;
+  double sum = 0.0;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    const float s = load(x, x_e, t * H + i) + load(res, res_e, t * H + i);
+    const double s = static_cast<double>(load(x, x_e, t * H + i)) + static_cast<double>(load(res, res_e, t * H + i));
     row[i] = s;
     sum += s;
   }
-  const float mu = block_sum(sum, scratch) / static_cast<float>(H);
-  float var = 0.0f;
+  const double mu = block_sum(sum, scratch) / static_cast<double>(H);
+  double var = 0.0;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) var += (row[i] - mu) * (row[i] - mu);
-  const float r = rsqrtf(block_sum(var, scratch) / static_cast<float>(H) + eps);
+  const double r = 1.0 / sqrt(block_sum(var, scratch) / static_cast<double>(H) + static_cast<double>(eps));
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
-    store(out, out_e, t * H + i, (row[i] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i));
+    store(out, out_e, t * H + i,
+          static_cast<float>((row[i] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i)));
   if (threadIdx.x == 0) {
-    mean[t] = mu;
-    rstd[t] = r;
+    mean[t] = static_cast<float>(mu);
+    rstd[t] = static_cast<float>(r);
   }
 }
 
@@ -218,30 +222,33 @@ __global__ void residual_layernorm_train_warp_kernel(void* out, Elem out_e, floa
   const int lane = threadIdx.x & 31;
   const int64_t t = int64_t{blockIdx.x} * kLnWarpRows + (threadIdx.x >> 5);
   if (t >= T) return;  // the whole warp
-  float v[N];
-  float sum = 0.0f;
+  double v[N];  // in double, as the block kernel
+  double sum = 0.0;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const int64_t i = lane + 32 * k;
-    v[k] = i < H ? load(x, x_e, t * H + i) + load(res, res_e, t * H + i) : 0.0f;
+    v[k] = i < H ? static_cast<double>(load(x, x_e, t * H + i)) + static_cast<double>(load(res, res_e, t * H + i))
+                 : 0.0;
     sum += v[k];
   }
-  const float mu = warp_sum(sum) / static_cast<float>(H);
-  float var = 0.0f;
+  const double mu = warp_sum(sum) / static_cast<double>(H);
+  double var = 0.0;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
-    const float d = lane + 32 * k < H ? v[k] - mu : 0.0f;
+    const double d = lane + 32 * k < H ? v[k] - mu : 0.0;
     var += d * d;
   }
-  const float r = rsqrtf(warp_sum(var) / static_cast<float>(H) + eps);
+  const double r = 1.0 / sqrt(warp_sum(var) / static_cast<double>(H) + static_cast<double>(eps));
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const int64_t i = lane + 32 * k;
-    if (i < H) store(out, out_e, t * H + i, (v[k] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i));
+    if (i < H)
+      store(out, out_e, t * H + i,
+            static_cast<float>((v[k] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i)));
   }
   if (lane == 0) {
-    mean[t] = mu;
-    rstd[t] = r;
+    mean[t] = static_cast<float>(mu);
+    rstd[t] = static_cast<float>(r);
   }
 }
 
@@ -550,30 +557,32 @@ __global__ void cross_entropy_kernel(float* dlogits, double* metrics, const floa
   }
 }
 
-// embed_layernorm_train: a block per token, the row in shared memory, as residual_layernorm_train.
+// embed_layernorm_train: a block per token, the row in shared memory (double), as residual_layernorm_train.
 __global__ void embed_layernorm_train_kernel(void* out, Elem out_e, float* mean, float* rstd, const int32_t* ids,
                                              const int32_t* positions, const int32_t* type_ids, const void* word,
                                              Elem we, const void* pos, Elem pe, const void* type, Elem te,
                                              const void* gamma, Elem gamma_e, const void* beta, Elem beta_e,
                                              int64_t H, float eps) {
-  extern __shared__ float row[];
-  __shared__ float scratch[32];
+  extern __shared__ double ln_row_wide[];  // H doubles
+  __shared__ double scratch[32];
+  double* row = ln_row_wide;
   const int64_t t = blockIdx.x;
-  float sum = 0.0f;
+  double sum = 0.0;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    const float s = embedding_at(ids, positions, type_ids, word, pos, type, we, pe, te, t, H, i);
+    const double s = embedding_at_wide(ids, positions, type_ids, word, pos, type, we, pe, te, t, H, i);
     row[i] = s;
     sum += s;
   }
-  const float mu = block_sum(sum, scratch) / static_cast<float>(H);
-  float var = 0.0f;
+  const double mu = block_sum(sum, scratch) / static_cast<double>(H);
+  double var = 0.0;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) var += (row[i] - mu) * (row[i] - mu);
-  const float r = rsqrtf(block_sum(var, scratch) / static_cast<float>(H) + eps);
+  const double r = 1.0 / sqrt(block_sum(var, scratch) / static_cast<double>(H) + static_cast<double>(eps));
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
-    store(out, out_e, t * H + i, (row[i] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i));
+    store(out, out_e, t * H + i,
+          static_cast<float>((row[i] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i)));
   if (threadIdx.x == 0) {
-    mean[t] = mu;
-    rstd[t] = r;
+    mean[t] = static_cast<float>(mu);
+    rstd[t] = static_cast<float>(r);
   }
 }
 
@@ -662,8 +671,8 @@ void launch_residual_layernorm_train(cudaStream_t s, const TensorView& out, cons
 #undef STOKE_LN_TRAIN_WARP
     default: break;
   }
-  const size_t smem = static_cast<size_t>(H) * 4;
-  if (smem > 40 * 1024) throw Error(Errc::unsupported, "cuda residual_layernorm_train: rows up to 10240 columns");
+  const size_t smem = static_cast<size_t>(H) * 8;  // the row in double
+  if (smem > 40 * 1024) throw Error(Errc::unsupported, "cuda residual_layernorm_train: rows up to 5120 columns");
   residual_layernorm_train_kernel<<<static_cast<unsigned>(T), kThreads, smem, s>>>(
       out.data, elem_of(out.dtype), mean.as<float>(), rstd.as<float>(), x.data, elem_of(x.dtype), residual.data,
       elem_of(residual.dtype), gamma.data, elem_of(gamma.dtype), beta.data, elem_of(beta.dtype), H, eps);
@@ -807,8 +816,8 @@ void launch_embed_layernorm_train(cudaStream_t s, const TensorView& out, const T
                                   const TensorView& type, const TensorView& gamma, const TensorView& beta, float eps) {
   const int64_t T = out.dim(0), H = out.dim(1);
   if (T == 0 || H == 0) return;
-  const size_t smem = static_cast<size_t>(H) * 4;
-  if (smem > 40 * 1024) throw Error(Errc::unsupported, "cuda embed_layernorm_train: rows up to 10240 columns");
+  const size_t smem = static_cast<size_t>(H) * 8;  // the row in double
+  if (smem > 40 * 1024) throw Error(Errc::unsupported, "cuda embed_layernorm_train: rows up to 5120 columns");
   embed_layernorm_train_kernel<<<static_cast<unsigned>(T), kThreads, smem, s>>>(
       out.data, elem_of(out.dtype), mean.as<float>(), rstd.as<float>(), ids.as<const int32_t>(),
       positions.as<const int32_t>(), type_ids.empty() ? nullptr : type_ids.as<const int32_t>(), word.data,

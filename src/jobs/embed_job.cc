@@ -24,6 +24,7 @@
 #include "jobs/gemm_fallback_report.h"
 #include "jobs/gpu_usage.h"
 #include "jobs/int8_quality.h"
+#include "jobs/int8_sample_tee.h"
 #include "jobs/job_threads.h"
 #include "jobs/model_session.h"
 #include "jobs/model_source_record.h"
@@ -585,28 +586,47 @@ EmbedSummary starting_summary(const EmbedOptions& o, const ModelSession& s, cons
 
 // --precision int8: the manifest's "quality" — kept from the first run on a
 // resume, else measured on the first records (jobs/int8_quality.h) before
-// anything is committed, so every manifest of the folder carries it. A
-// stream cannot be read twice: no sample then, and a note says so.
-void record_int8_quality(const EmbedOptions& o, const ModelSession& s, const EncodePipelineOptions& po,
-                         const EmbedOutputStart& begin, bool streamed, json& manifest, EmbedSummary& summary) {
+// anything is committed, so every manifest of the folder that names a shard
+// carries it. Where the job's own pass gives the sample's int8 rows first
+// (jobs/int8_sample_tee.h), only the f32 side runs here and the returned tee
+// completes the measurement from the rows it passes on. A stream cannot be
+// read twice: no sample then, and a note says so.
+std::unique_ptr<Int8SampleTee> record_int8_quality(const EmbedOptions& o, const ModelSession& s,
+                                                   const EncodePipelineOptions& po, const EmbedOutputStart& begin,
+                                                   bool streamed, json& manifest, EmbedSummary& summary) {
   std::optional<EmbedQuality> q = embed_quality_from_json(begin.quality);
   if (q) {
     manifest["quality"] = begin.quality;
   } else {
-    if (!o.int8_quality_sample) return;
+    if (!o.int8_quality_sample) return nullptr;
     if (streamed) {
       summary.notes.push_back("--precision int8: no quality sample (the input is a stream, read once); `stoke tune "
                               "embed` on a file measures int8 against f32");
-      return;
+      return nullptr;
     }
-    const Int8SampleRows rows = run_int8_sample(s, po, /*need_classifier=*/false);
+    const uint64_t n = int8_sample_size(estimate_input_records(po.input));
+    if (int8_sample_reuses_job_rows(po, o.shard_size, n)) {
+      F32SampleRows f32 = run_f32_sample(s, po, n);
+      summary.cancelled = f32.cancelled;
+      if (f32.cancelled || f32.records.empty()) return nullptr;
+      // Runs on the writer thread, before the commit that holds the sample's last row.
+      return std::make_unique<Int8SampleTee>(std::move(f32), o.min_centered_cosine,
+                                             [m = &manifest, sum = &summary](const EmbedQuality& got) {
+                                               (*m)["quality"] = to_json(got);
+                                               sum->quality = got;
+                                               if (std::string w = embed_quality_warning(got); !w.empty())
+                                                 sum->notes.push_back(w);
+                                             });
+    }
+    const Int8SampleRows rows = run_int8_sample(s, po, /*need_classifier=*/false, n);
     summary.cancelled = rows.cancelled;
-    if (rows.cancelled || rows.texts == 0) return;
+    if (rows.cancelled || rows.texts == 0) return nullptr;
     q = embed_quality(rows, o.min_centered_cosine);
     manifest["quality"] = to_json(*q);
   }
   summary.quality = q;
   if (const std::string w = embed_quality_warning(*q); !w.empty()) summary.notes.push_back(w);
+  return nullptr;
 }
 
 // This task's records among the first `records` (record r is task r mod N's).
@@ -769,7 +789,8 @@ EmbedSummary run_embed(const EmbedOptions& options) {
     return summary;
   }
   po.resume_record = begin.committed.records;
-  if (s.int8) record_int8_quality(o, s, po, begin, streamed, manifest, summary);
+  std::unique_ptr<Int8SampleTee> quality_tee;
+  if (s.int8) quality_tee = record_int8_quality(o, s, po, begin, streamed, manifest, summary);
   if (summary.cancelled) return summary;  // nothing committed yet
 
   const TaskShare share = in.files_partition ? TaskShare{1, 0} : TaskShare{o.num_shards, o.shard_index};
@@ -812,7 +833,8 @@ EmbedSummary run_embed(const EmbedOptions& options) {
     const double frac = std::min(1.0, static_cast<double>(p.texts + committed_before) / own);
     progress.update(p.texts, static_cast<uint64_t>(frac * static_cast<double>(p.bytes_read)), p.tokens);
   };
-  const PipelineStats ps = run_encode_pipeline(s.encoder, *s.backend, *s.text.tokenizer, po, sink, on_progress);
+  RowSink& rows_to = quality_tee ? quality_tee->around(sink) : sink;  // the int8 quality's rows taken on the way
+  const PipelineStats ps = run_encode_pipeline(s.encoder, *s.backend, *s.text.tokenizer, po, rows_to, on_progress);
   progress.finish(!ps.cancelled && !ps.stopped_early);
 
   summarize(ps, po, o, s, summary);

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 #include "jobs/tune_embeddings.h"
 
@@ -15,11 +17,13 @@ namespace {
 class SampleSink : public RowSink {
  public:
   explicit SampleSink(int64_t width) : width_(static_cast<size_t>(width)) {}
-  void row(const InputRecord&, const Encoding&, const float* values) override {
+  void row(const InputRecord& record, const Encoding&, const float* values) override {
     rows.insert(rows.end(), values, values + width_);
+    records.push_back(record.index);
   }
   void skipped(const InputRecord&) override {}
   std::vector<float> rows;
+  std::vector<uint64_t> records;
 
  private:
   size_t width_;
@@ -31,10 +35,47 @@ std::string texts_phrase(uint64_t texts) {
 
 }  // namespace
 
-Int8SampleRows run_int8_sample(const ModelSession& s, EncodePipelineOptions po, bool need_classifier) {
-  const auto t0 = std::chrono::steady_clock::now();
-  po.max_records = kInt8SampleRecords;
+uint64_t int8_sample_size(uint64_t records) {
+  if (records == 0) return kInt8SampleRecords;
+  return std::clamp<uint64_t>((records + 31) / 32, kInt8MinSampleRecords, kInt8SampleRecords);
+}
+
+uint64_t estimate_input_records(const RecordReaderOptions& in) {
+  namespace fs = std::filesystem;
+  const std::vector<std::string> paths = in.paths.empty() ? std::vector<std::string>{in.path} : in.paths;
+  constexpr uintmax_t kMaxBytes = uintmax_t{64} << 20;  // counting them costs a few ms
+  uintmax_t total = 0;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (p == "-" || !fs::is_regular_file(p, ec)) return 0;
+    total += fs::file_size(p, ec);
+    if (ec || total > kMaxBytes) return 0;
+  }
+  uint64_t lines = 0;
+  std::vector<char> buf(1 << 16);
+  for (const std::string& p : paths) {
+    std::ifstream f(p, std::ios::binary);
+    uint64_t file_lines = 0;
+    char last = '\n';
+    while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0) {
+      const std::streamsize n = f.gcount();
+      file_lines += static_cast<uint64_t>(std::count(buf.data(), buf.data() + n, '\n'));
+      last = buf[static_cast<size_t>(n - 1)];
+    }
+    if (last != '\n') ++file_lines;  // a last line without its newline
+    const InputFormat format = in.format ? *in.format : input_format_for_path(p);
+    if ((format == InputFormat::csv || format == InputFormat::tsv) && file_lines > 0) --file_lines;  // the header
+    lines += file_lines;
+  }
+  return lines;
+}
+
+// The job's pipeline options narrowed to the sample: its first records,
+// whole, whichever task asks.
+EncodePipelineOptions sample_options(EncodePipelineOptions po, uint64_t sample_records) {
+  po.max_records = sample_records;
   po.chunks = {};  // the sample's texts whole (truncated): int8 against f32 on the same rows, not the output's
+  po.sparse = po.colbert = false;  // dense rows are what is compared (the f32 model has no bge-m3 heads loaded)
   // Record r of the input, whichever task asks: every task of a job reports
   // the same sample (a task reading files of its own samples those).
   po.task_index = 0;
@@ -45,6 +86,14 @@ Int8SampleRows run_int8_sample(const ModelSession& s, EncodePipelineOptions po, 
   po.debug_sync_each_batch = false;
   po.trace = nullptr;         // the measurement's spans would read as the job's
   po.on_thread_start = nullptr;
+  po.journal = nullptr;       // the sample's batches are not the job's
+  return po;
+}
+
+Int8SampleRows run_int8_sample(const ModelSession& s, EncodePipelineOptions po, bool need_classifier,
+                               uint64_t sample_records) {
+  const auto t0 = std::chrono::steady_clock::now();
+  po = sample_options(std::move(po), sample_records);
   Int8SampleRows out;
   out.width = pipeline_row_width(s.encoder, po);
   SampleSink int8(out.width), reference(out.width);
@@ -58,6 +107,20 @@ Int8SampleRows run_int8_sample(const ModelSession& s, EncodePipelineOptions po, 
   out.int8 = std::move(int8.rows);
   out.reference = std::move(reference.rows);
   out.texts = out.width > 0 ? std::min(out.int8.size(), out.reference.size()) / static_cast<size_t>(out.width) : 0;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+F32SampleRows run_f32_sample(const ModelSession& s, EncodePipelineOptions po, uint64_t sample_records) {
+  const auto t0 = std::chrono::steady_clock::now();
+  po = sample_options(std::move(po), sample_records);
+  F32SampleRows out;
+  out.width = pipeline_row_width(s.encoder, po);
+  SampleSink reference(out.width);
+  const LoadedEncoder f32 = load_f32_reference(s, /*need_classifier=*/false);
+  out.cancelled = run_encode_pipeline(f32, *s.backend, *s.text.tokenizer, po, reference).cancelled;
+  out.rows = std::move(reference.rows);
+  out.records = std::move(reference.records);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

@@ -1,12 +1,14 @@
 // --precision int8, measured, never assumed: before an int8 embed or classify
-// does its work, the first records of its input (at most kInt8SampleRecords)
+// does its work, the first records of its input (int8_sample_size of them)
 // go through the job's own pipeline settings twice — by the int8 model and by
 // the same model in f32 — and the two sets of rows are compared. Embed
 // compares centered cosine per text, as `stoke tune` gates int8
 // (jobs/tune_embeddings.h), and records it in the manifest's "quality"
 // (docs/output-format.md); classify compares labels and logits, in its
 // summary. The job's output rows come from its normal pass: the sample is a
-// measurement only, and changes nothing it writes.
+// measurement only, and changes nothing it writes. Where an embed's own pass
+// hands on the sample's int8 rows before it commits anything, those are the
+// int8 side and only the f32 pass is extra (jobs/int8_sample_tee.h).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,20 @@ namespace stoke {
 // Small enough to cost a fraction of a second on a MiniLM-size model and a
 // few seconds on bert-base, large enough for the mean to mean something.
 constexpr uint64_t kInt8SampleRecords = 256;
+// A small job samples a 32nd of its records, never fewer than this: the f32
+// side costs two to three int8 texts per text, so a 32nd keeps the
+// measurement under ~10% of the job (256 texts of a 1,500-text MiniLM job
+// were 35% of it), and the per-text cosines vary by ~5e-4, so the mean of 32
+// is still good to ~1e-4 against a threshold of 0.99.
+constexpr uint64_t kInt8MinSampleRecords = 32;
+
+// The sample's size for an input of about `records` records (0: unknown or
+// large): records / 32 within [kInt8MinSampleRecords, kInt8SampleRecords].
+uint64_t int8_sample_size(uint64_t records);
+// About how many records `in` holds, for sizing the sample only: its lines
+// (less a header per CSV/TSV file) when every file is regular and they total
+// at most 64 MiB, else 0.
+uint64_t estimate_input_records(const RecordReaderOptions& in);
 
 // The sample's rows by both models, in record order.
 struct Int8SampleRows {
@@ -40,7 +56,20 @@ struct Int8SampleRows {
 // they read — every task the same ones unless the task reads files of its
 // own — skipping bad records (the normal pass then deals with them as
 // --on-error says), and records no trace spans. need_classifier: classify.
-Int8SampleRows run_int8_sample(const ModelSession& session, EncodePipelineOptions po, bool need_classifier);
+// sample_records: how many of the first records (int8_sample_size).
+Int8SampleRows run_int8_sample(const ModelSession& session, EncodePipelineOptions po, bool need_classifier,
+                               uint64_t sample_records = kInt8SampleRecords);
+
+// The f32 side alone, for an embed whose int8 side comes from its own pass
+// (jobs/int8_sample_tee.h): the same records and settings as run_int8_sample.
+struct F32SampleRows {
+  std::vector<float> rows;         // in record order
+  std::vector<uint64_t> records;   // each row's record number
+  int64_t width = 0;
+  double seconds = 0;              // loading the f32 model and its pass
+  bool cancelled = false;
+};
+F32SampleRows run_f32_sample(const ModelSession& session, EncodePipelineOptions po, uint64_t sample_records);
 
 // ---- embed: the manifest's "quality"
 struct EmbedQuality {

@@ -11,7 +11,8 @@
 //                              masked to -inf)
 //   P = exp(S - rowmax S)     (numerically stable; whole vectors; the row sums
 //                              are kept)
-//   O = P V / rowsum          (register-blocked like S, over value columns)
+//   O = P V / rowsum          (register-blocked like S, over value columns,
+//                              summed in chunks of kKeyChunk keys)
 // so S is only kRows x Lp floats and stays in L1. L, the floats per vector,
 // is 16 where the CPU has AVX-512 and 8 elsewhere (two 16-wide tiles would
 // not fit AVX2's 16 registers: measured 25x slower). On the MiniLM shapes
@@ -61,6 +62,8 @@ namespace {
 // Queries per work item: K/V are widened once per item, so long items amortise
 // that; 256 splits only long sequences, to share them between threads.
 constexpr int64_t kQueryBlock = 256;
+// Keys per chunk of P V's sums (fast_attention_tiles.h, product_rows_chunked).
+constexpr int64_t kKeyChunk = 128;
 
 using namespace tiles;  // NOLINT: this file's own toolkit (fast_attention_tiles.h)
 
@@ -178,7 +181,7 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
         for (int64_t j = 0; j < j1 - jt; ++j) x[j] *= f[j];
       }
     }
-    product_rows<L>(s, Lb, v + jt * dp, dp, j1 - jt, dp, dp, o, dp);  // O = P V (unnormalised)
+    product_rows_chunked<L>(s, Lb, v + jt * dp, dp, j1 - jt, dp, o, dp, kKeyChunk);  // O = P V (unnormalised)
     for (int64_t r = 0; r < n; ++r) {
       const float inv = 1.0f / sums[r];
       T* oi = out + (it.first + it.i0 + r0 + r) * g.heads * d + it.head * d;

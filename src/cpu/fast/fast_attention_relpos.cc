@@ -3,7 +3,14 @@
 // Plain loops rather than the tiled kernels of fast_attention.cc: MPNet is the
 // one architecture with this bias, and these loops are what its models need
 // today; the tiled kernels can take the bias when its speed matters. The
-// arithmetic is ref_attention_relpos.cc's in f32.
+// arithmetic is ref_attention_relpos.cc's in f32, but for the forward's two
+// sums over the keys: the softmax denominator is carried in double and P V
+// in f32 over blocks of kKeyBlock keys, each block's sum added into a double
+// row. A text with a run of one token gives a query hundreds of near-equal
+// weights and values, and the roundings of a serial f32 sum over them line
+// up instead of cancelling (1,500 keys: 200 u; tests/ops "activations of
+// trained models"); blocked, the error is that of kKeyBlock keys. The
+// forward's per-head work is cloned per ISA, its q·k sums vectorised.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -18,12 +25,58 @@ namespace stoke::cpu::fast {
 
 namespace {
 
+constexpr int64_t kKeyBlock = 16;  // keys summed in f32 before their block joins the double sum
+
 float mask_at(const Ops::AttentionDropout& dropout, int64_t t, int64_t h, int64_t heads, int64_t j) {
   if (dropout.p == 0.0f) return 1.0f;
   const float scale = dropout.p < 1.0f ? 1.0f / (1.0f - dropout.p) : 0.0f;
   const uint64_t index = dropout.row_index(t, h, heads) + static_cast<uint64_t>(j);
   const float u = philox::element_uniform(dropout.seed, dropout.step.host_value(), dropout.tensor_id, index);
   return u >= dropout.p ? scale : 0.0f;
+}
+
+// One (sequence, head) of the forward: query rows [first, first + len) of
+// the packed x, their outputs into o and log-sum-exps into l (may be null).
+// p: len floats, acc: d floats, total: d doubles of scratch. Cloned per ISA
+// (the loops over the head dim and the q·k sums vectorise); the OpenMP loop
+// stays outside.
+STOKE_CPU_CLONES void attend_head(const float* x, float* o, float* l, const float* r, int64_t first, int64_t len,
+                                  int64_t h, int64_t nh, int64_t d, int64_t M, float scale,
+                                  const Ops::AttentionDropout& dropout, float* p, float* acc, double* total) {
+  const int64_t C = 3 * nh * d;
+  const int64_t qc = h * d, kc = nh * d + h * d, vc = 2 * nh * d + h * d;
+  for (int64_t i = 0; i < len; ++i) {
+    const float* q = x + (first + i) * C + qc;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < len; ++j) {
+      const float* k = x + (first + j) * C + kc;
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (int64_t c = 0; c < d; ++c) s += q[c] * k[c];
+      p[j] = s * scale + r[(j - i + M - 1) * nh + h];
+      mx = std::max(mx, p[j]);
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < len; ++j) {
+      p[j] = std::exp(p[j] - mx);
+      sum += p[j];
+    }
+    for (int64_t c = 0; c < d; ++c) total[c] = 0.0;
+    for (int64_t j0 = 0; j0 < len; j0 += kKeyBlock) {
+      for (int64_t c = 0; c < d; ++c) acc[c] = 0.0f;
+      for (int64_t j = j0; j < std::min(len, j0 + kKeyBlock); ++j) {
+        const float w = p[j] * mask_at(dropout, first + i, h, nh, j);
+        const float* v = x + (first + j) * C + vc;
+#pragma omp simd
+        for (int64_t c = 0; c < d; ++c) acc[c] += w * v[c];
+      }
+#pragma omp simd
+      for (int64_t c = 0; c < d; ++c) total[c] += acc[c];
+    }
+    float* oi = o + (first + i) * nh * d + h * d;
+    for (int64_t c = 0; c < d; ++c) oi[c] = static_cast<float>(total[c] / sum);
+    if (l) l[(first + i) * nh + h] = mx + static_cast<float>(std::log(sum));
+  }
 }
 
 void forward(const TensorView& out, const TensorView& lse, const TensorView& qkv, const TensorView& cu, int64_t T,
@@ -35,39 +88,16 @@ void forward(const TensorView& out, const TensorView& lse, const TensorView& qkv
   float* o = f32_output(out, o_buf);
   const float* r = rel.as<const float>();
   const int32_t* cs = cu.as<const int32_t>();
-  const int64_t C = 3 * nh * d, M = max_seqlen;
+  const int64_t M = max_seqlen;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   float* l = lse.empty() ? nullptr : lse.as<float>();
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < nh; ++h) {
       const int64_t first = cs[b], len = cs[b + 1] - first;
-      const int64_t qc = h * d, kc = nh * d + h * d, vc = 2 * nh * d + h * d;
       std::vector<float> p(static_cast<size_t>(len)), acc(static_cast<size_t>(d));
-      for (int64_t i = 0; i < len; ++i) {
-        const float* q = x + (first + i) * C + qc;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < len; ++j) {
-          const float* k = x + (first + j) * C + kc;
-          float s = 0.0f;
-          for (int64_t c = 0; c < d; ++c) s += q[c] * k[c];
-          p[static_cast<size_t>(j)] = s * scale + r[(j - i + M - 1) * nh + h];
-          mx = std::max(mx, p[static_cast<size_t>(j)]);
-        }
-        float sum = 0.0f;
-        for (int64_t j = 0; j < len; ++j) {
-          p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx);
-          sum += p[static_cast<size_t>(j)];
-        }
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t j = 0; j < len; ++j) {
-          const float w = p[static_cast<size_t>(j)] * mask_at(dropout, first + i, h, nh, j);
-          const float* v = x + (first + j) * C + vc;
-          for (int64_t c = 0; c < d; ++c) acc[static_cast<size_t>(c)] += w * v[c];
-        }
-        for (int64_t c = 0; c < d; ++c) o[(first + i) * nh * d + h * d + c] = acc[static_cast<size_t>(c)] / sum;
-        if (l) l[(first + i) * nh + h] = mx + std::log(sum);
-      }
+      std::vector<double> total(static_cast<size_t>(d));
+      attend_head(x, o, l, r, first, len, h, nh, d, M, scale, dropout, p.data(), acc.data(), total.data());
     }
   finish_output(out, o);
 }

@@ -116,6 +116,43 @@ template <int L>
   }
 }
 
+// As product_rows without masking (cols a multiple of kPad), the reduction
+// over i cut into chunks of `chunk`: each chunk's tile is added into out (the
+// first one stored). A long sum of near-equal terms — P V over a run of one
+// token — then rounds like `chunk` terms and n / chunk partial sums, where
+// one running sum's roundings would line up over all n (1,500 keys: 200 u;
+// tests/ops "activations of trained models"). One load, add and store of the
+// output tile per chunk: a few percent of the product's FMAs at 64.
+// One column tile (w vectors wide, at column j0) of product_rows_chunked.
+template <int L, int w>
+[[gnu::always_inline]] inline void product_tile_chunked(const float* a, int64_t a_stride, const float* b,
+                                                        int64_t b_stride, int64_t n, int64_t j0, float* out,
+                                                        int64_t out_stride, int64_t chunk) {
+  VecOf<L> acc[kRows][w];
+  product_tile<L, w>(a, a_stride, b + j0, b_stride, std::min(chunk, n), acc);
+  for (int v = 0; v < w; ++v)
+    for (int64_t r = 0; r < kRows; ++r) store_vec<L>(out + r * out_stride + j0 + v * L, acc[r][v]);
+  for (int64_t c0 = chunk; c0 < n; c0 += chunk) {
+    product_tile<L, w>(a + c0, a_stride, b + c0 * b_stride + j0, b_stride, std::min(chunk, n - c0), acc);
+    for (int v = 0; v < w; ++v)
+      for (int64_t r = 0; r < kRows; ++r) {
+        float* p = out + r * out_stride + j0 + v * L;
+        store_vec<L>(p, load_vec<L>(p) + acc[r][v]);
+      }
+  }
+}
+
+template <int L>
+[[gnu::always_inline]] inline void product_rows_chunked(const float* a, int64_t a_stride, const float* b,
+                                                        int64_t b_stride, int64_t n, int64_t cols, float* out,
+                                                        int64_t out_stride, int64_t chunk) {
+  constexpr int kW = Lanes<L>::kW;
+  int64_t j0 = 0;
+  for (; j0 + kW * L <= cols; j0 += kW * L)
+    product_tile_chunked<L, kW>(a, a_stride, b, b_stride, n, j0, out, out_stride, chunk);
+  for (; j0 < cols; j0 += L) product_tile_chunked<L, 1>(a, a_stride, b, b_stride, n, j0, out, out_stride, chunk);
+}
+
 // One round of the in-register L x L transpose: rows a and b, s apart, swap
 // their off-diagonal s x s sub-blocks (a keeps its lanes with bit s clear and
 // takes b's; b the other way round).

@@ -1,8 +1,9 @@
 // LayerNorm training forward (mean and rstd kept) and backward, residual and
 // embedding variants. Threads over tokens.
 //
-// Forward: the same float operations in the same order as fast_layernorm.cc,
-// so the training forward's out is the inference forward's out, bit for bit.
+// Forward: fast_layernorm.cc's row (fast_layernorm_row.h: summed and
+// normalised in double), so the training forward's out is the inference
+// forward's out, bit for bit; mean and rstd are its statistics rounded to f32.
 // Backward, per row, with s_hat = (s - mean) rstd and g = dy * gamma:
 //   ds = rstd (g - mean(g) - s_hat mean(g s_hat)).
 // dgamma/dbeta sum over tokens in fixed blocks of kReduceRows rows
@@ -17,29 +18,30 @@
 #include <numeric>
 #include <vector>
 
-#include "cpu/fast/fast_ops.h"
 #include "cpu/fast/fast_backward_common.h"
+#include "cpu/fast/fast_layernorm_row.h"
+#include "cpu/fast/fast_ops.h"
 #include "backend/op_checks_backward.h"
 
 namespace stoke::cpu::fast {
 
 namespace {
 
-// fast_layernorm.cc's normalize_row, also returning the statistics.
+// The training forwards' rows: fast_layernorm.cc's, keeping the statistics.
 template <class T>
-STOKE_CPU_CLONES void normalize_row_stats(float* x, T* out, int64_t H, const float* gamma, const float* beta,
-                                          float eps, float* mean_out, float* rstd_out) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < H; ++i) sum += x[i];
-  const float mean = sum / static_cast<float>(H);
-  float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-  for (int64_t i = 0; i < H; ++i) ss += (x[i] - mean) * (x[i] - mean);
-  const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(H) + eps);
-  for (int64_t i = 0; i < H; ++i) out[i] = narrow_one<T>((x[i] - mean) * rstd * gamma[i] + beta[i]);
-  *mean_out = mean;
-  *rstd_out = rstd;
+STOKE_CPU_CLONES void residual_row_stats(const T* x, const T* res, T* out, double* row, int64_t H, const float* gamma,
+                                         const float* beta, float eps, float* mean_out, float* rstd_out) {
+  residual_row_wide(row, x, res, H);
+  layernorm_row(row, out, H, gamma, beta, eps, mean_out, rstd_out);
+}
+
+template <class T>
+STOKE_CPU_CLONES void embedding_row_stats(T* out, double* row, int64_t t, int64_t H, const int32_t* id,
+                                          const int32_t* ps, const int32_t* ty, const TensorView& word,
+                                          const TensorView& pos, const TensorView& type, const float* gamma,
+                                          const float* beta, float eps, float* mean_out, float* rstd_out) {
+  embedding_row_wide(row, t, H, id, ps, ty, word, pos, type);
+  layernorm_row(row, out, H, gamma, beta, eps, mean_out, rstd_out);
 }
 
 // One row's backward: s[0:H] the LayerNorm input, dy its output gradient;
@@ -75,7 +77,8 @@ STOKE_CPU_CLONES void row_backward(const float* s, const float* dy, float mean, 
     std::copy(g, g + H, ds);
 }
 
-// The embedding input row of token t, summed in fast_layernorm.cc's order.
+// The embedding input row of token t in f32, for the backward's s_hat (which
+// the reference computes from the f32 mean and rstd the forward stored).
 inline void embedding_row(float* row, int64_t t, int64_t H, const int32_t* id, const int32_t* ps, const int32_t* ty,
                           const TensorView& word, const TensorView& pos, const TensorView& type) {
   std::fill(row, row + H, 0.0f);
@@ -163,12 +166,10 @@ void residual_layernorm_train(const TensorView& out, const TensorView& mean, con
     A* op = out.as<A>();
 #pragma omp parallel if (T * H >= kParallelMinElements)
     {
-      std::vector<float> row(static_cast<size_t>(H));
+      std::vector<double> row(static_cast<size_t>(H));
 #pragma omp for schedule(static)
-      for (int64_t t = 0; t < T; ++t) {
-        for (int64_t i = 0; i < H; ++i) row[static_cast<size_t>(i)] = to_float(xp[t * H + i]) + to_float(sp[t * H + i]);
-        normalize_row_stats(row.data(), op + t * H, H, g.data(), b.data(), eps, mp + t, rp + t);
-      }
+      for (int64_t t = 0; t < T; ++t)
+        residual_row_stats(xp + t * H, sp + t * H, op + t * H, row.data(), H, g.data(), b.data(), eps, mp + t, rp + t);
     }
   });
 }
@@ -197,12 +198,11 @@ void embed_layernorm_train(const TensorView& out, const TensorView& mean, const 
     A* op = out.as<A>();
 #pragma omp parallel if (T * H >= kParallelMinElements)
     {
-      std::vector<float> row(static_cast<size_t>(H));
+      std::vector<double> row(static_cast<size_t>(H));
 #pragma omp for schedule(static)
-      for (int64_t t = 0; t < T; ++t) {
-        embedding_row(row.data(), t, H, id, ps, ty, word, pos, type);
-        normalize_row_stats(row.data(), op + t * H, H, g.data(), b.data(), eps, mp + t, rp + t);
-      }
+      for (int64_t t = 0; t < T; ++t)
+        embedding_row_stats(op + t * H, row.data(), t, H, id, ps, ty, word, pos, type, g.data(), b.data(), eps, mp + t,
+                            rp + t);
     }
   });
 }

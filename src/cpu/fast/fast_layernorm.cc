@@ -1,11 +1,12 @@
 // embed_layernorm and residual_layernorm: one token per iteration, threads
-// over tokens. The row's inputs are summed into a float scratch row (so out
-// may alias x or residual), normalised there with two passes (mean, then the
-// centred sum of squares: no cancellation), and narrowed into out.
+// over tokens. The row's inputs are summed into a double scratch row (so out
+// may alias x or residual), normalised there with two-pass statistics, and
+// narrowed into out: fast_layernorm_row.h says why in double.
 #include <cmath>
 #include <vector>
 
 #include "cpu/fast/fast_common.h"
+#include "cpu/fast/fast_layernorm_row.h"
 #include "cpu/fast/fast_ops.h"
 #include "backend/op_checks.h"
 
@@ -14,26 +15,18 @@ namespace stoke::cpu::fast {
 namespace {
 
 template <class T>
-STOKE_CPU_CLONES void normalize_row(float* x, T* out, int64_t H, const float* gamma, const float* beta, float eps) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < H; ++i) sum += x[i];
-  const float mean = sum / static_cast<float>(H);
-  float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-  for (int64_t i = 0; i < H; ++i) ss += (x[i] - mean) * (x[i] - mean);
-  const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(H) + eps);
-  for (int64_t i = 0; i < H; ++i) out[i] = narrow_one<T>((x[i] - mean) * rstd * gamma[i] + beta[i]);
+STOKE_CPU_CLONES void residual_row(const T* x, const T* res, T* out, double* row, int64_t H, const float* gamma,
+                                   const float* beta, float eps) {
+  residual_row_wide(row, x, res, H);  // no residual: x already holds the sum
+  layernorm_row(row, out, H, gamma, beta, eps, nullptr, nullptr);
 }
 
 template <class T>
-STOKE_CPU_CLONES void residual_row(const T* x, const T* res, T* out, float* row, int64_t H, const float* gamma,
-                                   const float* beta, float eps) {
-  if (res)
-    for (int64_t i = 0; i < H; ++i) row[i] = to_float(x[i]) + to_float(res[i]);
-  else  // no residual: x already holds the sum
-    for (int64_t i = 0; i < H; ++i) row[i] = to_float(x[i]);
-  normalize_row(row, out, H, gamma, beta, eps);
+STOKE_CPU_CLONES void embedding_row(T* out, double* row, int64_t t, int64_t H, const int32_t* id, const int32_t* ps,
+                                    const int32_t* ty, const TensorView& word, const TensorView& pos,
+                                    const TensorView& type, const float* gamma, const float* beta, float eps) {
+  embedding_row_wide(row, t, H, id, ps, ty, word, pos, type);
+  layernorm_row(row, out, H, gamma, beta, eps, nullptr, nullptr);
 }
 
 template <class T>
@@ -45,7 +38,7 @@ void residual_layernorm_t(const TensorView& out, const TensorView& x, const Tens
   T* op = out.as<T>();
 #pragma omp parallel if (rows * H >= kParallelMinElements)
   {
-    std::vector<float> row(static_cast<size_t>(H));
+    std::vector<double> row(static_cast<size_t>(H));
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < rows; ++t)
       residual_row(xp + t * H, rp ? rp + t * H : nullptr, op + t * H, row.data(), H, gamma.data(), beta.data(), eps);
@@ -63,15 +56,10 @@ void embed_layernorm_t(const TensorView& out, const TensorView& ids, const Tenso
   T* op = out.as<T>();
 #pragma omp parallel if (rows * H >= kParallelMinElements)
   {
-    std::vector<float> row(static_cast<size_t>(H));
+    std::vector<double> row(static_cast<size_t>(H));
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < rows; ++t) {
-      std::fill(row.begin(), row.end(), 0.0f);
-      add_row_any(word, id[t], row.data());
-      add_row_any(pos, ps[t], row.data());
-      if (!type.empty()) add_row_any(type, ty ? ty[t] : 0, row.data());
-      normalize_row(row.data(), op + t * H, H, gamma.data(), beta.data(), eps);
-    }
+    for (int64_t t = 0; t < rows; ++t)
+      embedding_row(op + t * H, row.data(), t, H, id, ps, ty, word, pos, type, gamma.data(), beta.data(), eps);
   }
 }
 

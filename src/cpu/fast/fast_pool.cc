@@ -1,6 +1,11 @@
-// pool and l2_normalize. pool: one sequence per iteration (threads over
-// sequences, dynamic because lengths differ), summing token rows into a float
-// row (vectorised over the hidden dimension). An empty sequence gives zeros.
+// pool and l2_normalize (its norm in double, see normalize_row). pool: one sequence per iteration (threads over
+// sequences, dynamic because lengths differ), summing token rows into a
+// double row (vectorised over the hidden dimension), rounded once at the end.
+// Why double: a text with a run of one token sums near-equal rows hundreds of
+// times, and the roundings of an f32 running sum then line up instead of
+// cancelling (1,500 equal rows: 200 u, tests/ops "activations of trained
+// models"); f32 values add exactly in double, and a sequence of fewer than
+// 2^29 rows keeps the sum within a rounding. An empty sequence gives zeros.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -13,8 +18,9 @@ namespace stoke::cpu::fast {
 
 namespace {
 
+// acc: H doubles of scratch.
 template <class T>
-STOKE_CPU_CLONES void pool_sequence(const T* h, int64_t len, int64_t H, PoolingMode mode, float* out) {
+STOKE_CPU_CLONES void pool_sequence(const T* h, int64_t len, int64_t H, PoolingMode mode, float* out, double* acc) {
   if (len == 0) {
     std::fill(out, out + H, 0.0f);
     return;
@@ -34,22 +40,31 @@ STOKE_CPU_CLONES void pool_sequence(const T* h, int64_t len, int64_t H, PoolingM
       return;
     case PoolingMode::mean:
     case PoolingMode::mean_sqrt_len: {
-      widen(h, out, H);
-      for (int64_t t = 1; t < len; ++t) widen_add(h + t * H, out, H);
-      const float scale =
-          mode == PoolingMode::mean ? 1.0f / static_cast<float>(len) : 1.0f / std::sqrt(static_cast<float>(len));
-      for (int64_t i = 0; i < H; ++i) out[i] *= scale;
+      for (int64_t i = 0; i < H; ++i) acc[i] = 0.0;
+      for (int64_t t = 0; t < len; ++t) {
+        const T* r = h + t * H;
+#pragma omp simd
+        for (int64_t i = 0; i < H; ++i) acc[i] += static_cast<double>(to_float(r[i]));
+      }
+      const double n = static_cast<double>(len);
+      const double divisor = mode == PoolingMode::mean ? n : std::sqrt(n);
+      for (int64_t i = 0; i < H; ++i) out[i] = static_cast<float>(acc[i] / divisor);
       return;
     }
   }
 }
 
+// The norm in double and one rounding per element: an f32 sum of squares,
+// its square root, the reciprocal and the product round four times, a common
+// scale error of ~2 u on every element of the vector (measured against a
+// float64 run of a model whose vectors have a few large components: twice
+// torch's error there, which rounds twice).
 STOKE_CPU_CLONES void normalize_row(float* x, int64_t D) {
-  float ss = 0.0f;
+  double ss = 0.0;
 #pragma omp simd reduction(+ : ss)
-  for (int64_t i = 0; i < D; ++i) ss += x[i] * x[i];
-  const float inv = 1.0f / std::max(std::sqrt(ss), 1e-12f);
-  for (int64_t i = 0; i < D; ++i) x[i] *= inv;
+  for (int64_t i = 0; i < D; ++i) ss += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  const double norm = std::max(std::sqrt(ss), 1e-12);
+  for (int64_t i = 0; i < D; ++i) x[i] = static_cast<float>(static_cast<double>(x[i]) / norm);
 }
 
 }  // namespace
@@ -63,9 +78,13 @@ void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqle
   with_act_type(h.dtype, [&](auto tag) {
     using A = decltype(tag);
     const A* hp = h.as<const A>();
-#pragma omp parallel for schedule(dynamic) if (T * H >= kParallelMinElements && B > 1)
-    for (int64_t b = 0; b < B; ++b)
-      pool_sequence(hp + int64_t{cu[b]} * H, int64_t{cu[b + 1]} - cu[b], H, mode, op + b * H);
+#pragma omp parallel if (T * H >= kParallelMinElements && B > 1)
+    {
+      std::vector<double> acc(static_cast<size_t>(H));
+#pragma omp for schedule(dynamic)
+      for (int64_t b = 0; b < B; ++b)
+        pool_sequence(hp + int64_t{cu[b]} * H, int64_t{cu[b + 1]} - cu[b], H, mode, op + b * H, acc.data());
+    }
   });
 }
 

@@ -4,6 +4,7 @@
 // Include after fast_attention_tiles.h, under the kernel file's -Wpsabi pragma.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -41,8 +42,12 @@ template <int L, int width = L / 2>
 // the padding holds -inf, see store_scores), in place; sums[r] = sum of row
 // r's p, maxes[r] = the max subtracted. Whole vectors and tree reductions: on
 // rows of a few dozen keys a scalar tail and an in-order sum of lanes cost as
-// much as the exps. (static: each kernel file its own clones; target_clones
-// on a function shared between files is fragile.)
+// much as the exps. The lanes' sums go into a double every kSumVectors
+// vectors: over a run of one token a lane's running sum of near-equal terms
+// would otherwise round the same way hundreds of times. (static: each kernel
+// file its own clones; target_clones on a function shared between files is
+// fragile.)
+constexpr int64_t kSumVectors = 8;
 template <int L>
 STOKE_CPU_CLONES static void softmax_rows(float* s, int64_t n, int64_t Lp, float* sums, float* maxes) {
   using Vec = VecOf<L>;
@@ -54,19 +59,23 @@ STOKE_CPU_CLONES static void softmax_rows(float* s, int64_t n, int64_t Lp, float
       m = v > m ? v : m;
     }
     const float mx = max_of_lanes<L>(m);
-    Vec sum = {};
-    for (int64_t j0 = 0; j0 < Lp; j0 += L) {
-      // Below e^-69 ~ 1e-30 a weight cannot matter against the maximum's 1, and
-      // its products with V could be subnormal (slow microcode assists,
-      // measured 3x on the whole op): make it exactly 0 (the padding's -inf
-      // too).
-      const Vec z = load_vec<L>(x + j0) - mx;
-      const Vec e = exp_approx_lanes<Vec, typename Lanes<L>::Words>(z);
-      const Vec p = z < -69.0f ? Vec{} : e;
-      store_vec<L>(x + j0, p);
-      sum += p;
+    double total = 0.0;
+    for (int64_t k0 = 0; k0 < Lp; k0 += kSumVectors * L) {
+      Vec sum = {};
+      for (int64_t j0 = k0; j0 < std::min(Lp, k0 + kSumVectors * L); j0 += L) {
+        // Below e^-69 ~ 1e-30 a weight cannot matter against the maximum's 1,
+        // and its products with V could be subnormal (slow microcode assists,
+        // measured 3x on the whole op): make it exactly 0 (the padding's -inf
+        // too).
+        const Vec z = load_vec<L>(x + j0) - mx;
+        const Vec e = exp_approx_lanes<Vec, typename Lanes<L>::Words>(z);
+        const Vec p = z < -69.0f ? Vec{} : e;
+        store_vec<L>(x + j0, p);
+        sum += p;
+      }
+      total += static_cast<double>(sum_of_lanes<L>(sum));
     }
-    sums[r] = sum_of_lanes<L>(sum);
+    sums[r] = static_cast<float>(total);
     maxes[r] = mx;
   }
 }
