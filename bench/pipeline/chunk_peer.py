@@ -21,7 +21,6 @@ def main():
     import torch
     from langchain_text_splitters import RecursiveCharacterTextSplitter
     from sentence_transformers import SentenceTransformer
-    import langchain_text_splitters
     import sentence_transformers
 
     torch.set_num_threads(int(threads))
@@ -38,7 +37,9 @@ def main():
     model.encode(chunks, batch_size=32)
     encode_s = time.perf_counter() - t
     tokens = sum(len(i) for i in model.tokenizer(chunks, truncation=True, max_length=int(n) + 2)["input_ids"])
-    r = {"impl": f"langchain-text-splitters {langchain_text_splitters.__version__ if hasattr(langchain_text_splitters, '__version__') else '?'}"
+    from importlib.metadata import version
+
+    r = {"impl": f"langchain-text-splitters {version('langchain-text-splitters')}"
                  f" + sentence-transformers {sentence_transformers.__version__} (torch {torch.__version__})",
          "load_seconds": load_s, "split_seconds": split_s, "encode_seconds": encode_s, "chunks": len(chunks),
          "tokens": tokens}
