@@ -16,6 +16,7 @@ def documents(n: int, per_doc: int) -> list:
 
 
 def embed_cli(tmp_path, texts: list, *flags: str):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     inp = write_jsonl(tmp_path / "in.jsonl", texts)
     out = tmp_path / "out"
     r = run_cli("embed", "--model", str(model_dir("tiny-bert")), "--input", str(inp), "--output", str(out),
@@ -58,6 +59,14 @@ def test_pool_chunks_gives_one_row_per_text(tmp_path, bert):
     want, _ = embed_cli(tmp_path, docs, *FLAGS, "--pool-chunks", "mean")
     assert emb.shape == (5, bert.dimension)
     assert np.allclose(emb, want, atol=1e-6, rtol=0)
+    # numpy over the chunk rows: each record's mean, then normalized as the model's rows are.
+    rows, ids = embed_cli(tmp_path / "chunks", docs, *FLAGS)
+    record = np.array([line["record"] for line in ids])
+    for mode, reduce in (("mean", np.mean), ("max", np.max)):
+        pooled, _ = embed_cli(tmp_path / mode, docs, *FLAGS, "--pool-chunks", mode)
+        by_numpy = np.stack([reduce(rows[record == r].astype(np.float64), axis=0) for r in range(len(docs))])
+        by_numpy /= np.linalg.norm(by_numpy, axis=1, keepdims=True)
+        assert np.allclose(pooled, by_numpy, atol=1e-6, rtol=0), mode
     one = bert.encode(docs[0], chunk_tokens=30, chunk_overlap=5, chunk_boundary="sentence", pool_chunks="mean")
     assert one.shape == (bert.dimension,)
 
