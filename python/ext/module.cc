@@ -200,18 +200,6 @@ nb::tuple encode(Model& model, nb::list texts, const std::string& product, const
   return to_numpy(std::move(c), ro.product, n);
 }
 
-template <typename T>
-T word_of(const std::string& what, const std::string& word, std::initializer_list<std::pair<const char*, T>> words) {
-  std::string list;  // "a, b, c or d"
-  size_t i = 0;
-  for (const auto& [name, value] : words) {
-    if (word == name) return value;
-    list += std::string(i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + name;
-    ++i;
-  }
-  throw Error(Errc::invalid_argument, what + " \"" + word + "\": expected " + list);
-}
-
 // Model.encode(chunk_tokens=...): the texts cut as `stoke embed
 // --chunk-tokens` cuts them, sent as ids through the batcher, and the rows
 // with their spans: (rows (n, width) f32, spans (n, 9) int64 — text, chunk,
@@ -222,14 +210,13 @@ nb::tuple encode_chunks(Model& model, nb::list texts, const std::string& prompt,
   ChunkOptions o;
   o.settings.tokens = chunk_tokens;
   o.settings.overlap = chunk_overlap;
-  o.settings.boundary = word_of<ChunkBoundary>("chunk_boundary", boundary,
-                                               {{"none", ChunkBoundary::none},
-                                                {"word", ChunkBoundary::word},
-                                                {"sentence", ChunkBoundary::sentence},
-                                                {"paragraph", ChunkBoundary::paragraph}});
+  const auto b = chunk_boundary_from_name(boundary);
+  if (!b) throw Error(Errc::invalid_argument, "chunk_boundary \"" + boundary + "\": expected " + kChunkBoundaryWords);
+  o.settings.boundary = *b;
   o.late = late;
-  o.pool = word_of<ChunkPooling>("pool_chunks", pool,
-                                 {{"none", ChunkPooling::none}, {"mean", ChunkPooling::mean}, {"max", ChunkPooling::max}});
+  const auto p = chunk_pooling_from_name(pool);
+  if (!p) throw Error(Errc::invalid_argument, "pool_chunks \"" + pool + "\": expected " + kChunkPoolingWords);
+  o.pool = *p;
   std::vector<BatchItem> given = items_of(texts, "sentences", false);
   std::vector<std::string> strings;
   strings.reserve(given.size());

@@ -46,6 +46,12 @@ const char* chunk_pooling_name(ChunkPooling p) {
   return "none";
 }
 
+std::optional<ChunkPooling> chunk_pooling_from_name(std::string_view name) {
+  for (ChunkPooling p : {ChunkPooling::none, ChunkPooling::mean, ChunkPooling::max})
+    if (name == chunk_pooling_name(p)) return p;
+  return std::nullopt;
+}
+
 void check_chunks_fit(const Tokenizer& tok, const ChunkOptions& o, std::string_view prompt, size_t max) {
   const size_t prompt_tokens = prompt.empty() ? 0 : tok.tokenize(prompt).size();
   const size_t specials = tok.special_tokens_added(false);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -21,6 +22,9 @@ namespace stoke {
 // cut into chunks (text/token_chunks.h), each chunk a row of its own.
 enum class ChunkPooling { none, mean, max };
 const char* chunk_pooling_name(ChunkPooling p);
+// The word for a pooling ("none", "mean", "max"); nullopt otherwise.
+std::optional<ChunkPooling> chunk_pooling_from_name(std::string_view name);
+inline constexpr const char* kChunkPoolingWords = "none, mean or max";
 struct ChunkOptions {
   ChunkSettings settings;   // settings.tokens == 0: no chunking
   // Late chunking: the document runs as one sequence (macro-windows when it

@@ -25,18 +25,13 @@ namespace dom = simdjson::dom;
 
 namespace {
 
-template <typename T>
-T word_field(dom::object body, const char* field, T fallback, std::initializer_list<std::pair<const char*, T>> words) {
+// A word field read with its vocabulary's from_name (absent: the fallback).
+template <typename T, typename FromName>
+T word_field(dom::object body, const char* field, T fallback, FromName from_name, const char* words) {
   const auto given = string_field(body, field);
   if (!given) return fallback;
-  std::string list;
-  size_t i = 0;
-  for (const auto& [name, value] : words) {
-    if (*given == name) return value;
-    list += std::string(i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + name;
-    ++i;
-  }
-  throw validation_error(std::string(field) + " \"" + *given + "\": expected " + list, field);
+  if (const auto v = from_name(*given)) return *v;
+  throw validation_error(std::string(field) + " \"" + *given + "\": expected " + words, field);
 }
 
 void append_span(std::string& out, const char* key, uint64_t begin, uint64_t end) {
@@ -59,14 +54,9 @@ void stoke_embed_chunks(Call& call) {
   if (!tokens) throw validation_error("chunk_tokens: required (the chunks' length in tokens)", "chunk_tokens");
   o.settings.tokens = *tokens;
   o.settings.overlap = int_field(body, "chunk_overlap").value_or(0);
-  o.settings.boundary = word_field<ChunkBoundary>(body, "chunk_boundary", ChunkBoundary::none,
-                                                  {{"none", ChunkBoundary::none},
-                                                   {"word", ChunkBoundary::word},
-                                                   {"sentence", ChunkBoundary::sentence},
-                                                   {"paragraph", ChunkBoundary::paragraph}});
+  o.settings.boundary = word_field(body, "chunk_boundary", ChunkBoundary::none, chunk_boundary_from_name, kChunkBoundaryWords);
   o.late = bool_field(body, "late_chunking", false);
-  o.pool = word_field<ChunkPooling>(body, "pool_chunks", ChunkPooling::none,
-                                    {{"none", ChunkPooling::none}, {"mean", ChunkPooling::mean}, {"max", ChunkPooling::max}});
+  o.pool = word_field(body, "pool_chunks", ChunkPooling::none, chunk_pooling_from_name, kChunkPoolingWords);
   const bool normalize = bool_field(body, "normalize", true);
   const int64_t width = call.model().width();
   const int64_t dims = checked_dimensions(int_field(body, "dimensions"), width, "dimensions");

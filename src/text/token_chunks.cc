@@ -211,6 +211,12 @@ const char* chunk_boundary_name(ChunkBoundary b) {
   return "none";
 }
 
+std::optional<ChunkBoundary> chunk_boundary_from_name(std::string_view name) {
+  for (ChunkBoundary b : {ChunkBoundary::none, ChunkBoundary::word, ChunkBoundary::sentence, ChunkBoundary::paragraph})
+    if (name == chunk_boundary_name(b)) return b;
+  return std::nullopt;
+}
+
 void check_chunk_settings(const ChunkSettings& s) {
   if (s.tokens <= 0) throw Error(Errc::invalid_argument, "--chunk-tokens: expected a positive number");
   if (s.overlap < 0) throw Error(Errc::invalid_argument, "--chunk-overlap: expected 0 or more");

@@ -24,6 +24,9 @@ class Tokenizer;
 // is also a sentence end and a word start.
 enum class ChunkBoundary { none, word, sentence, paragraph };
 const char* chunk_boundary_name(ChunkBoundary b);
+// The word for a boundary ("none", "word", "sentence", "paragraph"); nullopt otherwise.
+std::optional<ChunkBoundary> chunk_boundary_from_name(std::string_view name);
+inline constexpr const char* kChunkBoundaryWords = "none, word, sentence or paragraph";
 
 struct ChunkSettings {
   int64_t tokens = 0;   // N: tokens per chunk at most (0: no chunking)
