@@ -34,6 +34,7 @@
 #include "model/pooling_mode.h"
 #include "core/stop_request.h"
 #include "pipeline/batch_journal.h"
+#include "pipeline/chunked_requests.h"
 #include "pipeline/encode_pipeline.h"
 #include "pipeline/input_files.h"
 #include "pipeline/shard_writer.h"
@@ -327,8 +328,8 @@ void load_output_heads(const EmbedOptions& o, ModelSession& s) {
     throw Error(Errc::invalid_argument, "--outputs: name at least one of dense, sparse, colbert");
   if (!o.outputs.sparse && !o.outputs.colbert) return;
   if (o.chunks.on())
-    throw Error(Errc::unsupported, "--outputs sparse/colbert with --chunk-tokens: not done yet; chunked runs give "
-                                   "dense rows (--outputs dense)");
+    throw Error(Errc::unsupported, "--outputs sparse/colbert with --chunk-tokens: chunked runs give dense rows only "
+                                   "(--outputs dense)");
   const fs::path folder = s.text.folder.model_dir;
   const M3HeadFiles files = find_m3_heads(folder);
   if (o.outputs.sparse && !files.sparse)
@@ -338,20 +339,6 @@ void load_output_heads(const EmbedOptions& o, ModelSession& s) {
     throw Error(Errc::invalid_argument, "--outputs colbert: " + folder.string() + " has no " + kColbertHeadFile +
                                             " (bge-m3's multi-vector head); this model gives dense rows only");
   load_m3_heads(s.encoder, folder, *s.backend);
-}
-
-// Late chunking pools each chunk's tokens from a pass over the whole
-// document: a causal model's tokens see only what is before them, and
-// last-token pooling reads one token, so neither gives a chunk its context.
-void check_late_chunking(const EmbedOptions& o, const ModelSession& s, const VectorSettings& v) {
-  if (!o.chunks.late) return;
-  if (s.text.folder.config.arch->decoder && s.text.folder.config.causal)
-    throw Error(Errc::unsupported, "--late-chunking: " + s.text.folder.config.model_type_name +
-                                       " is a decoder, whose attention is causal: a chunk's tokens would see only the "
-                                       "text before them, not their context; use plain --chunk-tokens");
-  if (v.pooling == PoolingMode::lasttoken)
-    throw Error(Errc::unsupported, "--late-chunking: last-token pooling reads one token of the text, which a chunk's "
-                                   "span does not have; use plain --chunk-tokens");
 }
 
 EncodePipelineOptions pipeline_options(const EmbedOptions& o, const InputSet& in, const ModelSession& s,
@@ -769,7 +756,7 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   JobThreads threads(*s.backend, own_trace.get(), trace, o.on_thread_start);
   JobGpuUsage gpu(s.device_name, trace);  // off (silently) unless cuda:N with NVML
   const VectorSettings v = vector_settings(o, s.text.folder.st);
-  check_late_chunking(o, s, v);
+  if (o.chunks.late) check_late_chunking_model(s.encoder, v.pooling);
   EncodePipelineOptions po = pipeline_options(o, in, s, v, trace, threads);
   if (o.outputs.sparse || o.outputs.colbert) {
     po.sparse = o.outputs.sparse;

@@ -7,6 +7,16 @@
 namespace stoke {
 
 
+void check_late_chunking_model(const LoadedEncoder& encoder, PoolingMode pooling) {
+  if (encoder.config.arch->decoder && encoder.config.causal)
+    throw Error(Errc::unsupported, "--late-chunking: " + encoder.config.model_type_name +
+                                       " is a decoder, whose attention is causal: a chunk's tokens would see only the "
+                                       "text before them, not their context; use plain --chunk-tokens");
+  if (pooling == PoolingMode::lasttoken)
+    throw Error(Errc::unsupported, "--late-chunking: last-token pooling reads one token of the text, which a chunk's "
+                                   "span does not have; use plain --chunk-tokens");
+}
+
 ChunkedItems chunk_items(const Tokenizer& tok, const LoadedEncoder& encoder, PoolingMode pooling,
                          std::span<const std::string> texts, const ChunkOptions& options, const std::string& prompt,
                          size_t max_length) {
@@ -15,12 +25,7 @@ ChunkedItems chunk_items(const Tokenizer& tok, const LoadedEncoder& encoder, Poo
   ChunkedItems out;
   out.options = options;
   if (options.late) {
-    if (encoder.config.arch->decoder && encoder.config.causal)
-      throw Error(Errc::unsupported, "late chunking: " + encoder.config.model_type_name +
-                                         " is a decoder, whose attention is causal: a chunk's tokens would see only "
-                                         "the text before them");
-    if (pooling == PoolingMode::lasttoken)
-      throw Error(Errc::unsupported, "late chunking: last-token pooling reads one token, which a chunk's span does not have");
+    check_late_chunking_model(encoder, pooling);
     if (!encoder.dense.empty())
       throw Error(Errc::unsupported, "late chunking: this model has Dense modules after its pooling, which this "
                                      "path does not run on pooled spans; `stoke embed --late-chunking` does");

@@ -30,6 +30,13 @@ struct ChunkedItems {
   std::vector<std::pair<int32_t, int32_t>> row_span;
 };
 
+// Late chunking pools each chunk's tokens from a pass over the whole
+// document: a causal model's tokens see only what is before them, and
+// last-token pooling reads one token, so neither gives a chunk its context.
+// Throws Error(unsupported) naming why ("--late-chunking: ..."). Every
+// interface that late-chunks asks this one function.
+void check_late_chunking_model(const LoadedEncoder& encoder, PoolingMode pooling);
+
 // Throws Error(invalid_argument) naming the text's index when it cannot be
 // chunked, and Error(unsupported) for late chunking where this path cannot
 // do it (a decoder with causal attention, last-token pooling, Dense modules

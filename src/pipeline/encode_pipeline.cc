@@ -141,8 +141,8 @@ class Pipeline {
     // batch's every token.
     if (opt_.sparse || opt_.colbert) {
       if (opt_.chunks.on())
-        throw Error(Errc::unsupported, "sparse and ColBERT outputs of chunked texts: not done yet; embed the "
-                                       "chunks as texts, or ask for dense rows only");
+        throw Error(Errc::unsupported, "sparse and ColBERT outputs of chunked texts: chunked runs give dense rows "
+                                       "only");
       if (opt_.product != RowProduct::pooled) throw Error(Errc::invalid_argument, "sparse / ColBERT outputs go with pooled rows");
       const auto T = static_cast<size_t>(runner_->max_tokens());
       for (size_t k = 0; k < kSlots; ++k) {
