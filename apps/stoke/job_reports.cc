@@ -173,9 +173,16 @@ void report_train(const TrainSummary& s, const TrainOptions& o) {
                  static_cast<unsigned long long>(s.samples), s.seconds, s.samples_per_s, s.tokens_per_s,
                  static_cast<unsigned long long>(s.host_syncs), static_cast<unsigned long long>(s.host_sync_bound),
                  s.last_loss);
-    if (s.has_eval)
+    if (s.has_eval && !s.eval_named.empty()) {
+      // The evaluator's headline numbers (run.json and log.jsonl have them all).
+      for (const char* name : {"cosine_ndcg@10", "cosine_mrr@10", "cosine_recall@10", "spearman_cosine",
+                               "pearson_cosine"})
+        for (const auto& [n, v] : s.eval_named)
+          if (n == name) std::fprintf(stderr, "; eval %s %.4f", name, v);
+    } else if (s.has_eval) {
       std::fprintf(stderr, "; eval loss %.4f, accuracy %.4f, macro-F1 %.4f", s.eval_loss, s.eval_accuracy,
                    s.eval_macro_f1);
+    }
     if (s.loss_scaling)
       std::fprintf(stderr, "; loss scale %g, %lld %s skipped (inf/NaN gradients)", s.loss_scale,
                    static_cast<long long>(s.skipped_steps), s.skipped_steps == 1 ? "step" : "steps");

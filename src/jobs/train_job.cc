@@ -462,6 +462,7 @@ void summarize(const TrainOptions& o, const train::TrainReport& r, uint64_t tota
     sum.eval_loss = r.last_eval->loss;
     sum.eval_accuracy = r.last_eval->accuracy;
     sum.eval_macro_f1 = r.last_eval->macro_f1;
+    sum.eval_named = r.last_eval->named;
   }
 }
 

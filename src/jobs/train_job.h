@@ -12,6 +12,7 @@
 
 #include "core/trace.h"
 #include "jobs/common_options.h"
+#include "train/contrastive_data.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
 
@@ -23,6 +24,15 @@ struct TrainOptions {
   std::string eval;                  // --eval FILE
   std::string output;                // --output DIR (required)
   std::string label_field = "label";
+  // Embedding models (docs/training.md "Embedding models"): what is learned,
+  // from which columns, with which loss settings.
+  train::Objective objective = train::Objective::classify;  // --objective
+  train::ContrastiveColumns columns;  // --anchor-field, --positive-field, --negative-fields, --score-field
+  double scale = 20;                  // --scale: similarity x scale (mnrl kinds, cosent)
+  bool dot_similarity = false;        // --similarity dot (default cosine)
+  std::vector<int64_t> matryoshka_dims;     // --matryoshka-dims 768,512,...
+  std::vector<double> matryoshka_weights;   // --matryoshka-weights 1,1,... (default all 1)
+  int64_t mini_batch_tokens = 0;      // --mini-batch-tokens N (GradCache); 0: auto (the whole batch when it fits)
   int64_t epochs = 3;
   int64_t max_steps = 0;             // --max-steps N (>= 1) replaces --epochs; 0 = unset
   int64_t batch_size = 8;            // --batch-size N
@@ -92,6 +102,7 @@ struct TrainSummary {
   double last_loss = 0, last_accuracy = 0;
   bool has_eval = false;
   double eval_loss = 0, eval_accuracy = 0, eval_macro_f1 = 0;
+  std::vector<std::pair<std::string, double>> eval_named;  // an embedding model's evaluator metrics
   std::string resumed_from;
   std::vector<std::string> notes;    // label changes, fresh heads, batch size / lr choices
   std::string output;

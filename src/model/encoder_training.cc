@@ -210,23 +210,15 @@ void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const in
   const int64_t C = c.num_labels();
   const bool regression = k.regression;
   if (regression && C != 1) throw Error(Errc::invalid_argument, "regression needs a one-output head");
-  if (T > max_tokens_ || B > max_sequences_)
-    throw Error(Errc::invalid_argument, "micro-batch of " + std::to_string(B) + " sequences / " + std::to_string(T) +
-                                            " tokens exceeds the training workspace (" +
-                                            std::to_string(max_sequences_) + " / " + std::to_string(max_tokens_) + ")");
   if (B == 0) return;
   if (static_cast<int64_t>(regression ? targets.size() : labels.size()) != B)
     throw Error(Errc::invalid_argument, "micro-batch needs one label per sequence");
-  check_packed_batch(batch, c);
+  check_micro_batch(batch, k);
   if (!regression)
     for (int32_t y : labels)
       if (y < 0 || y >= C)
         throw Error(Errc::invalid_argument, "label " + std::to_string(y) + " is outside [0, " + std::to_string(C) + ")");
   head_activation(*c.arch);  // refuse a head no op computes, before enqueueing anything
-  if (c.arch->prenorm && (k.dropout.hidden > 0 || k.dropout.attention > 0))
-    throw Error(Errc::unsupported, std::string(c.arch->display_name) +
-                                       " trains without dropout in its layers (as its hub configs set); the"
-                                       " classifier's dropout alone may be above 0");
 
   const std::optional<TrainBucket> bucket = graph_bucket(batch, k);
   stage(batch, labels, targets, regression, bucket, k.step);
@@ -259,6 +251,55 @@ void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const in
   run_phase(key, 0, encoder_forward);
   head();  // the real sequences only: eager
   run_phase(key, 1, encoder_backward);
+}
+
+void EncoderTrainingRunner::check_micro_batch(const PackedBatch& batch, const MicroBatchKnobs& k) const {
+  const HfConfig& c = enc_.config;
+  const int64_t T = batch.tokens(), B = batch.sequences();
+  if (T > max_tokens_ || B > max_sequences_)
+    throw Error(Errc::invalid_argument, "micro-batch of " + std::to_string(B) + " sequences / " + std::to_string(T) +
+                                            " tokens exceeds the training workspace (" +
+                                            std::to_string(max_sequences_) + " / " + std::to_string(max_tokens_) + ")");
+  check_packed_batch(batch, c);
+  if (c.arch->prenorm && (k.dropout.hidden > 0 || k.dropout.attention > 0))
+    throw Error(Errc::unsupported, std::string(c.arch->display_name) +
+                                       " trains without dropout in its layers (as its hub configs set); the"
+                                       " classifier's dropout alone may be above 0");
+}
+
+void EncoderTrainingRunner::enqueue_embedding_forward(const PackedBatch& batch, const MicroBatchKnobs& k,
+                                                      PoolingMode pooling, const TensorView& out) {
+  const int64_t B = batch.sequences();
+  if (B == 0) return;
+  check_micro_batch(batch, k);
+  if (out.rank != 2 || out.dim(0) != B || out.dim(1) != enc_.config.hidden_size || out.dtype != DType::f32)
+    throw Error(Errc::invalid_argument, "embedding forward: out must be f32 [B, hidden]");
+  const std::vector<int32_t> no_labels(static_cast<size_t>(B), 0);
+  stage(batch, no_labels, {}, false, std::nullopt, k.step);
+  const Step st = step_views(batch, k, std::nullopt);
+  ++stats_.eager;
+  const bool prenorm = enc_.config.arch->prenorm;
+  prenorm ? forward_prenorm(st) : forward(st);
+  const TensorView last = prenorm ? saved_->h_out.rows(st.T) : saved_->h[enc_.compute.layers.size()].rows(st.T);
+  backend_.ops().pool(out, last, st.cu, pooling);
+}
+
+void EncoderTrainingRunner::enqueue_embedding_backward(const PackedBatch& batch, const MicroBatchKnobs& k,
+                                                       PoolingMode pooling, const TensorView& d_out) {
+  const int64_t B = batch.sequences();
+  if (B == 0) return;
+  check_micro_batch(batch, k);
+  if (d_out.rank != 2 || d_out.dim(0) != B || d_out.dim(1) != enc_.config.hidden_size || d_out.dtype != DType::f32)
+    throw Error(Errc::invalid_argument, "embedding backward: d_out must be f32 [B, hidden]");
+  const Step st = step_views(batch, k, std::nullopt);
+  const bool prenorm = enc_.config.arch->prenorm;
+  Saved& s = *saved_;
+  // d of the last hidden state: the pooled rows' gradient spread back
+  // (pool_backward writes every row), where each layer sequence's backward
+  // starts: d h[L] (post-LN), d h_out (pre-norm, in d_x).
+  const TensorView last = prenorm ? s.h_out.rows(st.T) : s.h[enc_.compute.layers.size()].rows(st.T);
+  backend_.ops().pool_backward(prenorm ? s.d_x.rows(st.T) : s.d_h.rows(st.T), d_out, last, st.cu, pooling);
+  prenorm ? backward_prenorm_layers(st) : backward_layers(st);
 }
 
 std::optional<TrainBucket> EncoderTrainingRunner::graph_bucket(const PackedBatch& batch,
@@ -382,7 +423,8 @@ EncoderTrainingRunner::Step EncoderTrainingRunner::step_views(const PackedBatch&
   st.eps = static_cast<float>(c.layer_norm_eps);
   st.heads = static_cast<int>(c.num_attention_heads);
   st.low = enc_.dtype != DType::f32;
-  st.act = head_activation(*c.arch);
+  // An embedding model has no head (and an architecture may have none no op computes).
+  st.act = enc_.layout.heads() == ParamHeads::classifier ? head_activation(*c.arch) : Activation::none;
   // The head's dropout sites: before its dense (RoBERTa, ELECTRA) and after
   // its activation (all: BERT's pooled output, RoBERTa's dense + tanh).
   st.drop_before_dense = c.arch->head_dropout_before_dense && k.dropout.classifier > 0;

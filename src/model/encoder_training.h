@@ -73,6 +73,23 @@ class EncoderTrainingRunner {
   void enqueue(const PackedBatch& batch, std::span<const int32_t> labels, std::span<const float> targets,
                const MicroBatchKnobs& knobs, const TensorView& metrics);
 
+  // ---- Embedding models (stoke train --objective mnrl, ...): no
+  // classification head; what is trained is the pooled last hidden state.
+  // The encoder forward of one micro-batch keeping what the backward reads,
+  // then the sentence-transformers pooling of the last hidden state (the
+  // final norm's output for pre-norm encoders) into out[B, H] (f32). Always
+  // eager and unpadded. The activations stay until the next enqueue of any
+  // kind; knobs' dropout (layers only: there is no head) and offsets key the
+  // masks as for the classifier, so a forward run twice draws the same masks.
+  void enqueue_embedding_forward(const PackedBatch& batch, const MicroBatchKnobs& knobs, PoolingMode pooling,
+                                 const TensorView& out);
+  // The backward of the last enqueue_embedding_forward — called with the
+  // same batch, knobs and pooling — from d_out[B, H] (f32): the pooling's
+  // backward, then the encoder's. Parameter gradients ADD to encoder.grad;
+  // the backward hook is called as for enqueue.
+  void enqueue_embedding_backward(const PackedBatch& batch, const MicroBatchKnobs& knobs, PoolingMode pooling,
+                                  const TensorView& d_out);
+
   // Called while backward() enqueues, after each layer's backward (layers run
   // from the last down) and once more with -1 after the whole backward: the
   // gradients of layer l are then final for this micro-batch (data-parallel
@@ -149,6 +166,8 @@ class EncoderTrainingRunner {
   void loss(const Step& st, const TensorView& metrics) const;
   // The backward: the head's (down to d h[L]), then the layers' and the embeddings'.
   void backward_head(const Step& st) const;
+  // The checks every micro-batch passes before anything is enqueued.
+  void check_micro_batch(const PackedBatch& batch, const MicroBatchKnobs& k) const;
   void backward_layers(const Step& st) const;
   // Graphs: what a captured graph bakes in besides its bucket's shapes.
   struct GraphKey {

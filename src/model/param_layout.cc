@@ -23,7 +23,7 @@ TensorView view_at(float* base, const ParamSlot& s) {
 
 }  // namespace
 
-ParamLayout::ParamLayout(const HfConfig& config) : config_(config) {
+ParamLayout::ParamLayout(const HfConfig& config, ParamHeads heads) : config_(config), heads_(heads) {
   using R = TensorRole;
   std::vector<ExpectedTensor> expected = expected_tensors(config);
   // Query, key and value next to each other: weights first, then biases.
@@ -42,7 +42,8 @@ ParamLayout::ParamLayout(const HfConfig& config) : config_(config) {
   std::vector<ExpectedTensor> ordered;
   for (size_t i = 0; i < expected.size(); ++i) {
     const ExpectedTensor& t = expected[i];
-    if (t.part == ExpectedTensor::pooler && !config.arch->head_on_pooler) continue;
+    if (t.part == ExpectedTensor::pooler && (!config.arch->head_on_pooler || heads == ParamHeads::none)) continue;
+    if (t.part == ExpectedTensor::classifier && heads == ParamHeads::none) continue;
     if (glu_apart && t.role == glu_second) continue;  // placed with the first half
     if (glu_apart && t.role == glu_first) {
       ordered.push_back(t);
@@ -65,7 +66,9 @@ ParamLayout::ParamLayout(const HfConfig& config) : config_(config) {
   for (const ExpectedTensor& t : ordered) {
     ParamSlot s;
     s.canonical = t.name;
-    s.name = t.part == ExpectedTensor::classifier ? t.name : prefix + t.name;
+    // An embedding model is saved as its bare encoder (AutoModel's names, as
+    // sentence-transformers' Transformer module writes them).
+    s.name = t.part == ExpectedTensor::classifier || heads == ParamHeads::none ? t.name : prefix + t.name;
     s.role = t.role;
     s.layer = t.layer;
     s.shape = t.shape;

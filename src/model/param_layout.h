@@ -33,12 +33,18 @@ struct ParamSlot {
   bool decay = true;
 };
 
+// What is trained besides the encoder: a sequence classifier's head, or
+// nothing (an embedding model: the loss reads the pooled last hidden state;
+// sentence-transformers' AutoModel has a pooler the loss never reaches).
+enum class ParamHeads { classifier, none };
+
 class ParamLayout {
  public:
   // The encoder and the classification head (C = config.num_labels()); the
   // base model's pooler only where the head is built on it (BERT): the other
-  // sequence classifiers have none.
-  explicit ParamLayout(const HfConfig& config);
+  // sequence classifiers have none. ParamHeads::none: the encoder alone.
+  explicit ParamLayout(const HfConfig& config, ParamHeads heads = ParamHeads::classifier);
+  ParamHeads heads() const { return heads_; }
 
   const std::vector<ParamSlot>& slots() const { return slots_; }
   int64_t numel() const { return numel_; }
@@ -56,6 +62,7 @@ class ParamLayout {
 
  private:
   HfConfig config_;
+  ParamHeads heads_ = ParamHeads::classifier;
   std::vector<ParamSlot> slots_;
   int64_t numel_ = 0;
 };

@@ -82,8 +82,9 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
                                        " as its hub configs set); config.json sets them above 0");
   if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
     throw Error(Errc::invalid_argument, "training dtype must be f32, bf16 or f16");
-  head_activation(*config.arch);  // a head no op computes is refused before anything is read
-  auto enc = std::make_unique<TrainableEncoder>(config);
+  if (init.heads == ParamHeads::classifier)
+    head_activation(*config.arch);  // a head no op computes is refused before anything is read
+  auto enc = std::make_unique<TrainableEncoder>(config, init.heads);
   enc->dtype = dtype;
   const ParamLayout& layout = enc->layout;
   const size_t bytes = static_cast<size_t>(layout.numel()) * 4;

@@ -21,6 +21,7 @@ namespace stoke {
 struct TrainableInit {
   uint64_t seed = 42;               // the run's seed: new heads are drawn from it
   double initializer_range = 0.02;  // config.json "initializer_range" (transformers' default 0.02)
+  ParamHeads heads = ParamHeads::classifier;  // none: an embedding model (no head, no pooler)
 };
 
 struct TrainableEncoder {
@@ -33,7 +34,8 @@ struct TrainableEncoder {
   EncoderParams grad;               // f32 views into grad_buffer, same layout
   EncoderParams compute;            // what the forward reads: GEMM weights in dtype, the rest = master
 
-  explicit TrainableEncoder(const HfConfig& c) : config(c), layout(c) {}
+  explicit TrainableEncoder(const HfConfig& c, ParamHeads heads = ParamHeads::classifier)
+      : config(c), layout(c, heads) {}
   float* master_data() const { return static_cast<float*>(master_buffer->data()); }
   float* grad_data() const { return static_cast<float*>(grad_buffer->data()); }
   TensorView master_flat() const;

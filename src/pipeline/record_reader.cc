@@ -131,6 +131,10 @@ void check_fields(const RecordReaderOptions& o, InputFormat format) {
                         "\" cannot be used with plain text input: a text file has no fields (each line is one "
                         "text); use JSONL, CSV or TSV input for ids and pairs");
     }
+    if (!o.more_fields.empty())
+      throw Error(Errc::invalid_argument, "column \"" + o.more_fields[0] +
+                                              "\" cannot be read from plain text input: a text file has no fields; "
+                                              "use JSONL, CSV or TSV input");
     return;
   }
   if (o.text_field.empty()) throw Error(Errc::invalid_argument, "--text-field: expected a field name");
@@ -277,6 +281,7 @@ bool RecordReader::next(InputRecord& record) {
 bool RecordReader::next_in_file(InputRecord& record) {
   record.text.clear();
   record.pair.reset();
+  record.more.clear();
   record.id_json.clear();
   record.label_json.clear();
   record.replaced_utf8 = 0;
@@ -363,6 +368,18 @@ bool RecordReader::next_jsonl(InputRecord& record) {
       return true;
     }
     record.label_json = label->dump();
+  }
+  for (const std::string& f : options_.more_fields) {
+    auto more = doc.find(f);
+    if (more == doc.end() || !more->is_string()) {
+      record.error = "field \"" + f + "\" " +
+                     (more == doc.end() ? std::string("is missing") : std::string("is ") + more->type_name()) +
+                     " (expected a string)";
+      record.pair.reset();
+      record.more.clear();
+      return true;
+    }
+    record.more.push_back(more->get<std::string>());  // a copy: a field may be named twice
   }
   record.text = std::move(text->get_ref<std::string&>());
   record.replaced_utf8 = replaced;
@@ -507,6 +524,8 @@ void RecordReader::open_csv_header() {
   if (!options_.pair_field.empty()) pair_col_ = column(options_.pair_field, "--pair-field", false);
   if (!options_.id_field.empty()) id_col_ = column(options_.id_field, "--id-field", true);
   if (!options_.label_field.empty()) label_col_ = column(options_.label_field, "--label-field", true);
+  more_cols_.clear();
+  for (const std::string& f : options_.more_fields) more_cols_.push_back(column(f, "a text column", true));
 }
 
 bool RecordReader::next_csv(InputRecord& record) {
@@ -541,6 +560,7 @@ bool RecordReader::next_csv(InputRecord& record) {
   }
   if (pair_col_ >= 0 && !row.fields[static_cast<size_t>(pair_col_)].empty())
     record.pair = row.fields[static_cast<size_t>(pair_col_)];
+  for (long c : more_cols_) record.more.push_back(row.fields[static_cast<size_t>(c)]);
   record.text.swap(row.fields[static_cast<size_t>(text_col_)]);
   record.replaced_utf8 = replaced;
   return true;

@@ -39,6 +39,10 @@ struct RecordReaderOptions {
   std::string pair_field;             // "" = not read
   std::string id_field;               // "" = none
   std::string label_field;            // "" = none (training data: required in every record)
+  // More text columns, each required in every record as a string (the
+  // positives and negatives of contrastive training data); read into
+  // InputRecord::more in this order.
+  std::vector<std::string> more_fields;
 };
 
 struct InputRecord {
@@ -51,6 +55,7 @@ struct InputRecord {
   std::string id_json;         // the id value as JSON text ("" without --id-field); CSV cells become JSON strings
   std::string label_json;      // the label as JSON text ("" without a label field); a CSV cell that is a JSON
                                // number becomes that number, any other cell a JSON string
+  std::vector<std::string> more;  // RecordReaderOptions::more_fields' texts
   uint64_t replaced_utf8 = 0;  // invalid UTF-8 bytes replaced by U+FFFD in this record
   std::string error;           // non-empty: a bad record; says the field and what was expected (no file:line prefix)
 };
@@ -92,6 +97,8 @@ class RecordReader {
   uint64_t total_bytes() const { return total_bytes_; }  // 0 for stdin (and pipes); all files together
   const std::string& label() const { return label_; }  // the path of the file being read, or "<stdin>"
   InputFormat format() const { return format_; }
+  // CSV / TSV: the header's column names (the current file's); empty otherwise.
+  const std::vector<std::string>& header() const { return header_; }
   // SHA-256 hex of every byte read so far; after end of input, the fingerprint of the whole input (used for stdin).
   std::string sha256_so_far();
 
@@ -136,6 +143,7 @@ class RecordReader {
   std::vector<std::string> header_;  // column names (sanitized)
   size_t header_fields_ = 0;
   long text_col_ = -1, pair_col_ = -1, id_col_ = -1, label_col_ = -1;
+  std::vector<long> more_cols_;  // options_.more_fields' columns
 };
 
 // "FILE:LINE: message" — the one-line form every job prints for a bad record.

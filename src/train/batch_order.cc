@@ -8,11 +8,8 @@
 
 namespace stoke::train {
 
-namespace {
-
-// Fisher-Yates with Philox draws keyed by (seed, epoch): the same permutation
-// on every machine and standard library (std::shuffle's is unspecified).
-std::vector<uint32_t> permutation(size_t n, uint64_t seed, int64_t epoch) {
+// std::shuffle's order is unspecified: this one is fixed.
+std::vector<uint32_t> seeded_permutation(size_t n, uint64_t seed, int64_t epoch) {
   std::vector<uint32_t> p(n);
   std::iota(p.begin(), p.end(), 0u);
   for (size_t i = n; i > 1; --i) {
@@ -24,8 +21,6 @@ std::vector<uint32_t> permutation(size_t n, uint64_t seed, int64_t epoch) {
   return p;
 }
 
-}  // namespace
-
 std::vector<std::vector<uint32_t>> epoch_batches(const std::vector<int64_t>& lengths, const BatchOrderOptions& o,
                                                  int64_t epoch) {
   if (o.batch_size <= 0) throw Error(Errc::invalid_argument, "batch size must be positive");
@@ -35,7 +30,7 @@ std::vector<std::vector<uint32_t>> epoch_batches(const std::vector<int64_t>& len
     order.resize(n);
     std::iota(order.begin(), order.end(), 0u);
   } else {
-    order = permutation(n, o.seed, epoch);
+    order = seeded_permutation(n, o.seed, epoch);
     if (o.group_by_length) {
       const size_t mega = static_cast<size_t>(o.batch_size * kMegaBatchBatches);
       std::vector<std::pair<size_t, size_t>> megas;  // [begin, end) of order

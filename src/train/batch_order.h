@@ -12,6 +12,7 @@
 // - no shuffle: file order, never regrouped.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct BatchOrderOptions {
 };
 
 inline constexpr int64_t kMegaBatchBatches = 50;  // transformers' mega-batch multiplier
+
+// 0..n-1 in the order of a Fisher-Yates shuffle with Philox draws keyed by
+// (seed, epoch): the same on every machine and standard library.
+std::vector<uint32_t> seeded_permutation(size_t n, uint64_t seed, int64_t epoch);
 
 // Batches of example indices (the last one may be smaller).
 std::vector<std::vector<uint32_t>> epoch_batches(const std::vector<int64_t>& lengths, const BatchOrderOptions& options,

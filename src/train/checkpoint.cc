@@ -47,6 +47,7 @@ json write_files(const fs::path& folder, const CheckpointContents& c) {
   std::vector<TensorToWrite> model;
   for (const ParamSlot& s : c.layout->slots())
     model.push_back({s.name, DType::f32, s.shape, bytes_of(c.params + s.offset, s.numel)});
+  model.insert(model.end(), c.frozen.begin(), c.frozen.end());
   put("model.safetensors", serialize_safetensors(model, {{"format", "pt"}}));
   if (c.exp_avg && c.exp_avg_sq) {
     const int64_t n = c.layout->numel();
@@ -57,10 +58,17 @@ json write_files(const fs::path& folder, const CheckpointContents& c) {
   }
   put_text("config.json", c.config_json);
   for (const fs::path& f : c.tokenizer_files) put_text(f.filename().string(), read_text(f));
-  for (const auto& [name, source] : c.extra_files) {
+  auto make_parent = [&](const std::string& name) {
     std::error_code ec;
     fs::create_directories((folder / name).parent_path(), ec);
     if (ec) throw Error(Errc::io, (folder / name).parent_path().string() + ": cannot create: " + ec.message());
+  };
+  for (const auto& [name, text] : c.text_files) {
+    make_parent(name);
+    put_text(name, text);
+  }
+  for (const auto& [name, source] : c.extra_files) {
+    make_parent(name);
     put_text(name, read_text(source));
   }
   if (!c.state.is_null()) put_text("trainer_state.json", c.state.dump(2) + "\n");

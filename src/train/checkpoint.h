@@ -20,6 +20,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "io/safetensors.h"
 #include "model/param_layout.h"
 
 namespace stoke::train {
@@ -36,7 +37,14 @@ struct CheckpointContents {
   // sentence-transformers files, so `stoke embed` on a trained folder keeps
   // its pooling and normalization.
   std::vector<std::pair<std::string, std::filesystem::path>> extra_files;
+  // Files written from text, by their name inside the folder (an embedding
+  // model's sentence-transformers files when its base had none).
+  std::vector<std::pair<std::string, std::string>> text_files;
   nlohmann::json state;                    // trainer_state.json (nullptr: none)
+  // Tensors no loss reaches, written beside the parameters as they are (an
+  // embedding model's pooler: sentence-transformers' AutoModel has one and
+  // expects it in the file). The caller keeps their data alive.
+  std::vector<TensorToWrite> frozen;
 };
 
 // "checkpoint-<step>" inside `output`.

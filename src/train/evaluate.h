@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -20,6 +22,15 @@ struct EvalMetrics {
   double accuracy = 0;  // classification only
   double macro_f1 = 0;  // classification only: unweighted mean of per-class F1 over classes in labels or predictions
   bool regression = false;
+  // Embedding models: the evaluator's metrics by their sentence-transformers
+  // names ("cosine_ndcg@10", "spearman_cosine", ...; train/embedding_task.h);
+  // empty for the classifier, whose fields above are what it has.
+  std::vector<std::pair<std::string, double>> named;
+  const double* find(const std::string& name) const {
+    for (const auto& [n, v] : named)
+      if (n == name) return &v;
+    return nullptr;
+  }
 };
 
 // Packs examples[indices] for the encoder (positions by the model's rule).

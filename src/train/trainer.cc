@@ -11,6 +11,7 @@
 #include "core/progress.h"
 #include "io/atomic_file.h"
 #include "train/checkpoint.h"
+#include "train/classifier_task.h"
 #include "train/micro_batch_split.h"
 
 namespace stoke::train {
@@ -32,8 +33,27 @@ const char* eval_metric_name(EvalMetric m) {
     case EvalMetric::loss: return "eval_loss";
     case EvalMetric::accuracy: return "eval_accuracy";
     case EvalMetric::macro_f1: return "eval_macro_f1";
+    case EvalMetric::cosine_ndcg_at_10: return "eval_cosine_ndcg@10";
+    case EvalMetric::cosine_mrr_at_10: return "eval_cosine_mrr@10";
+    case EvalMetric::cosine_map_at_100: return "eval_cosine_map@100";
+    case EvalMetric::cosine_recall_at_10: return "eval_cosine_recall@10";
+    case EvalMetric::cosine_accuracy_at_1: return "eval_cosine_accuracy@1";
+    case EvalMetric::spearman_cosine: return "eval_spearman_cosine";
+    case EvalMetric::pearson_cosine: return "eval_pearson_cosine";
   }
   return "eval_loss";
+}
+
+std::vector<TensorToWrite> SaveContext::frozen_tensors() const {
+  std::vector<TensorToWrite> out;
+  for (const Frozen& f : frozen)
+    out.push_back({f.name, DType::f32, f.shape,
+                   std::span<const std::byte>(reinterpret_cast<const std::byte*>(f.values.data()), f.values.size() * 4)});
+  return out;
+}
+
+bool is_embedding_metric(EvalMetric m) {
+  return m != EvalMetric::loss && m != EvalMetric::accuracy && m != EvalMetric::macro_f1;
 }
 
 EvalStrategy eval_strategy_from_name(const std::string& name) {
@@ -51,14 +71,38 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
+namespace {
+
+std::unique_ptr<TrainTask> classifier_task(TrainableEncoder& encoder, Backend& backend, const TrainerOptions& o,
+                                           const std::vector<Example>& train, const std::vector<Example>* eval,
+                                           bool regression) {
+  ClassifierTaskOptions c;
+  c.batch_size = o.batch_size;
+  c.shuffle = o.shuffle;
+  c.group_by_length = o.group_by_length;
+  c.seed = o.seed;
+  c.dropout = o.dropout;
+  c.label_smoothing = o.label_smoothing;
+  c.regression = regression;
+  c.graphs = o.graphs && (!o.comm || o.comm->size() == 1);
+  c.graph_shapes_without_capture = o.graph_shapes_without_capture;
+  return std::make_unique<ClassifierTask>(encoder, backend, c, train, eval);
+}
+
+}  // namespace
+
 Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptions& options,
                  const std::vector<Example>& train, const std::vector<Example>* eval, bool regression, SaveContext save)
+    : Trainer(encoder, backend, options, classifier_task(encoder, backend, options, train, eval, regression),
+              eval != nullptr, std::move(save)) {}
+
+Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptions& options,
+                 std::unique_ptr<TrainTask> task, bool has_eval, SaveContext save)
     : enc_(encoder),
       backend_(backend),
       o_(options),
-      train_(train),
-      eval_(eval),
-      regression_(regression),
+      task_(std::move(task)),
+      has_eval_(has_eval),
       save_ctx_(std::move(save)),
       optimizer_(encoder, backend, options.optim) {
   if (o_.batch_size <= 0) throw Error(Errc::invalid_argument, "--batch-size must be positive");
@@ -66,18 +110,18 @@ Trainer::Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptio
   if (o_.log_every <= 0) throw Error(Errc::invalid_argument, "--log-every must be positive");
   if (o_.eval_strategy == EvalStrategy::steps && o_.eval_every <= 0)
     throw Error(Errc::invalid_argument, "--eval-every must be positive");
-  if (o_.eval_strategy != EvalStrategy::no && !eval_)
+  accuracy_ = task_->reports_accuracy();
+  if (o_.eval_strategy != EvalStrategy::no && !has_eval_)
     throw Error(Errc::invalid_argument, "--eval-strategy " + std::string(eval_strategy_name(o_.eval_strategy)) +
                                             " needs --eval FILE");
   if (o_.load_best && o_.eval_strategy == EvalStrategy::no)
     throw Error(Errc::invalid_argument, "--load-best needs evaluations (--eval FILE and --eval-strategy)");
-  for (const Example& e : train_) lengths_.push_back(static_cast<int64_t>(e.ids.size()));
   if (o_.comm) {
     rank_ = o_.comm->rank();
     ranks_ = o_.comm->size();
   }
   global_batch_ = o_.batch_size * ranks_;
-  const int64_t n = static_cast<int64_t>(train_.size());
+  const int64_t n = static_cast<int64_t>(task_->examples());
   batches_per_epoch_ = (n + global_batch_ - 1) / global_batch_;
   steps_per_epoch_ = (batches_per_epoch_ + o_.grad_accum - 1) / o_.grad_accum;
   total_steps_ = o_.max_steps > 0 ? o_.max_steps : o_.epochs * steps_per_epoch_;
@@ -232,6 +276,13 @@ void Trainer::log(const json& line) {
 }
 
 double Trainer::metric_value(const EvalMetrics& m) const {
+  if (is_embedding_metric(o_.metric)) {
+    const double* v = m.find(eval_metric_name(o_.metric) + 5);  // without "eval_"
+    if (!v)
+      throw Error(Errc::invalid_argument, std::string("--metric ") + eval_metric_name(o_.metric) +
+                                              ": the evaluation set does not give it");
+    return *v;
+  }
   if (o_.metric == EvalMetric::accuracy) return m.accuracy;
   if (o_.metric == EvalMetric::macro_f1) return m.macro_f1;
   return m.loss;
@@ -268,6 +319,8 @@ void Trainer::save(int64_t step) {
     c.config_json = save_ctx_.config_json;
     c.tokenizer_files = save_ctx_.tokenizer_files;
     c.extra_files = save_ctx_.extra_files;
+    c.frozen = save_ctx_.frozen_tensors();
+    c.text_files = save_ctx_.text_files;
     c.state = state_json();
     write_checkpoint(o_.output, step, c);
   }
@@ -283,31 +336,20 @@ void Trainer::save(int64_t step) {
 }
 
 std::optional<EvalMetrics> Trainer::maybe_eval() {
-  if (!eval_ || eval_->empty()) return std::nullopt;
-  int64_t longest = 0;
-  for (const Example& e : *eval_) longest = std::max<int64_t>(longest, static_cast<int64_t>(e.ids.size()));
-  const LoadedEncoder view = enc_.inference_view();
-  // Batches of the training chunk: a device that had no room for the
-  // training micro-batch gets the same share for evaluation.
-  const int64_t batch = chunk_ > 0 ? chunk_ : o_.batch_size;
-  EncoderRunner runner(view, backend_, longest * batch, batch, 3);
-  EvalMetrics m = evaluate(runner, backend_, enc_.config, *eval_, batch, regression_);
-  ++report_.evals;
+  std::optional<EvalMetrics> m = task_->evaluate();
+  if (m) ++report_.evals;
   return m;
 }
 
-void Trainer::make_runner() {
+void Trainer::make_workspace() {
   for (;;) {
-    chunk_ = chunk_examples(o_.batch_size, halvings_);
-    runner_.reset();  // the old workspace goes back before a smaller one is asked for
+    task_->release_workspace();  // the old workspace goes back before a smaller one is asked for
     try {
-      crash_point("train_workspace");
-      runner_ = std::make_unique<EncoderTrainingRunner>(enc_, backend_, workspace_tokens(lengths_, chunk_), chunk_);
-      runner_->set_graphs(o_.graphs && ranks_ == 1);
-      runner_->set_padding_without_capture(o_.graph_shapes_without_capture);
+      task_->make_workspace(halvings_);
+      workspace_ = true;
       return;
     } catch (const OutOfMemoryError& e) {
-      runner_.reset();
+      task_->release_workspace();
       halve(e);
     }
   }
@@ -315,10 +357,8 @@ void Trainer::make_runner() {
 
 void Trainer::halve(const OutOfMemoryError& e) {
   if (ranks_ > 1) throw e;
-  if (chunk_ <= 1)
-    throw Error(Errc::device, "not even one training example fits the device: the longest, of " +
-                                  std::to_string(workspace_tokens(lengths_, 1)) + " tokens, needs more than it has (" +
-                                  e.what() + "); try a shorter --max-length");
+  std::string why;
+  if (!task_->can_halve(halvings_, &why)) throw Error(Errc::device, why + " (" + e.what() + ")");
   ++halvings_;
   ++report_.memory_halvings;
 }
@@ -328,57 +368,24 @@ void Trainer::recover_from_oom(const OutOfMemoryError& e) {
   backend_.synchronize();  // the interrupted step's enqueued work has run; rethrows a device error
   ++report_.memory_syncs;
   backend_.copy_to_device(metrics_->data(), metrics_at_step_->data(), 3 * sizeof(double));
-  runner_.reset();
+  task_->release_workspace();
   halve(e);
-  make_runner();
+  make_workspace();
 }
 
-// Dropout masks are keyed by the example's place in the global micro-batch
-// (its tokens and its row, MicroBatchKnobs' offsets): each rank draws, for
-// its slice, and each chunk, for its part, the masks one process with the
-// whole global batch draws (the same seed everywhere, the micro-batch's step).
 void Trainer::enqueue_micro_batches(const std::vector<std::vector<uint32_t>>& batches, int64_t first, int64_t last,
                                     int64_t examples) {
-  std::vector<int32_t> labels;
-  std::vector<float> targets;
-  std::vector<uint32_t> idx;
   for (int64_t b = first; b < last; ++b) {
-    const std::vector<uint32_t>& global = batches[static_cast<size_t>(b)];
-    const size_t begin = std::min(global.size(), static_cast<size_t>(rank_ * o_.batch_size));
-    const size_t end = std::min(global.size(), begin + static_cast<size_t>(o_.batch_size));
-    const uint32_t step = static_cast<uint32_t>(st_.micro_step++);
-    uint64_t tokens_before = 0;  // of the global micro-batch, before the chunk
-    for (size_t j = 0; j < begin; ++j) tokens_before += static_cast<uint64_t>(lengths_[global[j]]);
-    for (size_t c = begin; c < end; c += static_cast<size_t>(chunk_)) {
-      const size_t c_end = std::min(end, c + static_cast<size_t>(chunk_));
-      idx.assign(global.begin() + static_cast<long>(c), global.begin() + static_cast<long>(c_end));
-      MicroBatchKnobs k;
-      k.dropout = o_.dropout;
-      k.seed = o_.seed;
-      // The chunk packs right after the examples before it (pack_examples
-      // adds tokens in order, no padding): its tokens and rows start there.
-      k.token_offset = tokens_before;
-      k.sequence_offset = c;
-      k.step = step;
-      k.label_smoothing = o_.label_smoothing;
-      k.loss_scale = 1.0f / static_cast<float>(examples);
-      k.regression = regression_;
-      k.loss_scaler = optimizer_.loss_scaler();  // f16: the loss gradient times the device-side scale
-      crash_point("train_micro_batch");
-      const PackedBatch batch = pack_examples(train_, idx, enc_.config);
-      labels.clear();
-      targets.clear();
-      for (uint32_t i : idx) {
-        labels.push_back(train_[i].label);
-        targets.push_back(train_[i].target);
-        tokens_before += static_cast<uint64_t>(lengths_[i]);
-      }
-      // The last chunk's backward hands each finished layer to the all-reduce.
-      if (reducer_ && b + 1 == last && c_end == end)
-        runner_->set_backward_hook([this](int64_t l) { reducer_->layer_done(l); });
-      runner_->enqueue(batch, labels, targets, k, TensorView(metrics_->data(), DType::f64, {3}));
-      runner_->set_backward_hook(nullptr);
-    }
+    MicroBatchPlace place;
+    place.step = static_cast<uint32_t>(st_.micro_step++);
+    place.rank = rank_;
+    place.ranks = ranks_;
+    place.batch_size = o_.batch_size;
+    place.examples = examples;
+    place.micro_batches = last - first;
+    place.loss_scaler = optimizer_.loss_scaler();
+    if (reducer_ && b + 1 == last) place.backward_hook = [this](int64_t l) { reducer_->layer_done(l); };
+    task_->enqueue(batches[static_cast<size_t>(b)], place, TensorView(metrics_->data(), DType::f64, {3}));
   }
 }
 
@@ -386,13 +393,12 @@ TrainReport Trainer::run() {
   if (rank_ == 0) fs::create_directories(o_.output);
   // Batches of the global micro-batch size: the order a single process with
   // batch_size x ranks would see; each rank takes its fixed slice of each.
-  const BatchOrderOptions order{o_.shuffle, o_.group_by_length, global_batch_, o_.seed};
-  std::vector<std::vector<uint32_t>> batches = epoch_batches(lengths_, order, st_.epoch);
+  std::vector<std::vector<uint32_t>> batches = task_->epoch_batches(global_batch_, st_.epoch);
   Progress progress("training", static_cast<uint64_t>(total_steps_), !o_.quiet && rank_ == 0);
   progress.set_unit("samples");
   const uint64_t syncs0 = backend_.host_syncs(), throttles0 = backend_.throttle_waits();
   const double busy0 = backend_.busy_seconds();
-  if (!runner_) make_runner();
+  if (!workspace_) make_workspace();
   const auto t0 = std::chrono::steady_clock::now();
   auto interval_start = t0;
   uint64_t interval_samples = 0, interval_tokens = 0;
@@ -428,7 +434,7 @@ TrainReport Trainer::run() {
     for (int64_t b = first; b < last; ++b) {
       const std::vector<uint32_t>& global = batches[static_cast<size_t>(b)];
       uint64_t global_tokens = 0;
-      for (uint32_t i : global) global_tokens += static_cast<uint64_t>(lengths_[i]);
+      for (uint32_t i : global) global_tokens += task_->tokens_of(i);
       ++report_.micro_batches;
       st_.samples += global.size();
       st_.tokens += global_tokens;
@@ -468,7 +474,7 @@ TrainReport Trainer::run() {
       if (m[2] > 0) {
         line["loss"] = m[0] / m[2];
         report_.last_loss = m[0] / m[2];
-        if (!regression_) {
+        if (accuracy_) {
           line["accuracy"] = m[1] / m[2];
           report_.last_accuracy = m[1] / m[2];
         }
@@ -495,10 +501,15 @@ TrainReport Trainer::run() {
       ev = maybe_eval();
       if (ev) {
         report_.last_eval = ev;
-        json line{{"step", st_.step}, {"epoch", epoch_float}, {"eval_loss", ev->loss}};
-        if (!regression_) {
-          line["eval_accuracy"] = ev->accuracy;
-          line["eval_macro_f1"] = ev->macro_f1;
+        json line{{"step", st_.step}, {"epoch", epoch_float}};
+        if (!ev->named.empty()) {
+          for (const auto& [name, value] : ev->named) line["eval_" + name] = value;
+        } else {
+          line["eval_loss"] = ev->loss;
+          if (accuracy_) {
+            line["eval_accuracy"] = ev->accuracy;
+            line["eval_macro_f1"] = ev->macro_f1;
+          }
         }
         line["eval_examples"] = ev->examples;
         log(line);
@@ -519,7 +530,7 @@ TrainReport Trainer::run() {
     const bool save_now = (o_.save_every > 0 && st_.step % o_.save_every == 0 && !final_step) ||
                           (o_.load_best && eval_step && !final_step);
     if (save_now) save(st_.step);
-    if (epoch_end && !final_step) batches = epoch_batches(lengths_, order, st_.epoch);
+    if (epoch_end && !final_step) batches = task_->epoch_batches(global_batch_, st_.epoch);
     progress.update(st_.samples, static_cast<uint64_t>(st_.step), st_.tokens);
     if (!final_step && ranks_ == 1 && o_.cancel && o_.cancel->load(std::memory_order_relaxed)) {
       if (!save_now) save(st_.step);  // the step just finished, resumable exactly
@@ -538,11 +549,11 @@ TrainReport Trainer::run() {
   report_.throttle_waits = backend_.throttle_waits() - throttles0;
   if (busy0 >= 0) report_.device_busy = backend_.busy_seconds() - busy0;
   report_.ranks = ranks_;
-  report_.graphs = runner_->graph_stats();
+  report_.graphs = task_->graph_stats();
   report_.optimizer_graph = optimizer_.graph_stats();
   if (reducer_) report_.reduce = reducer_->stats();  // the executor is idle: the last step's metrics were read
   report_.micro_batch_halvings = halvings_;
-  report_.micro_batch_examples = chunk_;
+  report_.micro_batch_examples = task_->piece(halvings_);
   report_.best_metric = st_.best;
   report_.best_step = st_.best_step;
   return report_;

@@ -25,13 +25,27 @@
 #include "train/optimizer.h"
 #include "train/schedule.h"
 #include "train/train_data.h"
+#include "train/train_task.h"
 
 namespace stoke::train {
 
 enum class EvalStrategy { no, steps, epoch };
-// What --load-best compares, as HF's metric_for_best_model names it.
-enum class EvalMetric { loss, accuracy, macro_f1 };
-const char* eval_metric_name(EvalMetric m);  // "eval_loss", "eval_accuracy", "eval_macro_f1"
+// What --load-best compares, as HF's metric_for_best_model names it. The
+// first three are the classifier's; the rest an embedding model's
+// evaluators' (sentence-transformers' names; higher is better).
+enum class EvalMetric {
+  loss, accuracy, macro_f1,
+  cosine_ndcg_at_10, cosine_mrr_at_10, cosine_map_at_100, cosine_recall_at_10, cosine_accuracy_at_1,
+  spearman_cosine, pearson_cosine
+};
+// "eval_loss", "eval_accuracy", "eval_macro_f1", "eval_cosine_ndcg@10", ...
+const char* eval_metric_name(EvalMetric m);
+// An embedding evaluator's metric (not the classifier's three).
+bool is_embedding_metric(EvalMetric m);
+inline constexpr EvalMetric kEvalMetrics[] = {
+    EvalMetric::loss, EvalMetric::accuracy, EvalMetric::macro_f1, EvalMetric::cosine_ndcg_at_10,
+    EvalMetric::cosine_mrr_at_10, EvalMetric::cosine_map_at_100, EvalMetric::cosine_recall_at_10,
+    EvalMetric::cosine_accuracy_at_1, EvalMetric::spearman_cosine, EvalMetric::pearson_cosine};
 
 struct TrainerOptions {
   std::filesystem::path output;
@@ -89,6 +103,15 @@ struct SaveContext {
   std::string config_json;
   std::vector<std::filesystem::path> tokenizer_files;
   std::vector<std::pair<std::string, std::filesystem::path>> extra_files;  // CheckpointContents::extra_files
+  std::vector<std::pair<std::string, std::string>> text_files;            // CheckpointContents::text_files
+  // Tensors saved as they are (CheckpointContents::frozen): names, shapes, f32 values.
+  struct Frozen {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::vector<float> values;
+  };
+  std::vector<Frozen> frozen;
+  std::vector<TensorToWrite> frozen_tensors() const;  // views of `frozen`
 };
 
 struct TrainReport {
@@ -126,8 +149,12 @@ struct TrainReport {
 
 class Trainer {
  public:
+  // A sequence classifier (train/classifier_task.h) on labelled examples.
   Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptions& options,
           const std::vector<Example>& train, const std::vector<Example>* eval, bool regression, SaveContext save);
+  // Any training task (train/train_task.h); `has_eval`: the task has an evaluation set.
+  Trainer(TrainableEncoder& encoder, Backend& backend, const TrainerOptions& options, std::unique_ptr<TrainTask> task,
+          bool has_eval, SaveContext save);
   // Drains the backend first: copies enqueued into the trainer's buffers may
   // not have run yet (a resume refused right after construction).
   ~Trainer();
@@ -161,12 +188,12 @@ class Trainer {
   void save(int64_t step);
   std::optional<EvalMetrics> maybe_eval();
   double metric_value(const EvalMetrics& m) const;
-  // The training workspace for chunks of chunk_ examples; out of memory halves
-  // the chunk until it fits (throws when not even one example does).
-  void make_runner();
+  // The workspace for the current split; out of memory halves the split
+  // until it fits (throws when the smallest does not).
+  void make_workspace();
   void halve(const OutOfMemoryError& e);
   // Enqueues micro-batches [first, last) of `batches` (forward, loss, backward
-  // into the gradient buffer), each as chunks of chunk_ examples.
+  // into the gradient buffer).
   void enqueue_micro_batches(const std::vector<std::vector<uint32_t>>& batches, int64_t first, int64_t last,
                              int64_t examples);
   // An out-of-memory inside a step: let its enqueued work finish (a host
@@ -177,17 +204,15 @@ class Trainer {
   TrainableEncoder& enc_;
   Backend& backend_;
   TrainerOptions o_;
-  const std::vector<Example>& train_;
-  const std::vector<Example>* eval_;
-  bool regression_;
+  std::unique_ptr<TrainTask> task_;
+  bool has_eval_ = false;
+  bool accuracy_ = true;   // the task's metrics[1] is an accuracy
+  bool workspace_ = false; // made
   SaveContext save_ctx_;
-  std::vector<int64_t> lengths_;
   int64_t batches_per_epoch_ = 0, steps_per_epoch_ = 0, total_steps_ = 0;
-  int halvings_ = 0;       // micro-batches run as chunks of chunk_examples(batch_size, halvings_)
-  int64_t chunk_ = 0;
+  int halvings_ = 0;       // the task's micro-batches split this many times
   ScheduleConfig schedule_;
   Optimizer optimizer_;
-  std::unique_ptr<EncoderTrainingRunner> runner_;
   std::unique_ptr<Buffer> metrics_, zeros_;
   std::unique_ptr<Buffer> metrics_at_step_;  // host copy of metrics_ at each step's start (what an OOM restores)
   State st_;
