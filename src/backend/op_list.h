@@ -11,7 +11,7 @@
 //   STOKE_OP(name, (parameters), (arguments))
 // includes this file, and undefines it. No include guard on purpose: it is
 // expanded once per use. Parameter types are written as they read in
-// namespace stoke (Ops::AttentionDropout, Ops::DropoutStep, Ops::AdamWStep are declared in
+// namespace stoke (Ops::AttentionDropout, Ops::DropoutStep, Ops::AdamWStep, Ops::EmbeddingLoss are declared in
 // backend/ops.h before any expansion).
 //
 // A backend's ops are ENQUEUED on its stream: a call returns at once and the
@@ -365,6 +365,40 @@ STOKE_OP(mse_loss,
          (const TensorView& dpred, const TensorView& metrics, const TensorView& pred, const TensorView& target,
           float scale),
          (dpred, metrics, pred, target, scale))
+
+// The contrastive losses of sentence embeddings (sentence-transformers 6.2's;
+// the choice and its knobs: Ops::EmbeddingLoss, backend/ops.h), forward and
+// backward in one call. emb[groups*B, D] f32: B anchors, then B positives,
+// then each group of B negatives (B = rows / groups; rows not divisible by
+// groups, or B = 0, is refused). u_i = the first d columns of row i (d =
+// loss.dims, or D where that is 0), scaled to x / max(||x||, 1e-12) when
+// loss.normalize; s(i, j) = u_i . u_j.
+//   mnrl: z_bj = scale * s(a_b, cand_j) over the M = (groups - 1) * B
+//     candidate rows [B, groups*B) (anchor b's positive is candidate b);
+//     L = mean_b (logsumexp_j z_bj - z_bb). groups >= 2.
+//   mnrl_symmetric: also d2q_bc = scale * s(positive_b, a_c) over the B
+//     anchors c (negatives enter q2d only); L = mean_b ((lse_j z_bj +
+//     lse_c d2q_bc) / 2 - z_bb). groups >= 2.
+//   cosent: groups == 2; s_b = scale * s(a_b, p_b); L = log(1 + sum over
+//     pairs (i, j) with scores[i] < scores[j] of exp(s_i - s_j)).
+//   cosine_mse: groups == 2, normalize only; L = mean_b (s(a_b, p_b) - scores[b])^2.
+// d_emb[groups*B, D] f32 (may be empty: evaluation, the loss only)
+// ACCUMULATES: d_emb += grad_scale * weight * dL/d emb, back through the
+// similarity, the normalization and the truncation (columns >= d get
+// nothing). scores[B] f32: the pair labels, required for cosent and
+// cosine_mse, empty for the mnrl kinds. workspace: f32 of at least
+// embedding_loss_workspace_floats(B, groups, d) elements, 8-byte aligned;
+// its contents are scratch, before and after. metrics[3] f64 (may be empty)
+// ACCUMULATES metrics[0] += weight * L * B and, when loss.count, metrics[1]
+// += the anchors whose q2d row z_b. has its first maximum at its own
+// positive (mnrl kinds; 0 for cosent and cosine_mse), metrics[2] += B.
+// No tensor overlaps another. Softmax statistics and sums are in double
+// where f32 would lose digits on trained models' embeddings (large, nearly
+// parallel rows).
+STOKE_OP(embedding_loss,
+         (const TensorView& d_emb, const TensorView& metrics, const TensorView& emb, const TensorView& scores,
+          const TensorView& workspace, const Ops::EmbeddingLoss& loss),
+         (d_emb, metrics, emb, scores, workspace, loss))
 
 // out[1] (f64 or f32) += sum_i x_i^2 over x of any shape (f32, bf16, f16),
 // summed in double in a fixed order (the same for any thread count). Zero

@@ -123,11 +123,38 @@ class Ops {
     bool act_on_second = false;  // false: [g | u] (ModernBERT); true: [u | g] (GTE)
   };
 
+  // A contrastive loss of sentence embeddings (op_list.h: embedding_loss):
+  // which one, on which columns, with which weights. Kinds follow
+  // sentence-transformers: mnrl = MultipleNegativesRankingLoss (directions
+  // query_to_doc), mnrl_symmetric = the same with directions (query_to_doc,
+  // doc_to_query) and partition_mode per_direction, cosent = CoSENTLoss,
+  // cosine_mse = CosineSimilarityLoss (MSE of the cosine against the score).
+  struct EmbeddingLoss {
+    enum class Kind { mnrl, mnrl_symmetric, cosent, cosine_mse };
+    Kind kind = Kind::mnrl;
+    int64_t groups = 2;    // emb holds groups x B rows: [anchors | positives | negatives_1 | ... ], B rows each
+    int64_t dims = 0;      // the loss reads columns [0, dims) of each row (Matryoshka); 0 = all D
+    bool normalize = true; // each row's used prefix is scaled to unit L2 first, x / max(||x||, 1e-12) (cosine
+                           // similarity; Matryoshka's shrink); false: plain dot products
+    float scale = 20.0f;   // similarities x scale (mnrl, mnrl_symmetric, cosent; cosine_mse ignores it)
+    float weight = 1.0f;   // the loss's weight (a Matryoshka dimension's weight): applies to the metric and the
+                           // gradient
+    float grad_scale = 1.0f;  // the gradient's factor only (e.g. 1 / accumulated micro-batches)
+    bool count = true;     // this call counts metrics[1] and metrics[2] (the first call of a Matryoshka sum; the
+                           // others add only their loss)
+  };
+
   // Every op of backend/op_list.h (contracts there).
 #define STOKE_OP(name, params, args) virtual void name params const = 0;
 #include "backend/op_list.h"
 #undef STOKE_OP
 };
+
+// Floats of scratch embedding_loss needs for B anchors, `groups` groups and
+// `dims` columns read (the EmbeddingLoss's dims, or D where that is 0; dims
+// >= 1, else an Error): one workspace of the largest dims serves every
+// Matryoshka call. The layout: backend/embedding_loss_checks.h.
+int64_t embedding_loss_workspace_floats(int64_t B, int64_t groups, int64_t dims);
 
 // The names of the ops, in list order (for tests and messages).
 inline constexpr const char* kOpNames[] = {

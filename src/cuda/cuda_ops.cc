@@ -8,7 +8,8 @@
 // kernels for bf16/f16, exact ones otherwise; MPNet's relative-position
 // forms included), embedding LayerNorm
 // (scatter-add in token order), pooling/row-gather backward, loss, clipping
-// and AdamW ops are here (kernels_train.h, gemm_general.h); an op not yet on
+// and AdamW ops are here (kernels_train.h, gemm_general.h), and the
+// embedding losses (kernels_embedding_loss.h around cuBLASLt's GEMMs); an op not yet on
 // the GPU would throw from UnsupportedOps with one clear line.
 #include "cuda/cuda_ops.h"
 
@@ -17,6 +18,7 @@
 #include "backend/unsupported_ops.h"
 #include "core/error.h"
 #include "backend/decoder_checks.h"
+#include "backend/embedding_loss_checks.h"
 #include "backend/op_checks.h"
 #include "backend/glu_checks.h"
 #include "backend/op_checks_backward.h"
@@ -28,6 +30,7 @@
 #include "cuda/gemm_general.h"
 #include "cuda/kernels.h"
 #include "cuda/kernels_attention_flash_train.h"
+#include "cuda/kernels_embedding_loss.h"
 #include "cuda/kernels_train.h"
 #include "cuda/linear_backward_gemms.h"
 
@@ -309,6 +312,36 @@ class CudaOps final : public UnsupportedOps {
     check_mse_loss(dpred, metrics, pred, target, scale);
     Launch op(s_, "mse_loss");
     launch_mse_loss(op.stream, dpred, metrics, pred, target, scale);
+  }
+  // The similarities and the gradient's GEMMs are cuBLASLt's (f32, on the
+  // centred rows: backend/embedding_loss_checks.h); the rest is
+  // kernels_embedding_loss.h, in double.
+  void embedding_loss(const TensorView& d_emb, const TensorView& metrics, const TensorView& emb,
+                      const TensorView& scores, const TensorView& workspace,
+                      const Ops::EmbeddingLoss& loss) const override {
+    const EmbeddingLossShape sh = check_embedding_loss(d_emb, metrics, emb, scores, workspace, loss);
+    if (d_emb.empty() && metrics.empty()) return;  // nothing asked for
+    Launch op(s_, "embedding_loss");
+    const bool grad = !d_emb.empty();
+    launch_embedding_loss_rows(op.stream, emb, workspace, sh, loss);
+    if (loss.kind == Ops::EmbeddingLoss::Kind::cosent || loss.kind == Ops::EmbeddingLoss::Kind::cosine_mse) {
+      launch_embedding_loss_pairs(op.stream, emb, scores, workspace, sh, loss);
+    } else {
+      const EmbeddingLossLayout l = embedding_loss_layout(sh.B, sh.groups, sh.d);
+      float* w = workspace.as<float>();
+      const TensorView v_a(w + l.v, DType::f32, {sh.B, sh.d}), v_c(w + l.v + sh.B * sh.d, DType::f32, {sh.M, sh.d});
+      const TensorView sim(w + l.sim, DType::f32, {sh.B, sh.M});
+      gemm_general_.run(op.stream, "embedding_loss similarities", sim, v_a, false, v_c, true, false);
+      launch_embedding_loss_softmax(op.stream, workspace, sh, loss, grad);
+      if (grad) {  // sim holds G = dL/ds now
+        const TensorView dv_a(w + l.dv, DType::f32, {sh.B, sh.d});
+        const TensorView dv_c(w + l.dv + sh.B * sh.d, DType::f32, {sh.M, sh.d});
+        gemm_general_.run(op.stream, "embedding_loss anchor gradient", dv_a, sim, false, v_c, false, false);
+        gemm_general_.run(op.stream, "embedding_loss candidate gradient", dv_c, sim, true, v_a, false, false);
+      }
+    }
+    if (grad) launch_embedding_loss_backward(op.stream, d_emb, emb, workspace, sh, loss);
+    if (!metrics.empty()) launch_embedding_loss_metrics(op.stream, metrics, workspace, sh, loss);
   }
   void sum_squares(const TensorView& out, const TensorView& x) const override {
     check_sum_squares(out, x);

@@ -29,6 +29,7 @@
 #include "jobs/model_session.h"
 #include "jobs/model_source_record.h"
 #include "jobs/model_tokenizer.h"
+#include "jobs/train_embedding.h"
 #include "jobs/train_output.h"
 #include "jobs/version.h"
 #include "model/encoder_training.h"
@@ -272,6 +273,7 @@ std::unique_ptr<TrainableEncoder> load_model(const TrainOptions& o, const fs::pa
                                              const ModelFolder& base, const json& config_raw, Backend& backend,
                                              DType dtype, std::vector<std::string>& notes) {
   TrainableInit init;
+  init.heads = o.objective == train::Objective::classify ? ParamHeads::classifier : ParamHeads::none;
   init.seed = o.seed;
   init.initializer_range = config_number(config_raw, "initializer_range", 0.02);
   TrainableLoadReport load_report;
@@ -413,6 +415,8 @@ void save_final_model(const TrainOptions& o, const train::TrainReport& r, const 
   c.config_json = save.config_json;
   c.tokenizer_files = save.tokenizer_files;
   c.extra_files = save.extra_files;
+  c.text_files = save.text_files;
+  c.frozen = save.frozen_tensors();
   if (o.load_best && r.best_metric && r.best_step != r.steps) {
     const fs::path best = train::checkpoint_path(out, r.best_step);
     train::verify_checkpoint(best);
@@ -429,7 +433,8 @@ void save_final_model(const TrainOptions& o, const train::TrainReport& r, const 
 }
 
 // ---- what the run did: the summary the CLI prints
-void summarize(const TrainOptions& o, const train::TrainReport& r, uint64_t total_syncs, TrainSummary& sum) {
+void summarize(const TrainOptions& o, const train::TrainReport& r, uint64_t total_syncs, TrainSummary& sum,
+               const train::EmbeddingTask* emb_task) {
   sum.steps = r.steps;
   sum.total_steps = r.total_steps;
   sum.epochs = r.epochs_done;
@@ -447,7 +452,12 @@ void summarize(const TrainOptions& o, const train::TrainReport& r, uint64_t tota
   // is a save), plus a read at each epoch end that is neither a log step nor the last.
   sum.host_sync_bound = 1 + static_cast<uint64_t>(run_steps / std::max<int64_t>(o.log_every, 1)) + r.evals +
                         r.saves + 1 + r.extra_epoch_reads + r.memory_syncs;
-  if (r.memory_halvings > 0)
+  if (emb_task && r.micro_batch_halvings > 0)  // the contrastive batch stays: its mini-batches halve
+    sum.notes.push_back("the device had no room for the step's texts at once: continuing with mini-batches of " +
+                        std::to_string(emb_task->piece(r.micro_batch_halvings)) + " tokens (halved " +
+                        std::to_string(r.micro_batch_halvings) + (r.micro_batch_halvings == 1 ? " time" : " times") +
+                        (r.memory_halvings > 0 ? ")" : ", as in the checkpoint's run)"));
+  else if (r.memory_halvings > 0)
     sum.notes.push_back(train::memory_halving_note(sum.batch_size, r.micro_batch_halvings));
   else if (r.micro_batch_halvings > 0)  // a resume keeps the halving its checkpoint's run made
     sum.notes.push_back("micro-batches of " + std::to_string(r.micro_batch_examples) + " as in the checkpoint's run (" +
@@ -538,7 +548,9 @@ json run_record(const TrainOptions& o, const json& identity, const TrainingData&
                    {"optimizer_steps_replayed", r.optimizer_graph.replayed},
                    {"optimizer_steps_eager", r.optimizer_graph.eager}};
   run["final"] = {{"loss", r.last_loss}, {"accuracy", r.last_accuracy}};
-  if (r.last_eval) {
+  if (r.last_eval && !r.last_eval->named.empty()) {
+    for (const auto& [name, value] : r.last_eval->named) run["final"]["eval_" + name] = value;
+  } else if (r.last_eval) {
     run["final"]["eval_loss"] = r.last_eval->loss;
     run["final"]["eval_accuracy"] = r.last_eval->accuracy;
     run["final"]["eval_macro_f1"] = r.last_eval->macro_f1;
@@ -698,7 +710,8 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
 
   // ---- model, tokenizer, device, threads, data
   ModelTokenizer mt = open_model_tokenizer(o.common.model, o.common.max_length);
-  head_activation(*mt.folder.config.arch);  // a head no op computes is refused before the data is read
+  const bool embedding = o.objective != train::Objective::classify;
+  if (!embedding) head_activation(*mt.folder.config.arch);  // a head no op computes is refused before the data is read
   const json config_raw = read_json_file(mt.folder.model_dir / "config.json");
   // `--device cuda` under a launcher: each rank its node-local GPU.
   DeviceSpec device = o.common.device;
@@ -716,7 +729,20 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
   if (on_thread_start) on_thread_start("trainer");
   if (trace) trace->name_thread("trainer");
   JobGpuUsage gpu(sum.device, trace);  // off (silently) unless cuda:N with NVML
-  const TrainingData data = read_training_data(o, mt, !resume_dir.empty(), sum);
+  // An embedding model's data (train/contrastive_data.h); the classifier's
+  // TrainingData then carries only what the shared settings read.
+  std::optional<EmbeddingTrainingData> emb;
+  const TrainingData data = [&] {
+    if (!embedding) return read_training_data(o, mt, !resume_dir.empty(), sum);
+    emb = read_embedding_training_data(o, mt, sum);
+    TrainingData d;
+    d.config = mt.folder.config;
+    d.raw_train.path = emb->train.path;
+    d.raw_train.sha256 = emb->train.sha256;
+    d.raw_train.bad = emb->train.bad;
+    d.stats = emb->stats;
+    return d;
+  }();
 
   // --batch-size auto: planned from the device's free memory before the
   // model takes its share, then tried for real once it has.
@@ -727,6 +753,10 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
   std::unique_ptr<TrainableEncoder> enc =
       load_model(o, resume_dir, data.config, mt.folder, config_raw, *backend, dtype, sum.notes);
   if (auto_batch) sum.batch_size = fitted_auto_batch(sum.batch_size, *enc, *backend, data.train_examples, auto_why, sum.notes);
+  std::string mini_note;
+  const int64_t mini_batch_tokens =
+      emb ? planned_mini_batch_tokens(o, data.config, dtype, *backend, *emb, sum.batch_size, &mini_note) : 0;
+  if (!mini_note.empty()) sum.notes.push_back(mini_note);
   if (auto_batch && sum.ranks > 1) sum.batch_size = smallest_over_ranks(*comm, sum.batch_size, sum.notes);
   sum.grad_accum = o.grad_accum;
   sum.base_lr = o.lr;
@@ -746,10 +776,24 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
   t.device_allreduce = device_allreduce.get();
   if (!writer) t.quiet = true;
   t.identity = run_identity(o, data, mt.max_length, t, dropout, sum.ranks);
+  if (emb) t.identity.update(embedding_identity(o, *emb));
   dist::check_same_settings(*comm, rank_settings(o, t.identity));
-  const train::SaveContext save = save_context(mt, config_raw, data.config);
-  train::Trainer trainer(*enc, *backend, t, data.train_examples, data.raw_eval ? &data.eval_examples : nullptr,
-                         data.labels.regression, save);
+  train::SaveContext save = save_context(mt, config_raw, data.config);
+  if (emb) add_embedding_model_files(save, o, mt, *emb, open_model_folder_weights(mt.folder));
+  std::unique_ptr<train::Trainer> trainer_owner;
+  const train::EmbeddingTask* emb_task = nullptr;  // owned by the trainer
+  if (emb) {
+    auto task = std::make_unique<train::EmbeddingTask>(
+        *enc, *backend, embedding_task_options(o, *emb, sum.batch_size, t.dropout, comm.get(), mini_batch_tokens),
+        emb->train, emb->texts, nullptr, &emb->eval_texts);
+    emb_task = task.get();
+    trainer_owner = std::make_unique<train::Trainer>(*enc, *backend, t, std::move(task), emb->eval.has_value(), save);
+  } else {
+    trainer_owner = std::make_unique<train::Trainer>(*enc, *backend, t, data.train_examples,
+                                                     data.raw_eval ? &data.eval_examples : nullptr,
+                                                     data.labels.regression, save);
+  }
+  train::Trainer& trainer = *trainer_owner;
   if (!resume_dir.empty()) {
     trainer.resume_from(resume_dir);
     sum.resumed_from = resume_dir.string();
@@ -768,7 +812,7 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
     return sum;
   }
   if (writer) save_final_model(o, r, *enc, *backend, save, sum.notes);
-  summarize(o, r, r.host_syncs + (backend->host_syncs() - syncs_before_save), sum);
+  summarize(o, r, r.host_syncs + (backend->host_syncs() - syncs_before_save), sum, emb_task);
   sum.comm_seconds = r.reduce.comm_seconds;
   sum.comm_exposed_seconds = r.reduce.exposed_seconds;
   sum.allreduce_bytes_per_step = r.reduce.bytes_per_step;
@@ -779,6 +823,14 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
   }
   sum.gemm_fallbacks = gemm_fallback_lines(*backend);
   json run = run_record(o, t.identity, data, r, sum);
+  if (emb_task) {  // what is in memory at once: mini-batches of tokens, not examples
+    run["mini_batch"] = {{"tokens", emb_task->piece(r.micro_batch_halvings)},
+                         {"mini_batches_last_step", emb_task->last_mini_batches()},
+                         {"memory_halvings", r.micro_batch_halvings},
+                         {"memory_halvings_this_run", r.memory_halvings}};
+    run["data"]["distinct_texts"] = emb->texts.size();
+    run["data"]["train_examples"] = emb->train.examples.size();
+  }
   run["gemm_fallbacks"] = gemm_fallback_json(*backend);
   if (!backend->device_is_host()) {  // the device allocator's view (a GPU); the CPU's memory is the process's
     const Backend::MemoryReport m = backend->memory_report();

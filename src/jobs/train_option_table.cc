@@ -60,6 +60,88 @@ OptionTable<O> make_table() {
   add(flag_option<O>("--overwrite", [](O& o) -> bool& { return o.overwrite; }, "Replace a training run already in --output",
                      kOfferCli),
       kTrainOutputOptions);
+  add(enum_option<O, train::Objective>(
+      "--objective", [](O& o) -> train::Objective& { return o.objective; },
+      named<train::Objective>({train::Objective::classify, train::Objective::mnrl, train::Objective::mnrl_symmetric,
+                               train::Objective::cosent, train::Objective::cosine_mse},
+                              train::objective_name),
+      "classify (a sequence classifier); or an embedding model: mnrl, mnrl-symmetric (anchor, positive[, negative...]),"
+      " cosent, cosine-mse (sentence1, sentence2, score)",
+      kOfferCli));
+  add(unset_default(text_option<O>("--anchor-field", [](O& o) -> std::string& { return o.columns.anchor; },
+                                   "Embedding objectives: the anchor column (default anchor, or sentence1 for scored pairs)",
+                                   kOfferCli)));
+  add(unset_default(text_option<O>("--positive-field", [](O& o) -> std::string& { return o.columns.positive; },
+                                   "Embedding objectives: the positive column (default positive, or sentence2)",
+                                   kOfferCli)));
+  {
+    Option<O> n;
+    n.flag = "--negative-fields";
+    n.kind = OptionKind::text;
+    n.help = "mnrl kinds: the hard-negative columns, comma-separated (default: every column named negative*)";
+    n.offer = kOfferCli;
+    n.type_name = "LIST";
+    n.set = [](O& o, const std::string& text) {
+      std::vector<std::string> names;
+      size_t at = 0;
+      while (at <= text.size() && !text.empty()) {
+        const size_t end = std::min(text.find(',', at), text.size());
+        if (end > at) names.push_back(text.substr(at, end - at));
+        at = end + 1;
+      }
+      o.columns.negatives = names;
+    };
+    add(unset_default(std::move(n)));
+  }
+  add(unset_default(text_option<O>("--score-field", [](O& o) -> std::string& { return o.columns.score; },
+                                   "cosent, cosine-mse: the pair's score column (default score)", kOfferCli)));
+  add(real_option<O>("--scale", [](O& o) -> double& { return o.scale; }, 1e-6, 1e6,
+                     "mnrl kinds, cosent: similarities x scale (1 / temperature)", kOfferCli, true));
+  add(enum_option<O, bool>("--similarity", [](O& o) -> bool& { return o.dot_similarity; },
+                           {{"cosine", false}, {"dot", true}}, "mnrl kinds: cosine or dot", kOfferCli));
+  {
+    Option<O> d;
+    d.flag = "--matryoshka-dims";
+    d.kind = OptionKind::text;
+    d.help = "Embedding objectives: the loss summed over these prefixes of the embedding (MatryoshkaLoss), e.g. 768,512,256";
+    d.offer = kOfferCli;
+    d.type_name = "LIST";
+    d.set = [](O& o, const std::string& text) {
+      o.matryoshka_dims.clear();
+      size_t at = 0;
+      while (at <= text.size()) {
+        const size_t end = std::min(text.find(',', at), text.size());
+        o.matryoshka_dims.push_back(parse_int_option("--matryoshka-dims", text.substr(at, end - at), 1, 1 << 20,
+                                                     "(comma-separated dimensions)"));
+        at = end + 1;
+      }
+    };
+    add(unset_default(std::move(d)));
+  }
+  {
+    Option<O> w;
+    w.flag = "--matryoshka-weights";
+    w.kind = OptionKind::text;
+    w.help = "The weight of each --matryoshka-dims prefix's loss (default: 1 each)";
+    w.offer = kOfferCli;
+    w.type_name = "LIST";
+    w.set = [](O& o, const std::string& text) {
+      o.matryoshka_weights.clear();
+      size_t at = 0;
+      while (at <= text.size()) {
+        const size_t end = std::min(text.find(',', at), text.size());
+        o.matryoshka_weights.push_back(parse_real_option("--matryoshka-weights", text.substr(at, end - at), 0, 1e6));
+        at = end + 1;
+      }
+    };
+    add(unset_default(std::move(w)));
+  }
+  add(unset_default(int_option<O>("--mini-batch-tokens", [](O& o) -> int64_t& { return o.mini_batch_tokens; }, 1,
+                                  int64_t{1} << 40,
+                                  "Embedding objectives: at most this many tokens in memory at once; a larger "
+                                  "--batch-size runs as GradCache mini-batches (default: the whole batch when the "
+                                  "device has room)",
+                                  kOfferCli)));
   add(text_option<O>("--label-field", [](O& o) -> std::string& { return o.label_field; },
                      "Field holding the label (integer id, name, or number for regression)", kOfferCli));
   add(int_option<O>("--epochs", [](O& o) -> int64_t& { return o.epochs; }, 1, 1'000'000, "Passes over the training data",
@@ -134,9 +216,15 @@ OptionTable<O> make_table() {
                      "End with the weights of the best evaluation (--metric)", kOfferCli));
   add(enum_option<O, train::EvalMetric>(
       "--metric", [](O& o) -> train::EvalMetric& { return o.metric; },
-      named<train::EvalMetric>({train::EvalMetric::loss, train::EvalMetric::accuracy, train::EvalMetric::macro_f1},
-                               train::eval_metric_name),
-      "eval_loss, eval_accuracy or eval_macro_f1 (for --load-best)", kOfferCli));
+      named<train::EvalMetric>(
+          {train::kEvalMetrics[0], train::kEvalMetrics[1], train::kEvalMetrics[2], train::kEvalMetrics[3],
+           train::kEvalMetrics[4], train::kEvalMetrics[5], train::kEvalMetrics[6], train::kEvalMetrics[7],
+           train::kEvalMetrics[8], train::kEvalMetrics[9]},
+          train::eval_metric_name),
+      "For --load-best: eval_loss, eval_accuracy, eval_macro_f1 (classify); eval_cosine_ndcg@10, eval_cosine_mrr@10,"
+      " eval_cosine_map@100, eval_cosine_recall@10, eval_cosine_accuracy@1 (retrieval sets), eval_spearman_cosine,"
+      " eval_pearson_cosine (scored pairs)",
+      kOfferCli));
   add(enum_option<O, train::Schedule>(
       "--schedule", [](O& o) -> train::Schedule& { return o.schedule; },
       named<train::Schedule>({train::Schedule::linear, train::Schedule::constant, train::Schedule::cosine},

@@ -981,6 +981,72 @@ std::vector<OpCase> make_cases() {
     const TensorView target = r.in(random_tensor(rng, DType::f32, {9}, -2, 2));
     r.ops.mse_loss(r.out("dpred", DType::f32, {9, 1}), r.out("metrics", DType::f64, {3}), pred, target, 1.0f / 9);
   });
+  // embedding_loss: each kind, a negative column (groups 3), a Matryoshka
+  // prefix, dot products, and rows with a common offset of 100 and spread 1
+  // (trained models' embeddings: nearly parallel, the gradient in their
+  // small differences). weight and grad_scale other than 1. The tolerance
+  // (tests/ops/test_embedding_loss.cc says why): each similarity of a
+  // backend's f32 products carries about scale * u * sqrt(d) of absolute
+  // error, and the loss and the softmax gradient move by as much
+  // relatively: 20 * 2^-24 * sqrt(48) = 8.3e-6 at most here; 1e-5.
+  using Kind = Ops::EmbeddingLoss::Kind;
+  struct EmbeddingLossCase {
+    const char* what;
+    Kind kind;
+    int64_t B, groups, D, dims;
+    bool normalize;
+    float scale;
+    double offset;
+  };
+  const EmbeddingLossCase embedding_loss_cases[] = {
+      {"mnrl", Kind::mnrl, 9, 2, 40, 0, true, 20.0f, 0.0},
+      {"mnrl_negatives_prefix", Kind::mnrl, 7, 3, 48, 24, true, 20.0f, 0.0},
+      {"mnrl_dot", Kind::mnrl, 8, 2, 16, 0, false, 1.0f, 0.0},
+      {"mnrl_offset", Kind::mnrl, 9, 3, 48, 0, true, 20.0f, 100.0},
+      {"mnrl_symmetric", Kind::mnrl_symmetric, 9, 3, 40, 0, true, 20.0f, 0.0},
+      {"mnrl_symmetric_offset", Kind::mnrl_symmetric, 8, 2, 48, 32, true, 20.0f, 100.0},
+      {"cosent", Kind::cosent, 11, 2, 40, 0, true, 20.0f, 0.0},
+      {"cosent_offset_prefix", Kind::cosent, 10, 2, 48, 16, true, 20.0f, 100.0},
+      {"cosine_mse", Kind::cosine_mse, 11, 2, 40, 0, true, 20.0f, 0.0},
+      {"cosine_mse_offset", Kind::cosine_mse, 10, 2, 48, 8, true, 20.0f, 100.0},
+  };
+  for (const EmbeddingLossCase& e : embedding_loss_cases)
+    train("embedding_loss", e.what, DType::f32, 0, [=](Run& r, Rng& rng) {
+      const int64_t R = e.B * e.groups, d = e.dims ? e.dims : e.D;
+      const TensorView emb = r.in(random_tensor(rng, DType::f32, {R, e.D}, e.offset - 1, e.offset + 1));
+      const bool pairs = e.kind == Kind::cosent || e.kind == Kind::cosine_mse;
+      HostTensor scores = host_tensor(DType::f32, {e.B});
+      for (int64_t b = 0; b < e.B; ++b) scores.view.as<float>()[b] = static_cast<float>(rng.below(5)) / 4.0f;
+      const TensorView ws = r.dev.zeros(DType::f32, {embedding_loss_workspace_floats(e.B, e.groups, d)});
+      Ops::EmbeddingLoss loss;
+      loss.kind = e.kind;
+      loss.groups = e.groups;
+      loss.dims = e.dims;
+      loss.normalize = e.normalize;
+      loss.scale = e.scale;
+      loss.weight = 0.5f;
+      loss.grad_scale = 0.25f;
+      r.ops.embedding_loss(r.out("d_emb", DType::f32, {R, e.D}), r.out("metrics", DType::f64, {3}), emb,
+                           pairs ? r.in(scores) : TensorView{}, ws, loss);
+    }).tol = 1e-5;
+  // A Matryoshka sum on one d_emb and metrics: the whole vector (counting),
+  // then a prefix (its loss only), into a gradient already holding values;
+  // and an evaluation call (no d_emb).
+  train("embedding_loss", "matryoshka_sum", DType::f32, 0, [=](Run& r, Rng& rng) {
+    const int64_t B = 8, groups = 2, R = B * groups, D = 32;
+    const TensorView emb = r.in(random_tensor(rng, DType::f32, {R, D}));
+    const TensorView ws = r.dev.zeros(DType::f32, {embedding_loss_workspace_floats(B, groups, D)});
+    const TensorView d_emb = r.inout("d_emb", random_tensor(rng, DType::f32, {R, D}, -0.05, 0.05));
+    const TensorView metrics = r.out("metrics", DType::f64, {3});
+    Ops::EmbeddingLoss loss;
+    r.ops.embedding_loss(d_emb, metrics, emb, TensorView{}, ws, loss);
+    loss.dims = 8;
+    loss.weight = 0.7f;
+    loss.count = false;
+    r.ops.embedding_loss(d_emb, metrics, emb, TensorView{}, ws, loss);
+    r.ops.embedding_loss(TensorView{}, r.out("eval_metrics", DType::f64, {3}), emb, TensorView{}, ws,
+                         Ops::EmbeddingLoss{});
+  }).tol = 1e-5;
   for (double sumsq : {0.25, 400.0})
     train("clip_scale", "sumsq" + std::to_string(static_cast<int>(sumsq)), DType::f32, 0, [=](Run& r, Rng&) {
       HostTensor s = host_tensor(DType::f64, {1});
