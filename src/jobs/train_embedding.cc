@@ -77,6 +77,33 @@ EmbeddingTrainingData read_embedding_training_data(const TrainOptions& o, const 
   EncodeOptions encode;
   encode.max_length = static_cast<size_t>(mt.max_length);
   d.texts = train::tokenize_texts(d.train.texts, *mt.tokenizer, encode, &pool, &d.stats);
+  if (!o.eval.empty()) {
+    train::EvalSetOptions eo;
+    if (!o.common.input_format.empty()) eo.format = input_format_from_name(o.common.input_format);
+    if (!o.columns.anchor.empty()) eo.anchor_field = eo.sentence1_field = o.columns.anchor;
+    if (!o.columns.positive.empty()) eo.positive_field = eo.sentence2_field = o.columns.positive;
+    if (!o.columns.score.empty()) eo.score_field = o.columns.score;
+    eo.negative_fields = o.columns.negatives;
+    d.eval = train::read_eval_set(o.eval, eo);
+    d.eval_texts = train::tokenize_texts(train::eval_set_texts(*d.eval), *mt.tokenizer, encode, &pool, nullptr);
+    const bool scored = d.eval->kind == train::EvalSetKind::scored_pairs;
+    sum.eval_examples = scored ? d.eval->pairs.scores.size() : d.eval->retrieval.queries.size();
+    if (train::is_embedding_metric(o.metric)) {
+      const bool pair_metric =
+          o.metric == train::EvalMetric::spearman_cosine || o.metric == train::EvalMetric::pearson_cosine;
+      if (pair_metric != scored)
+        throw Error(Errc::invalid_argument,
+                    std::string("--metric ") + train::eval_metric_name(o.metric) + ": --eval " + o.eval + " is " +
+                        (scored ? "a set of scored pairs (eval_spearman_cosine, eval_pearson_cosine)"
+                                : "a retrieval set (eval_cosine_ndcg@10, eval_cosine_mrr@10, eval_cosine_map@100, "
+                                  "eval_cosine_recall@10, eval_cosine_accuracy@1)"));
+    }
+    sum.notes.push_back("evaluation: " + std::string(train::eval_set_kind_name(d.eval->kind)) + " " + o.eval + " (" +
+                        (scored ? std::to_string(d.eval->pairs.scores.size()) + " pairs"
+                                : std::to_string(d.eval->retrieval.queries.size()) + " queries, " +
+                                      std::to_string(d.eval->retrieval.corpus.size()) + " documents") +
+                        ")");
+  }
 
   sum.examples = d.train.examples.size();
   

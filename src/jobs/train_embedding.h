@@ -22,7 +22,7 @@ namespace stoke {
 struct EmbeddingTrainingData {
   train::ContrastiveDataset train;
   std::vector<train::Example> texts;  // train.texts tokenized
-  std::optional<int> eval;
+  std::optional<train::EvalSet> eval;
   std::vector<train::Example> eval_texts;
   train::TokenizeStats stats;
   PoolingMode pooling = PoolingMode::mean;  // the base's Pooling module (mean without one)

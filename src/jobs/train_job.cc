@@ -774,6 +774,11 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
   const DropoutProbabilities dropout = dropout_rates(o, data.config);
   train::TrainerOptions t = trainer_options(o, sum.batch_size, sum.lr, dropout, trace, *comm);
   t.device_allreduce = device_allreduce.get();
+  // An embedding model's evaluation has no loss: --load-best keeps the best
+  // by sentence-transformers' headline metric of the set's kind.
+  if (emb && emb->eval && !train::is_embedding_metric(t.metric))
+    t.metric = emb->eval->kind == train::EvalSetKind::scored_pairs ? train::EvalMetric::spearman_cosine
+                                                                   : train::EvalMetric::cosine_ndcg_at_10;
   if (!writer) t.quiet = true;
   t.identity = run_identity(o, data, mt.max_length, t, dropout, sum.ranks);
   if (emb) t.identity.update(embedding_identity(o, *emb));
@@ -785,7 +790,7 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
   if (emb) {
     auto task = std::make_unique<train::EmbeddingTask>(
         *enc, *backend, embedding_task_options(o, *emb, sum.batch_size, t.dropout, comm.get(), mini_batch_tokens),
-        emb->train, emb->texts, nullptr, &emb->eval_texts);
+        emb->train, emb->texts, emb->eval ? &*emb->eval : nullptr, &emb->eval_texts);
     emb_task = task.get();
     trainer_owner = std::make_unique<train::Trainer>(*enc, *backend, t, std::move(task), emb->eval.has_value(), save);
   } else {

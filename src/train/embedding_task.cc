@@ -5,12 +5,13 @@
 
 #include "core/crash_point.h"
 #include "core/error.h"
+#include "train/embedding_eval_metrics.h"
 
 namespace stoke::train {
 
 EmbeddingTask::EmbeddingTask(TrainableEncoder& encoder, Backend& backend, const EmbeddingTaskOptions& options,
                              const ContrastiveDataset& data, const std::vector<Example>& texts,
-                             const void* eval, const std::vector<Example>* eval_texts)
+                             const EvalSet* eval, const std::vector<Example>* eval_texts)
     : enc_(encoder),
       backend_(backend),
       o_(options),
@@ -251,7 +252,71 @@ void EmbeddingTask::enqueue(const std::vector<uint32_t>& global, const MicroBatc
   }
 }
 
-std::optional<EvalMetrics> EmbeddingTask::evaluate() { return std::nullopt; }
+std::vector<std::string> eval_set_texts(const EvalSet& set) {
+  std::vector<std::string> out;
+  if (set.kind == EvalSetKind::scored_pairs) {
+    out = set.pairs.sentences1;
+    out.insert(out.end(), set.pairs.sentences2.begin(), set.pairs.sentences2.end());
+  } else {
+    out = set.retrieval.queries;
+    out.insert(out.end(), set.retrieval.corpus.begin(), set.retrieval.corpus.end());
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> eval_set_metrics(const EvalSet& set, const float* rows, size_t dim) {
+  if (set.kind == EvalSetKind::scored_pairs) {
+    const size_t n = set.pairs.scores.size();
+    return scored_pair_metrics(EmbeddingRows{rows, n, dim}, EmbeddingRows{rows + n * dim, n, dim}, set.pairs.scores)
+        .values;
+  }
+  const RetrievalEvalSet& r = set.retrieval;
+  const size_t q = r.queries.size();
+  return retrieval_metrics(EmbeddingRows{rows, q, dim}, EmbeddingRows{rows + q * dim, r.corpus.size(), dim}, r.relevant,
+                           r.corpus_tie_rank)
+      .values;
+}
+
+std::optional<EvalMetrics> EmbeddingTask::evaluate() {
+  if (!eval_ || !eval_texts_ || eval_texts_->empty()) return std::nullopt;
+  const LoadedEncoder view = enc_.inference_view();
+  const int64_t H = enc_.config.hidden_size;
+  int64_t longest = 0;
+  for (const Example& e : *eval_texts_) longest = std::max<int64_t>(longest, static_cast<int64_t>(e.ids.size()));
+  // Batches of up to the training mini-batch's tokens (and at least one text).
+  const int64_t tokens = std::max(budget_ > 0 ? budget_ : step_tokens_, longest);
+  const int64_t sequences = std::max<int64_t>(1, std::min<int64_t>(tokens, 256));
+  EncoderRunner runner(view, backend_, tokens, sequences, 3);
+  std::vector<float> emb(eval_texts_->size() * static_cast<size_t>(H));
+  std::shared_ptr<Event> last;
+  PackedBatch batch;
+  batch.clear();
+  size_t first = 0;
+  auto flush = [&](size_t end) {
+    if (end == first) return;
+    EncoderOutputs out;
+    out.pooled = emb.data() + first * static_cast<size_t>(H);
+    out.pooling = o_.pooling;
+    last = runner.run(batch, out);
+    batch.clear();
+    first = end;
+  };
+  for (size_t i = 0; i < eval_texts_->size(); ++i) {
+    const Example& t = (*eval_texts_)[i];
+    if (batch.sequences() > 0 && (batch.tokens() + static_cast<int64_t>(t.ids.size()) > tokens ||
+                                  batch.sequences() + 1 > sequences))
+      flush(i);
+    batch.add(t.ids, t.type_ids, enc_.config);
+  }
+  flush(eval_texts_->size());
+  if (last) backend_.wait(*last);  // one wait for the whole evaluation
+  EvalMetrics m;
+  m.examples = static_cast<int64_t>(eval_->kind == EvalSetKind::scored_pairs ? eval_->pairs.scores.size()
+                                                                            : eval_->retrieval.queries.size());
+  m.named = eval_set_metrics(*eval_, emb.data(), static_cast<size_t>(H));
+  return m;
+}
+
 
 EncoderTrainingRunner::GraphStats EmbeddingTask::graph_stats() const {
   return runner_ ? runner_->graph_stats() : EncoderTrainingRunner::GraphStats{};

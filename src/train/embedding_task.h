@@ -31,6 +31,7 @@
 
 #include "dist/communicator.h"
 #include "train/contrastive_data.h"
+#include "train/embedding_eval_data.h"
 #include "train/train_task.h"
 
 namespace stoke::train {
@@ -51,12 +52,18 @@ struct EmbeddingTaskOptions {
   dist::Communicator* comm = nullptr; // ranks > 1: gather the embeddings
 };
 
+// An evaluation set's texts in the order the task embeds them: queries then
+// corpus (retrieval sets), first sentences then second (scored pairs).
+std::vector<std::string> eval_set_texts(const EvalSet& set);
+// The evaluator's metrics from those texts' embeddings (rows [n, dim], in eval_set_texts' order).
+std::vector<std::pair<std::string, double>> eval_set_metrics(const EvalSet& set, const float* rows, size_t dim);
+
 class EmbeddingTask final : public TrainTask {
  public:
   // texts: data.texts tokenized (train/contrastive_data.h tokenize_texts).
-  // eval / eval_texts: an evaluation set and its texts tokenized (may be null).
+  // eval / eval_texts: an evaluation set and eval_set_texts(*eval) tokenized (may be null).
   EmbeddingTask(TrainableEncoder& encoder, Backend& backend, const EmbeddingTaskOptions& options,
-                const ContrastiveDataset& data, const std::vector<Example>& texts, const void* eval,
+                const ContrastiveDataset& data, const std::vector<Example>& texts, const EvalSet* eval,
                 const std::vector<Example>* eval_texts);
   ~EmbeddingTask() override;
   size_t examples() const override { return data_.examples.size(); }
@@ -95,7 +102,7 @@ class EmbeddingTask final : public TrainTask {
   EmbeddingTaskOptions o_;
   const ContrastiveDataset& data_;
   const std::vector<Example>& texts_;
-  const void* eval_;
+  const EvalSet* eval_;
   const std::vector<Example>* eval_texts_;
   int64_t longest_ = 0, step_tokens_ = 0;  // the longest text; the most tokens one rank's share of a step can have
   int ranks_ = 1, rank_ = 0;

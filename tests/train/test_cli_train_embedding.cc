@@ -216,6 +216,61 @@ TEST(TrainEmbeddingCli, TheOutputIsASentenceTransformersFolder) {
   EXPECT_EQ(manifest["normalize"], true) << manifest.dump();
 }
 
+// What it learns: halves of the same fortune are a query and its document.
+// Tiny BERT (mean pooling + Normalize), 948 training pairs, mnrl with
+// in-batch negatives, batch 32, 4 epochs (120 steps); held-out pairs (other
+// fortunes) as a retrieval set. recall@10 of the untrained model is 0.36; the
+// fine-tuned one's 0.59 (docs/training.md) — the test asks for +0.15.
+TEST(TrainEmbeddingCli, FineTuningRaisesHeldOutRecall) {
+  const fs::path root = test::scratch_dir("cli-train-emb-learning");
+  std::ifstream in(test::fixture("corpus/fortunes-multilingual.jsonl"));
+  std::ofstream train(root / "train.jsonl"), eval(root / "eval.jsonl");
+  std::string line;
+  size_t kept = 0;
+  while (std::getline(in, line)) {
+    const std::string text = json::parse(line)["text"].get<std::string>();
+    std::vector<std::string> words;
+    size_t at = 0;
+    while (at < text.size()) {
+      const size_t b = text.find_first_not_of(" \t\n", at);
+      if (b == std::string::npos) break;
+      const size_t e = std::min(text.find_first_of(" \t\n", b), text.size());
+      words.push_back(text.substr(b, e - b));
+      at = e;
+    }
+    if (words.size() < 16) continue;
+    std::string first, second;
+    for (size_t i = 0; i < words.size(); ++i) {
+      std::string& half = i < words.size() / 2 ? first : second;
+      half += (half.empty() ? "" : " ") + words[i];
+    }
+    const std::string record = json{{"anchor", first}, {"positive", second}}.dump() + "\n";
+    if (kept % 12 == 0) train << record;
+    if (kept % 97 == 5) eval << record;
+    ++kept;
+  }
+  train.close();
+  eval.close();
+  const std::string base = "train --objective mnrl --model " + model("tiny-bert") + " --train " +
+                           (root / "train.jsonl").string() + " --eval " + (root / "eval.jsonl").string() +
+                           " --batch-size 32 --max-length 64 --quiet";
+  const auto untrained = test::run_stoke(base + " --max-steps 1 --lr 1e-12 --eval-every 1 --output " +
+                                             (root / "untrained").string(),
+                                         "/dev/null", kEnv);
+  ASSERT_EQ(untrained.status, 0) << untrained.err;
+  const auto tuned = test::run_stoke(base + " --epochs 4 --lr 5e-4 --warmup-ratio 0.05 --eval-every 60 --output " +
+                                         (root / "tuned").string(),
+                                     "/dev/null", kEnv);
+  ASSERT_EQ(tuned.status, 0) << tuned.err;
+  const json before = json::parse(read_file(root / "untrained" / "run.json"))["final"];
+  const json after = json::parse(read_file(root / "tuned" / "run.json"))["final"];
+  ASSERT_TRUE(before.contains("eval_cosine_recall@10")) << before.dump();
+  ASSERT_TRUE(after.contains("eval_cosine_recall@10")) << after.dump();
+  EXPECT_GE(after["eval_cosine_recall@10"].get<double>(), before["eval_cosine_recall@10"].get<double>() + 0.15)
+      << before.dump() << "\n" << after.dump();
+  EXPECT_GT(after["eval_cosine_ndcg@10"].get<double>(), before["eval_cosine_ndcg@10"].get<double>());
+}
+
 TEST(TrainEmbeddingCli, UserErrorsSayWhatAndWhere) {
   const fs::path root = test::scratch_dir("cli-train-emb-errors");
   const fs::path triplets = triplets_file("errors", 200, 8);
