@@ -130,6 +130,8 @@ struct IdTable {
 std::string qrels_file(const fs::path& folder, const std::string& split) {
   const fs::path dir = folder / "qrels";
   if (!split.empty()) {
+    if (split.find('/') != std::string::npos || split == "..")
+      throw Error(Errc::invalid_argument, "qrels split \"" + split + "\": expected a name such as test or dev");
     const fs::path p = dir / (split + ".tsv");
     if (!fs::is_regular_file(p))
       throw Error(Errc::not_found, p.string() + ": no such qrels file (the split asked for)");

@@ -341,3 +341,53 @@ TEST(TrainMpiSetup, RanksStartedDifferentlyStopOnEveryRankNamingTheField) {
 
 }  // namespace
 }  // namespace stoke
+
+namespace stoke {
+namespace {
+
+// An embedding model over 2 ranks: each embeds its 8 examples' texts, the
+// embeddings are gathered so every anchor sees the 16 positives of the
+// global batch as negatives (sentence-transformers' gather_across_devices),
+// and 5 steps equal one process with batch 16 (to rounding: the gradient
+// sum over ranks adds in another order).
+TEST(TrainMpiEmbedding, TwoRanksWithGatheredNegativesEqualOneProcessWithTheGlobalBatch) {
+  SKIP_WITHOUT_MPI();
+  const fs::path dir = test::scratch_dir("cli-train-mpi-embedding");
+  const fs::path data = dir / "pairs.jsonl";
+  {
+    std::ifstream in(test::fixture("corpus/fortunes-multilingual.jsonl"));
+    std::ofstream out(data);
+    std::string line, previous;
+    for (size_t i = 0; i < 24000 && std::getline(in, line); ++i) {
+      if (i % 150 != 0) continue;
+      const std::string text = json::parse(line)["text"].get<std::string>();
+      if (!previous.empty()) out << json{{"anchor", previous}, {"positive", text}}.dump() << "\n";
+      previous = previous.empty() ? text : "";
+    }
+  }
+  auto flags_for = [&](const fs::path& out, int batch) {
+    return "train --objective mnrl --model " + model("tiny-bert") + " --train " + data.string() + " --output " +
+           out.string() + " --batch-size " + std::to_string(batch) +
+           " --max-steps 5 --dropout 0 --precision f32 --max-length 64 --log-every 1 --lr 1e-3 --quiet";
+  };
+  const auto one = test::run_stoke(flags_for(dir / "one", 16), "/dev/null", "OMP_NUM_THREADS=1");
+  ASSERT_EQ(one.status, 0) << one.err;
+  const auto two = mpirun(flags_for(dir / "two", 8));
+  ASSERT_EQ(two.status, 0) << two.err;
+  const auto single = tensors(dir / "one" / "model.safetensors");
+  const auto ranked = tensors(dir / "two" / "model.safetensors");
+  ASSERT_EQ(single.size(), ranked.size());
+  for (const auto& [tensor, want] : single) {
+    if (tensor.find("attention.self.key.bias") != std::string::npos) continue;  // rounding noise
+    EXPECT_LE(relative_difference(ranked.at(tensor), want), 1e-5) << tensor;
+  }
+  const auto l1 = log_losses(dir / "one"), l2 = log_losses(dir / "two");
+  ASSERT_EQ(l1.size(), 5u);
+  ASSERT_EQ(l2.size(), 5u);
+  for (size_t i = 0; i < l1.size(); ++i) EXPECT_NEAR(l2[i].get<double>(), l1[i].get<double>(), 1e-5) << i;
+  const json run = json::parse(std::ifstream(dir / "two" / "run.json"));
+  EXPECT_EQ(run["data_parallel"]["global_batch"], 16);
+}
+
+}  // namespace
+}  // namespace stoke

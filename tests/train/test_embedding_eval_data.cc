@@ -255,6 +255,11 @@ TEST(EmbeddingEvalData, ScoredPairs) {
   const EvalSet ec = read_eval_set(c.string(), o);
   ASSERT_EQ(ec.kind, EvalSetKind::scored_pairs);
   EXPECT_EQ(ec.pairs.scores, (std::vector<double>{1.25, 0}));
+  // A CSV without the named score column: the header's columns, no embed flag names.
+  const fs::path nosim = write(dir / "nosim.csv", "s1,s2,score\nx,y,1\n");
+  const std::string h = error_of([&] { read_scored_pairs_eval_set(nosim.string(), o); });
+  EXPECT_HAS(h, "nosim.csv: the header has no column \"sim\"; its columns are: \"s1\", \"s2\", \"score\"");
+  EXPECT_EQ(h.find("--label-field"), std::string::npos) << h;
 
   const fs::path bad = write(dir / "bad-score.jsonl",
                              "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"score\": 1}\n"
