@@ -202,8 +202,26 @@ std::string model_card(const TrainOptions& o, const ModelTokenizer& mt, const Em
 }  // namespace
 
 void add_embedding_model_files(train::SaveContext& save, const TrainOptions& o, const ModelTokenizer& mt,
-                               const EmbeddingTrainingData& d, const ModelWeights& base) {
+                               const EmbeddingTrainingData& d, const ModelWeights& base, const json& config_raw) {
   const SentenceTransformersConfig& st = mt.folder.st;
+  // config.json names the bare encoder AutoModel builds (BertModel, ...):
+  // the folder holds no classification head, and a config that said
+  // *ForSequenceClassification would promise one. A base that already named
+  // another class (a remote-code model's own) keeps it.
+  json config = config_raw;
+  json arch = json::array();
+  bool classifier = !config.contains("architectures") || !config["architectures"].is_array();
+  if (!classifier)
+    for (const json& a : config["architectures"])
+      classifier = classifier || (a.is_string() && a.get<std::string>().find("ForSequenceClassification") != std::string::npos);
+  if (classifier) {
+    std::string name(mt.folder.config.arch->sequence_classifier);
+    const size_t at = name.find("ForSequenceClassification");
+    if (at != std::string::npos) name.replace(at, std::string("ForSequenceClassification").size(), "Model");
+    config["architectures"] = json::array({name});
+    for (const char* k : {"id2label", "label2id", "num_labels", "problem_type"}) config.erase(k);
+  }
+  save.config_json = config.dump(2) + "\n";
   const int64_t H = mt.folder.config.hidden_size;
   // The modules as sentence-transformers lays them out today: the encoder in
   // the folder itself (an older save's 0_Transformer folder would hold the

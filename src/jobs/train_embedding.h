@@ -45,9 +45,11 @@ train::EmbeddingTaskOptions embedding_task_options(const TrainOptions& o, const 
 nlohmann::json embedding_identity(const TrainOptions& o, const EmbeddingTrainingData& d);
 
 // The sentence-transformers files of the output (and of every checkpoint),
-// the pooler kept as the base had it, and the model card.
+// config.json naming the bare encoder class, the pooler kept as the base had
+// it, and the model card.
 void add_embedding_model_files(train::SaveContext& save, const TrainOptions& o, const ModelTokenizer& mt,
-                               const EmbeddingTrainingData& d, const ModelWeights& base);
+                               const EmbeddingTrainingData& d, const ModelWeights& base,
+                               const nlohmann::json& config_raw);
 
 // --mini-batch-tokens unset: the whole batch when its workspace fits 80% of
 // the device's free memory (or --memory-budget), else the largest number of

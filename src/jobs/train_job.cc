@@ -279,7 +279,7 @@ std::unique_ptr<TrainableEncoder> load_model(const TrainOptions& o, const fs::pa
   TrainableLoadReport load_report;
   if (!resume_dir.empty()) {
     const ModelFolder ck = open_model_folder(resume_dir);
-    if (ck.config.id2label != config.id2label)
+    if (init.heads == ParamHeads::classifier && ck.config.id2label != config.id2label)
       throw Error(Errc::refused, "cannot resume from " + resume_dir.string() +
                                      ": its labels differ from what the training data gives now");
     auto enc = load_trainable_encoder(config, ck.config, open_model_folder_weights(ck), backend, dtype, init, &load_report);
@@ -784,7 +784,7 @@ TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_
   if (emb) t.identity.update(embedding_identity(o, *emb));
   dist::check_same_settings(*comm, rank_settings(o, t.identity));
   train::SaveContext save = save_context(mt, config_raw, data.config);
-  if (emb) add_embedding_model_files(save, o, mt, *emb, open_model_folder_weights(mt.folder));
+  if (emb) add_embedding_model_files(save, o, mt, *emb, open_model_folder_weights(mt.folder), config_raw);
   std::unique_ptr<train::Trainer> trainer_owner;
   const train::EmbeddingTask* emb_task = nullptr;  // owned by the trainer
   if (emb) {

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import stoke
-from conftest import MODELS, corpus_texts, golden_texts, model_dir
+from conftest import MODELS, corpus_texts, golden_texts, model_dir, run_cli
 
 ORACLE = os.environ.get("STOKE_ORACLE_PYTHON", "")
 
@@ -36,7 +36,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def oracle_encode(tmp_path, name, texts, **kwargs) -> np.ndarray:
+def oracle_encode(tmp_path, name, texts, path=None, **kwargs) -> np.ndarray:
     if not ORACLE:
         pytest.skip("STOKE_ORACLE_PYTHON is not set: no Python with sentence-transformers to compare with")
     probe = subprocess.run([ORACLE, "-c", "import sentence_transformers"], capture_output=True, text=True)
@@ -47,7 +47,7 @@ def oracle_encode(tmp_path, name, texts, **kwargs) -> np.ndarray:
     script.write_text(SCRIPT)
     out = tmp_path / "oracle.npy"
     env = dict(os.environ, OMP_NUM_THREADS="2", PYTHONPATH="")
-    r = subprocess.run([ORACLE, str(script), str(model_dir(name)), str(tmp_path / "texts.json"), str(out),
+    r = subprocess.run([ORACLE, str(script), str(path or model_dir(name)), str(tmp_path / "texts.json"), str(out),
                         json.dumps(kwargs)], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return np.load(out), json.loads(open(str(out) + ".ids.json").read())
@@ -114,3 +114,24 @@ def test_quantize_embeddings_equals_sentence_transformers(tmp_path):
         want = np.load(tmp_path / f"q-{p}.npy")
         got = stoke.quantize_embeddings(e, p)
         assert got.dtype == want.dtype and np.array_equal(got, want), p
+
+
+def test_a_trained_embedding_model_loads_in_sentence_transformers(tmp_path):
+    """stoke train --objective mnrl writes a folder SentenceTransformer(path) loads
+    as it is (modules, pooling, Normalize, AutoModel names, no warning about
+    missing weights), and both embed it alike."""
+    texts = corpus_texts(64)
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps({"anchor": a, "positive": b}) + "\n" for a, b in zip(texts[0::2], texts[1::2])))
+    out = tmp_path / "trained"
+    r = run_cli("train", "--objective", "mnrl", "--model", str(model_dir("tiny-bert")), "--train", str(data),
+                "--batch-size", "8", "--max-steps", "3", "--lr", "1e-3", "--output", str(out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    probe = corpus_texts(40, offset=500)
+    want, ids = oracle_encode(tmp_path, "tiny-bert", probe, path=out)
+    model = stoke.Model(str(out), device="cpu")
+    got = model.encode(probe)
+    rows = same_tokens(model, probe, ids)
+    assert np.abs(got[rows] - want[rows]).max() <= 1e-5
+    base = stoke.Model(model_dir("tiny-bert"), device="cpu").encode(probe)
+    assert np.abs(got - base).max() > 1e-3  # the trained weights, not the base's

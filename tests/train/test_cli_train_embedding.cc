@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
@@ -189,6 +190,9 @@ TEST(TrainEmbeddingCli, TheOutputIsASentenceTransformersFolder) {
   EXPECT_EQ(modules[0]["path"], "");
   EXPECT_EQ(modules[1]["type"], "sentence_transformers.models.Pooling");
   EXPECT_EQ(modules[2]["type"], "sentence_transformers.models.Normalize");
+  const json config = json::parse(read_file(out / "config.json"));
+  EXPECT_EQ(config["architectures"], json::array({"BertModel"}));  // no classification head in the folder
+  EXPECT_FALSE(config.contains("id2label"));
   const json pooling = json::parse(read_file(out / "1_Pooling" / "config.json"));
   const json base_pooling = json::parse(read_file(fs::path(model("tiny-bert")) / "1_Pooling" / "config.json"));
   for (const auto& [k, v] : base_pooling.items())
@@ -269,6 +273,30 @@ TEST(TrainEmbeddingCli, FineTuningRaisesHeldOutRecall) {
   EXPECT_GE(after["eval_cosine_recall@10"].get<double>(), before["eval_cosine_recall@10"].get<double>() + 0.15)
       << before.dump() << "\n" << after.dump();
   EXPECT_GT(after["eval_cosine_ndcg@10"].get<double>(), before["eval_cosine_ndcg@10"].get<double>());
+}
+
+// Every precision the classifier trains in: bf16 (bf16 GEMMs, f32 master
+// weights) and f16 (with the device loss scaler on the embeddings' gradient)
+// follow the f32 run's losses within their rounding (60 steps, GradCache on).
+TEST(TrainEmbeddingCli, Bf16AndF16FollowF32) {
+  const fs::path data = triplets_file("precisions", 300, 96);
+  const fs::path root = test::scratch_dir("cli-train-emb-precisions");
+  std::map<std::string, std::vector<json>> logs;
+  for (const char* p : {"f32", "bf16", "f16"}) {
+    const auto r = test::run_stoke("train --objective mnrl --model " + model("tiny-bert") + " --train " +
+                                       data.string() + " --batch-size 16 --max-steps 12 --log-every 4 --lr 5e-4"
+                                       " --max-length 64 --mini-batch-tokens 300 --quiet --precision " + p +
+                                       " --output " + (root / p).string(),
+                                   "/dev/null", kEnv);
+    ASSERT_EQ(r.status, 0) << p << ": " << r.err;
+    logs[p] = log_lines(root / p);
+  }
+  for (const char* p : {"bf16", "f16"}) {
+    ASSERT_EQ(logs[p].size(), logs["f32"].size()) << p;
+    for (size_t i = 0; i < logs[p].size(); ++i)
+      EXPECT_NEAR(logs[p][i]["loss"].get<double>(), logs["f32"][i]["loss"].get<double>(), 2e-2) << p << " " << i;
+  }
+  EXPECT_TRUE(json::parse(read_file(root / "f16" / "run.json")).contains("loss_scaler"));
 }
 
 TEST(TrainEmbeddingCli, UserErrorsSayWhatAndWhere) {
