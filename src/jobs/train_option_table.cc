@@ -32,13 +32,13 @@ OptionTable<O> make_table() {
   };
   {
     Option<O> train = text_option<O>("--train", [](O& o) -> std::string& { return o.train; },
-                                     "Training data: JSONL or CSV with text, optional text_pair, and label; required",
+                                     "Training data: JSONL or CSV with text, optional text_pair, and label (embedding objectives: their columns); required",
                                      kOfferCli, false);
     train.aliases = {"--input"};
     add(std::move(train));
   }
   add(text_option<O>("--eval", [](O& o) -> std::string& { return o.eval; },
-                     "Evaluation data, same form (loss, accuracy, macro-F1 without gradients)", kOfferCli, false));
+                     "Evaluation data, same form (loss, accuracy, macro-F1); embedding objectives: a BEIR folder, scored pairs or held-out pairs", kOfferCli, false));
   // The output folder's options: under `stoke train` and `stoke doctor train`, not `stoke tune train`.
   add(text_option<O>("--output", [](O& o) -> std::string& { return o.output; },
                      "Output folder: checkpoint-STEP/, the final model, log.jsonl, run.json; required", kOfferCli, false),
