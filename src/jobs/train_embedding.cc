@@ -48,18 +48,16 @@ EmbeddingTrainingData read_embedding_training_data(const TrainOptions& o, const 
                                                    TrainSummary& sum) {
   refuse_classifier_flags(o);
   const SentenceTransformersConfig& st = mt.folder.st;
-  if (!st.dense.empty())
-    throw Error(Errc::unsupported, mt.folder.dir.string() + ": its sentence-transformers Dense module (" +
-                                       st.dense.front().path +
-                                       ") is not trained by stoke yet; train the encoder of a folder without one");
   if (!o.matryoshka_weights.empty() && o.matryoshka_weights.size() != o.matryoshka_dims.size())
     throw Error(Errc::invalid_argument, "--matryoshka-weights has " + std::to_string(o.matryoshka_weights.size()) +
                                             " weights for " + std::to_string(o.matryoshka_dims.size()) +
                                             " --matryoshka-dims: one each");
+  // The embedding is the last Dense module's output where there is one.
+  const int64_t width = st.dense.empty() ? mt.folder.config.hidden_size : st.dense.back().out_features;
   for (int64_t d : o.matryoshka_dims)
-    if (d > mt.folder.config.hidden_size)
+    if (d > width)
       throw Error(Errc::invalid_argument, "--matryoshka-dims " + std::to_string(d) + ": the model's embedding has " +
-                                              std::to_string(mt.folder.config.hidden_size) + " dimensions");
+                                              std::to_string(width) + " dimensions");
   EmbeddingTrainingData d;
   if (st.pooling) {
     d.pooling = pooling_mode(*st.pooling);
@@ -189,8 +187,11 @@ std::string model_card(const TrainOptions& o, const ModelTokenizer& mt, const Em
        train::objective_name(o.objective) + "`) from `" + mt.folder.dir.filename().string() + "`.\n\n";
   s += "- Loss: " + loss + (o.objective == train::Objective::cosine_mse ? "" : ", scale " + std::to_string(o.scale)) +
        (dims.empty() ? "" : "; Matryoshka dimensions " + dims) + "\n";
-  s += "- Pooling: " + d.pooling_name + (d.normalize ? ", then Normalize" : "") + "; " +
-       std::to_string(mt.folder.config.hidden_size) + " dimensions; max sequence length " +
+  const std::vector<DenseModule>& dense = mt.folder.st.dense;
+  s += "- Pooling: " + d.pooling_name + (dense.empty() ? "" : ", then " + std::to_string(dense.size()) + " Dense") +
+       (d.normalize ? ", then Normalize" : "") + "; " +
+       std::to_string(dense.empty() ? mt.folder.config.hidden_size : dense.back().out_features) +
+       " dimensions; max sequence length " +
        std::to_string(mt.max_length) + "\n";
   s += "- Training data: " + std::to_string(d.train.examples.size()) + " examples of " +
        fs::path(o.train).filename().string() + "\n\n";
@@ -225,15 +226,25 @@ void add_embedding_model_files(train::SaveContext& save, const TrainOptions& o, 
   const int64_t H = mt.folder.config.hidden_size;
   // The modules as sentence-transformers lays them out today: the encoder in
   // the folder itself (an older save's 0_Transformer folder would hold the
-  // untrained weights), Pooling, Normalize if the base had it.
+  // untrained weights), Pooling, the base's Dense modules (trained: their
+  // model.safetensors is written from the parameters, checkpoint.h
+  // stored_param; their config.json copied), Normalize if the base had it.
   json modules = json::array();
   modules.push_back({{"idx", 0}, {"name", "0"}, {"path", ""}, {"type", "sentence_transformers.models.Transformer"}});
   modules.push_back(
       {{"idx", 1}, {"name", "1"}, {"path", "1_Pooling"}, {"type", "sentence_transformers.models.Pooling"}});
-  if (d.normalize)
-    modules.push_back(
-        {{"idx", 2}, {"name", "2"}, {"path", "2_Normalize"}, {"type", "sentence_transformers.models.Normalize"}});
   save.extra_files.clear();
+  for (const DenseModule& m : st.dense) {
+    const int idx = static_cast<int>(modules.size());
+    modules.push_back({{"idx", idx}, {"name", std::to_string(idx)}, {"path", m.path},
+                       {"type", "sentence_transformers.models.Dense"}});
+    save.extra_files.push_back({m.path + "/config.json", mt.folder.dir / m.path / "config.json"});
+  }
+  if (d.normalize) {
+    const int idx = static_cast<int>(modules.size());
+    modules.push_back({{"idx", idx}, {"name", std::to_string(idx)}, {"path", std::to_string(idx) + "_Normalize"},
+                       {"type", "sentence_transformers.models.Normalize"}});
+  }
   save.text_files.push_back({"modules.json", modules.dump(2) + "\n"});
   save.text_files.push_back({"1_Pooling/config.json", pooling_config(d, H, st.include_prompt)});
   json sbert = {{"max_seq_length", mt.max_length}, {"do_lower_case", st.do_lower_case.value_or(false)}};

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -276,6 +277,12 @@ std::unique_ptr<TrainableEncoder> load_model(const TrainOptions& o, const fs::pa
   init.heads = o.objective == train::Objective::classify ? ParamHeads::classifier : ParamHeads::none;
   init.seed = o.seed;
   init.initializer_range = config_number(config_raw, "initializer_range", 0.02);
+  // An embedding model's Dense modules train with the encoder: from the
+  // checkpoint's module folders when resuming, else the base's.
+  if (init.heads == ParamHeads::none) {
+    init.dense = base.st.dense;
+    init.dense_folder = resume_dir.empty() ? base.dir : resume_dir;
+  }
   TrainableLoadReport load_report;
   if (!resume_dir.empty()) {
     const ModelFolder ck = open_model_folder(resume_dir);
@@ -420,10 +427,13 @@ void save_final_model(const TrainOptions& o, const train::TrainReport& r, const 
   if (o.load_best && r.best_metric && r.best_step != r.steps) {
     const fs::path best = train::checkpoint_path(out, r.best_step);
     train::verify_checkpoint(best);
-    auto file = SafetensorsFile::open(best / "model.safetensors");
+    std::map<std::string, std::shared_ptr<SafetensorsFile>> files;  // model.safetensors, each Dense module's
     for (const ParamSlot& s : enc.layout.slots()) {
-      const StoredTensor* st = file->find(s.name);
-      if (!st) throw Error(Errc::format, (best / "model.safetensors").string() + ": missing " + s.name);
+      const train::StoredParam where = train::stored_param(enc.layout, s);
+      auto& file = files[where.file];
+      if (!file) file = SafetensorsFile::open(best / where.file);
+      const StoredTensor* st = file->find(where.name);
+      if (!st) throw Error(Errc::format, (best / where.file).string() + ": missing " + where.name);
       copy_stored_as_f32(*st, params.data() + s.offset);
     }
     notes.push_back("--load-best: the model in " + o.output + " is step " + std::to_string(r.best_step) + "'s (" +

@@ -18,6 +18,28 @@ std::vector<std::pair<std::string, E>> named(std::initializer_list<E> values, co
   return words;
 }
 
+// A comma-separated list flag (CLI and --config): set() gets the items.
+Option<O> list_option(std::string flag, std::string help,
+                      void (*set)(O&, const std::vector<std::string>&)) {
+  Option<O> o;
+  o.flag = std::move(flag);
+  o.kind = OptionKind::text;
+  o.help = std::move(help);
+  o.offer = kOfferCli;
+  o.type_name = "LIST";
+  o.set = [set](O& opts, const std::string& text) {
+    std::vector<std::string> items;
+    size_t at = 0;
+    while (at <= text.size()) {
+      const size_t end = std::min(text.find(',', at), text.size());
+      items.push_back(text.substr(at, end - at));
+      at = end + 1;
+    }
+    set(opts, items);
+  };
+  return o;
+}
+
 OptionTable<O> make_table() {
   OptionTable<O> t;
   for (const Option<CommonOptions>& c : common_option_table())
@@ -74,68 +96,37 @@ OptionTable<O> make_table() {
   add(unset_default(text_option<O>("--positive-field", [](O& o) -> std::string& { return o.columns.positive; },
                                    "Embedding objectives: the positive column (default positive, or sentence2)",
                                    kOfferCli)));
-  {
-    Option<O> n;
-    n.flag = "--negative-fields";
-    n.kind = OptionKind::text;
-    n.help = "mnrl kinds: the hard-negative columns, comma-separated (default: every column named negative*)";
-    n.offer = kOfferCli;
-    n.type_name = "LIST";
-    n.set = [](O& o, const std::string& text) {
-      std::vector<std::string> names;
-      size_t at = 0;
-      while (at <= text.size() && !text.empty()) {
-        const size_t end = std::min(text.find(',', at), text.size());
-        if (end > at) names.push_back(text.substr(at, end - at));
-        at = end + 1;
-      }
-      o.columns.negatives = names;
-    };
-    add(unset_default(std::move(n)));
-  }
+  add(unset_default(list_option("--negative-fields",
+                                "mnrl kinds: the hard-negative columns, comma-separated (default: every column named "
+                                "negative*)",
+                                [](O& o, const std::vector<std::string>& names) {
+                                  std::vector<std::string> kept;
+                                  for (const std::string& n : names)
+                                    if (!n.empty()) kept.push_back(n);
+                                  o.columns.negatives = kept;
+                                })));
   add(unset_default(text_option<O>("--score-field", [](O& o) -> std::string& { return o.columns.score; },
                                    "cosent, cosine-mse: the pair's score column (default score)", kOfferCli)));
   add(real_option<O>("--scale", [](O& o) -> double& { return o.scale; }, 1e-6, 1e6,
                      "mnrl kinds, cosent: similarities x scale (1 / temperature)", kOfferCli, true));
   add(enum_option<O, bool>("--similarity", [](O& o) -> bool& { return o.dot_similarity; },
                            {{"cosine", false}, {"dot", true}}, "mnrl kinds: cosine or dot", kOfferCli));
-  {
-    Option<O> d;
-    d.flag = "--matryoshka-dims";
-    d.kind = OptionKind::text;
-    d.help = "Embedding objectives: the loss summed over these prefixes of the embedding (MatryoshkaLoss), e.g. 768,512,256";
-    d.offer = kOfferCli;
-    d.type_name = "LIST";
-    d.set = [](O& o, const std::string& text) {
-      o.matryoshka_dims.clear();
-      size_t at = 0;
-      while (at <= text.size()) {
-        const size_t end = std::min(text.find(',', at), text.size());
-        o.matryoshka_dims.push_back(parse_int_option("--matryoshka-dims", text.substr(at, end - at), 1, 1 << 20,
-                                                     "(comma-separated dimensions)"));
-        at = end + 1;
-      }
-    };
-    add(unset_default(std::move(d)));
-  }
-  {
-    Option<O> w;
-    w.flag = "--matryoshka-weights";
-    w.kind = OptionKind::text;
-    w.help = "The weight of each --matryoshka-dims prefix's loss (default: 1 each)";
-    w.offer = kOfferCli;
-    w.type_name = "LIST";
-    w.set = [](O& o, const std::string& text) {
-      o.matryoshka_weights.clear();
-      size_t at = 0;
-      while (at <= text.size()) {
-        const size_t end = std::min(text.find(',', at), text.size());
-        o.matryoshka_weights.push_back(parse_real_option("--matryoshka-weights", text.substr(at, end - at), 0, 1e6));
-        at = end + 1;
-      }
-    };
-    add(unset_default(std::move(w)));
-  }
+  add(unset_default(list_option(
+      "--matryoshka-dims",
+      "Embedding objectives: the loss summed over these prefixes of the embedding (MatryoshkaLoss), e.g. 768,512,256",
+      [](O& o, const std::vector<std::string>& items) {
+        o.matryoshka_dims.clear();
+        for (const std::string& d : items)
+          o.matryoshka_dims.push_back(
+              parse_int_option("--matryoshka-dims", d, 1, 1 << 20, "(comma-separated dimensions)"));
+      })));
+  add(unset_default(list_option("--matryoshka-weights",
+                                "The weight of each --matryoshka-dims prefix's loss (default: 1 each)",
+                                [](O& o, const std::vector<std::string>& items) {
+                                  o.matryoshka_weights.clear();
+                                  for (const std::string& w : items)
+                                    o.matryoshka_weights.push_back(parse_real_option("--matryoshka-weights", w, 0, 1e6));
+                                })));
   add(unset_default(int_option<O>("--mini-batch-tokens", [](O& o) -> int64_t& { return o.mini_batch_tokens; }, 1,
                                   int64_t{1} << 40,
                                   "Embedding objectives: at most this many tokens in memory at once; a larger "

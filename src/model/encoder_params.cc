@@ -301,31 +301,42 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   return enc;
 }
 
+DenseModuleValues read_dense_module(const std::filesystem::path& folder, const DenseModule& m, int64_t width) {
+  const std::filesystem::path file = folder / m.path / "model.safetensors";
+  const std::string label = file.string();
+  if (m.in_features != width)
+    throw Error(Errc::format, (folder / m.path / "config.json").string() + ": field \"in_features\": " +
+                                  std::to_string(m.in_features) + " does not match the " + std::to_string(width) +
+                                  " values it receives");
+  const auto weights = SafetensorsFile::open(file);
+  auto read = [&](const char* name, std::vector<int64_t> shape) {
+    const StoredTensor* t = weights->find(name);
+    if (!t) throw Error(Errc::format, label + ": tensor \"" + std::string(name) + "\" is missing");
+    if (!dtype_is_float(t->dtype))
+      throw Error(Errc::format, label + ": tensor \"" + std::string(name) + "\" has dtype " +
+                                    std::string(dtype_name(t->dtype)) + "; weights must be F32, F16, BF16 or F64");
+    if (t->shape != shape)
+      throw Error(Errc::format, label + ": tensor \"" + std::string(name) + "\" has shape " + shape_string(t->shape) +
+                                    ", expected " + shape_string(shape) + " from config.json (out_features, in_features)");
+    std::vector<float> host(static_cast<size_t>(t->numel()));
+    copy_stored_as_f32(*t, host.data());
+    return host;
+  };
+  DenseModuleValues v;
+  v.weight = read("linear.weight", {m.out_features, m.in_features});
+  if (m.bias) v.bias = read("linear.bias", {m.out_features});
+  return v;
+}
+
 void load_dense_modules(LoadedEncoder& enc, const std::filesystem::path& folder, const std::vector<DenseModule>& modules,
                         Backend& backend) {
   int64_t width = enc.config.hidden_size;
   std::vector<std::vector<float>> pending;
   for (const DenseModule& m : modules) {
-    const std::filesystem::path file = folder / m.path / "model.safetensors";
-    const std::string label = file.string();
-    if (m.in_features != width)
-      throw Error(Errc::format, (folder / m.path / "config.json").string() + ": field \"in_features\": " +
-                                    std::to_string(m.in_features) + " does not match the " + std::to_string(width) +
-                                    " values it receives");
-    const auto weights = SafetensorsFile::open(file);
+    DenseModuleValues values = read_dense_module(folder, m, width);
     DenseLayerParams layer;
     layer.act = m.activation == DenseModule::Activation::tanh ? Activation::tanh : Activation::none;
-    auto place = [&](const char* name, std::vector<int64_t> shape) -> TensorView {
-      const StoredTensor* t = weights->find(name);
-      if (!t) throw Error(Errc::format, label + ": tensor \"" + std::string(name) + "\" is missing");
-      if (!dtype_is_float(t->dtype))
-        throw Error(Errc::format, label + ": tensor \"" + std::string(name) + "\" has dtype " +
-                                      std::string(dtype_name(t->dtype)) + "; weights must be F32, F16, BF16 or F64");
-      if (t->shape != shape)
-        throw Error(Errc::format, label + ": tensor \"" + std::string(name) + "\" has shape " + shape_string(t->shape) +
-                                      ", expected " + shape_string(shape) + " from config.json (out_features, in_features)");
-      std::vector<float> host(static_cast<size_t>(t->numel()));
-      copy_stored_as_f32(*t, host.data());
+    auto place = [&](std::vector<float> host, std::vector<int64_t> shape) -> TensorView {
       auto buffer = backend.allocate(host.size() * 4);
       backend.copy_to_device(buffer->data(), host.data(), host.size() * 4);
       TensorView v = shaped(buffer->data(), DType::f32, shape);
@@ -333,8 +344,8 @@ void load_dense_modules(LoadedEncoder& enc, const std::filesystem::path& folder,
       pending.push_back(std::move(host));  // the copy reads it later, on the stream
       return v;
     };
-    layer.w = place("linear.weight", {m.out_features, m.in_features});
-    if (m.bias) layer.b = place("linear.bias", {m.out_features});
+    layer.w = place(std::move(values.weight), {m.out_features, m.in_features});
+    if (m.bias) layer.b = place(std::move(values.bias), {m.out_features});
     enc.dense.push_back(layer);
     width = m.out_features;
   }

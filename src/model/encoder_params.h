@@ -201,4 +201,12 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
 void load_dense_modules(LoadedEncoder& encoder, const std::filesystem::path& folder,
                         const std::vector<DenseModule>& modules, Backend& backend);
 
+// One Dense module's tensors as f32 host values, checked as load_dense_modules
+// checks them; `width`: the number of values the module receives.
+struct DenseModuleValues {
+  std::vector<float> weight;  // (out, in)
+  std::vector<float> bias;    // (out); empty without bias
+};
+DenseModuleValues read_dense_module(const std::filesystem::path& folder, const DenseModule& module, int64_t width);
+
 }  // namespace stoke

@@ -23,7 +23,10 @@ TensorView view_at(float* base, const ParamSlot& s) {
 
 }  // namespace
 
-ParamLayout::ParamLayout(const HfConfig& config, ParamHeads heads) : config_(config), heads_(heads) {
+ParamLayout::ParamLayout(const HfConfig& config, ParamHeads heads, const std::vector<DenseModule>& dense)
+    : config_(config), heads_(heads), dense_(dense) {
+  if (!dense.empty() && heads != ParamHeads::none)
+    throw Error(Errc::internal, "parameter layout: Dense modules with a classification head");
   using R = TensorRole;
   std::vector<ExpectedTensor> expected = expected_tensors(config);
   // Query, key and value next to each other: weights first, then biases.
@@ -83,6 +86,24 @@ ParamLayout::ParamLayout(const HfConfig& config, ParamHeads heads) : config_(con
     numel_ += s.numel;
     slots_.push_back(std::move(s));
   }
+  // The Dense modules, after the encoder: weight (out, in), then bias (out).
+  // Weights decay, biases not (the HF rule: a name that ends in "bias").
+  for (size_t i = 0; i < dense_.size(); ++i) {
+    const DenseModule& m = dense_[i];
+    for (const bool bias : {false, true}) {
+      if (bias && !m.bias) continue;
+      ParamSlot s;
+      s.canonical = s.name = m.path + (bias ? "/linear.bias" : "/linear.weight");
+      s.role = TensorRole::count;
+      s.shape = bias ? std::vector<int64_t>{m.out_features} : std::vector<int64_t>{m.out_features, m.in_features};
+      s.numel = bias ? m.out_features : m.out_features * m.in_features;
+      s.offset = numel_;
+      s.decay = !bias;
+      s.dense = static_cast<int64_t>(i);
+      numel_ += s.numel;
+      slots_.push_back(std::move(s));
+    }
+  }
 }
 
 const ParamSlot& ParamLayout::slot(const std::string& canonical) const {
@@ -130,6 +151,18 @@ EncoderParams ParamLayout::views(float* base) const {
   p.head_out_b = v(R::head_out_bias);
   p.head_norm = v(R::head_norm_weight);
   return p;
+}
+
+std::vector<DenseLayerParams> ParamLayout::dense_views(float* base) const {
+  std::vector<DenseLayerParams> out(dense_.size());
+  for (size_t i = 0; i < dense_.size(); ++i)
+    out[i].act = dense_[i].activation == DenseModule::Activation::tanh ? Activation::tanh : Activation::none;
+  for (const ParamSlot& s : slots_) {
+    if (s.dense < 0) continue;
+    DenseLayerParams& d = out[static_cast<size_t>(s.dense)];
+    (s.shape.size() == 2 ? d.w : d.b) = view_at(base, s);
+  }
+  return out;
 }
 
 std::vector<int64_t> ParamLayout::decay_ranges(bool decay_all) const {

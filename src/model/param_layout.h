@@ -31,6 +31,11 @@ struct ParamSlot {
   // Weight decay applies here unless --decay-all is off and this is a bias or
   // a LayerNorm weight (the HF Trainer's rule, get_decay_parameter_names).
   bool decay = true;
+  // A sentence-transformers Dense module's tensor (role TensorRole::count):
+  // the module's index in the layout's dense list, else -1. Its name is
+  // "<module path>/linear.weight" or ".../linear.bias"; the module folder's
+  // model.safetensors holds it, not the encoder's.
+  int64_t dense = -1;
 };
 
 // What is trained besides the encoder: a sequence classifier's head, or
@@ -43,8 +48,12 @@ class ParamLayout {
   // The encoder and the classification head (C = config.num_labels()); the
   // base model's pooler only where the head is built on it (BERT): the other
   // sequence classifiers have none. ParamHeads::none: the encoder alone.
-  explicit ParamLayout(const HfConfig& config, ParamHeads heads = ParamHeads::classifier);
+  // dense (ParamHeads::none only): the sentence-transformers Dense modules
+  // after pooling, in order; their weights and biases follow the encoder's.
+  explicit ParamLayout(const HfConfig& config, ParamHeads heads = ParamHeads::classifier,
+                       const std::vector<DenseModule>& dense = {});
   ParamHeads heads() const { return heads_; }
+  const std::vector<DenseModule>& dense() const { return dense_; }
 
   const std::vector<ParamSlot>& slots() const { return slots_; }
   int64_t numel() const { return numel_; }
@@ -53,6 +62,8 @@ class ParamLayout {
 
   // Views of every parameter (f32) in a buffer with this layout.
   EncoderParams views(float* base) const;
+  // Views of the Dense modules' parameters (f32) in such a buffer, in order.
+  std::vector<DenseLayerParams> dense_views(float* base) const;
   // Sorted, merged [begin, end) element ranges where weight decay applies:
   // the decay flags (decay_all: the whole buffer).
   std::vector<int64_t> decay_ranges(bool decay_all) const;  // flattened pairs
@@ -63,6 +74,7 @@ class ParamLayout {
  private:
   HfConfig config_;
   ParamHeads heads_ = ParamHeads::classifier;
+  std::vector<DenseModule> dense_;
   std::vector<ParamSlot> slots_;
   int64_t numel_ = 0;
 };

@@ -67,6 +67,7 @@ LoadedEncoder TrainableEncoder::inference_view() const {
   e.config = config;
   e.params = compute;
   e.dtype = dtype;
+  e.dense = dense_master;
   return e;
 }
 
@@ -84,7 +85,7 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
     throw Error(Errc::invalid_argument, "training dtype must be f32, bf16 or f16");
   if (init.heads == ParamHeads::classifier)
     head_activation(*config.arch);  // a head no op computes is refused before anything is read
-  auto enc = std::make_unique<TrainableEncoder>(config, init.heads);
+  auto enc = std::make_unique<TrainableEncoder>(config, init.heads, init.dense);
   enc->dtype = dtype;
   const ParamLayout& layout = enc->layout;
   const size_t bytes = static_cast<size_t>(layout.numel()) * 4;
@@ -96,9 +97,23 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
   for (const auto& r : resolved) by_role[{r.expected.role, r.expected.layer}] = &r;
 
   std::vector<float> host(static_cast<size_t>(layout.numel()));
+  // The Dense modules' stored values (each module's folder), checked as inference checks them.
+  std::vector<DenseModuleValues> dense_values;
+  int64_t width = config.hidden_size;
+  for (const DenseModule& m : init.dense) {
+    dense_values.push_back(read_dense_module(init.dense_folder, m, width));
+    width = m.out_features;
+  }
   uint32_t index = 0;
   for (const ParamSlot& s : layout.slots()) {
     float* dst = host.data() + s.offset;
+    if (s.dense >= 0) {
+      const DenseModuleValues& v = dense_values[static_cast<size_t>(s.dense)];
+      const std::vector<float>& src = s.shape.size() == 2 ? v.weight : v.bias;
+      std::copy(src.begin(), src.end(), dst);
+      ++index;
+      continue;
+    }
     auto it = by_role.find({s.role, s.layer});
     const StoredTensor* stored = it == by_role.end() ? nullptr : it->second->view;
     const bool same_shape = stored && stored->shape == s.shape;
@@ -124,6 +139,8 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
   backend.copy_to_device(enc->master_buffer->data(), host.data(), bytes);
   enc->master = layout.views(enc->master_data());
   enc->grad = layout.views(enc->grad_data());
+  enc->dense_master = layout.dense_views(enc->master_data());
+  enc->dense_grad = layout.dense_views(enc->grad_data());
   if (config.arch->prenorm) {
     // ModernBERT's fixed tensors (EncoderParams): zeros for the bias-free
     // LayerNorms' betas and the one-row position table, and the rotary

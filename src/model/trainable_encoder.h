@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,11 @@ struct TrainableInit {
   uint64_t seed = 42;               // the run's seed: new heads are drawn from it
   double initializer_range = 0.02;  // config.json "initializer_range" (transformers' default 0.02)
   ParamHeads heads = ParamHeads::classifier;  // none: an embedding model (no head, no pooler)
+  // An embedding model's sentence-transformers Dense modules (heads none),
+  // trained with the encoder; their initial values are read from
+  // dense_folder / <module path> / model.safetensors.
+  std::vector<DenseModule> dense;
+  std::filesystem::path dense_folder;
 };
 
 struct TrainableEncoder {
@@ -33,9 +39,15 @@ struct TrainableEncoder {
   EncoderParams master;             // f32 views into master_buffer
   EncoderParams grad;               // f32 views into grad_buffer, same layout
   EncoderParams compute;            // what the forward reads: GEMM weights in dtype, the rest = master
+  // The Dense modules after pooling (f32 always, forward and backward):
+  // views into master_buffer / grad_buffer; empty without Dense modules.
+  std::vector<DenseLayerParams> dense_master, dense_grad;
 
-  explicit TrainableEncoder(const HfConfig& c, ParamHeads heads = ParamHeads::classifier)
-      : config(c), layout(c, heads) {}
+  explicit TrainableEncoder(const HfConfig& c, ParamHeads heads = ParamHeads::classifier,
+                            const std::vector<DenseModule>& dense = {})
+      : config(c), layout(c, heads, dense) {}
+  // The width of a sentence embedding: the last Dense module's out_features, else H.
+  int64_t sentence_width() const { return dense_master.empty() ? config.hidden_size : dense_master.back().w.dim(0); }
   float* master_data() const { return static_cast<float*>(master_buffer->data()); }
   float* grad_data() const { return static_cast<float*>(grad_buffer->data()); }
   TensorView master_flat() const;

@@ -44,11 +44,24 @@ json write_files(const fs::path& folder, const CheckpointContents& c) {
   auto put_text = [&](const std::string& name, const std::string& text) {
     put(name, {reinterpret_cast<const std::byte*>(text.data()), text.size()});
   };
-  std::vector<TensorToWrite> model;
-  for (const ParamSlot& s : c.layout->slots())
-    model.push_back({s.name, DType::f32, s.shape, bytes_of(c.params + s.offset, s.numel)});
-  model.insert(model.end(), c.frozen.begin(), c.frozen.end());
-  put("model.safetensors", serialize_safetensors(model, {{"format", "pt"}}));
+  auto make_parent = [&](const std::string& name) {
+    std::error_code ec;
+    fs::create_directories((folder / name).parent_path(), ec);
+    if (ec) throw Error(Errc::io, (folder / name).parent_path().string() + ": cannot create: " + ec.message());
+  };
+  // model.safetensors first (with the frozen tensors), then each Dense module's file.
+  std::vector<std::pair<std::string, std::vector<TensorToWrite>>> files{{"model.safetensors", {}}};
+  for (const ParamSlot& s : c.layout->slots()) {
+    const StoredParam where = stored_param(*c.layout, s);
+    auto it = std::find_if(files.begin(), files.end(), [&](const auto& f) { return f.first == where.file; });
+    if (it == files.end()) it = files.insert(files.end(), {where.file, {}});
+    it->second.push_back({where.name, DType::f32, s.shape, bytes_of(c.params + s.offset, s.numel)});
+  }
+  files.front().second.insert(files.front().second.end(), c.frozen.begin(), c.frozen.end());
+  for (const auto& [name, tensors] : files) {
+    make_parent(name);
+    put(name, serialize_safetensors(tensors, {{"format", "pt"}}));
+  }
   if (c.exp_avg && c.exp_avg_sq) {
     const int64_t n = c.layout->numel();
     put("optimizer.safetensors",
@@ -58,11 +71,6 @@ json write_files(const fs::path& folder, const CheckpointContents& c) {
   }
   put_text("config.json", c.config_json);
   for (const fs::path& f : c.tokenizer_files) put_text(f.filename().string(), read_text(f));
-  auto make_parent = [&](const std::string& name) {
-    std::error_code ec;
-    fs::create_directories((folder / name).parent_path(), ec);
-    if (ec) throw Error(Errc::io, (folder / name).parent_path().string() + ": cannot create: " + ec.message());
-  };
   for (const auto& [name, text] : c.text_files) {
     make_parent(name);
     put_text(name, text);
@@ -79,6 +87,12 @@ json write_files(const fs::path& folder, const CheckpointContents& c) {
 }
 
 }  // namespace
+
+StoredParam stored_param(const ParamLayout& layout, const ParamSlot& slot) {
+  if (slot.dense < 0) return {"model.safetensors", slot.name};
+  const std::string& path = layout.dense()[static_cast<size_t>(slot.dense)].path;
+  return {path + "/model.safetensors", slot.shape.size() == 2 ? "linear.weight" : "linear.bias"};
+}
 
 fs::path checkpoint_path(const fs::path& output, int64_t step) {
   return output / ("checkpoint-" + std::to_string(step));

@@ -47,6 +47,16 @@ struct CheckpointContents {
   std::vector<TensorToWrite> frozen;
 };
 
+// Where a parameter is saved: the folder's model.safetensors under its
+// layout name, or (a sentence-transformers Dense module's) the module
+// folder's "<path>/model.safetensors" as "linear.weight" / "linear.bias",
+// sentence-transformers' own layout.
+struct StoredParam {
+  std::string file;  // relative to the folder
+  std::string name;  // inside that file
+};
+StoredParam stored_param(const ParamLayout& layout, const ParamSlot& slot);
+
 // "checkpoint-<step>" inside `output`.
 std::filesystem::path checkpoint_path(const std::filesystem::path& output, int64_t step);
 

@@ -33,11 +33,11 @@ EmbeddingTask::EmbeddingTask(TrainableEncoder& encoder, Backend& backend, const 
   std::sort(lengths.begin(), lengths.end(), std::greater<>());
   const size_t share = static_cast<size_t>(o_.batch_size * groups());
   for (size_t i = 0; i < lengths.size() && i < share; ++i) step_tokens_ += lengths[i];
-  const int64_t H = enc_.config.hidden_size;
+  width_ = enc_.sentence_width();
   for (int64_t d : o_.matryoshka_dims)
-    if (d <= 0 || d > H)
+    if (d <= 0 || d > width_)
       throw Error(Errc::invalid_argument, "--matryoshka-dims " + std::to_string(d) + ": expected 1 to the embedding's " +
-                                              std::to_string(H) + " dimensions");
+                                              std::to_string(width_) + " dimensions");
 }
 
 EmbeddingTask::~EmbeddingTask() { backend_.drain(); }
@@ -69,6 +69,10 @@ void EmbeddingTask::release_workspace() {
   emb_.reset();
   d_emb_.reset();
   workspace_.reset();
+  pooled_.reset();
+  d_pooled_.reset();
+  dense_out_.clear();
+  d_dense_out_.clear();
 }
 
 void EmbeddingTask::make_workspace(int halvings) {
@@ -80,13 +84,24 @@ void EmbeddingTask::make_workspace(int halvings) {
   // A mini-batch holds at most `budget_` tokens, so at most that many texts.
   const int64_t sequences = std::min<int64_t>(budget_, o_.batch_size * groups());
   runner_ = std::make_unique<EncoderTrainingRunner>(enc_, backend_, budget_, sequences);
-  emb_ = backend_.allocate(static_cast<size_t>(rows * H) * 4);
-  d_emb_ = backend_.allocate(static_cast<size_t>(rows * H) * 4);
-  workspace_floats_ = std::max<int64_t>(embedding_loss_workspace_floats(o_.batch_size * ranks_, groups(), H), 1);
+  const int64_t W = width_;
+  emb_ = backend_.allocate(static_cast<size_t>(rows * W) * 4);
+  d_emb_ = backend_.allocate(static_cast<size_t>(rows * W) * 4);
+  const std::vector<DenseLayerParams>& dense = enc_.dense_master;
+  if (!dense.empty()) {
+    pooled_ = backend_.allocate(static_cast<size_t>(rows * H) * 4);
+    d_pooled_ = backend_.allocate(static_cast<size_t>(rows * H) * 4);
+    for (size_t i = 0; i + 1 < dense.size(); ++i) {
+      const size_t bytes = static_cast<size_t>(rows * dense[i].w.dim(0)) * 4;
+      dense_out_.push_back(backend_.allocate(bytes));
+      d_dense_out_.push_back(backend_.allocate(bytes));
+    }
+  }
+  workspace_floats_ = std::max<int64_t>(embedding_loss_workspace_floats(o_.batch_size * ranks_, groups(), W), 1);
   workspace_ = backend_.allocate(static_cast<size_t>(workspace_floats_) * 4);
   if (!zeros_) {
-    zeros_ = backend_.allocate_host(static_cast<size_t>(rows * H) * 4);
-    std::memset(zeros_->data(), 0, static_cast<size_t>(rows * H) * 4);
+    zeros_ = backend_.allocate_host(static_cast<size_t>(rows * W) * 4);
+    std::memset(zeros_->data(), 0, static_cast<size_t>(rows * W) * 4);
     scores_ = backend_.allocate(static_cast<size_t>(std::max<int64_t>(o_.batch_size * ranks_, 1)) * 4);
     scores_host_ = backend_.allocate_host(static_cast<size_t>(std::max<int64_t>(o_.batch_size * ranks_, 1)) * 4);
   }
@@ -147,7 +162,7 @@ MicroBatchKnobs EmbeddingTask::knobs(const MicroBatchPlace& place, const MiniBat
 void EmbeddingTask::gather_embeddings(int64_t rows_global, const std::vector<MiniBatch>& own) {
   // Each rank sends its rows (padded to batch_size per group, so every rank
   // sends the same size) and writes the others' into its matrix.
-  const int64_t H = enc_.config.hidden_size, n = rows_global / groups();
+  const int64_t H = width_, n = rows_global / groups();
   const int64_t share = o_.batch_size * groups() * H;
   std::vector<float> mine(static_cast<size_t>(share), 0.0f);
   gather_host_.resize(static_cast<size_t>(rows_global * H));
@@ -174,7 +189,7 @@ void EmbeddingTask::gather_embeddings(int64_t rows_global, const std::vector<Min
 void EmbeddingTask::enqueue_loss(int64_t n, const std::vector<uint32_t>& global, const MicroBatchPlace& place,
                                  const TensorView& metrics) {
   const Ops& ops = backend_.ops();
-  const int64_t H = enc_.config.hidden_size, rows = n * groups();
+  const int64_t H = width_, rows = n * groups();
   const TensorView emb(emb_->data(), DType::f32, {rows, H}), d_emb(d_emb_->data(), DType::f32, {rows, H});
   TensorView scores{};
   if (objective_takes_scores(o_.objective)) {
@@ -222,22 +237,60 @@ void EmbeddingTask::enqueue_loss(int64_t n, const std::vector<uint32_t>& global,
   if (!place.loss_scaler.empty()) ops.loss_scale_multiply(d_emb, place.loss_scaler);  // f16: the scaled loss's gradient
 }
 
+TensorView EmbeddingTask::rows(const Buffer& b, const MiniBatch& m, int64_t width) const {
+  return TensorView(static_cast<float*>(b.data()) + m.row * width, DType::f32, {m.rows, width});
+}
+
+void EmbeddingTask::enqueue_dense_forward(const MiniBatch& m) {
+  const Ops& ops = backend_.ops();
+  const std::vector<DenseLayerParams>& dense = enc_.dense_master;
+  TensorView x = rows(*pooled_, m, enc_.config.hidden_size);  // [rows, H]
+  for (size_t i = 0; i < dense.size(); ++i) {
+    const DenseLayerParams& d = dense[i];
+    const bool last = i + 1 == dense.size();
+    const TensorView y = rows(last ? *emb_ : *dense_out_[i], m, d.w.dim(0));  // [rows, out_i]
+    ops.linear(y, x, d.w, d.b, d.act, Accumulate::no);  // y = act(x W^T + b)
+    x = y;
+  }
+}
+
+void EmbeddingTask::enqueue_dense_backward(const MiniBatch& m) {
+  const Ops& ops = backend_.ops();
+  const std::vector<DenseLayerParams>& dense = enc_.dense_master;
+  const int64_t H = enc_.config.hidden_size;
+  for (size_t i = dense.size(); i-- > 0;) {
+    const DenseLayerParams& d = dense[i];
+    const bool last = i + 1 == dense.size();
+    const int64_t out = d.w.dim(0), in = d.w.dim(1);
+    const TensorView y = rows(last ? *emb_ : *dense_out_[i], m, out);     // the forward's output
+    const TensorView dy = rows(last ? *d_emb_ : *d_dense_out_[i], m, out);
+    const TensorView x = i == 0 ? rows(*pooled_, m, H) : rows(*dense_out_[i - 1], m, in);
+    const TensorView dx = i == 0 ? rows(*d_pooled_, m, H) : rows(*d_dense_out_[i - 1], m, in);
+    if (d.act == Activation::tanh) ops.tanh_backward(dy, dy, y);  // d u, in place
+    // d x written; d W, d b added (+=) into the layout's gradient.
+    ops.linear_backward(dx, enc_.dense_grad[i].w, enc_.dense_grad[i].b, dy, x, d.w, Accumulate::no);
+  }
+}
+
 void EmbeddingTask::enqueue(const std::vector<uint32_t>& global, const MicroBatchPlace& place,
                             const TensorView& metrics) {
   const int64_t n = static_cast<int64_t>(global.size()), H = enc_.config.hidden_size;
   if (n == 0) return;
   const std::vector<MiniBatch> minis = plan(global, n);
   last_mini_batches_ = static_cast<int64_t>(minis.size());
-  auto rows_of = [&](const Buffer& b, const MiniBatch& m) {
-    return TensorView(static_cast<float*>(b.data()) + m.row * H, DType::f32, {m.rows, H});
-  };
+  // The runner pools into pooled_ ([rows, H]) where Dense modules follow, else into emb_.
+  const bool dense = !enc_.dense_master.empty();
+  auto pooled_rows = [&](const MiniBatch& m) { return rows(dense ? *pooled_ : *emb_, m, H); };
+  auto d_pooled_rows = [&](const MiniBatch& m) { return rows(dense ? *d_pooled_ : *d_emb_, m, H); };
   // Pass 1: every mini-batch's embeddings (the plain step: the only one).
   std::vector<PackedBatch> packed;
   packed.reserve(minis.size());
   for (const MiniBatch& m : minis) {
     crash_point("train_micro_batch");
     packed.push_back(pack(global, m));
-    runner_->enqueue_embedding_forward(packed.back(), knobs(place, m), o_.pooling, rows_of(*emb_, m));
+    runner_->enqueue_embedding_forward(packed.back(), knobs(place, m), o_.pooling, pooled_rows(m));
+    // The Dense outputs stay in their step-sized buffers for the backward.
+    if (dense) enqueue_dense_forward(m);
   }
   if (ranks_ > 1) gather_embeddings(n * groups(), minis);
   enqueue_loss(n, global, place, metrics);
@@ -245,9 +298,10 @@ void EmbeddingTask::enqueue(const std::vector<uint32_t>& global, const MicroBatc
   for (size_t i = minis.size(); i-- > 0;) {
     const MiniBatch& m = minis[i];
     const MicroBatchKnobs k = knobs(place, m);
-    if (i + 1 != minis.size()) runner_->enqueue_embedding_forward(packed[i], k, o_.pooling, rows_of(*emb_, m));
+    if (i + 1 != minis.size()) runner_->enqueue_embedding_forward(packed[i], k, o_.pooling, pooled_rows(m));
+    if (dense) enqueue_dense_backward(m);
     if (place.backward_hook && i == 0) runner_->set_backward_hook(place.backward_hook);
-    runner_->enqueue_embedding_backward(packed[i], k, o_.pooling, rows_of(*d_emb_, m));
+    runner_->enqueue_embedding_backward(packed[i], k, o_.pooling, d_pooled_rows(m));
     runner_->set_backward_hook(nullptr);
   }
 }
@@ -280,7 +334,7 @@ std::vector<std::pair<std::string, double>> eval_set_metrics(const EvalSet& set,
 std::optional<EvalMetrics> EmbeddingTask::evaluate() {
   if (!eval_ || !eval_texts_ || eval_texts_->empty()) return std::nullopt;
   const LoadedEncoder view = enc_.inference_view();
-  const int64_t H = enc_.config.hidden_size;
+  const int64_t H = width_;  // the sentence embedding's width (after the Dense modules)
   int64_t longest = 0;
   for (const Example& e : *eval_texts_) longest = std::max<int64_t>(longest, static_cast<int64_t>(e.ids.size()));
   // Batches of up to the training mini-batch's tokens (and at least one text).

@@ -1,8 +1,9 @@
 // An embedding model as a training task (train/train_task.h): the
 // contrastive objectives of sentence-transformers (MultipleNegativesRanking,
 // its symmetric form, CoSENT, CosineSimilarity; each optionally summed over
-// Matryoshka prefixes) on the pooled last hidden state, with GradCache for
-// contrastive batches larger than memory.
+// Matryoshka prefixes) on the pooled last hidden state, passed through the
+// model's sentence-transformers Dense modules where it has them (trained with
+// the encoder), with GradCache for contrastive batches larger than memory.
 //
 // A step's texts — the batch's anchors, then its positives, then each
 // negative column (the op's groups, backend/op_list.h embedding_loss) — are
@@ -96,6 +97,11 @@ class EmbeddingTask final : public TrainTask {
   void gather_embeddings(int64_t rows_global, const std::vector<MiniBatch>& own);
   void enqueue_loss(int64_t anchors, const std::vector<uint32_t>& global, const MicroBatchPlace& place,
                     const TensorView& metrics);
+  // The Dense modules of one mini-batch's rows: pooled -> ... -> emb_, and
+  // back from d_emb_ to d_pooled_ (parameter gradients added, +=).
+  void enqueue_dense_forward(const MiniBatch& m);
+  void enqueue_dense_backward(const MiniBatch& m);
+  TensorView rows(const Buffer& b, const MiniBatch& m, int64_t width) const;
 
   TrainableEncoder& enc_;
   Backend& backend_;
@@ -104,12 +110,19 @@ class EmbeddingTask final : public TrainTask {
   const std::vector<Example>& texts_;
   const EvalSet* eval_;
   const std::vector<Example>* eval_texts_;
+  int64_t width_ = 0;                      // the sentence embedding's: the last Dense module's out_features, else H
   int64_t longest_ = 0, step_tokens_ = 0;  // the longest text; the most tokens one rank's share of a step can have
   int ranks_ = 1, rank_ = 0;
   int64_t budget_ = 0;                     // tokens per mini-batch (the workspace's)
   int64_t workspace_floats_ = 0;           // the loss op's scratch
   std::unique_ptr<EncoderTrainingRunner> runner_;
   std::unique_ptr<Buffer> emb_, d_emb_, workspace_, scores_, zeros_, scores_host_;
+  // With Dense modules (enc_.dense_master): the step's pooled matrix [rows, H]
+  // and its gradient, and each module's output and output gradient [rows,
+  // out_i], the last module's being emb_ / d_emb_ [rows, W]. Without: empty,
+  // the runner pools into emb_ ([rows, H]) directly.
+  std::unique_ptr<Buffer> pooled_, d_pooled_;
+  std::vector<std::unique_ptr<Buffer>> dense_out_, d_dense_out_;  // modules 0 .. n-2
   std::shared_ptr<Event> scores_copied_;
   std::vector<float> gather_host_;
   int64_t last_mini_batches_ = 0;

@@ -23,6 +23,7 @@
 #include "io/safetensors.h"
 #include "support/fixtures.h"
 #include "support/goldens.h"
+#include "support/train_run_files.h"
 #include "train/loss_scaler.h"
 
 namespace stoke {
@@ -31,6 +32,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace test::goldens;
+using test::expect_models_close;
+using test::log_lines;
+using test::results_of;
 
 const int kGoldenLabels[16] = {0, 1, 2, 0, 1, 2, 0, 1, 2, 1, 0, 2, 1, 0, 2, 1};
 
@@ -131,20 +135,7 @@ void expect_model_matches(const Fixture& fx, const fs::path& safetensors, const 
   EXPECT_EQ(compared, golden_params);
 }
 
-std::vector<json> log_lines(const fs::path& dir) {
-  std::vector<json> out;
-  std::ifstream in(dir / "log.jsonl");
-  std::string line;
-  while (std::getline(in, line)) out.push_back(json::parse(line));
-  return out;
-}
 
-// A log without its timings: what must be identical after a resume.
-std::vector<json> results_of(std::vector<json> lines) {
-  for (json& l : lines)
-    for (const char* timing : {"samples_per_s", "tokens_per_s", "host_syncs"}) l.erase(timing);
-  return lines;
-}
 
 class TrainGoldenCli : public ::testing::TestWithParam<const char*> {};
 
@@ -593,24 +584,6 @@ TEST(TrainCli, AutoBatchSizeFitsTheBudgetAndScalesTheLearningRate) {
   }
 }
 
-// Relative error per tensor between two model files (the key biases, whose
-// gradient is rounding noise, absolute); 0 when they are byte for byte equal.
-void expect_models_close(const fs::path& a_path, const fs::path& b_path, double rel_tol, const std::string& what) {
-  auto a_file = SafetensorsFile::open(a_path);
-  auto b_file = SafetensorsFile::open(b_path);
-  for (const StoredTensor& t : a_file->tensors()) {
-    const StoredTensor* u = b_file->find(t.name);
-    ASSERT_NE(u, nullptr) << t.name;
-    std::vector<float> a(static_cast<size_t>(t.numel())), b(a.size());
-    std::memcpy(a.data(), t.data.data(), a.size() * 4);
-    std::memcpy(b.data(), u->data.data(), b.size() * 4);
-    if (t.name.find("attention.self.key.bias") != std::string::npos) {
-      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 3e-3) << what << " " << t.name;
-      continue;
-    }
-    EXPECT_LE(relative_error(b, std::vector<double>(a.begin(), a.end())), rel_tol) << what << " " << t.name;
-  }
-}
 
 // RELIABILITY 10 in training: out of memory in the middle of a step (here
 // the second micro-batch of step 1, after the first one's forward, loss and

@@ -18,6 +18,7 @@
 #include "io/safetensors.h"
 #include "support/fixtures.h"
 #include "support/goldens.h"
+#include "support/train_run_files.h"
 
 namespace stoke {
 namespace {
@@ -25,6 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace test::goldens;
+using test::expect_models_close;
+using test::log_lines;
+using test::results_of;
 
 std::string model(const std::string& name) { return test::fixture("models/" + name).string(); }
 
@@ -47,38 +51,8 @@ fs::path triplets_file(const std::string& name, size_t first, size_t n, bool neg
   return p;
 }
 
-std::vector<json> log_lines(const fs::path& dir) {
-  std::vector<json> out;
-  std::ifstream in(dir / "log.jsonl");
-  std::string line;
-  while (std::getline(in, line)) out.push_back(json::parse(line));
-  return out;
-}
 
-// The log without its timings.
-std::vector<json> results_of(std::vector<json> lines) {
-  for (json& l : lines)
-    for (const char* k : {"samples_per_s", "tokens_per_s", "host_syncs"}) l.erase(k);
-  return lines;
-}
 
-void expect_models_close(const fs::path& a_path, const fs::path& b_path, double rel_tol, const std::string& what) {
-  auto a_file = SafetensorsFile::open(a_path);
-  auto b_file = SafetensorsFile::open(b_path);
-  ASSERT_EQ(a_file->tensors().size(), b_file->tensors().size()) << what;
-  for (const StoredTensor& t : a_file->tensors()) {
-    const StoredTensor* u = b_file->find(t.name);
-    ASSERT_NE(u, nullptr) << t.name;
-    std::vector<float> a(static_cast<size_t>(t.numel())), b(a.size());
-    std::memcpy(a.data(), t.data.data(), a.size() * 4);
-    std::memcpy(b.data(), u->data.data(), b.size() * 4);
-    if (t.name.find("attention.self.key.bias") != std::string::npos) {  // gradient mathematically 0: rounding only
-      for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 3e-3) << what << " " << t.name;
-      continue;
-    }
-    EXPECT_LE(relative_error(b, std::vector<double>(a.begin(), a.end())), rel_tol) << what << " " << t.name;
-  }
-}
 
 const char* kEnv = "OMP_NUM_THREADS=1";
 

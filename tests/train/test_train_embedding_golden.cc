@@ -7,11 +7,17 @@
 // relative, every parameter after step 2 to 1e-5 (the key biases and the
 // few elements whose gradient is below 1e-7, where f32 rounding is the
 // whole update: 2e-3 absolute, the key-bias rule of tests/golden/README.md).
+// tiny-bert-dense (tiny-bert + Pooling(cls) + Dense(64 -> 24, tanh) +
+// Normalize; mnrl and cosent): the Dense module trains with the encoder and
+// is saved as sentence-transformers saves it, <path>/model.safetensors
+// ("linear.weight", "linear.bias"; the goldens name it "<path>/linear.weight").
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -115,13 +121,24 @@ TEST_P(TrainEmbeddingGolden, TwoAdamWStepsMatchSentenceTransformers) {
   // Every parameter after step 2.
   auto want = SafetensorsFile::open(dir / (stem + ".safetensors"));
   auto got = SafetensorsFile::open(out / "model.safetensors");
+  std::map<std::string, std::shared_ptr<SafetensorsFile>> module_files;  // "2_Dense" -> its model.safetensors
+  // A tensor of stoke's output: "<module path>/<name>" from that module's file, the rest from model.safetensors.
+  auto find_got = [&](const std::string& name) -> const StoredTensor* {
+    const size_t slash = name.find('/');
+    if (slash == std::string::npos) return got->find(name);
+    const std::string path = name.substr(0, slash);
+    EXPECT_EQ(got->find(name), nullptr) << stem << ": " << name << " belongs in " << path << "/model.safetensors";
+    auto& file = module_files[path];
+    if (!file) file = SafetensorsFile::open(out / path / "model.safetensors");
+    return file->find(name.substr(slash + 1));
+  };
   size_t compared = 0;
   const std::string word = g["word_embedding"]["name"].get<std::string>();
   std::set<std::string> absent;  // not in the model file: transformers creates them at load, no loss trains them
   for (const std::string name : g["parameters_not_in_model_file"]) absent.insert(name);
   for (const std::string name : g["parameters"]) {
     if (absent.count(name)) continue;
-    const StoredTensor* mine = got->find(name);
+    const StoredTensor* mine = find_got(name);
     ASSERT_NE(mine, nullptr) << stem << ": stoke's model lacks " << name;
     if (name == word) {
       const StoredTensor* rows = want->find("word_embedding_rows");
@@ -143,20 +160,57 @@ TEST_P(TrainEmbeddingGolden, TwoAdamWStepsMatchSentenceTransformers) {
     ++compared;
   }
   EXPECT_GE(compared, g["parameters"].size() - g["parameters_not_in_model_file"].size()) << stem;
+  // The modules in sentence-transformers' order; a Dense module's config as the base's.
+  const json modules = json::parse(read_file(out / "modules.json"));
+  ASSERT_EQ(modules.size(), g["modules"].size()) << stem;
+  for (size_t i = 0; i < modules.size(); ++i) {
+    const std::string type = modules[i]["type"].get<std::string>(), want_type = g["modules"][i].get<std::string>();
+    EXPECT_EQ(type.substr(type.rfind('.') + 1), want_type) << stem << " module " << i;
+    if (want_type == "Dense") {
+      const std::string path = modules[i]["path"].get<std::string>();
+      EXPECT_EQ(read_file(out / path / "config.json"), read_file(folder / path / "config.json")) << stem << " " << path;
+    }
+  }
   // What no loss reaches is saved as the base had it.
   for (const std::string name : g["parameters_without_grad"]) {
     const StoredTensor* w = want->find(name);
-    const StoredTensor* mine = got->find(name);
+    const StoredTensor* mine = find_got(name);
     if (!w) continue;
     ASSERT_NE(mine, nullptr) << stem << " " << name;
     EXPECT_EQ(floats(*mine), floats(*w)) << stem << " " << name;
   }
 }
 
+// A Dense module's parameters and optimizer state resume exactly: 4 steps
+// straight == 2 steps, killed after the first checkpoint, resumed to 4,
+// bitwise (model.safetensors and 2_Dense/model.safetensors).
+TEST(TrainEmbeddingDense, ResumeAfterKillIsBitwiseExact) {
+  const fs::path dir = test::source_dir() / "tests" / "golden" / "contrastive";
+  const fs::path folder = test::source_dir() / "tests" / "golden" / "models" / "tiny-bert-dense";
+  const std::string base = "train --objective mnrl --model " + folder.string() + " --train " +
+                           (dir / "mnrl.jsonl").string() +
+                           " --batch-size 2 --max-steps 4 --save-every 2 --log-every 1 --dropout 0.1 --precision f32 --quiet";
+  const std::string env = "OMP_NUM_THREADS=1";
+  const fs::path root = test::scratch_dir("train-emb-dense-resume");
+  const auto straight = test::run_stoke(base + " --output " + (root / "straight").string(), "/dev/null", env);
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  const fs::path out = root / "killed";
+  const auto first = test::run_stoke(base + " --output " + out.string(), "/dev/null", env + " STOKE_CRASH_AT=checkpoint_saved:1");
+  ASSERT_NE(first.status, 0) << "the crash point was not reached";
+  ASSERT_TRUE(fs::exists(out / "checkpoint-2" / "2_Dense" / "model.safetensors"));
+  const auto resumed = test::run_stoke(base + " --output " + out.string() + " --resume", "/dev/null", env);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  for (const char* f : {"model.safetensors", "2_Dense/model.safetensors"})
+    EXPECT_EQ(read_file(out / f), read_file(root / "straight" / f)) << f;
+  // The Dense module did train: it is not the base's.
+  EXPECT_NE(read_file(out / "2_Dense" / "model.safetensors"), read_file(folder / "2_Dense" / "model.safetensors"));
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> out;
   for (const char* m : {"tiny-bert", "tiny-xlmr5", "tiny-mpnet", "tiny-modernbert"})
     for (const char* n : {"mnrl", "mnrl-symmetric", "cosent", "cosine-mse", "mnrl-matryoshka"}) out.push_back({m, n});
+  for (const char* n : {"mnrl", "cosent"}) out.push_back({"tiny-bert-dense", n});
   return out;
 }
 
