@@ -12,7 +12,7 @@
 #   scripts/gpu-check.sh selftest               here, CPU only: the plan's arithmetic, the Python parts, the whole run at tiny scale
 #
 # Budget (set once, in "the plan" below; selftest checks the arithmetic):
-# every step has a cap; the caps sum to 335 s, under the deadline of 350 s
+# every step has a cap; the caps sum to 337 s, under the deadline of 350 s
 # (GPU_CHECK_DEADLINE_S), which is under the call's timeout_s less 30 s; no
 # step starts, nor runs, past the deadline less 5 s kept for the last table.
 # So the call takes at most 6 minutes of command time, even if every step
@@ -119,8 +119,9 @@ data             20     5 random bert-base model, 100k multilingual texts, class
 train_torch      45    27 bf16 matmul rate, then the seed first loop, then its fixed loop (one torch process)
 train_stoke      30    12 stoke train --device cuda --precision bf16 on the fixed loop data and batch
 train_report      5     1 training: samples/s, MFU, host syncs, loss curves
+train_contrastive 12    6 stoke train --objective mnrl --device cuda --precision bf16, batch 256 as GradCache mini-batches
 st               55    30 sentence-transformers bf16: batch-size sweep, sample vectors, all texts at the best batch
-stoke            35    10 stoke embed --device cuda --precision bf16, nvidia-smi beside it
+stoke            25    10 stoke embed --device cuda --precision bf16, nvidia-smi beside it
 compare           5     1 cosine stoke vs sentence-transformers, 1,000 records
 profile          15     6 stoke embed --trace on 10,000 texts: device time by op
 '
@@ -580,6 +581,7 @@ run_steps() {
     --matmul-n "${GPU_CHECK_MATMUL_N:-8192}" --matmul-out "$GC_WORK/matmul.json"
   step train_stoke bash "$self" _train_stoke
   step train_report "$GC_PY" "$GC_TRAIN_BENCH/train_report.py" "$GC_WORK" "$GC_WORK/train.json"
+  step train_contrastive bash "$self" _train_contrastive
 
   # ---- d. embedding: the peer at its best batch size, then stoke --------------------
   step st "$GC_PY" "$GC_BENCH/st_baseline.py" --model "$GC_WORK/model" --texts "$GC_WORK/texts.jsonl" \
@@ -769,6 +771,43 @@ train_stoke_step() {
     --log-every "${GPU_CHECK_TRAIN_LOG_EVERY:-25}" --save-every 0 --seed 0 --quiet 2>&1 | tail -n 20
   rc=${PIPESTATUS[0]}
   set -e
+  exit "$rc"
+}
+
+# _train_contrastive: an embedding model's training on the card (issue 34):
+# mnrl with in-batch negatives at batch 256, the step's 512 texts embedded as
+# GradCache mini-batches of at most 8,192 tokens, bf16, 30 steps; its
+# run.json (samples/s as the user waits, mini-batches per step, host syncs)
+# goes to the work folder. Pairs: halves of (b)'s texts.
+train_contrastive_step() {
+  local outd="$GC_WORK/train-contrastive" rc=0
+  [ -x "$GC_STOKE" ] || {
+    echo "no stoke binary at $GC_STOKE"
+    exit 127
+  }
+  "$GC_PY" - "$GC_WORK/texts.jsonl" "$GC_WORK/pairs.jsonl" <<'PY'
+import json, sys
+n = 0
+with open(sys.argv[1], encoding="utf-8") as f, open(sys.argv[2], "w", encoding="utf-8") as out:
+    for line in f:
+        w = json.loads(line)["text"].split()
+        if len(w) < 12:
+            continue
+        out.write(json.dumps({"anchor": " ".join(w[: len(w) // 2]), "positive": " ".join(w[len(w) // 2 :])}) + "\n")
+        n += 1
+        if n == 8192:
+            break
+PY
+  set +e
+  LD_LIBRARY_PATH="$GC_BINLIB" "$GC_STOKE" train --objective mnrl --model "$GC_WORK/train/model" \
+    --train "$GC_WORK/pairs.jsonl" --output "$outd" --overwrite --device "$GC_DEVICE" \
+    --precision "${GPU_CHECK_TRAIN_PRECISION:-$([ "$GC_DEVICE" = cpu ] && echo f32 || echo bf16)}" \
+    --batch-size 256 --mini-batch-tokens 8192 --max-length 64 --max-steps "${GPU_CHECK_CONTRASTIVE_STEPS:-30}" \
+    --lr 5e-5 --log-every 10 --save-every 0 --seed 0 --quiet 2>&1 | tail -n 20
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ -f "$outd/run.json" ] && cp "$outd/run.json" "$GC_WORK/train-contrastive.json" &&
+    "$GC_PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("contrastive:", r["throughput"]["samples_per_s"], "samples/s;", r["mini_batch"], "; host syncs", r["host_syncs"])' "$outd/run.json"
   exit "$rc"
 }
 
@@ -1347,6 +1386,7 @@ case "${1:-}" in
   _sanitizer) sanitizer_step ;;
   _data) data_step ;;
   _train_stoke) train_stoke_step ;;
+  _train_contrastive) train_contrastive_step ;;
   _stoke) stoke_step ;;
   _profile) profile_step ;;
   _plan) print_plan ;;
