@@ -759,9 +759,9 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   if (o.chunks.late) check_late_chunking_model(s.encoder, v.pooling);
   EncodePipelineOptions po = pipeline_options(o, in, s, v, trace, threads);
   if (o.outputs.sparse || o.outputs.colbert) {
-    po.sparse = o.outputs.sparse;
-    po.colbert = o.outputs.colbert;
-    if (po.sparse) po.unused_ids = m3_unused_token_ids(s.text.folder.model_dir, *s.text.tokenizer);
+    po.extras.sparse = o.outputs.sparse;
+    po.extras.colbert = o.outputs.colbert;
+    if (po.extras.sparse) po.extras.unused_ids = m3_unused_token_ids(s.text.folder.model_dir, *s.text.tokenizer);
   }
   const int64_t dims = pipeline_row_width(s.encoder, po);
   json manifest = embed_manifest(o, in, s, v, po, dims, streamed, task.source);

@@ -75,7 +75,7 @@ uint64_t estimate_input_records(const RecordReaderOptions& in) {
 EncodePipelineOptions sample_options(EncodePipelineOptions po, uint64_t sample_records) {
   po.max_records = sample_records;
   po.chunks = {};  // the sample's texts whole (truncated): int8 against f32 on the same rows, not the output's
-  po.sparse = po.colbert = false;  // dense rows are what is compared (the f32 model has no bge-m3 heads loaded)
+  po.extras.sparse = po.extras.colbert = false;  // dense rows are what is compared (the f32 model has no bge-m3 heads loaded)
   // Record r of the input, whichever task asks: every task of a job reports
   // the same sample (a task reading files of its own samples those).
   po.task_index = 0;

@@ -19,7 +19,7 @@
 #include "pipeline/bounded_queue.h"
 #include "pipeline/bucketer.h"
 #include "pipeline/text_chunks.h"
-#include "model/m3_outputs.h"
+#include "model/text_outputs.h"
 
 namespace stoke {
 
@@ -50,8 +50,7 @@ struct Window {
   std::vector<ChunkRow> chunks;       // chunked: each unit's chunk
   std::vector<uint32_t> seq_units;    // late chunking: sequences' first units (+ the end)
   std::vector<std::pair<int32_t, int32_t>> unit_rows;  // late chunking: [begin, end) rows in the sequence
-  std::vector<LexicalWeights> sparse;          // bge-m3: each record's lexical weights
-  std::vector<std::vector<float>> colbert;     // bge-m3: each record's ColBERT vectors
+  std::vector<TextExtras> extras;              // each record's sparse / multi-vector outputs
 
   size_t units() const { return unit_record.empty() ? records.size() : unit_record.size(); }
   size_t record_of(size_t unit) const { return unit_record.empty() ? unit : unit_record[unit]; }
@@ -137,18 +136,19 @@ class Pipeline {
         ++stats_.memory_halvings;
       }
     }
-    // bge-m3's per-token outputs: a host buffer per output slot, for the
-    // batch's every token.
-    if (opt_.sparse || opt_.colbert) {
+    // Sparse / multi-vector outputs: host buffers per output slot, for the
+    // batch's every token or sequence (model/text_outputs.h).
+    if (opt_.extras.sparse || opt_.extras.colbert) {
       if (opt_.chunks.on())
         throw Error(Errc::unsupported, "sparse and ColBERT outputs of chunked texts: chunked runs give dense rows "
                                        "only");
       if (opt_.product != RowProduct::pooled) throw Error(Errc::invalid_argument, "sparse / ColBERT outputs go with pooled rows");
-      const auto T = static_cast<size_t>(runner_->max_tokens());
+      const size_t sparse_floats =
+          sparse_host_floats(enc_, opt_.extras, runner_->max_tokens(), runner_->max_sequences());
+      const size_t colbert_floats = colbert_host_floats(enc_, opt_.extras, runner_->max_tokens());
       for (size_t k = 0; k < kSlots; ++k) {
-        if (opt_.sparse) sparse_slots_[k] = backend_.allocate_host(T * sizeof(float));
-        if (opt_.colbert)
-          colbert_slots_[k] = backend_.allocate_host(T * static_cast<size_t>(enc_.m3.colbert_dim()) * sizeof(float));
+        if (sparse_floats) sparse_slots_[k] = backend_.allocate_host(sparse_floats * sizeof(float));
+        if (colbert_floats) colbert_slots_[k] = backend_.allocate_host(colbert_floats * sizeof(float));
       }
     }
   }
@@ -458,8 +458,7 @@ class Pipeline {
       // span pools the mean of its tokens instead (as Jina's late chunking).
       if (out.pooling == PoolingMode::cls || out.pooling == PoolingMode::lasttoken) out.pooling = PoolingMode::mean;
     }
-    if (opt_.sparse) out.sparse_weights = static_cast<float*>(sparse_slots_[slot]->data());
-    if (opt_.colbert) out.colbert = static_cast<float*>(colbert_slots_[slot]->data());
+    set_text_output_destinations(enc_, opt_.extras, out, host_floats(sparse_slots_[slot]), host_floats(colbert_slots_[slot]));
     BatchJob job;
     job.done = runner_->run(batch, out);
     job.window = std::move(w);
@@ -500,7 +499,7 @@ class Pipeline {
       tokens += w.encodings[m].ids.size();
       fresh += end - first;
     }
-    if (!job.kept_rows && (opt_.sparse || opt_.colbert)) collect_m3(job, w);
+    if (!job.kept_rows && (opt_.extras.sparse || opt_.extras.colbert)) collect_extras(job, w);
     // Progress counters are shared with the progress reader: once per batch, not per row.
     rows_done_.fetch_add(fresh, std::memory_order_relaxed);
     crash_point("batch-collected");  // tests act mid-run here (STOKE_STOP_AT=batch-collected:n)
@@ -508,29 +507,22 @@ class Pipeline {
     stats_.write.busy += since(t1);
   }
 
-  // bge-m3's outputs of a collected batch: each member's lexical weights and
-  // ColBERT vectors out of the slot's per-token buffers (members in batch
-  // order, their tokens one after another).
-  void collect_m3(const BatchJob& job, Window& w) {
-    if (opt_.sparse) w.sparse.resize(w.records.size());
-    if (opt_.colbert) w.colbert.resize(w.records.size());
-    const int64_t D = enc_.m3.colbert_dim();
-    size_t first = 0;
+  // The sparse / multi-vector outputs of a collected batch: each member's
+  // out of the slot's host buffers (members in batch order, their tokens one
+  // after another).
+  void collect_extras(const BatchJob& job, Window& w) {
+    w.extras.resize(w.records.size());
+    const float* sparse = host_floats(sparse_slots_[job.slot]);
+    const float* colbert = host_floats(colbert_slots_[job.slot]);
+    int64_t first = 0, sequence = 0;
     for (uint32_t m : job.members) {
       const std::vector<int32_t>& ids = w.encodings[m].ids;
-      if (opt_.sparse) {
-        const auto* weights = static_cast<const float*>(sparse_slots_[job.slot]->data()) + first;
-        w.sparse[m] = lexical_weights(ids, std::span<const float>(weights, ids.size()), opt_.unused_ids);
-      }
-      if (opt_.colbert) {
-        // Every token but the first (CLS), as FlagEmbedding keeps them.
-        const auto* all = static_cast<const float*>(colbert_slots_[job.slot]->data());
-        const size_t n = ids.empty() ? 0 : ids.size() - 1;
-        w.colbert[m].assign(all + (first + 1) * static_cast<size_t>(D), all + (first + 1 + n) * static_cast<size_t>(D));
-      }
-      first += ids.size();
+      w.extras[m] = text_extras(enc_, opt_.extras, ids, first, sequence++, sparse, colbert);
+      first += static_cast<int64_t>(ids.size());
     }
   }
+
+  static float* host_floats(const std::unique_ptr<Buffer>& b) { return b ? static_cast<float*>(b->data()) : nullptr; }
 
   // Rows and skipped records to the sink, merged in record order.
   void emit(Window& w) {
@@ -547,13 +539,11 @@ class Pipeline {
           stats_.resumed++;
         } else {
           const float* row = w.rows.data() + i * static_cast<size_t>(width_);
-          if (opt_.sparse || opt_.colbert) {
+          if (opt_.extras.sparse || opt_.extras.colbert) {
             RowExtras extras;
-            if (opt_.sparse) {
-              extras.sparse_ids = w.sparse[i].ids;
-              extras.sparse_values = w.sparse[i].weights;
-            }
-            if (opt_.colbert) extras.colbert = w.colbert[i];
+            extras.sparse_ids = w.extras[i].sparse.ids;
+            extras.sparse_values = w.extras[i].sparse.weights;
+            extras.colbert = w.extras[i].colbert;
             sink_.row_with_extras(rec, enc, row, extras);
           } else {
             sink_.row(rec, enc, row);
@@ -866,7 +856,7 @@ class Pipeline {
   int64_t width_;
   std::array<std::unique_ptr<Buffer>, kSlots> slots_;  // before the runner: freed after it drained
   std::vector<int32_t> span_rows_, span_cu_;           // late chunking: the batch being enqueued's spans
-  std::array<std::unique_ptr<Buffer>, kSlots> sparse_slots_, colbert_slots_;  // bge-m3: per-token outputs per slot
+  std::array<std::unique_ptr<Buffer>, kSlots> sparse_slots_, colbert_slots_;  // sparse / multi-vector outputs per slot
   std::unique_ptr<EncoderRunner> runner_;
   PipelineStats stats_;
   uint64_t other_tasks_ = 0, total_bytes_ = 0;

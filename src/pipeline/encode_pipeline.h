@@ -23,6 +23,7 @@
 #include "backend/backend.h"
 #include "core/trace.h"
 #include "model/encoder.h"
+#include "model/text_outputs.h"
 #include "pipeline/batch_journal.h"
 #include "pipeline/record_reader.h"
 #include "pipeline/shard_writer.h"
@@ -48,12 +49,12 @@ struct EncodePipelineOptions {
   bool serial = false;            // one stage at a time on the calling thread (the comparison loop)
   RowProduct product = RowProduct::pooled;
   ChunkOptions chunks;            // pooled rows only
-  // bge-m3's per-token heads from the same forward (model/m3_heads.h): each
-  // row's lexical weights (the ids in unused_ids left out) and ColBERT
-  // vectors, handed to the sink beside the pooled row. No batch journal then
-  // (its rows are fixed-width): a stop keeps what shards committed.
-  bool sparse = false, colbert = false;
-  std::vector<int32_t> unused_ids;  // sorted (model/m3_outputs.h m3_unused_token_ids)
+  // Sparse and multi-vector outputs from the same forward
+  // (model/text_outputs.h: bge-m3's heads, SPLADE, ColBERT): each row's
+  // lexical weights and vectors, handed to the sink beside the pooled row.
+  // No batch journal then (its rows are fixed-width): a stop keeps what
+  // shards committed.
+  TextOutputSettings extras;
   PoolingMode pooling = PoolingMode::mean;
   bool normalize = false;
   int64_t dims = 0;               // pooled columns kept (0 = hidden size)
