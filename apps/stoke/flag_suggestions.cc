@@ -74,6 +74,12 @@ const std::vector<KnownName>& known_names() {
       {"--dtype", "", {{{"--precision", "", "what the model computes in"}, {"--output-dtype", "", "what the .npy files hold"}}}},
       {"--auto-truncate", "", {{{"--max-length", "", "texts are cut at it"}}}},
       {"--truncate", "", {{{"--auto-truncate"}}, {{"--max-length", "", "texts are cut at it"}}}},
+      // FlagEmbedding / PyLate / SparseEncoder (sparse and multi-vector models)
+      {"--colbert-role", "", {{{"--role"}}}},
+      {"--is-query", "", {{{"--role", "query"}}}},
+      {"--max-active-dims", "", {{{"--sparse-top-k"}}}},
+      {"--return-sparse", "", {{{"--outputs", "dense,sparse,colbert"}}}},
+      {"--return-colbert-vecs", "", {{{"--outputs", "dense,sparse,colbert"}}}},
       // British spelling
       {"--normalise", "", {{{"--normalize"}}}},
       {"--no-normalise", "", {{{"--no-normalize"}}}},

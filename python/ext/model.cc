@@ -57,7 +57,8 @@ ModelSession open_session(const ModelOptions& o) {
   load.dtype = s.precision;
   load.need_classifier = is_classifier_config(s.text.folder.config);
   s.encoder = load_encoder(s.text.folder.config, open_model_folder_weights(s.text.folder), *s.backend, load);
-  load_dense_modules(s.encoder, s.text.folder.dir, s.text.folder.st.dense, *s.backend);
+  load_sentence_modules(s.encoder, s.text.folder, *s.backend);
+  if (!load.need_classifier) load_text_output_heads(s.encoder, s.text.folder, *s.backend);
   return s;
 }
 
@@ -81,6 +82,15 @@ Model::Model(const ModelOptions& o) {
     pooling_name_ = std::string(stoke::pooling_name(*st().pooling));
   }
   workers_ = o.workers ? *o.workers : default_workers(s_.device_name);
+  sources_ = text_output_sources(s_.encoder, s_.text.tokenizer->vocab_size());
+  // Read once (tokenizer and ColBERT files); each call copies it with its own choices.
+  all_outputs_ = text_output_settings(s_.encoder, s_.text.folder.model_dir, *s_.text.tokenizer,
+                                      sources_.sparse != SparseSource::none,
+                                      sources_.multi_vector != MultiVectorSource::none);
+}
+
+TextOutputSettings Model::output_settings(bool sparse, bool colbert, TextRole role, int64_t sparse_top_k) const {
+  return text_output_choice(s_.encoder, all_outputs_, sources_, sparse, colbert, role, sparse_top_k);
 }
 
 Model::~Model() {

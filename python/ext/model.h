@@ -16,6 +16,7 @@
 
 #include "io/sentence_transformers.h"
 #include "jobs/model_session.h"
+#include "model/text_outputs.h"
 #include "pipeline/request_batcher.h"
 
 namespace stoke::py {
@@ -75,6 +76,12 @@ class Model {
   // The prompt sentence-transformers' encode would use: `prompt` when given,
   // else the named one, else the model's default prompt name's (none: "").
   // Throws Error(invalid_argument) for a name the model does not define.
+  // The sparse / multi-vector outputs the model gives (model/text_outputs.h).
+  const TextOutputSources& output_sources() const { return sources_; }
+  // The settings of a call asking for them; throws Error(invalid_argument)
+  // naming what the model lacks.
+  TextOutputSettings output_settings(bool sparse, bool colbert, TextRole role, int64_t sparse_top_k) const;
+
   std::string resolve_prompt(const std::optional<std::string>& prompt,
                              const std::optional<std::string>& prompt_name) const;
 
@@ -100,6 +107,8 @@ class Model {
   PoolingMode pooling_ = PoolingMode::mean;
   std::string pooling_name_ = "mean";
   int workers_ = 1;
+  TextOutputSources sources_;
+  TextOutputSettings all_outputs_;  // every output the model gives, read once from its folder
 
   std::mutex mu_;
   std::condition_variable cv_;

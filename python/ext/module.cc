@@ -82,6 +82,7 @@ struct Collected {
   int64_t width = 0;
   std::vector<int64_t> row_offsets;  // tokens only
   uint64_t tokens = 0;
+  std::vector<TextExtras> extras;    // per text, when sparse / ColBERT outputs were asked
 };
 
 // Submits the items through the model's batcher in order, in chunks of a
@@ -139,6 +140,7 @@ Collected run_requests(Model& model, std::vector<BatchItem> items, const BatchRe
     out.values = std::move(reqs[0]->values);
     out.row_offsets = std::move(reqs[0]->row_offsets);
     out.tokens = reqs[0]->total_tokens;
+    out.extras = std::move(reqs[0]->extras);
     return out;
   }
   // More than one generation: the one copy that makes a single array.
@@ -153,6 +155,8 @@ Collected run_requests(Model& model, std::vector<BatchItem> items, const BatchRe
     }
     out.values.insert(out.values.end(), r->values.begin(), r->values.end());
     out.tokens += r->total_tokens;
+    out.extras.insert(out.extras.end(), std::make_move_iterator(r->extras.begin()),
+                      std::make_move_iterator(r->extras.end()));
     std::vector<float>().swap(r->values);
   }
   return out;
@@ -179,11 +183,22 @@ nb::tuple to_numpy(Collected c, BatchProduct product, size_t texts) {
   return nb::make_tuple(list, owner);
 }
 
+// A model with no dense vector (SPLADE, ColBERT) has no pooled rows to give.
+void require_dense(const Model& model) {
+  const TextOutputSources& src = model.output_sources();
+  if (!src.dense)
+    throw Error(Errc::invalid_argument,
+                "this model has no dense vector: it is a " +
+                    std::string(src.sparse != SparseSource::none ? "sparse encoder (SPLADE): encode(..., output=\"sparse\")"
+                                                                 : "ColBERT model: encode(..., output=\"colbert\")"));
+}
+
 nb::tuple encode(Model& model, nb::list texts, const std::string& product, const std::string& prompt,
                  int64_t batch_tokens, int64_t batch_size, nb::object on_progress) {
   BatchRequestOptions ro;
   ro.product = product_of(product);
   ro.prompt = prompt;
+  if (ro.product == BatchProduct::pooled) require_dense(model);
   if (ro.product == BatchProduct::logits && !model.has_classifier())
     throw Error(Errc::invalid_argument, "predict: " + model.architecture() +
                                             " has no classification head (config.json architectures names no "
@@ -198,6 +213,69 @@ nb::tuple encode(Model& model, nb::list texts, const std::string& product, const
     c.row_offsets = {0};
   }
   return to_numpy(std::move(c), ro.product, n);
+}
+
+// Sparse and ColBERT outputs laid out for numpy: CSR arrays (indptr,
+// indices, values) and the ColBERT vectors of every text one after another
+// (total, dim) with offsets (texts + 1) — each text's array a view.
+struct ExtrasBuffer {
+  std::vector<int64_t> indptr{0}, colbert_offsets{0};
+  std::vector<int32_t> indices;
+  std::vector<float> values, colbert;
+};
+
+TextRole role_of(const std::string& role) {
+  if (role == "query") return TextRole::query;
+  if (role == "document") return TextRole::document;
+  throw Error(Errc::invalid_argument, "role \"" + role + "\": expected \"query\" or \"document\"");
+}
+
+// Model.encode(output="sparse" | "colbert") and Model.encode_outputs: one
+// forward per batch gives every output asked. Returns (dense or None,
+// indptr, indices, values, colbert (total, dim), colbert_offsets, owner);
+// arrays not asked are empty.
+nb::tuple encode_outputs(Model& model, nb::list texts, const std::string& prompt, bool dense, bool sparse,
+                         bool colbert, const std::string& role, int64_t sparse_top_k, int64_t batch_tokens,
+                         int64_t batch_size, nb::object on_progress) {
+  const TextOutputSources& src = model.output_sources();
+  if (dense) require_dense(model);
+  if (sparse_top_k < 0) throw Error(Errc::invalid_argument, "sparse_top_k: expected 0 (all) or more");
+  BatchRequestOptions ro;
+  ro.product = BatchProduct::pooled;
+  ro.prompt = prompt;
+  ro.extras = model.output_settings(sparse, colbert, role_of(role), sparse_top_k);
+  const size_t n = texts.size();
+  Collected c = run_requests(model, items_of(texts, "sentences", false), ro, BatchShape{batch_tokens, batch_size},
+                             on_progress);
+  auto* buf = new ExtrasBuffer;
+  nb::object owner = nb::cast(buf, nb::rv_policy::take_ownership);
+  auto* rows = new RowBuffer{std::move(c.values)};
+  nb::object rows_owner = nb::cast(rows, nb::rv_policy::take_ownership);
+  for (const TextExtras& x : c.extras) {
+    buf->indices.insert(buf->indices.end(), x.sparse.ids.begin(), x.sparse.ids.end());
+    buf->values.insert(buf->values.end(), x.sparse.weights.begin(), x.sparse.weights.end());
+    buf->indptr.push_back(static_cast<int64_t>(buf->indices.size()));
+    buf->colbert.insert(buf->colbert.end(), x.colbert.begin(), x.colbert.end());
+    buf->colbert_offsets.push_back(src.colbert_dim > 0 ? static_cast<int64_t>(buf->colbert.size()) / src.colbert_dim : 0);
+  }
+  std::vector<TextExtras>().swap(c.extras);
+  if (!sparse) buf->indptr.assign(1, 0);
+  if (!colbert) buf->colbert_offsets.assign(1, 0);
+  using F2 = nb::ndarray<nb::numpy, float, nb::ndim<2>, nb::c_contig>;
+  using F1 = nb::ndarray<nb::numpy, float, nb::ndim<1>, nb::c_contig>;
+  using I1 = nb::ndarray<nb::numpy, int32_t, nb::ndim<1>, nb::c_contig>;
+  using L1 = nb::ndarray<nb::numpy, int64_t, nb::ndim<1>, nb::c_contig>;
+  nb::object dense_out = nb::none();
+  if (dense) dense_out = nb::cast(F2(rows->values.data(), {n, static_cast<size_t>(model.dimension())}, rows_owner),
+                                  nb::rv_policy::reference);
+  const auto D = static_cast<size_t>(std::max<int64_t>(src.colbert_dim, 1));
+  return nb::make_tuple(
+      dense_out, nb::cast(L1(buf->indptr.data(), {buf->indptr.size()}, owner), nb::rv_policy::reference),
+      nb::cast(I1(buf->indices.data(), {buf->indices.size()}, owner), nb::rv_policy::reference),
+      nb::cast(F1(buf->values.data(), {buf->values.size()}, owner), nb::rv_policy::reference),
+      nb::cast(F2(buf->colbert.data(), {buf->colbert.size() / D, D}, owner), nb::rv_policy::reference),
+      nb::cast(L1(buf->colbert_offsets.data(), {buf->colbert_offsets.size()}, owner), nb::rv_policy::reference),
+      nb::make_tuple(owner, rows_owner));
 }
 
 // Model.encode(chunk_tokens=...): the texts cut as `stoke embed
@@ -306,6 +384,8 @@ NB_MODULE(_stoke, m) {
       .def_prop_ro("address", [](const RowBuffer& b) { return reinterpret_cast<uintptr_t>(b.values.data()); })
       .def_prop_ro("nbytes", [](const RowBuffer& b) { return b.values.size() * sizeof(float); });
 
+  nb::class_<ExtrasBuffer>(m, "ExtrasBuffer", "The buffer of one call's sparse and ColBERT outputs.");
+
   nb::class_<Model>(m, "Model")
       .def(
           "__init__",
@@ -339,6 +419,20 @@ NB_MODULE(_stoke, m) {
       .def("encode_chunks", &encode_chunks, "texts"_a, "prompt"_a, "chunk_tokens"_a, "chunk_overlap"_a = 0,
            "chunk_boundary"_a = "none", "late_chunking"_a = false, "pool_chunks"_a = "none",
            "batch_tokens"_a = 16384, "batch_size"_a = 256, "on_progress"_a = nb::none())
+      .def("encode_outputs", &encode_outputs, "texts"_a, "prompt"_a, "dense"_a, "sparse"_a, "colbert"_a,
+           "role"_a = "document", "sparse_top_k"_a = 0, "batch_tokens"_a = 16384, "batch_size"_a = 256,
+           "on_progress"_a = nb::none())
+      .def_prop_ro("outputs",
+                   [](const Model& m) {
+                     const stoke::TextOutputSources& s = m.output_sources();
+                     nb::dict d;
+                     d["dense"] = s.dense;
+                     d["sparse"] = std::string(stoke::sparse_source_name(s.sparse));
+                     d["multi_vector"] = std::string(stoke::multi_vector_source_name(s.multi_vector));
+                     d["colbert_dim"] = s.colbert_dim;
+                     d["sparse_columns"] = s.sparse_columns;
+                     return d;
+                   })
       .def("tokenize", &tokenize, "texts"_a);
 
   register_jobs(m);

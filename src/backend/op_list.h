@@ -11,7 +11,7 @@
 //   STOKE_OP(name, (parameters), (arguments))
 // includes this file, and undefines it. No include guard on purpose: it is
 // expanded once per use. Parameter types are written as they read in
-// namespace stoke (Ops::AttentionDropout, Ops::DropoutStep, Ops::AdamWStep, Ops::EmbeddingLoss are declared in
+// namespace stoke (Ops::AttentionDropout, Ops::DropoutStep, Ops::AdamWStep, Ops::EmbeddingLoss, Ops::SpladePool are declared in
 // backend/ops.h before any expansion).
 //
 // A backend's ops are ENQUEUED on its stream: a call returns at once and the
@@ -102,10 +102,37 @@ STOKE_OP(attention,
           int window),
          (out, qkv, cu_seqlens, heads, max_seqlen, window))
 
+// attention in which a sequence's first tokens alone are keys: query i of
+// sequence b (every token of it is a query) sees the keys j < key_lens[b] of
+// its sequence (and |i - j| <= window with a window). key_lens[B] i32 with
+// 1 <= key_lens[b] <= len_b (0 for an empty sequence), and with a window
+// every query sees a key (i - window < key_lens[b]); checked where the
+// lengths are host data. key_lens[b] = len_b gives attention's result.
+// PyLate's ColBERT queries (model/colbert_model.h): the [MASK] expansion
+// tokens past a query's text are queries, never keys.
+STOKE_OP(attention_keys,
+         (const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens, const TensorView& key_lens,
+          int heads, int max_seqlen, int window),
+         (out, qkv, cu_seqlens, key_lens, heads, max_seqlen, window))
+
 // out[B,H] (f32) pooled from h[T,H] per sequence: cls (first token), mean,
 // max, mean_sqrt_len (sum / sqrt(len)), lasttoken.
 STOKE_OP(pool, (const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, PoolingMode mode),
          (out, h, cu_seqlens, mode))
+
+// SPLADE's pooling (sentence-transformers' SpladePooling) of a block of MLM
+// logits: logits[R,V] f32 holds token rows [p.first_row, p.first_row + R) of
+// the batch whose sequences cu_seqlens[B+1] delimits; with
+// w(t,v) = log1p(relu(logits[t - first_row, v])) (log1p applied
+// p.log1p_count times: 1 or 2), out[B,V] (f32) gets, per sequence b, the max
+// (p.sum: the sum) of w(t,v) over b's tokens in the block. p.acc no: every
+// row of out is written (0 where b has no token in the block: w >= 0, so 0 is
+// the max's identity too); yes: out[b,v] = max(out[b,v], block max) or
+// out[b,v] + block sum (block sums in double, added once). Rows of the block
+// past cu_seqlens[B] belong to no sequence and are not read.
+STOKE_OP(splade_pool,
+         (const TensorView& out, const TensorView& logits, const TensorView& cu_seqlens, const Ops::SpladePool& p),
+         (out, logits, cu_seqlens, p))
 
 // x[B,D] (f32) rows scaled to unit L2 norm: x / max(||x||, 1e-12).
 STOKE_OP(l2_normalize, (const TensorView& x), (x))
@@ -118,6 +145,16 @@ STOKE_OP(slice_columns, (const TensorView& out, const TensorView& in), (out, in)
 
 // out = in converted element-wise between f32, bf16 and f16 (same shape).
 STOKE_OP(convert, (const TensorView& out, const TensorView& in), (out, in))
+
+// MaxSim, ColBERT's late-interaction score of one query against N documents:
+// scores[n] (f32) = sum_i max_j q_i · d_j over the query's vectors q[Tq, D]
+// and document n's, rows [offsets[n], offsets[n + 1]) of docs[Td, D]
+// (offsets[N + 1] i32, from 0, ascending, ending at Td). q and docs f32; dot
+// products and the sum over i in f32 or wider. A document without vectors
+// scores 0. PyLate's colbert_scores with a documents mask (model/maxsim.h).
+STOKE_OP(maxsim,
+         (const TensorView& scores, const TensorView& q, const TensorView& docs, const TensorView& offsets),
+         (scores, q, docs, offsets))
 
 // --- rotary position embedding (RoPE: GTE, NomicBERT, ModernBERT, Qwen)
 // x[T, C] rotated in place: the first rope.heads blocks of rope.head_dim

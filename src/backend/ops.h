@@ -123,6 +123,15 @@ class Ops {
     bool act_on_second = false;  // false: [g | u] (ModernBERT); true: [u | g] (GTE)
   };
 
+  // SPLADE's pooling of one block of MLM logits (op_list.h: splade_pool):
+  // where the block sits in the batch, the reduction and the activation.
+  struct SpladePool {
+    int64_t first_row = 0;  // the batch token row of logits' row 0 (the forward cuts T into blocks)
+    bool sum = false;       // false: the max over a text's tokens (SPLADE v2 and later); true: the sum (v1)
+    int log1p_count = 1;    // 1: log1p(relu(x)) ("relu"); 2: log1p(log1p(relu(x))) ("log1p_relu")
+    Accumulate acc = Accumulate::no;  // no: out written in full; yes: combined with out (a later block)
+  };
+
   // A contrastive loss of sentence embeddings (op_list.h: embedding_loss):
   // which one, on which columns, with which weights. Kinds follow
   // sentence-transformers: mnrl = MultipleNegativesRankingLoss (directions

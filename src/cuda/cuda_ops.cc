@@ -20,10 +20,12 @@
 #include "backend/decoder_checks.h"
 #include "backend/embedding_loss_checks.h"
 #include "backend/op_checks.h"
+#include "backend/colbert_checks.h"
 #include "backend/glu_checks.h"
 #include "backend/op_checks_backward.h"
 #include "backend/relpos_checks.h"
 #include "backend/rotary_checks.h"
+#include "backend/splade_pool_checks.h"
 #include "backend/train_checks.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/gemm.h"
@@ -31,6 +33,7 @@
 #include "cuda/kernels.h"
 #include "cuda/kernels_attention_flash_train.h"
 #include "cuda/kernels_embedding_loss.h"
+#include "cuda/kernels_splade_pool.h"
 #include "cuda/kernels_train.h"
 #include "cuda/linear_backward_gemms.h"
 
@@ -94,6 +97,18 @@ class CudaOps final : public UnsupportedOps {
     Launch op(s_, "attention");
     launch_attention(op.stream, out, qkv, cu_seqlens, heads, max_seqlen, window);
   }
+  void attention_keys(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
+                      const TensorView& key_lens, int heads, int max_seqlen, int window) const override {
+    check_attention_keys(out, qkv, cu_seqlens, key_lens, heads, max_seqlen, window, IndexData::device);
+    Launch op(s_, "attention_keys");
+    launch_attention_keys(op.stream, out, qkv, cu_seqlens, key_lens, heads, max_seqlen, window);
+  }
+  void maxsim(const TensorView& scores, const TensorView& q, const TensorView& docs,
+              const TensorView& offsets) const override {
+    check_maxsim(scores, q, docs, offsets, IndexData::device);
+    Launch op(s_, "maxsim");
+    launch_maxsim(op.stream, scores, q, docs, offsets);
+  }
   void rotary(const TensorView& x, const TensorView& cu_seqlens, const TensorView& inv_freq,
               const Ops::Rotary& rope) const override {
     check_rotary("rotary", x, cu_seqlens, inv_freq, rope, IndexData::device);
@@ -147,6 +162,12 @@ class CudaOps final : public UnsupportedOps {
     check_pool(out, h, cu_seqlens, IndexData::device);
     Launch op(s_, "pool");
     launch_pool(op.stream, out, h, cu_seqlens, mode);
+  }
+  void splade_pool(const TensorView& out, const TensorView& logits, const TensorView& cu_seqlens,
+                   const Ops::SpladePool& p) const override {
+    check_splade_pool(out, logits, cu_seqlens, p, IndexData::device);
+    Launch op(s_, "splade_pool");
+    launch_splade_pool(op.stream, out, logits, cu_seqlens, p);
   }
   void l2_normalize(const TensorView& x) const override {
     check_l2_normalize(x);

@@ -44,6 +44,12 @@ void attention_setup();  // once per device: kernel attributes (shared memory)
 // window: the sliding window (0 = global), as op_list.h states it.
 void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
                       int heads, int max_seqlen, int window);
+// attention_keys: key_lens[B] i32 on the device (empty: every token a key).
+void launch_attention_keys(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
+                           const TensorView& key_lens, int heads, int max_seqlen, int window);
+// kernels_maxsim.cu: scores[N] = sum_i max_j q_i · d_j per document (op_list.h maxsim).
+void launch_maxsim(cudaStream_t s, const TensorView& scores, const TensorView& q, const TensorView& docs,
+                   const TensorView& offsets);
 // attention with MPNet's relative-position bias rel[2*max_seqlen - 1, heads] (f32).
 void launch_attention_relpos(cudaStream_t s, const TensorView& out, const TensorView& qkv,
                              const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel);

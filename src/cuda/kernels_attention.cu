@@ -10,6 +10,9 @@
 // d = 16 too). Probabilities are rounded to the activation dtype for P V, as
 // flash-attention does; the sum that normalises them is kept in f32.
 //
+// attention_keys: a sequence's first keys[b] tokens alone are keys (every
+// token still a query): both paths stop their key walk there.
+//
 // A sliding window w > 0 (local attention: query i sees keys |i - j| <= w)
 // narrows both paths to the keys in reach: the flash kernel walks only the key
 // tiles its 64 rows can see (masking the rest of each tile), the exact path
@@ -56,8 +59,8 @@ constexpr size_t flash_smem_bytes() {
 
 template <class T, int DP>
 __global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
-    flash_attention_kernel(T* out, const T* qkv, const int32_t* cu, int B, int heads, int d, int window,
-                           float scale_log2) {
+    flash_attention_kernel(T* out, const T* qkv, const int32_t* cu, const int32_t* keys, int B, int heads, int d,
+                           int window, float scale_log2) {
   constexpr int LD = flash_ld<DP>(), SW = kLdS, kTiles = DP / 16;
   extern __shared__ __align__(128) unsigned char smem[];
   T* q_s = reinterpret_cast<T*>(smem);                       // [kBr][LD]
@@ -69,6 +72,7 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
   const int b = last_at_or_below(B, slot, [cu](int i) { return first_slot(cu, i); });
   const int h = blockIdx.y;
   const int first = cu[b], len = cu[b + 1] - first;
+  const int nk = keys ? keys[b] : len;  // the sequence's keys: its first nk tokens (attention_keys)
   const int64_t q0_wide = (slot - first_slot(cu, b)) * kBr;
   if (q0_wide >= len) return;  // block-uniform, before any barrier
   const int q0 = static_cast<int>(q0_wide);
@@ -89,13 +93,13 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
 
   // The key tiles any of the block's rows sees: all of them without a window.
   const int k_first = window ? max(0, q0 - window) / kBc * kBc : 0;
-  const int k_end = window ? min(len, q0 + kBr + window) : len;
+  const int k_end = window ? min(nk, q0 + kBr + window) : nk;
   for (int k0 = k_first; k0 < k_end; k0 += kBc) {
     // K and V of the tile by cp.async, V landing while S and the softmax are computed.
     __syncthreads();  // the previous tile's K and V are no longer read (and Q is loaded)
-    load_tile_async<T, DP, LD>(k_s, qkv, first + k0, kBc, len - k0, stride, k_col, d, vec);
+    load_tile_async<T, DP, LD>(k_s, qkv, first + k0, kBc, nk - k0, stride, k_col, d, vec);
     __pipeline_commit();
-    load_tile_async<T, DP, LD>(v_s, qkv, first + k0, kBc, len - k0, stride, v_col, d, vec);
+    load_tile_async<T, DP, LD>(v_s, qkv, first + k0, kBc, nk - k0, stride, v_col, d, vec);
     __pipeline_commit();
     __pipeline_wait_prior(1);  // this thread's K copies have landed
     __syncthreads();           // and every thread's
@@ -108,8 +112,8 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
     for (int r = 0; r < 16; ++r) {
       const float* srow = s_w + r * SW;
       const int qi = q0 + warp * 16 + r, j0 = k0 + lane, j1 = k0 + lane + 32;
-      const bool see0 = j0 < len && (window == 0 || abs(qi - j0) <= window);
-      const bool see1 = j1 < len && (window == 0 || abs(qi - j1) <= window);
+      const bool see0 = j0 < nk && (window == 0 || abs(qi - j0) <= window);
+      const bool see1 = j1 < nk && (window == 0 || abs(qi - j1) <= window);
       const float x0 = see0 ? srow[lane] * scale_log2 : -INFINITY;
       const float x1 = see1 ? srow[lane + 32] * scale_log2 : -INFINITY;
       const float m_old = m_run[r];
@@ -140,8 +144,10 @@ __global__ void __launch_bounds__(kWarps * 32, min_blocks<DP>())
 // rel (may be null): MPNet's relative-position bias, rel[(j - q) + max_seqlen - 1][h],
 // added to every scaled score.
 // window: only keys |j - q| <= window (0: all of them).
-__global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const int32_t* cu, int heads, int d,
-                                      float scale, const float* rel, int max_seqlen, int B, int window) {
+// keys (may be null): only the sequence's first keys[b] tokens are keys (attention_keys).
+__global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const int32_t* cu, const int32_t* keys,
+                                      int heads, int d, float scale, const float* rel, int max_seqlen, int B,
+                                      int window) {
   extern __shared__ float sm[];  // q (d floats), then the row's scores (len floats)
   __shared__ float scratch[32];
   const int64_t t = blockIdx.x;  // this block's packed token
@@ -155,7 +161,8 @@ __global__ void simt_attention_kernel(void* out, const void* qkv, Elem e, const 
   const int64_t q_col = int64_t{h} * d, k_col = int64_t{heads} * d + q_col, v_col = int64_t{2} * heads * d + q_col;
   for (int c = threadIdx.x; c < d; c += blockDim.x) qv[c] = load(qkv, e, (first + q) * stride + q_col + c) * scale;
   __syncthreads();
-  const int lo = window ? max(0, q - window) : 0, hi = window ? min(len, q + window + 1) : len;
+  const int nk = keys ? keys[b] : len;
+  const int lo = window ? max(0, q - window) : 0, hi = window ? min(nk, q + window + 1) : nk;
   float mx = -INFINITY;
   for (int j = lo + static_cast<int>(threadIdx.x); j < hi; j += blockDim.x) {
     const int64_t row = (first + j) * stride + k_col;
@@ -218,12 +225,12 @@ int set_flash_smem_all(int optin_limit) {
 }
 
 template <class T>
-void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu, int B, int heads, int d, int window,
-                  dim3 grid) {
+void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu, const int32_t* keys, int B, int heads,
+                  int d, int window, dim3 grid) {
   const float scale_log2 = 1.4426950408889634f / sqrtf(static_cast<float>(d));
   auto go = [&](auto kernel, size_t smem) {
-    kernel<<<grid, kWarps * 32, smem, s>>>(static_cast<T*>(out), static_cast<const T*>(qkv), cu, B, heads, d, window,
-                                           scale_log2);
+    kernel<<<grid, kWarps * 32, smem, s>>>(static_cast<T*>(out), static_cast<const T*>(qkv), cu, keys, B, heads, d,
+                                           window, scale_log2);
   };
   if (d <= 16)
     go(flash_attention_kernel<T, 16>, flash_smem_bytes<16>());
@@ -237,14 +244,14 @@ void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu,
 }
 
 // The exact path: one block per (packed query token, head).
-void launch_simt(cudaStream_t s, const TensorView& out, const TensorView& qkv, const int32_t* cu, int heads, int d,
-                 int max_seqlen, int64_t B, const float* rel, int window) {
+void launch_simt(cudaStream_t s, const TensorView& out, const TensorView& qkv, const int32_t* cu, const int32_t* keys,
+                 int heads, int d, int max_seqlen, int64_t B, const float* rel, int window) {
   const size_t smem = (static_cast<size_t>(d) + static_cast<size_t>(max_seqlen)) * 4;
   if (smem + kStaticSmem > 48 * 1024)
     throw Error(Errc::unsupported, "cuda attention: f32, head dim > 128 or a relative-position bias supports "
                                    "sequences up to ~12,000 tokens");
   const dim3 grid(static_cast<unsigned>(qkv.dim(0)), static_cast<unsigned>(heads));
-  simt_attention_kernel<<<grid, 128, smem, s>>>(out.data, qkv.data, elem_of(qkv.dtype), cu, heads, d,
+  simt_attention_kernel<<<grid, 128, smem, s>>>(out.data, qkv.data, elem_of(qkv.dtype), cu, keys, heads, d,
                                                 1.0f / sqrtf(static_cast<float>(d)), rel, max_seqlen,
                                                 static_cast<int>(B), window);
   check_launch("simt_attention_kernel");
@@ -262,6 +269,12 @@ void attention_setup() {
 
 void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
                       int heads, int max_seqlen, int window) {
+  launch_attention_keys(s, out, qkv, cu_seqlens, TensorView{}, heads, max_seqlen, window);
+}
+
+void launch_attention_keys(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
+                           const TensorView& key_lens, int heads, int max_seqlen, int window) {
+  const int32_t* keys = key_lens.empty() ? nullptr : key_lens.as<const int32_t>();
   const int64_t B = cu_seqlens.dim(0) - 1;
   if (B == 0 || max_seqlen == 0 || qkv.dim(0) == 0) return;
   if (heads > 65535 || B > INT32_MAX / 2 || qkv.dim(0) > INT32_MAX / 2)
@@ -274,12 +287,12 @@ void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& q
     const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(heads));
     const int nb = static_cast<int>(B);
     if (qkv.dtype == DType::bf16)
-      launch_flash<__nv_bfloat16>(s, out.data, qkv.data, cu, nb, heads, d, window, grid);
+      launch_flash<__nv_bfloat16>(s, out.data, qkv.data, cu, keys, nb, heads, d, window, grid);
     else
-      launch_flash<__half>(s, out.data, qkv.data, cu, nb, heads, d, window, grid);
+      launch_flash<__half>(s, out.data, qkv.data, cu, keys, nb, heads, d, window, grid);
     return;
   }
-  launch_simt(s, out, qkv, cu, heads, d, max_seqlen, B, nullptr, window);
+  launch_simt(s, out, qkv, cu, keys, heads, d, max_seqlen, B, nullptr, window);
 }
 
 void launch_attention_relpos(cudaStream_t s, const TensorView& out, const TensorView& qkv,
@@ -290,7 +303,7 @@ void launch_attention_relpos(cudaStream_t s, const TensorView& out, const Tensor
     throw Error(Errc::unsupported, "cuda attention_relpos: at most 65535 heads and 2^30 tokens per call");
   const int d = static_cast<int>(qkv.dim(1) / (3 * int64_t{heads}));
   // The exact path for every dtype: the flash kernel has no bias term yet.
-  launch_simt(s, out, qkv, cu_seqlens.as<const int32_t>(), heads, d, max_seqlen, B, rel.as<const float>(), 0);
+  launch_simt(s, out, qkv, cu_seqlens.as<const int32_t>(), nullptr, heads, d, max_seqlen, B, rel.as<const float>(), 0);
 }
 
 }  // namespace stoke::cuda

@@ -31,6 +31,7 @@
 #include "jobs/task_environment.h"
 #include "model/m3_heads.h"
 #include "model/m3_outputs.h"
+#include "model/splade_head.h"
 #include "model/pooling_mode.h"
 #include "core/stop_request.h"
 #include "pipeline/batch_journal.h"
@@ -321,6 +322,50 @@ VectorSettings vector_settings(const EmbedOptions& o, const SentenceTransformers
   return v;
 }
 
+// A ColBERT model (PyLate) gives per-token vectors only: --outputs defaults
+// to colbert there, and dense or sparse are refused naming why; its lengths
+// are its own, not --max-length's.
+void resolve_colbert_outputs(EmbedOptions& o, const ModelSession& s) {
+  if (!s.text.folder.st.colbert) return;
+  const std::string folder = s.text.folder.dir.string();
+  if (!o.outputs.given) {
+    o.outputs.dense = o.outputs.sparse = false;
+    o.outputs.colbert = true;
+  }
+  if (o.outputs.dense || o.outputs.sparse)
+    throw Error(Errc::invalid_argument, std::string("--outputs ") + (o.outputs.dense ? "dense" : "sparse") + ": " +
+                                            folder + " is a ColBERT model (PyLate): it gives one vector per token "
+                                            "(--outputs colbert), no " + (o.outputs.dense ? "sentence vector" : "sparse weights"));
+  if (o.common.max_length)
+    throw Error(Errc::invalid_argument, "--max-length: " + folder + " is a ColBERT model; its lengths are "
+                                        "query_length / document_length of config_sentence_transformers.json");
+}
+
+// A SPLADE sparse encoder (sentence-transformers SparseEncoder: MLMTransformer
+// -> SpladePooling) gives sparse rows only: --outputs defaults to sparse there,
+// dense and colbert are refused naming why, and its MLM head is loaded
+// (model/splade_head.h). --sparse-top-k needs sparse rows.
+void resolve_splade_outputs(EmbedOptions& o, ModelSession& s) {
+  const auto& splade = s.text.folder.st.splade;
+  if (splade) {
+    const std::string folder = s.text.folder.dir.string();
+    if (!o.outputs.given) {
+      o.outputs.dense = o.outputs.colbert = false;
+      o.outputs.sparse = true;
+    }
+    if (o.outputs.dense || o.outputs.colbert)
+      throw Error(Errc::invalid_argument, std::string("--outputs ") + (o.outputs.dense ? "dense" : "colbert") + ": " +
+                                              folder + " is a SPLADE sparse encoder (sentence-transformers "
+                                              "SparseEncoder): it gives sparse rows only (--outputs sparse), no " +
+                                              (o.outputs.dense ? "dense sentence vector" : "ColBERT vectors"));
+    load_splade_head(s.encoder, s.text.folder, *s.backend);
+  }
+  if (o.sparse_top_k > 0 && !o.outputs.sparse)
+    throw Error(Errc::invalid_argument, "--sparse-top-k " + std::to_string(o.sparse_top_k) +
+                                            ": keeps the largest sparse weights, and this run writes no sparse rows "
+                                            "(--outputs sparse)");
+}
+
 // --outputs sparse / colbert: bge-m3's heads from the model folder
 // (model/m3_heads.h), each refused by name when the folder lacks it.
 void load_output_heads(const EmbedOptions& o, ModelSession& s) {
@@ -330,12 +375,13 @@ void load_output_heads(const EmbedOptions& o, ModelSession& s) {
   if (o.chunks.on())
     throw Error(Errc::unsupported, "--outputs sparse/colbert with --chunk-tokens: chunked runs give dense rows only "
                                    "(--outputs dense)");
+  if (s.encoder.splade.present()) return;  // resolve_splade_outputs loaded its head
   const fs::path folder = s.text.folder.model_dir;
   const M3HeadFiles files = find_m3_heads(folder);
   if (o.outputs.sparse && !files.sparse)
     throw Error(Errc::invalid_argument, "--outputs sparse: " + folder.string() + " has no " + kSparseHeadFile +
                                             " (bge-m3's lexical-weight head); this model gives dense rows only");
-  if (o.outputs.colbert && !files.colbert)
+  if (o.outputs.colbert && !files.colbert && s.encoder.colbert_dense.empty())  // (a ColBERT model has its projection)
     throw Error(Errc::invalid_argument, "--outputs colbert: " + folder.string() + " has no " + kColbertHeadFile +
                                             " (bge-m3's multi-vector head); this model gives dense rows only");
   load_m3_heads(s.encoder, folder, *s.backend);
@@ -525,16 +571,46 @@ json embed_manifest(const EmbedOptions& o, const InputSet& in, const ModelSessio
   // Written only when a row gives more than its dense vector (identity fields).
   if (!o.outputs.only_dense()) {
     json outputs = {{"dense", o.outputs.dense}};
-    if (o.outputs.sparse)
+    if (o.outputs.sparse && s.encoder.splade.present()) {  // SPLADE: the pooling that shapes its rows
+      const SpladeModule& sp = s.encoder.splade.pooling;
+      outputs["sparse"] = {{"source", "splade"},
+                           {"inference_free", !s.encoder.splade.static_query.empty()},
+                           {"pooling", splade_strategy_name(sp.strategy)},
+                           {"activation", splade_activation_name(sp)},
+                           {"top_k", o.sparse_top_k},
+                           {"columns", s.encoder.splade.vocab()},
+                           {"format", "csr"}};
+      // Inference-free: queries and documents are computed apart (the role is an identity field).
+      if (!s.encoder.splade.static_query.empty()) outputs["sparse"]["role"] = text_role_name(o.role);
+    } else if (o.outputs.sparse)
       outputs["sparse"] = {{"head", kSparseHeadFile},
                            {"head_sha256", sha256_file(s.text.folder.model_dir / kSparseHeadFile)},
                            {"columns", s.text.tokenizer->vocab_size()},
                            {"format", "csr"}};
-    if (o.outputs.colbert)
+    if (o.outputs.sparse && o.sparse_top_k > 0) outputs["sparse"]["top_k"] = o.sparse_top_k;  // (bge-m3: only when set)
+    if (o.outputs.colbert && !s.encoder.colbert_dense.empty()) {  // PyLate: the settings that shape its vectors
+      const ColbertSettings& c = po.extras.colbert_model;
+      json projection = json::array();  // each Dense module's weights
+      for (const DenseModule& d : s.text.folder.st.dense)
+        projection.push_back(sha256_file(s.text.folder.dir / d.path / "model.safetensors"));
+      outputs["colbert"] = {{"source", "colbert"},
+                            {"projection_sha256", projection},
+                            {"dim", s.encoder.colbert_dense.back().w.dim(0)},
+                            {"role", text_role_name(o.role)},
+                            {"query_length", c.query_length},
+                            {"document_length", c.document_length},
+                            {"query_prefix", c.query_prefix},
+                            {"document_prefix", c.document_prefix},
+                            {"do_query_expansion", c.do_query_expansion},
+                            {"attend_to_expansion_tokens", c.attend_to_expansion_tokens},
+                            {"skiplist_ids", c.skiplist_ids},
+                            {"format", "ragged"}};
+    } else if (o.outputs.colbert) {
       outputs["colbert"] = {{"head", kColbertHeadFile},
                             {"head_sha256", sha256_file(s.text.folder.model_dir / kColbertHeadFile)},
                             {"dim", s.encoder.m3.colbert_dim()},
                             {"format", "ragged"}};
+    }
     m["outputs"] = std::move(outputs);
   }
   // Written only for chunked runs, so other manifests stay as they were.
@@ -752,6 +828,8 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   const FolderLock lock = FolderLock::acquire(out_dir, "embed");
 
   ModelSession s = open_model_session(o.common, /*need_classifier=*/false);
+  resolve_colbert_outputs(o, s);
+  resolve_splade_outputs(o, s);
   load_output_heads(o, s);
   JobThreads threads(*s.backend, own_trace.get(), trace, o.on_thread_start);
   JobGpuUsage gpu(s.device_name, trace);  // off (silently) unless cuda:N with NVML
@@ -759,9 +837,8 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   if (o.chunks.late) check_late_chunking_model(s.encoder, v.pooling);
   EncodePipelineOptions po = pipeline_options(o, in, s, v, trace, threads);
   if (o.outputs.sparse || o.outputs.colbert) {
-    po.extras.sparse = o.outputs.sparse;
-    po.extras.colbert = o.outputs.colbert;
-    if (po.extras.sparse) po.extras.unused_ids = m3_unused_token_ids(s.text.folder.model_dir, *s.text.tokenizer);
+    po.extras = text_output_settings(s.encoder, s.text.folder.model_dir, *s.text.tokenizer, o.outputs.sparse,
+                                     o.outputs.colbert, o.role, o.sparse_top_k);
   }
   const int64_t dims = pipeline_row_width(s.encoder, po);
   json manifest = embed_manifest(o, in, s, v, po, dims, streamed, task.source);
@@ -801,8 +878,10 @@ EmbedSummary run_embed(const EmbedOptions& options) {
   if (!streamed) write_manifest(begin.committed);
   ShardOutputs shard_outputs;
   shard_outputs.dense = o.outputs.dense;
-  if (o.outputs.sparse) shard_outputs.sparse_columns = s.text.tokenizer->vocab_size();
-  if (o.outputs.colbert) shard_outputs.colbert_dim = s.encoder.m3.colbert_dim();
+  if (o.outputs.sparse)
+    shard_outputs.sparse_columns = s.encoder.splade.present() ? s.encoder.splade.vocab() : s.text.tokenizer->vocab_size();
+  if (o.outputs.colbert)
+    shard_outputs.colbert_dim = text_output_sources(s.encoder, s.text.tokenizer->vocab_size()).colbert_dim;
   ShardWriter writer(out_dir, o.output_dtype, dims, o.shard_size, begin.committed, write_manifest, shard_outputs);
   ShardSink sink(writer,
                  in.several() ? po.input.paths

@@ -55,8 +55,16 @@ struct EmbedOptions {
   // lexical weights and ColBERT vectors from the same forward (docs/models.md).
   struct Outputs {
     bool dense = true, sparse = false, colbert = false;
+    bool given = false;  // --outputs was named (a ColBERT model's default is colbert alone)
     bool only_dense() const { return dense && !sparse && !colbert; }
   } outputs;
+  // --role query|document (default document): which side of retrieval the
+  // texts are on — a ColBERT model prefixes and expands queries and drops
+  // skiplist tokens of documents (model/colbert_model.h). An identity field.
+  TextRole role = TextRole::document;
+  // --sparse-top-k K: keep each row's K largest sparse weights (0: all), as
+  // sentence-transformers' max_active_dims. An identity field.
+  int64_t sparse_top_k = 0;
   // Set by doctor and tune, not by flags.
   double stop_after_seconds = 0;      // read records for this long, then finish what was read
   Trace* trace = nullptr;             // record into this trace (device spans included)

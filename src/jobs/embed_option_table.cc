@@ -43,6 +43,7 @@ Option<O> outputs_option() {
       }
       begin = end + 1;
     }
+    out.given = true;
     opts.outputs = out;
   };
   o.show = [](const O& opts) {
@@ -146,6 +147,13 @@ OptionTable<O> make_table() {
                      "whole input) or files (input file f, in sorted order, to task f mod N; a task reads only its "
                      "files)"));
   add(outputs_option());
+  add(enum_option<O, TextRole>("--role", [](O& o) -> TextRole& { return o.role; },
+                               {{"document", TextRole::document}, {"query", TextRole::query}},
+                               "Which side of retrieval the texts are on: a ColBERT model prefixes and expands "
+                               "queries (query) and drops punctuation from documents (document)"));
+  add(int_option<O>("--sparse-top-k", [](O& o) -> int64_t& { return o.sparse_top_k; }, 0, 1 << 24,
+                    "Keep each row's K largest sparse weights, the others dropped (sentence-transformers' "
+                    "max_active_dims; ties keep the lower token id); 0: all"));
   // Long documents (docs/pipeline.md): identity fields of the manifest's "chunking".
   add(int_option<O>("--chunk-tokens", [](O& o) -> int64_t& { return o.chunks.settings.tokens; }, 0, 1 << 20,
                     "Cut each text's tokens into chunks of at most N, each a row with its span (0: one row per "

@@ -70,6 +70,21 @@ std::string kind_line(const HfConfig& c, const SentenceTransformersConfig& st, c
   std::string chain;
   for (const auto& m : st.module_types) chain += (chain.empty() ? "" : " -> ") + m;
   const std::string named = classification_architecture(c);
+  if (st.splade)  // a SparseEncoder: no sentence vector, sparse rows over the vocabulary
+    return "kind: SPLADE sparse encoder — sentence-transformers SparseEncoder modules (" + chain +
+           ", pooling_strategy " + std::string(splade_strategy_name(st.splade->strategy)) + ", activation " +
+           std::string(splade_activation_name(*st.splade)) + "): `stoke embed` writes sparse rows over the " +
+           std::to_string(c.vocab_size) + "-id vocabulary (CSR shards), no dense vector" +
+           (st.splade->static_query_path.empty()
+                ? std::string()
+                : "; inference-free: --role query takes each query's static token weights (" +
+                      st.splade->static_query_path + ", no forward), documents run " + st.transformer_path);
+  if (st.colbert) {  // PyLate: a vector per token (model/colbert_model.h)
+    const std::string dim = st.dense.empty() ? std::string("?") : std::to_string(st.dense.back().out_features);
+    return "kind: ColBERT model (PyLate) — modules (" + chain + ") project every token to " + dim +
+           " dimensions: `stoke embed --role query|document` writes ragged multi-vector rows (--outputs colbert), "
+           "no dense vector";
+  }
   if (heads.classifier) {
     std::string why = heads.classifier_evidence + (named.empty() ? "" : "; architectures " + named);
     const std::string what = c.num_labels() == 1 ? "reranker (a one-label cross-encoder)" : "classifier";

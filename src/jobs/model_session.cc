@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "model/colbert_model.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/kernels.h"
 #ifdef STOKE_HAVE_CUDA
@@ -78,8 +79,16 @@ ModelSession open_model_session(const CommonOptions& options, bool need_classifi
   load.need_classifier = need_classifier;
   s.encoder = load_encoder(s.text.folder.config, open_model_folder_weights(s.text.folder), *s.backend, load);
   // sentence-transformers Dense modules shape the sentence vectors (embed); classify reads logits.
-  if (!need_classifier) load_dense_modules(s.encoder, s.text.folder.dir, s.text.folder.st.dense, *s.backend);
+  if (!need_classifier) load_sentence_modules(s.encoder, s.text.folder, *s.backend);
   return s;
+}
+
+void load_sentence_modules(LoadedEncoder& encoder, const ModelFolder& folder, Backend& backend) {
+  // A ColBERT model's Dense modules run on every token instead (model/colbert_model.h).
+  if (folder.st.colbert)
+    load_colbert_modules(encoder, folder, backend);
+  else
+    load_dense_modules(encoder, folder.dir, folder.st.dense, backend);
 }
 
 LoadedEncoder load_f32_reference(const ModelSession& s, bool need_classifier) {
@@ -87,7 +96,7 @@ LoadedEncoder load_f32_reference(const ModelSession& s, bool need_classifier) {
   load.dtype = DType::f32;
   load.need_classifier = need_classifier;
   LoadedEncoder e = load_encoder(s.text.folder.config, open_model_folder_weights(s.text.folder), *s.backend, load);
-  if (!need_classifier) load_dense_modules(e, s.text.folder.dir, s.text.folder.st.dense, *s.backend);
+  if (!need_classifier) load_sentence_modules(e, s.text.folder, *s.backend);
   return e;
 }
 

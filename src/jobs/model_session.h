@@ -26,6 +26,11 @@ struct ModelSession {
 // GPU), a precision not offered.
 ModelSession open_model_session(const CommonOptions& options, bool need_classifier);
 
+// The folder's sentence-transformers modules after the encoder: the Dense
+// modules after pooling, or a ColBERT model's per-token ones. Every opener
+// of an embedding model calls this one (embed, serve, Python).
+void load_sentence_modules(LoadedEncoder& encoder, const ModelFolder& folder, Backend& backend);
+
 // The session's model again in f32 on the session's backend (the Dense
 // modules too, for embed): the reference an int8 run measures itself against
 // (jobs/int8_quality.h). f32 weights in host memory are used where they lie.

@@ -48,6 +48,12 @@ EmbeddingTrainingData read_embedding_training_data(const TrainOptions& o, const 
                                                    TrainSummary& sum) {
   refuse_classifier_flags(o);
   const SentenceTransformersConfig& st = mt.folder.st;
+  // The objectives train one pooled vector per text; a ColBERT model's Dense
+  // modules run on every token, so its training would be another loss.
+  if (st.colbert)
+    throw Error(Errc::unsupported, std::string("--objective ") + train::objective_name(o.objective) + ": " + mt.folder.dir.string() +
+                                       " is a ColBERT model (per-token vectors, no pooling); stoke trains single-vector "
+                                       "embedding models — start from its base encoder instead");
   if (!o.matryoshka_weights.empty() && o.matryoshka_weights.size() != o.matryoshka_dims.size())
     throw Error(Errc::invalid_argument, "--matryoshka-weights has " + std::to_string(o.matryoshka_weights.size()) +
                                             " weights for " + std::to_string(o.matryoshka_dims.size()) +

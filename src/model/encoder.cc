@@ -8,6 +8,7 @@
 #include "model/layer_sequence.h"
 #include "model/m3_heads.h"
 #include "model/prenorm_layer.h"
+#include "model/splade_head.h"
 #include "model/rotary_frequencies.h"
 
 namespace stoke {
@@ -102,12 +103,39 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
   if (enc_.m3.has_sparse()) m3_sparse_ = backend_.allocate(T * 4);  // (T) f32
   if (enc_.m3.has_colbert())
     m3_colbert_ = backend_.allocate(T * static_cast<size_t>(enc_.m3.colbert_dim()) * 4);  // (T, D) f32
+  // A ColBERT model's projection (model/colbert_model.h): (T, out) per Dense module, ping-pong.
+  if (!enc_.colbert_dense.empty()) {
+    size_t out_cols = 0;
+    for (const DenseLayerParams& d : enc_.colbert_dense) out_cols = std::max(out_cols, static_cast<size_t>(d.w.dim(0)));
+    colbert_a_ = backend_.allocate(T * out_cols * 4);
+    if (enc_.colbert_dense.size() > 1) colbert_b_ = backend_.allocate(T * out_cols * 4);
+  }
+  key_lens_ = backend_.allocate(B * 4);  // (B) i32 attention key counts (EncoderOutputs::key_lens)
+  // A SPLADE model's head: the logits block bounded by kSpladeBlockBytes.
+  if (enc_.splade.present()) {
+    const size_t V = static_cast<size_t>(enc_.splade.vocab());
+    splade_rows_ = stoke::splade_block_rows(enc_.splade.vocab(), max_tokens);
+    splade_t_ = backend_.allocate(T * H * 4);                                  // (T, H) f32
+    splade_block_ = backend_.allocate(static_cast<size_t>(splade_rows_) * V * 4);  // (rows, V) f32
+    splade_out_ = backend_.allocate(B * V * 4);                                // (B, V) f32
+  }
   const size_t span_words = max_spans_ > 0 ? static_cast<size_t>(max_span_rows_ + max_spans_ + 1) : 0;
-  for (auto& s : staging_) s.host = backend_.allocate_host((3 * T + 2 * B + 1 + span_words) * 4);
+  // ids, types, positions (T each), cu (B + 1), first rows (B), spans, key counts (B).
+  for (auto& s : staging_) s.host = backend_.allocate_host((3 * T + 3 * B + 1 + span_words) * 4);
   graphs_on_ = backend_.can_capture();
 }
 
 EncoderRunner::~EncoderRunner() { backend_.drain(); }
+
+void EncoderRunner::set_splade_block_rows(int64_t rows) {
+  if (!enc_.splade.present()) return;
+  const int64_t sized = stoke::splade_block_rows(enc_.splade.vocab(), max_tokens_);
+  if (rows < 1 || rows > sized)
+    throw Error(Errc::invalid_argument, "SPLADE block of " + std::to_string(rows) + " rows: expected 1 to " +
+                                            std::to_string(sized) + " (the workspace's)");
+  splade_rows_ = rows;
+  graphs_.clear();  // recorded with the old blocks
+}
 
 TensorView EncoderRunner::device(Buffer& b, DType t, std::initializer_list<int64_t> shape) const {
   return TensorView(b.data(), t, shape);
@@ -157,8 +185,37 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   s.colbert = out.colbert != nullptr;
   if (s.sparse && !enc_.m3.has_sparse())
     throw Error(Errc::invalid_argument, "sparse weights asked for, but the model folder has no sparse_linear.pt");
-  if (s.colbert && !enc_.m3.has_colbert())
+  if (s.colbert && !enc_.m3.has_colbert() && enc_.colbert_dense.empty())
     throw Error(Errc::invalid_argument, "ColBERT vectors asked for, but the model folder has no colbert_linear.pt");
+  // Per-sequence key counts (a ColBERT model's queries): global or windowed
+  // attention of the BERT-like and pre-norm encoders; each query must reach a key.
+  s.keys = !out.key_lens.empty();
+  if (s.keys) {
+    if (static_cast<int64_t>(out.key_lens.size()) != B)
+      throw Error(Errc::internal, "key_lens: " + std::to_string(out.key_lens.size()) + " counts for " +
+                                      std::to_string(B) + " sequences");
+    if (c.arch->decoder || !enc_.params.rel_bias.empty())
+      throw Error(Errc::unsupported, "unattended query expansion (per-sequence attention keys) is not supported for " +
+                                         std::string(c.arch->decoder ? "decoder" : "relative-position (MPNet)") +
+                                         " models");
+    int window = 0;
+    for (int w : c.attention_window) window = std::max(window, w);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t len = batch.cu_seqlens[static_cast<size_t>(b) + 1] - batch.cu_seqlens[static_cast<size_t>(b)];
+      const int32_t k = out.key_lens[static_cast<size_t>(b)];
+      if ((len == 0 ? k != 0 : (k < 1 || k > len)) || (window > 0 && len - 1 - window >= k))
+        throw Error(Errc::invalid_argument, "sequence " + std::to_string(b) + " of " + std::to_string(len) +
+                                                " tokens: " + std::to_string(k) + " attention keys" +
+                                                (window > 0 ? " (each query within " + std::to_string(window) +
+                                                                  " tokens of a key)" : std::string()));
+    }
+  }
+  s.splade = out.splade != nullptr;
+  if (s.splade && !enc_.splade.present())
+    throw Error(Errc::invalid_argument, "SPLADE weights asked for, but the model is not a SPLADE sparse encoder");
+  // Nothing asked (an inference-free SPLADE model's queries: their rows come
+  // from the tokens alone, model/splade_head.h): no forward, no copies.
+  if (!s.pooled && !s.head && !s.sparse && !s.colbert && !s.splade && !out.hidden) return backend_.record_event();
   // A graph runs at its bucket's shape: tokens rounded up, every sequence
   // slot, and attention's grid for the longest sequence the bucket can hold.
   // Sequence slots are bucketed by powers of two: attention launches a block
@@ -228,6 +285,13 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
     backend_.copy_to_device(span_cu_->data(), h_span_cu, static_cast<size_t>(s.spans + 1) * 4);
   }
 
+  if (s.keys) {  // after the spans' words; empty graph-padding sequences have no keys
+    const size_t span_words = max_spans_ > 0 ? static_cast<size_t>(max_span_rows_ + max_spans_ + 1) : 0;
+    int32_t* h_keys = host + 3 * max_tokens_ + 2 * std::max(max_sequences_, max_spans_) + 1 + static_cast<int64_t>(span_words);
+    for (int64_t b = 0; b < Br; ++b) h_keys[b] = b < B ? out.key_lens[static_cast<size_t>(b)] : 0;
+    backend_.copy_to_device(key_lens_->data(), h_keys, static_cast<size_t>(Br) * 4);
+  }
+
   slot.done = backend_.record_event();
 
   if (!(graph && replay_graph(s))) {
@@ -249,8 +313,15 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   if (out.head_hidden) backend_.copy_to_host(out.head_hidden, head_b_->data(), static_cast<size_t>(B * H) * 4);
   if (out.logits) backend_.copy_to_host(out.logits, logits_->data(), static_cast<size_t>(B * C) * 4);
   if (out.sparse_weights) backend_.copy_to_host(out.sparse_weights, m3_sparse_->data(), static_cast<size_t>(T) * 4);
-  if (out.colbert)
+  if (out.colbert && !enc_.colbert_dense.empty()) {  // a ColBERT model: the last Dense module's output
+    const size_t n = enc_.colbert_dense.size();
+    backend_.copy_to_host(out.colbert, ((n - 1) % 2 == 0 ? colbert_a_ : colbert_b_)->data(),
+                          static_cast<size_t>(T * enc_.colbert_dense.back().w.dim(0)) * 4);
+  } else if (out.colbert) {
     backend_.copy_to_host(out.colbert, m3_colbert_->data(), static_cast<size_t>(T * enc_.m3.colbert_dim()) * 4);
+  }
+  if (out.splade)
+    backend_.copy_to_host(out.splade, splade_out_->data(), static_cast<size_t>(B * enc_.splade.vocab()) * 4);
   return backend_.record_event();
 }
 
@@ -313,6 +384,7 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   in.max_seqlen = s.max_seqlen;
   in.heads = static_cast<int>(c.num_attention_heads);
   in.eps = static_cast<float>(c.layer_norm_eps);
+  if (s.keys) in.key_lens = device(*key_lens_, DType::i32, {B});
   if (!p.rel_bias.empty()) {
     const int64_t R = 2 * static_cast<int64_t>(s.max_seqlen) - 1;
     in.rel = device(*rel_, DType::f32, {R, c.num_attention_heads});
@@ -416,8 +488,29 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   // included: computed, never copied out).
   if (s.sparse || s.colbert) {
     const TensorView sparse = s.sparse ? device(*m3_sparse_, DType::f32, {T, 1}) : TensorView{};
-    const TensorView colbert = s.colbert ? device(*m3_colbert_, DType::f32, {T, enc_.m3.colbert_dim()}) : TensorView{};
+    const TensorView colbert =
+        s.colbert && enc_.m3.has_colbert() ? device(*m3_colbert_, DType::f32, {T, enc_.m3.colbert_dim()}) : TensorView{};
     m3_heads_forward(ops, enc_.m3, h, sparse, colbert);
+  }
+  // A ColBERT model (PyLate): its Dense modules on every token's last hidden
+  // state, then each vector L2-normalized (graph-padded rows too: never copied out).
+  if (s.colbert && !enc_.colbert_dense.empty()) {
+    TensorView x = h;
+    for (size_t i = 0; i < enc_.colbert_dense.size(); ++i) {
+      const DenseLayerParams& d = enc_.colbert_dense[i];
+      const TensorView next = device(i % 2 == 0 ? *colbert_a_ : *colbert_b_, DType::f32, {T, d.w.dim(0)});
+      ops.linear(next, x, d.w, d.b, d.act, Accumulate::no);
+      x = next;
+    }
+    ops.l2_normalize(x);
+  }
+  // SPLADE's MLM head and pooling (graph-padded rows are in no sequence: not pooled).
+  if (s.splade) {
+    const int64_t V = enc_.splade.vocab();
+    SpladeViews sv;
+    sv.transformed = device(*splade_t_, DType::f32, {T, H});
+    sv.block = device(*splade_block_, DType::f32, {splade_rows_, V});
+    splade_head_forward(ops, enc_.splade, h, cu, sv, device(*splade_out_, DType::f32, {B, V}));
   }
 }
 

@@ -33,6 +33,15 @@ struct EncoderOutputs {
   // these into each text's lexical weights and ColBERT vectors).
   float* sparse_weights = nullptr;  // (T): relu(sparse_linear(h[t]))
   float* colbert = nullptr;         // (T, D): colbert_linear(h[t]), L2-normalized; D = LoadedEncoder::m3.colbert_dim()
+                                    // (a PyLate ColBERT model: its Dense modules on h[t], normalized;
+                                    //  D = the last one's out_features: model/colbert_model.h)
+  // (B): only the first key_lens[b] tokens of sequence b are attention keys
+  // in every layer (a ColBERT model's queries with unattended expansion
+  // tokens: model/text_outputs.h text_key_lens); empty: every token.
+  std::span<const int32_t> key_lens;
+  // A SPLADE model's pooled lexical weights (model/splade_head.h), one row per
+  // sequence: log1p(relu(MLM logits)) max- (or sum-) pooled over its tokens.
+  float* splade = nullptr;          // (B, V): V = LoadedEncoder::splade.vocab()
   // Late chunking: `pooled` pools spans of token rows instead of whole
   // sequences. Span k is the batch's token rows span_rows[span_cu[k] ..
   // span_cu[k + 1]) (a row may be in several spans: chunks overlap); pooled
@@ -79,6 +88,12 @@ class EncoderRunner {
   void set_graphs(bool on) { graphs_on_ = on && backend_.can_capture(); }
   size_t graphs_captured() const { return graphs_.size(); }
 
+  // SPLADE: token rows per decoder block (model/splade_head.h), at most the
+  // height the workspace was sized for; smaller blocks only cost launches
+  // (the tests cut batches into many).
+  void set_splade_block_rows(int64_t rows);
+  int64_t splade_block_rows() const { return splade_rows_; }
+
  private:
   struct Staging {  // host copies of one batch's inputs, alive until its copy ran
     std::unique_ptr<Buffer> host;
@@ -95,9 +110,12 @@ class EncoderRunner {
     int64_t dims = 0;
     int64_t spans = 0, span_rows = 0;  // late chunking (never in a graph): pooled rows are spans
     bool sparse = false, colbert = false;  // bge-m3's per-token heads
-    using Key = std::tuple<int64_t, int64_t, int, bool, bool, bool, bool, int, int64_t, bool, bool>;
+    bool splade = false;                   // a SPLADE model's pooled MLM weights
+    bool keys = false;                     // per-sequence key counts (EncoderOutputs::key_lens)
+    using Key = std::tuple<int64_t, int64_t, int, bool, bool, bool, bool, int, int64_t, bool, bool, bool, bool>;
     Key key() const {
-      return {tokens, sequences, max_seqlen, pooled, normalize, head, logits, static_cast<int>(pooling), dims, sparse, colbert};
+      return {tokens, sequences, max_seqlen, pooled, normalize, head, logits, static_cast<int>(pooling), dims, sparse, colbert,
+              splade, keys};
     }
   };
   // Enqueues the forward on the device inputs already staged, into the
@@ -119,6 +137,13 @@ class EncoderRunner {
   // Device workspace.
   std::unique_ptr<Buffer> ids_, types_, positions_, cu_, cls_rows_;
   std::unique_ptr<Buffer> m3_sparse_, m3_colbert_;  // bge-m3's heads: (T) f32, (T, D) f32
+  // A ColBERT model: its Dense modules' (T, out) outputs, ping-pong (the
+  // last one normalized in place and copied out), and the key counts (B) i32.
+  std::unique_ptr<Buffer> colbert_a_, colbert_b_, key_lens_;
+  // SPLADE (model/splade_head.h): (T, H) f32 transformed states, (rows, V) f32
+  // one logits block, (B, V) f32 the pooled weights.
+  std::unique_ptr<Buffer> splade_t_, splade_block_, splade_out_;
+  int64_t splade_rows_ = 0;  // the logits block's height
   std::unique_ptr<Buffer> rel_buckets_, rel_;  // MPNet: (2P - 1) buckets, (2P - 1, heads) bias
   std::unique_ptr<Buffer> ffgu_;  // gated encoders: (T, 2I) the FFN GEMM's output, both GLU halves
   std::vector<int32_t> rel_bucket_host_;        // the buckets' host copy (read by the copy, on the stream)

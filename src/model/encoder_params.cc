@@ -1,6 +1,7 @@
 #include "model/encoder_params.h"
 #include "model/int8_weights.h"
 
+#include <exception>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -332,6 +333,18 @@ void load_dense_modules(LoadedEncoder& enc, const std::filesystem::path& folder,
                         Backend& backend) {
   int64_t width = enc.config.hidden_size;
   std::vector<std::vector<float>> pending;
+  // A refused later module: the earlier ones' copies are still queued and
+  // read `pending`, which goes with this frame — wait for them first.
+  struct WaitOnThrow {
+    Backend& backend;
+    ~WaitOnThrow() {
+      if (std::uncaught_exceptions() == 0) return;
+      try {
+        backend.synchronize();
+      } catch (...) {  // the refusal in flight is the error to report
+      }
+    }
+  } wait_on_throw{backend};
   for (const DenseModule& m : modules) {
     DenseModuleValues values = read_dense_module(folder, m, width);
     DenseLayerParams layer;

@@ -156,6 +156,27 @@ struct M3HeadParams {
   int64_t colbert_dim() const { return has_colbert() ? colbert_w.dim(0) : 0; }
 };
 
+// A SPLADE model's MLM head and pooling (model/splade_head.h loads them),
+// f32, on the f32 last hidden state h: logits = decoder(LayerNorm(act(
+// transform(h)))), then SpladePooling's log1p(relu(.)) pooled per text.
+struct SpladeHeadParams {
+  TensorView transform_w;  // (H, H)  BERT's cls.predictions.transform.dense
+  TensorView transform_b;  // (H)
+  TensorView ln_gamma;     // (H)
+  TensorView ln_beta;      // (H)
+  TensorView decoder_w;    // (V, H)  the word embeddings when tied, else the file's decoder
+  TensorView decoder_b;    // (V)
+  Activation act = Activation::gelu_erf;  // the transform's (config.json hidden_act)
+  float eps = 1e-12f;                     // the transform LayerNorm's
+  SpladeModule pooling;                   // SpladePooling's strategy and activation
+  // Inference-free SPLADE: the query route's SparseStaticEmbedding weight, one
+  // per token id, on the host (a query's row is the weights of its distinct
+  // ids: no forward). Empty when every text runs the encoder.
+  std::vector<float> static_query;        // (V)
+  bool present() const { return !decoder_w.empty(); }
+  int64_t vocab() const { return present() ? decoder_w.dim(0) : 0; }
+};
+
 // Where the parameters live: device buffers the loader filled, plus the
 // mapped weight files that zero-copy views point into.
 struct LoadedEncoder {
@@ -166,7 +187,11 @@ struct LoadedEncoder {
   std::vector<std::unique_ptr<Buffer>> buffers;
   ModelWeights weights;      // keeps the mmap alive for zero-copy views
   std::vector<DenseLayerParams> dense;  // sentence-transformers Dense modules, after pooling
+  // A PyLate ColBERT model's Dense modules, on EVERY token's last hidden
+  // state, (T, H) -> (T, D) (model/colbert_model.h); empty otherwise.
+  std::vector<DenseLayerParams> colbert_dense;
   M3HeadParams m3;                      // bge-m3's sparse / ColBERT heads (model/m3_heads.h)
+  SpladeHeadParams splade;              // a SPLADE model's MLM head (model/splade_head.h)
   // Width of a sentence vector: the last Dense module's out_features, else hidden_size.
   int64_t sentence_width() const { return dense.empty() ? config.hidden_size : dense.back().w.dim(0); }
   bool has_head_dense() const { return !params.head_dense_w.empty(); }

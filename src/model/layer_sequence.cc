@@ -97,6 +97,8 @@ void layer_forward(const Ops& ops, const EncoderLayerParams& w, const SequenceIn
       ops.attention_relpos(v.ctx, v.qkv, in.cu, in.heads, in.max_seqlen, in.rel);
   } else if (train) {
     ops.attention_train(v.ctx, v.lse, v.qkv, in.cu, in.heads, in.max_seqlen, 0, drop);
+  } else if (!in.key_lens.empty()) {  // a ColBERT query's expansion tokens are no keys
+    ops.attention_keys(v.ctx, v.qkv, in.cu, in.key_lens, in.heads, in.max_seqlen, 0);
   } else {
     ops.attention(v.ctx, v.qkv, in.cu, in.heads, in.max_seqlen, 0);
   }

@@ -30,6 +30,10 @@ struct SequenceInputs {
   int heads = 0;
   float eps = 0;
   TensorView rel;        // (2 * max_seqlen - 1, heads) f32 relative-position bias (MPNet); empty: none
+  // (B) i32: only the first key_lens[b] tokens of sequence b are attention
+  // keys (attention_keys: a ColBERT model's unattended query expansion);
+  // empty: every token. Inference only.
+  TensorView key_lens;
   // Rotary encoders (GTE, NomicBERT): q and k of the packed qkv rotated after
   // the QKV GEMM, positions restarting at 0 in every sequence (from cu).
   TensorView inv_freq;   // (rotary_dim / 2) f32; empty: no rotary

@@ -72,15 +72,25 @@ void load_m3_heads(LoadedEncoder& enc, const fs::path& folder, Backend& backend)
     return v;
   };
   M3HeadParams heads;
-  if (files.sparse) {
-    LinearHead s = read_linear_head(folder / kSparseHeadFile, H, 1);
-    heads.sparse_w = place(std::move(s.weight), {1, H});
-    heads.sparse_b = place(std::move(s.bias), {1});
-  }
-  if (files.colbert) {
-    LinearHead c = read_linear_head(folder / kColbertHeadFile, H, 0);
-    heads.colbert_w = place(std::move(c.weight), {c.out, H});
-    heads.colbert_b = place(std::move(c.bias), {c.out});
+  try {
+    if (files.sparse) {
+      LinearHead s = read_linear_head(folder / kSparseHeadFile, H, 1);
+      heads.sparse_w = place(std::move(s.weight), {1, H});
+      heads.sparse_b = place(std::move(s.bias), {1});
+    }
+    if (files.colbert) {
+      LinearHead c = read_linear_head(folder / kColbertHeadFile, H, 0);
+      heads.colbert_w = place(std::move(c.weight), {c.out, H});
+      heads.colbert_b = place(std::move(c.bias), {c.out});
+    }
+  } catch (...) {
+    // A refused second head: the first one's copies are still queued and
+    // read `pending`, which goes with this frame.
+    try {
+      backend.synchronize();
+    } catch (...) {  // the refusal is the error to report
+    }
+    throw;
   }
   backend.synchronize();  // one wait for the copies, at load time
   enc.m3 = heads;

@@ -21,7 +21,10 @@ void prenorm_encoder_forward(const Ops& ops, const EncoderParams& p, const HfCon
     const int window = c.attention_window[l];
     ops.linear(v.qkv, x, w.qkv_w, TensorView{}, Activation::none, Accumulate::no);
     ops.rotary(v.qkv, in.cu, window ? p.rope_local : p.rope_global, rope);
-    ops.attention(v.ctx, v.qkv, in.cu, heads, in.max_seqlen, window);
+    if (in.key_lens.empty())
+      ops.attention(v.ctx, v.qkv, in.cu, heads, in.max_seqlen, window);
+    else  // a ColBERT query's expansion tokens are no keys
+      ops.attention_keys(v.ctx, v.qkv, in.cu, in.key_lens, heads, in.max_seqlen, window);
     // h += attention, added by the GEMM itself (no pass of its own), then
     // xn = LN_mlp(h).
     ops.linear(v.h, v.ctx, w.attn_out_w, TensorView{}, Activation::none, Accumulate::yes);

@@ -240,7 +240,7 @@ class Pipeline {
         const InputRecord& r = w.records[i];
         TextInput in{r.text, std::nullopt};
         if (opt_.pairs && r.pair) in.pair = std::string_view(*r.pair);
-        w.encodings[i] = tok_.encode(in, opt_.encode);
+        w.encodings[i] = text_encoding(tok_, opt_.extras, in, opt_.encode);  // a ColBERT model's form per role
       }
     };
     if (pool && n > 64)
@@ -459,6 +459,8 @@ class Pipeline {
       if (out.pooling == PoolingMode::cls || out.pooling == PoolingMode::lasttoken) out.pooling = PoolingMode::mean;
     }
     set_text_output_destinations(enc_, opt_.extras, out, host_floats(sparse_slots_[slot]), host_floats(colbert_slots_[slot]));
+    text_key_lens(opt_.extras, batch.ids, batch.cu_seqlens, key_lens_);  // ColBERT queries: expansion tokens no keys
+    out.key_lens = key_lens_;
     BatchJob job;
     job.done = runner_->run(batch, out);
     job.window = std::move(w);
@@ -856,6 +858,7 @@ class Pipeline {
   int64_t width_;
   std::array<std::unique_ptr<Buffer>, kSlots> slots_;  // before the runner: freed after it drained
   std::vector<int32_t> span_rows_, span_cu_;           // late chunking: the batch being enqueued's spans
+  std::vector<int32_t> key_lens_;  // the batch being submitted's attention key counts (run() copies them)
   std::array<std::unique_ptr<Buffer>, kSlots> sparse_slots_, colbert_slots_;  // sparse / multi-vector outputs per slot
   std::unique_ptr<EncoderRunner> runner_;
   PipelineStats stats_;

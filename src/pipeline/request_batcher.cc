@@ -41,9 +41,19 @@ struct Member {
   uint32_t index = 0;
 };
 
+// Whether two requests' texts may share a batch: the same product and the
+// same sparse / multi-vector settings (the role changes how texts run).
+bool same_generation(const BatchRequestOptions& a, const BatchRequestOptions& b) {
+  return a.product == b.product && a.extras.sparse == b.extras.sparse && a.extras.colbert == b.extras.colbert &&
+         a.extras.role == b.extras.role && a.extras.sparse_top_k == b.extras.sparse_top_k;
+}
+
+bool wants_extras(const BatchRequestOptions& o) { return o.extras.sparse || o.extras.colbert; }
+
 struct BatchJob {
   std::vector<Member> members;
   BatchProduct product = BatchProduct::pooled;
+  TextOutputSettings extras;  // the generation's (same_generation)
   size_t slot = 0;
   int64_t tokens = 0;
   std::shared_ptr<Event> done;
@@ -122,12 +132,14 @@ void BatchRequest::finish(State state, std::exception_ptr error) {
 struct RequestBatcherState {
   RequestBatcherState(const LoadedEncoder& encoder, Backend& backend, const Tokenizer& tokenizer,
                       const RequestBatcherOptions& options)
-      : enc(encoder), backend(backend), tok(tokenizer), opt(options), free_slots(kSlots), done_q(kSlots + 2) {}
+      : enc(encoder), backend(backend), tok(tokenizer), opt(options),
+        sources(text_output_sources(encoder, tokenizer.vocab_size())), free_slots(kSlots), done_q(kSlots + 2) {}
 
   const LoadedEncoder& enc;
   Backend& backend;
   const Tokenizer& tok;
   const RequestBatcherOptions opt;
+  const TextOutputSources sources;  // what the model gives beside (or instead of) pooled rows
   Clock::time_point started = Clock::now();
   uint64_t syncs0 = 0;
   double busy0 = -1;
@@ -137,7 +149,12 @@ struct RequestBatcherState {
   struct Slot {
     std::unique_ptr<Buffer> rows;    // max_batch_size x max(sentence width, labels)
     std::unique_ptr<Buffer> hidden;  // tokens x H, made on the first token-vectors batch
+    // Sparse / multi-vector raw outputs (model/text_outputs.h), made on the
+    // first batch that asks, grown when a later one needs more.
+    std::unique_ptr<Buffer> sparse, colbert;
+    size_t sparse_floats = 0, colbert_floats = 0;
   };
+  static float* host_floats(const std::unique_ptr<Buffer>& b) { return b ? static_cast<float*>(b->data()) : nullptr; }
   std::array<Slot, kSlots> slots;
   BoundedQueue<size_t> free_slots;
   BoundedQueue<BatchJob> done_q;
@@ -149,6 +166,11 @@ struct RequestBatcherState {
   std::condition_variable idle_cv;     // stop(): everything finished
   std::deque<TokenizeChunk> chunks;
   std::deque<std::shared_ptr<BatchRequest>> pending;
+  struct DeviceTask {
+    std::function<void(Backend&)> fn;
+    std::function<void(std::exception_ptr)> on_done;
+  };
+  std::deque<DeviceTask> device_tasks;  // run_on_device: run by the executor before its next generation
   size_t open_requests = 0;  // submitted and not finished (stop() waits for none)
   bool stopping = false;     // no new requests
   bool quitting = false;     // threads end
@@ -163,7 +185,7 @@ struct RequestBatcherState {
 
   int64_t row_width(BatchProduct p) const {
     switch (p) {
-      case BatchProduct::pooled: return enc.sentence_width();
+      case BatchProduct::pooled: return sources.dense ? enc.sentence_width() : 0;  // no dense vector: extras only
       case BatchProduct::logits: return enc.config.num_labels();
       case BatchProduct::tokens: return enc.config.hidden_size;
     }
@@ -259,7 +281,7 @@ struct RequestBatcherState {
       EncodeOptions eo = opt.encode;
       eo.truncate = r.options_.truncate;
       eo.truncate_left = r.options_.truncate_left;
-      e = tok.encode(in, eo);
+      e = text_encoding(tok, r.options_.extras, in, eo);  // a ColBERT model's form for the request's role
     }
     if (max_length > 0 && e.ids.size() > max_length) {
       if (!r.options_.truncate)
@@ -302,9 +324,10 @@ struct RequestBatcherState {
           r.row_offsets[0] = 0;
           for (size_t i = 0; i < n; ++i) r.row_offsets[i + 1] = r.row_offsets[i] + r.token_counts[i];
           r.values.resize(static_cast<size_t>(r.row_offsets[n] * r.width));
-        } else {
+        } else if (r.width > 0) {
           r.values.resize(n * static_cast<size_t>(r.width));
         }
+        if (wants_extras(r.options_)) r.extras.resize(n);
         r.items_ = {};  // the texts are no longer needed
       }
     }
@@ -338,7 +361,8 @@ struct RequestBatcherState {
   // request). Waits for requests; empty only when quitting.
   std::vector<std::shared_ptr<BatchRequest>> next_generation() {
     std::unique_lock lock(mu);
-    pending_cv.wait(lock, [&] { return quitting || !pending.empty(); });
+    pending_cv.wait(lock, [&] { return quitting || !pending.empty() || !device_tasks.empty(); });
+    run_device_tasks(lock);
     if (pending.empty()) return {};
     // Whether the device is idle now that a request is here (not when the
     // executor began waiting: the last batch was on the device then).
@@ -358,11 +382,11 @@ struct RequestBatcherState {
       }
     }
     std::vector<std::shared_ptr<BatchRequest>> generation;
-    const BatchProduct product = pending.front()->options_.product;
+    const BatchRequestOptions first = pending.front()->options_;
     uint64_t texts_taken = 0;
     for (auto it = pending.begin(); it != pending.end();) {
       const uint64_t n = (*it)->encodings_.size();
-      if ((*it)->options_.product != product) {
+      if (!same_generation((*it)->options_, first)) {
         ++it;
         continue;
       }
@@ -374,12 +398,37 @@ struct RequestBatcherState {
     return generation;
   }
 
+  // The tasks queued by run_on_device, each run with the lock released.
+  void run_device_tasks(std::unique_lock<std::mutex>& lock) {
+    while (!device_tasks.empty()) {
+      DeviceTask task = std::move(device_tasks.front());
+      device_tasks.pop_front();
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        task.fn(backend);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      task.on_done(error);
+      lock.lock();
+    }
+  }
+
   void executor_loop() {
     thread_started("batcher-executor");
     PackedBatch batch;
     for (;;) {
       auto generation = next_generation();
-      if (generation.empty()) break;
+      if (generation.empty()) {
+        std::unique_lock lock(mu);
+        if (!quitting) continue;  // it woke for device tasks only
+        std::deque<DeviceTask> left;
+        left.swap(device_tasks);
+        lock.unlock();
+        for (auto& t : left) t.on_done(std::make_exception_ptr(Error(Errc::refused, "the batcher has stopped")));
+        break;
+      }
       try {
         run_generation(generation, batch);
       } catch (...) {
@@ -398,6 +447,7 @@ struct RequestBatcherState {
 
   void run_generation(const std::vector<std::shared_ptr<BatchRequest>>& generation, PackedBatch& batch) {
     const BatchProduct product = generation.front()->options_.product;
+    const TextOutputSettings& extras = generation.front()->options_.extras;
     std::vector<Member> members;
     std::vector<int64_t> lengths;
     for (const auto& r : generation) {
@@ -409,6 +459,7 @@ struct RequestBatcherState {
     for (const auto& cut : cut_batches(lengths, batch_tokens, opt.max_batch_size)) {
       BatchJob job;
       job.product = product;
+      job.extras = extras;
       Clock::time_point oldest_ready = Clock::time_point::max();
       std::vector<std::shared_ptr<BatchRequest>> dropped;  // requests with texts dropped here
       for (uint32_t m : cut) {
@@ -445,6 +496,7 @@ struct RequestBatcherState {
   }
 
   Clock::time_point last_cut_{};  // executor thread only: when its last traced span ended
+  std::vector<int32_t> key_lens;  // executor thread only: the batch being enqueued's attention key counts
 
   void enqueue(BatchJob& job, PackedBatch& batch) {
     {
@@ -467,9 +519,26 @@ struct RequestBatcherState {
     Slot& s = slots[job.slot];
     EncoderOutputs out;
     if (job.product == BatchProduct::pooled) {
-      out.pooled = static_cast<float*>(s.rows->data());
-      out.pooling = opt.pooling;
-      out.normalize = opt.normalize;
+      if (sources.dense) {
+        out.pooled = static_cast<float*>(s.rows->data());
+        out.pooling = opt.pooling;
+        out.normalize = opt.normalize;
+      }
+      if (job.extras.sparse || job.extras.colbert) {
+        const size_t sparse_floats = sparse_host_floats(enc, job.extras, runner->max_tokens(), runner->max_sequences());
+        const size_t colbert_floats = colbert_host_floats(enc, job.extras, runner->max_tokens());
+        if (sparse_floats > s.sparse_floats) {
+          s.sparse = backend.allocate_host(sparse_floats * sizeof(float));
+          s.sparse_floats = sparse_floats;
+        }
+        if (colbert_floats > s.colbert_floats) {
+          s.colbert = backend.allocate_host(colbert_floats * sizeof(float));
+          s.colbert_floats = colbert_floats;
+        }
+        set_text_output_destinations(enc, job.extras, out, host_floats(s.sparse), host_floats(s.colbert));
+        text_key_lens(job.extras, batch.ids, batch.cu_seqlens, key_lens);  // ColBERT queries: expansion tokens no keys
+        out.key_lens = key_lens;
+      }
     } else if (job.product == BatchProduct::logits) {
       out.logits = static_cast<float*>(s.rows->data());
     } else {
@@ -558,10 +627,13 @@ struct RequestBatcherState {
           if (job.product == BatchProduct::tokens) {
             const auto* src = static_cast<const float*>(s.hidden->data()) + token_row * width;
             std::memcpy(r.values.data() + r.row_offsets[m.index] * width, src, static_cast<size_t>(len) * row_bytes);
-          } else {
+          } else if (width > 0) {
             const auto* src = static_cast<const float*>(s.rows->data()) + static_cast<int64_t>(b) * width;
             std::memcpy(r.values.data() + static_cast<size_t>(m.index) * static_cast<size_t>(width), src, row_bytes);
           }
+          if (!r.extras.empty())
+            r.extras[m.index] = text_extras(enc, job.extras, r.encodings_[m.index].ids, token_row,
+                                            static_cast<int64_t>(b), host_floats(s.sparse), host_floats(s.colbert));
         }
         --r.in_flight_;
         ++r.collected_;
@@ -672,6 +744,20 @@ std::shared_ptr<BatchRequest> RequestBatcher::submit(std::vector<BatchItem> item
   r->encodings_.resize(n);
   r->unbatched_ = n;
   r->width = s.row_width(options.product);
+  if (wants_extras(options)) {
+    try {
+      if (options.product != BatchProduct::pooled)
+        throw Error(Errc::invalid_argument, "sparse / ColBERT outputs go with pooled rows");
+      const TextOutputSources src = text_output_sources(s.enc, s.tok.vocab_size());
+      if (options.extras.sparse && src.sparse == SparseSource::none)
+        throw Error(Errc::unsupported, "this model gives no sparse output");
+      if (options.extras.colbert && src.multi_vector == MultiVectorSource::none)
+        throw Error(Errc::unsupported, "this model gives no ColBERT vectors");
+    } catch (...) {
+      r->finish(BatchRequest::State::failed, std::current_exception());
+      return r;
+    }
+  }
   if (options.product == BatchProduct::logits && !s.enc.has_classifier()) {
     r->finish(BatchRequest::State::failed,
               std::make_exception_ptr(Error(Errc::unsupported, "this model has no classification head")));
@@ -733,6 +819,22 @@ void RequestBatcher::stop(bool drain) {
   // Wait until no request is open and no batch is on the device.
   std::unique_lock lock(s.mu);
   s.idle_cv.wait(lock, [&] { return s.open_requests == 0 && s.in_flight_batches.load() == 0; });
+}
+
+void RequestBatcher::run_on_device(std::function<void(Backend&)> fn, std::function<void(std::exception_ptr)> on_done) {
+  auto& s = *state_;
+  std::exception_ptr refusal;
+  {
+    std::lock_guard lock(s.mu);
+    if (s.broken)
+      refusal = s.broken;
+    else if (s.quitting)
+      refusal = std::make_exception_ptr(Error(Errc::refused, "the batcher has stopped"));
+    else
+      s.device_tasks.push_back({std::move(fn), std::move(on_done)});
+  }
+  if (refusal) return on_done(refusal);
+  s.pending_cv.notify_one();
 }
 
 RequestBatcherStats RequestBatcher::stats() const {

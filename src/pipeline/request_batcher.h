@@ -40,6 +40,7 @@
 
 #include "backend/backend.h"
 #include "model/encoder.h"
+#include "model/text_outputs.h"
 #include "text/tokenizer.h"
 
 namespace stoke {
@@ -69,6 +70,11 @@ struct BatchRequestOptions {
   bool truncate = true;
   bool truncate_left = false;  // cut keeps the last tokens (TEI's truncation_direction Left)
   std::string prompt;  // put before every text (sentence-transformers prompts)
+  // Sparse / multi-vector outputs beside (or, for a model with no dense
+  // vector, instead of) the pooled rows: BatchRequest::extras, per text
+  // (model/text_outputs.h). pooled product only. Requests with other extras
+  // settings never share a generation.
+  TextOutputSettings extras;
 };
 
 struct RequestBatcherOptions {
@@ -121,6 +127,7 @@ class BatchRequest {
   std::vector<float> values;
   int64_t width = 0;
   std::vector<int64_t> row_offsets;   // tokens product only (texts + 1 entries)
+  std::vector<TextExtras> extras;     // per text, when BatchRequestOptions::extras asks (else empty)
   std::vector<int32_t> token_counts;  // tokens of each text after truncation (usage)
   std::vector<uint8_t> truncated;     // 1 where a text was cut to the max length
   uint64_t total_tokens = 0;
@@ -201,6 +208,13 @@ class RequestBatcher {
   // Stops taking requests; queued and in-flight ones are finished first when
   // `drain` is true, else cancelled. Returns when no batch is on the device.
   void stop(bool drain = true);
+
+  // Runs fn(backend) on the executor thread between batches — the thread
+  // that drives the backend's one stream, so work a caller enqueues (MaxSim
+  // scores for a rerank) never interleaves with a batch's. on_done(error)
+  // follows on the same thread (error null when fn returned). After stop()
+  // or a device error the task is refused: on_done gets the error at once.
+  void run_on_device(std::function<void(Backend&)> fn, std::function<void(std::exception_ptr)> on_done);
 
   RequestBatcherStats stats() const;
   // Called on the collector thread after each batch (sequences, tokens,

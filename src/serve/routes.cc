@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,7 @@ constexpr Route kRoutes[] = {
     {"/health", Method::get, Api::tei},     {"/info", Method::get, Api::tei},
     {"/metrics", Method::get, Api::tei},    {"/v1/embeddings", Method::post, Api::openai},
     {"/v1/models", Method::get, Api::openai}, {"/v1/rerank", Method::post, Api::tei},
+    {"/embed_sparse", Method::post, Api::tei}, {"/compute_score", Method::post, Api::tei},
 };
 
 const Route* find_route(std::string_view path) {
@@ -138,53 +140,139 @@ void Call::finish(HttpResponse response, int texts) {
 
 void Call::run_batch(std::vector<BatchItem> items, const BatchRequestOptions& o,
                      std::function<std::string(BatchResult&)> format) {
-  auto self = shared_from_this();
-  auto on_done = [self, format = std::move(format)](BatchRequest& r) mutable {
-    // On a batcher thread: take the rows, and write the answer on an I/O thread.
-    auto result = std::make_shared<BatchResult>();
-    const BatchRequest::State state = r.state();
-    std::exception_ptr error = r.error();
-    if (state == BatchRequest::State::done) {
-      result->values = std::move(r.values);
-      result->width = r.width;
-      result->row_offsets = std::move(r.row_offsets);
-      result->token_counts = std::move(r.token_counts);
-      result->total_tokens = r.total_tokens;
+  std::vector<BatchSubmission> one;
+  one.push_back({std::move(items), o});
+  run_batches(std::move(one), [format = std::move(format)](std::vector<BatchResult>& r) -> std::optional<std::string> {
+    return format(r[0]);
+  });
+}
+
+void Call::reply_exception(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const ApiError& e) {
+    reply_error(e);
+  } catch (const InputTooLongError& e) {
+    reply_error(validation_error(in_api_terms(api, e.what())));
+  } catch (const Error& e) {
+    if (e.code() == Errc::invalid_argument) {
+      reply_error(validation_error(e.what()));
+    } else if (e.code() == Errc::unsupported) {  // an output the model cannot give (TEI: a Backend error)
+      reply_error(ApiError(424, "Backend", e.what()));
+    } else if (e.code() == Errc::refused) {  // the batcher is stopping: draining
+      reply_error(ApiError(503, "Unhealthy", e.what()));
+    } else {
+      reply_error(ApiError(500, "Backend", e.what()));
     }
-    const Metrics::Stages stages{r.tokenize_seconds, r.queue_seconds, r.inference_seconds};
-    net::post(self->router.io(), [self, result, state, error, stages, format = std::move(format)] {
-      TraceSpan span(self->router.trace(), "write response");  // the answer's JSON, handed to the connection
-      span.set_arg(static_cast<int64_t>(result->token_counts.size()));
-      const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - self->start_).count();
-      self->router.metrics().observe_request(total, state == BatchRequest::State::done ? &stages : nullptr);
+  } catch (const std::exception& e) {
+    reply_error(ApiError(500, "Backend", e.what()));
+  }
+}
+
+void Call::run_on_device(std::function<void(Backend&)> fn, std::function<std::string()> format) {
+  auto self = shared_from_this();
+  model().batcher().run_on_device(std::move(fn), [self, format = std::move(format)](std::exception_ptr error) {
+    net::post(self->router.io(), [self, error, format] {
+      if (error) return self->reply_exception(error);
       try {
-        if (state == BatchRequest::State::done) return self->reply(format(*result));
+        self->reply(format());
+      } catch (...) {
+        self->reply_exception(std::current_exception());
+      }
+    });
+  });
+}
+
+namespace {
+
+// The requests of one call: results gathered as each finishes (on batcher
+// threads); the last one to finish answers.
+struct CallBatches {
+  std::mutex mu;
+  std::vector<BatchResult> results;
+  std::vector<std::weak_ptr<BatchRequest>> requests;
+  size_t left = 0;
+  BatchRequest::State state = BatchRequest::State::done;  // the first one not done
+  std::exception_ptr error;
+  Metrics::Stages stages{};
+};
+
+}  // namespace
+
+void Call::run_batches(std::vector<BatchSubmission> submissions,
+                       std::function<std::optional<std::string>(std::vector<BatchResult>&)> format) {
+  auto self = shared_from_this();
+  auto gathered = std::make_shared<CallBatches>();
+  gathered->results.resize(submissions.size());
+  gathered->requests.resize(submissions.size());
+  gathered->left = submissions.size();
+  auto answer = [self, gathered, format = std::move(format)]() mutable {
+    net::post(self->router.io(), [self, gathered, format = std::move(format)] {
+      TraceSpan span(self->router.trace(), "write response");  // the answer's JSON, handed to the connection
+      const BatchRequest::State state = gathered->state;
+      span.set_arg(static_cast<int64_t>(gathered->results.empty() ? 0 : gathered->results[0].token_counts.size()));
+      const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - self->start_).count();
+      self->router.metrics().observe_request(total, state == BatchRequest::State::done ? &gathered->stages : nullptr);
+      try {
+        if (state == BatchRequest::State::done) {
+          std::optional<std::string> body = format(gathered->results);
+          if (body) self->reply(std::move(*body));
+          return;
+        }
         if (state == BatchRequest::State::cancelled)
           throw ApiError(503, "Unhealthy", self->router.draining() ? "the server is shutting down"
                                                                    : "the request was cancelled");
-        if (error) std::rethrow_exception(error);
+        if (gathered->error) std::rethrow_exception(gathered->error);
         throw ApiError(500, "Backend", "the request failed");
-      } catch (const ApiError& e) {
-        self->reply_error(e);
-      } catch (const InputTooLongError& e) {
-        self->reply_error(validation_error(in_api_terms(self->api, e.what())));
-      } catch (const Error& e) {
-        if (e.code() == Errc::invalid_argument) {
-          self->reply_error(validation_error(e.what()));
-        } else if (e.code() == Errc::refused) {  // the batcher is stopping: draining
-          self->reply_error(ApiError(503, "Unhealthy", e.what()));
-        } else {
-          self->reply_error(ApiError(500, "Backend", e.what()));
-        }
-      } catch (const std::exception& e) {
-        self->reply_error(ApiError(500, "Backend", e.what()));
+      } catch (...) {
+        self->reply_exception(std::current_exception());
       }
     });
   };
-  std::shared_ptr<BatchRequest> batch = model().batcher().submit(std::move(items), o, std::move(on_done));
-  std::weak_ptr<BatchRequest> weak = batch;
-  exchange_->on_client_gone([weak] {
-    if (auto b = weak.lock()) b->cancel();
+  auto shared_answer = std::make_shared<decltype(answer)>(std::move(answer));
+  for (size_t k = 0; k < submissions.size(); ++k) {
+    auto on_done = [gathered, shared_answer, k](BatchRequest& r) {
+      // On a batcher thread: take the rows; the last request to finish answers on an I/O thread.
+      const BatchRequest::State state = r.state();
+      std::vector<std::shared_ptr<BatchRequest>> to_cancel;
+      bool last;
+      {
+        std::lock_guard lock(gathered->mu);
+        BatchResult& result = gathered->results[k];
+        if (state == BatchRequest::State::done) {
+          result.values = std::move(r.values);
+          result.width = r.width;
+          result.row_offsets = std::move(r.row_offsets);
+          result.token_counts = std::move(r.token_counts);
+          result.total_tokens = r.total_tokens;
+          result.extras = std::move(r.extras);
+        } else if (gathered->state == BatchRequest::State::done) {
+          gathered->state = state;
+          gathered->error = r.error();
+          for (auto& w : gathered->requests)
+            if (auto other = w.lock(); other && other.get() != &r) to_cancel.push_back(other);
+        }
+        gathered->stages.tokenize = std::max(gathered->stages.tokenize, r.tokenize_seconds);
+        gathered->stages.queue = std::max(gathered->stages.queue, r.queue_seconds);
+        gathered->stages.inference = std::max(gathered->stages.inference, r.inference_seconds);
+        last = --gathered->left == 0;
+      }
+      for (auto& other : to_cancel) other->cancel();
+      if (last) (*shared_answer)();
+    };
+    std::shared_ptr<BatchRequest> batch =
+        model().batcher().submit(std::move(submissions[k].items), submissions[k].options, std::move(on_done));
+    std::lock_guard lock(gathered->mu);
+    gathered->requests[k] = batch;
+  }
+  exchange_->on_client_gone([gathered] {
+    std::vector<std::shared_ptr<BatchRequest>> all;
+    {
+      std::lock_guard lock(gathered->mu);
+      for (auto& w : gathered->requests)
+        if (auto b = w.lock()) all.push_back(b);
+    }
+    for (auto& b : all) b->cancel();
   });
 }
 
@@ -272,8 +360,23 @@ void Router::handle(HttpRequest& request, std::shared_ptr<Exchange> exchange) {
       if (kind == ModelKind::classifier) return tei_predict(*call);
       return tei_rerank(*call);
     }
+    const TextOutputSources& outputs = model_.output_sources();
+    if (path == "/embed_sparse" || path == "/compute_score") {
+      if (kind != ModelKind::embedding) throw wrong_kind(model_, "an embedding model");
+      return path == "/embed_sparse" ? tei_embed_sparse(*call) : stoke_compute_score(*call);
+    }
+    if (kind == ModelKind::embedding && outputs.multi_vector != MultiVectorSource::none) {
+      if (path == "/embed_all") return colbert_embed_all(*call);
+      if (path == "/rerank") return late_interaction_rerank(*call);
+    }
     if (path == "/embed" || path == "/embed_all" || path == "/embed_chunks" || path == "/v1/embeddings") {
       if (kind != ModelKind::embedding) throw wrong_kind(model_, "an embedding model");
+      if (!outputs.dense)
+        throw ApiError(424, "Backend", std::string(path) + ": the served model has no dense vector (" +
+                                           (outputs.sparse != SparseSource::none
+                                                ? "a sparse encoder: use /embed_sparse"
+                                                : "a ColBERT model: use /embed_all for its vectors, /rerank to score") +
+                                           ")");
       if (path == "/v1/embeddings") return openai_embeddings(*call);
       if (path == "/embed_chunks") return stoke_embed_chunks(*call);
       return tei_embed(*call, path == "/embed_all");

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,14 @@ struct BatchResult {
   std::vector<int64_t> row_offsets;
   std::vector<int32_t> token_counts;
   uint64_t total_tokens = 0;
+  std::vector<TextExtras> extras;  // per text, when the request asked for sparse / multi-vector outputs
+};
+
+// One batcher request of a call (a call may need several: a ColBERT query
+// and its documents run with different roles).
+struct BatchSubmission {
+  std::vector<BatchItem> items;
+  BatchRequestOptions options;
 };
 
 class Router;
@@ -54,6 +63,17 @@ class Call : public std::enable_shared_from_this<Call> {
   // 200 body (or throws ApiError). The client's disconnect cancels the request.
   void run_batch(std::vector<BatchItem> items, const BatchRequestOptions& options,
                  std::function<std::string(BatchResult&)> format);
+  // Several requests at once; `format` gets their results in order once all
+  // are done (the first failure answers the call; the others are cancelled).
+  // A format that returns nullopt answers the call itself later (reply /
+  // reply_error: after device work of its own, run_on_device).
+  void run_batches(std::vector<BatchSubmission> submissions,
+                   std::function<std::optional<std::string>(std::vector<BatchResult>&)> format);
+  // Runs fn on the batcher's device thread (RequestBatcher::run_on_device),
+  // then answers on an I/O thread with format(); errors become the API's.
+  void run_on_device(std::function<void(Backend&)> fn, std::function<std::string()> format);
+  // An exception thrown while answering, in the API's terms (on an I/O thread).
+  void reply_exception(std::exception_ptr error);
 
  private:
   void finish(HttpResponse response, int texts);
@@ -103,6 +123,11 @@ void tei_tokenize(Call& call);                // /tokenize
 std::string tei_info(Router& router);         // /info
 // chunks_api.cc
 void stoke_embed_chunks(Call& call);          // /embed_chunks (stoke's own: long texts as chunks with spans)
+// multi_vector_api.cc: sparse and multi-vector models
+void tei_embed_sparse(Call& call);            // /embed_sparse (TEI's, for SPLADE and bge-m3)
+void colbert_embed_all(Call& call);           // /embed_all on a model with ColBERT vectors: those vectors
+void late_interaction_rerank(Call& call);     // /rerank on a model with ColBERT vectors: MaxSim
+void stoke_compute_score(Call& call);         // /compute_score (stoke's own: bge-m3's five scores per pair)
 // openai_api.cc
 void openai_embeddings(Call& call);           // /v1/embeddings
 std::string openai_models(Router& router);    // /v1/models

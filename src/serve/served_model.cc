@@ -57,6 +57,14 @@ ServedModel::ServedModel(const ServeOptions& o, Trace* trace, std::function<void
   const ModelFolder folder = open_model_folder(o.common.model);
   kind_ = decide_kind(o.model_kind, folder);
   session_ = open_model_session(o.common, kind_ != ModelKind::embedding);
+  if (kind_ == ModelKind::embedding) {
+    load_text_output_heads(session_.encoder, session_.text.folder, *session_.backend);
+    sources_ = text_output_sources(session_.encoder, session_.text.tokenizer->vocab_size());
+    // Read once (tokenizer and ColBERT files); each request copies it with its own choices.
+    output_settings_ = text_output_settings(session_.encoder, session_.text.folder.model_dir, *session_.text.tokenizer,
+                                            sources_.sparse != SparseSource::none,
+                                            sources_.multi_vector != MultiVectorSource::none);
+  }
   name_ = o.served_model_name;
   if (name_.empty()) {
     // A hub id as given ("org/name"); a local folder by its name.
@@ -125,9 +133,22 @@ std::string ServedModel::prompt_for(const std::optional<std::string>& prompt_nam
   return it->second;
 }
 
+TextOutputSettings ServedModel::output_settings(bool sparse, bool colbert, TextRole role) const {
+  if (sparse && sources_.sparse == SparseSource::none)
+    throw Error(Errc::unsupported, "this model gives no sparse output: serve a SPLADE sparse encoder, or bge-m3 with "
+                                   "its sparse_linear.pt");
+  if (colbert && sources_.multi_vector == MultiVectorSource::none)
+    throw Error(Errc::unsupported, "this model gives no ColBERT vectors: serve a ColBERT model, or bge-m3 with its "
+                                   "colbert_linear.pt");
+  return text_output_choice(session_.encoder, output_settings_, sources_, sparse, colbert, role, 0);
+}
+
 void ServedModel::warm_up() {
   BatchRequestOptions ro;
   ro.product = kind_ == ModelKind::embedding ? BatchProduct::pooled : BatchProduct::logits;
+  // A model with no dense vector warms up on the output it does give.
+  if (kind_ == ModelKind::embedding && !sources_.dense)
+    ro.extras = output_settings(sources_.sparse != SparseSource::none, sources_.sparse == SparseSource::none);
   std::vector<BatchItem> items{BatchItem{"warm-up", std::nullopt, std::nullopt}};
   if (kind_ == ModelKind::reranker) items[0].pair = "warm-up";
   auto r = batcher_->submit(std::move(items), ro);

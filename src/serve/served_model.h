@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "jobs/model_session.h"
+#include "model/text_outputs.h"
 #include "pipeline/request_batcher.h"
 #include "serve/serve_options.h"
 
@@ -45,6 +46,11 @@ class ServedModel {
   PoolingMode pooling() const { return pooling_; }
   int tokenizer_workers() const { return workers_; }
   bool model_normalizes() const { return normalizes_; }
+  // The sparse / multi-vector outputs the model gives (model/text_outputs.h).
+  const TextOutputSources& output_sources() const { return sources_; }
+  // The settings a request for those outputs runs with; throws
+  // Error(unsupported) naming what the model lacks.
+  TextOutputSettings output_settings(bool sparse, bool colbert, TextRole role = TextRole::document) const;
   // The precision the model runs in, as --precision names it: "f32", "bf16",
   // "f16" or "int8" (the session's activation dtype alone says f32 for int8).
   const char* precision_name() const;
@@ -65,6 +71,8 @@ class ServedModel {
   PoolingMode pooling_ = PoolingMode::mean;
   bool normalizes_ = false;
   int workers_ = 1;
+  TextOutputSources sources_;
+  TextOutputSettings output_settings_;  // every output the model gives, read once from its folder
   ScoreHead head_ = ScoreHead::softmax;
   std::unique_ptr<RequestBatcher> batcher_;
 };

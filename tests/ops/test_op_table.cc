@@ -238,6 +238,20 @@ std::vector<OpCase> make_cases() {
          r.ops.linear_int8(r.out("out", DType::f32, {M, N}), r.in(a), r.in(wq), r.in(meta), bias, act);
        }).cpu_only = true;
   }
+  // maxsim (ColBERT scores): one query's vectors against documents of 5, 0
+  // (scores 0), 1, 33 and 7 vectors at a fixture width, and against long and
+  // short documents at a real model's width (128).
+  for (const auto& [what, Tq, D, dl] :
+       {std::tuple{std::string("d16"), int64_t{32}, int64_t{16}, std::vector<int32_t>{5, 0, 1, 33, 7}},
+        std::tuple{std::string("d128"), int64_t{32}, int64_t{128}, std::vector<int32_t>{180, 1, 64}}}) {
+    add("maxsim", what, DType::f32, Tq * D, [=](Run& r, Rng& rng) {
+      const int64_t Td = std::accumulate(dl.begin(), dl.end(), int64_t{0});
+      const int64_t N = static_cast<int64_t>(dl.size());
+      const TensorView q = r.in(random_tensor(rng, DType::f32, {Tq, D}));
+      const TensorView docs = r.in(random_tensor(rng, DType::f32, {Td, D}));
+      r.ops.maxsim(r.out("scores", DType::f32, {N}), q, docs, r.in(cu_seqlens(dl)));
+    });
+  }
   // The embedding tables and LayerNorm parameters, drawn the same way by
   // every LayerNorm case.
   struct Embeddings {
@@ -302,6 +316,21 @@ std::vector<OpCase> make_cases() {
             const TensorView qkv = r.in(random_tensor(rng, at, {wt, 3 * heads * d}, -2.5, 2.5));
             r.ops.attention(r.out("out", at, {wt, heads * d}), qkv, r.in(cu_seqlens(wl)), heads, 300, window);
           });
+    // attention_keys (PyLate's unattended query expansion): keys a prefix of
+    // each sequence — one key, a few, most, all — every token a query; lengths
+    // across the key tiles and the CPU's 256-query items; global and a window
+    // every query still reaches a key through.
+    for (int window : {0, 40})
+      add("attention_keys", std::string(dname(at)) + "_window" + std::to_string(window), at, 300,
+          [=](Run& r, Rng& rng) {
+            const std::vector<int32_t> wl = {70, 3, 300, 1, 41, 0, 32};
+            const std::vector<int32_t> keys = {40, 3, 280, 1, 1, 0, 9};
+            const int64_t wt = 447;
+            const int heads = 2, d = 24;
+            const TensorView qkv = r.in(random_tensor(rng, at, {wt, 3 * heads * d}, -2.5, 2.5));
+            r.ops.attention_keys(r.out("out", at, {wt, heads * d}), qkv, r.in(cu_seqlens(wl)), r.in(index_tensor(keys)),
+                                 heads, 300, window);
+          });
     for (PoolingMode mode : {PoolingMode::cls, PoolingMode::mean, PoolingMode::max, PoolingMode::mean_sqrt_len,
                              PoolingMode::lasttoken})
       add("pool", std::string(dname(at)) + "_mode" + std::to_string(static_cast<int>(mode)), at, 16,
@@ -309,6 +338,46 @@ std::vector<OpCase> make_cases() {
             const TensorView h = r.in(random_tensor(rng, at, {T, H}));
             r.ops.pool(r.out("out", DType::f32, {B, H}), h, r.in(cu_seqlens(lens)), mode);
           });
+  }
+  // SPLADE's pooling, on logits like a trained MLM head's: most far below 0
+  // (around -7), a few ids per token clearly positive, some just above or
+  // below 0. A vocabulary of two column tiles and a remainder (the fast
+  // kernel's 512), sequences of 7, 1 and 16 tokens; whole batches with rows
+  // past the last sequence (a graph's padding, read by nothing), and blocks
+  // of rows cut across sequences that combine into what earlier blocks wrote.
+  {
+    const int64_t V = 1037;
+    auto mlm_logits = [](Rng& rng, int64_t rows, int64_t V) {
+      HostTensor x = random_tensor(rng, DType::f32, {rows, V}, -10.0, -4.0);
+      for (int64_t t = 0; t < rows; ++t)
+        for (int k = 0; k < 6; ++k) {
+          const int64_t v = rng.below(static_cast<int32_t>(V));
+          test::host_tensors::set(x.view, t * V + v, k < 4 ? 0.5 + 7.5 * (rng.below(1000) / 1000.0)
+                                                           : (rng.below(1000) - 500) / 1e4);
+        }
+      return x;
+    };
+    for (bool sum : {false, true})
+      for (int log1p_count : {1, 2}) {
+        const std::string what = std::string(sum ? "sum" : "max") + (log1p_count == 2 ? "_log1p_relu" : "_relu");
+        add("splade_pool", what + "_whole_batch", DType::f32, 16, [=](Run& r, Rng& rng) {
+          Ops::SpladePool p;
+          p.sum = sum;
+          p.log1p_count = log1p_count;
+          r.ops.splade_pool(r.out("out", DType::f32, {B, V}), r.in(mlm_logits(rng, T + 4, V)), r.in(cu_seqlens(lens)), p);
+        });
+        // Rows 5..14 of the batch (the end of sequence 0, all of 1, the start
+        // of 2) onto an out that earlier blocks filled.
+        add("splade_pool", what + "_block_accumulates", DType::f32, 16, [=](Run& r, Rng& rng) {
+          Ops::SpladePool p;
+          p.sum = sum;
+          p.log1p_count = log1p_count;
+          p.first_row = 5;
+          p.acc = Accumulate::yes;
+          const TensorView out = r.inout("out", random_tensor(rng, DType::f32, {B, V}, 0.0, 2.0));
+          r.ops.splade_pool(out, r.in(mlm_logits(rng, 10, V)), r.in(cu_seqlens(lens)), p);
+        });
+      }
   }
   add("l2_normalize", "f32", DType::f32, 65, [=](Run& r, Rng& rng) {
     r.ops.l2_normalize(r.inout("x", random_tensor(rng, DType::f32, {5, 65})));

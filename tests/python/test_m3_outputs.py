@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import stoke
-from conftest import REPO, corpus_texts, run_cli, write_jsonl
+from conftest import FIXTURES, REPO, corpus_texts, run_cli, write_jsonl
 
 M3 = REPO / "tests" / "data" / "bge_m3_tiny" / "model"
 
@@ -48,3 +48,66 @@ def test_an_output_without_dense_rows_says_so(tmp_path):
     with pytest.raises(ValueError, match="no dense rows"):
         s.to_numpy()
     assert len(s.lexical_weights(3)) > 0
+
+
+# ---- Model.encode_outputs / encode(output=...): the same outputs in-process, against FlagEmbedding's goldens
+
+import safetensors_min  # noqa: E402
+
+GOLDEN = REPO / "tests" / "data" / "bge_m3_tiny"
+
+
+def _golden():
+    texts = json.loads((GOLDEN / "golden.json").read_text(encoding="utf-8"))["texts"]
+    return texts, safetensors_min.read(GOLDEN / "golden.safetensors")
+
+
+def test_encode_outputs_is_bgem3flagmodel_encode():
+    texts, g = _golden()
+    model = stoke.Model(M3, device="cpu")
+    assert model.outputs["dense"] and model.outputs["sparse"] == "bge-m3" and model.outputs["multi_vector"] == "bge-m3"
+    out = model.encode_outputs(texts, return_dense=True, return_sparse=True, return_colbert_vecs=True)
+    dense = out["dense_vecs"]
+    want_dense = g["dense_vecs"]
+    assert dense.shape == want_dense.shape
+    assert np.max(np.linalg.norm(dense - want_dense, axis=1) / np.linalg.norm(want_dense, axis=1)) <= 1e-5
+    indptr, indices, values = g["sparse_indptr"], g["sparse_indices"], g["sparse_values"]
+    for i, weights in enumerate(out["lexical_weights"]):
+        want = dict(zip(indices[indptr[i]:indptr[i + 1]].tolist(), values[indptr[i]:indptr[i + 1]].tolist()))
+        assert sorted(weights) == sorted(want), f"text {i}"
+        assert weights == pytest.approx(want, rel=1e-5, abs=1e-6), f"text {i}"
+    offsets, vecs = g["colbert_offsets"], g["colbert_vecs"]
+    for i, v in enumerate(out["colbert_vecs"]):
+        want = vecs[offsets[i]:offsets[i + 1]]
+        assert v.shape == want.shape, f"text {i}"
+        assert np.max(np.abs(v - want)) <= 1e-5, f"text {i}"
+    # The per-text arrays are views of one buffer, not copies.
+    assert all(v.base is not None for v in out["colbert_vecs"])
+
+
+def test_encode_output_sparse_and_colbert():
+    texts, g = _golden()
+    model = stoke.Model(M3, device="cpu")
+    scipy = pytest.importorskip("scipy.sparse")
+    m = model.encode(texts, output="sparse")
+    assert isinstance(m, scipy.csr_matrix) and m.shape == (len(texts), model.outputs["sparse_columns"])
+    assert np.array_equal(m.indptr, g["sparse_indptr"]) and np.array_equal(m.indices, g["sparse_indices"])
+    assert np.allclose(m.data, g["sparse_values"], rtol=1e-5, atol=1e-6)
+    v = model.encode(texts[0], output="colbert")
+    assert v.shape == (int(g["colbert_offsets"][1]), g["colbert_vecs"].shape[1])
+    one = model.encode_outputs(texts[0], return_dense=False, return_sparse=True)
+    assert isinstance(one["lexical_weights"], dict) and one["dense_vecs"] is None and one["colbert_vecs"] is None
+
+
+def test_outputs_a_model_lacks_are_refused():
+    bert = stoke.Model(FIXTURES / "models" / "tiny-bert", device="cpu")
+    assert bert.outputs == {"dense": True, "sparse": "none", "multi_vector": "none", "colbert_dim": 0,
+                            "sparse_columns": 0}
+    with pytest.raises(ValueError, match="gives no sparse output"):
+        bert.encode(["a"], output="sparse")
+    with pytest.raises(ValueError, match="gives no ColBERT vectors"):
+        bert.encode_outputs(["a"], return_dense=False, return_colbert_vecs=True)
+    with pytest.raises(ValueError, match='output \'words\''):
+        bert.encode(["a"], output="words")
+    with pytest.raises(ValueError, match="role"):
+        stoke.Model(M3, device="cpu").encode_outputs(["a"], return_sparse=True, role="questioner")

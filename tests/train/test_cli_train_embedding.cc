@@ -296,6 +296,14 @@ TEST(TrainEmbeddingCli, UserErrorsSayWhatAndWhere) {
             std::string::npos);
   EXPECT_NE(err_of("--objective mnrl --matryoshka-dims 4096 --train " + triplets.string()).find("dimensions"),
             std::string::npos);
+  {  // A ColBERT model is not a single-vector model.
+    const auto r = test::run_stoke("train --model " + (test::source_dir() / "tests/data/colbert_tiny/model").string() +
+                                       " --output " + (root / "out").string() + " --overwrite --quiet --objective mnrl "
+                                       "--train " + triplets.string(),
+                                   "/dev/null", kEnv);
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("is a ColBERT model"), std::string::npos) << r.err;
+  }
   const fs::path bad = root / "bad.jsonl";
   std::ofstream(bad) << "{\"anchor\": \"a\", \"positive\": \"b\"}\n{\"anchor\": \"c\"}\n";
   const std::string e = err_of("--objective mnrl --train " + bad.string());

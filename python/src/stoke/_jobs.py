@@ -28,7 +28,9 @@ def embed_job(
             CLI's --no-normalize), dimensions, prompt, prompt_name, output_dtype,
             max_batch_size, on_error, sort_window, shard_size, shard_index, num_shards
             (an int or "auto"), partition, outputs ("dense,sparse,colbert": bge-m3's
-            three outputs), chunk_tokens, chunk_overlap, chunk_boundary, late_chunking,
+            three outputs; "sparse" for a SPLADE model, "colbert" for a ColBERT model),
+            role ("document" or "query": ColBERT and inference-free SPLADE models),
+            sparse_top_k, chunk_tokens, chunk_overlap, chunk_boundary, late_chunking,
             pool_chunks (long documents: docs/pipeline.md); and progress=True for a
             progress bar on stderr.
 

@@ -184,6 +184,9 @@ class Model:
         chunk_boundary: str = "none",
         late_chunking: bool = False,
         pool_chunks: Optional[str] = None,
+        output: str = "dense",
+        role: str = "document",
+        sparse_top_k: int = 0,
     ) -> Union[np.ndarray, List[np.ndarray], Tuple[np.ndarray, np.ndarray], Any]:
         """Sentence vectors of `sentences`, in input order, as SentenceTransformer.encode makes them.
 
@@ -221,6 +224,16 @@ class Model:
                 every model).
             pool_chunks: "mean" or "max": one row per text instead, its chunks' rows pooled
                 (then normalized as the model's rows are); returns embeddings only, (n, d).
+            output: "dense" (the sentence vectors above), "sparse" (a SPLADE model's or
+                bge-m3's lexical weights: a scipy.sparse.csr_matrix (n, vocabulary size),
+                as `stoke embed --outputs sparse` writes them) or "colbert" (a ColBERT
+                model's or bge-m3's per-token vectors: a list of (tokens_i, d) arrays,
+                views of one buffer). `Model.outputs` says which the model gives.
+            role: "document" or "query": which side of retrieval the texts are on (ColBERT
+                models prefix and expand queries; inference-free SPLADE encodes queries
+                without the encoder; other models ignore it).
+            sparse_top_k: output="sparse": keep each text's k largest weights (0: all), as
+                sentence-transformers' max_active_dims.
 
         The rows equal `stoke embed`'s bit for bit for the same texts and settings
         (same batches). float32 results are numpy views of the buffer stoke filled:
@@ -235,6 +248,23 @@ class Model:
         texts, single = _texts_of(sentences, "sentences")
         if device is not None and device != self.device:
             raise ValueError(f'device "{device}": this model is open on {self.device}; open a Model on that device')
+        if output not in ("dense", "sparse", "colbert"):
+            raise ValueError(f'output {output!r}: expected "dense", "sparse" or "colbert"')
+        if output != "dense":
+            if chunk_tokens is not None or output_value != "sentence_embedding" or precision != "float32":
+                raise ValueError(f'output "{output}": chunk_tokens, output_value and precision go with dense vectors')
+            got = self.encode_outputs(texts, return_dense=False, return_sparse=output == "sparse",
+                                      return_colbert_vecs=output == "colbert", lexical_weights="csr", role=role,
+                                      sparse_top_k=sparse_top_k, prompt_name=prompt_name, prompt=prompt,
+                                      batch_size=batch_size, batch_tokens=batch_tokens,
+                                      show_progress_bar=show_progress_bar)
+            if output == "sparse":
+                rows = got["lexical_weights"]
+                return rows[0] if single else rows
+            vecs = got["colbert_vecs"]
+            return vecs[0] if single else vecs
+        if role != "document" or sparse_top_k:
+            raise ValueError('role and sparse_top_k go with output="sparse" or "colbert"')
         if output_value not in ("sentence_embedding", "token_embeddings"):
             raise ValueError(
                 f"output_value {output_value!r}: expected \"sentence_embedding\" or \"token_embeddings\""
@@ -283,6 +313,84 @@ class Model:
         elif single:
             emb = emb[0]
         return emb if spans is None else (emb, spans)
+
+    @property
+    def outputs(self) -> Dict[str, Any]:
+        """What the model gives: {"dense": bool, "sparse": "none" | "bge-m3" | "splade",
+        "multi_vector": "none" | "bge-m3" | "colbert", "colbert_dim": int, "sparse_columns": int}."""
+        return self._model.outputs
+
+    def encode_outputs(
+        self,
+        sentences: Union[str, Sequence[str]],
+        return_dense: bool = True,
+        return_sparse: bool = False,
+        return_colbert_vecs: bool = False,
+        lexical_weights: str = "dict",
+        role: str = "document",
+        sparse_top_k: int = 0,
+        prompt_name: Optional[str] = None,
+        prompt: Optional[str] = None,
+        batch_size: Optional[int] = None,
+        batch_tokens: Optional[int] = None,
+        show_progress_bar: Optional[bool] = None,
+    ) -> Dict[str, Any]:
+        """Every output asked for, from one forward pass per batch — FlagEmbedding's
+        ``BGEM3FlagModel.encode(return_dense, return_sparse, return_colbert_vecs)``.
+
+        Returns a dict with the keys FlagEmbedding uses: "dense_vecs" ((n, d) float32, the
+        model's dense vectors as `encode` gives them, or None), "lexical_weights" (per text
+        a {token id: weight} dict — FlagEmbedding's keys are the ids as str; pass
+        lexical_weights="csr" for one scipy.sparse.csr_matrix (n, vocabulary size) instead,
+        or None) and "colbert_vecs" (per text a (tokens_i, d) float32 array, views of one
+        buffer, or None). For one str the values are that text's alone.
+
+        Raises:
+            ValueError: an output the model does not give (`Model.outputs`), a bad argument.
+        """
+        texts, single = _texts_of(sentences, "sentences")
+        if lexical_weights not in ("dict", "csr"):
+            raise ValueError(f'lexical_weights {lexical_weights!r}: expected "dict" or "csr"')
+        if not (return_dense or return_sparse or return_colbert_vecs):
+            raise ValueError("ask for at least one of return_dense, return_sparse, return_colbert_vecs")
+        if batch_size is not None and batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+        progress = _Progress(len(texts), "encode") if show_progress_bar else None
+        try:
+            dense, indptr, indices, values, colbert, offsets, owner = self._model.encode_outputs(
+                texts,
+                self._model.resolve_prompt(prompt, prompt_name),
+                return_dense,
+                return_sparse,
+                return_colbert_vecs,
+                role,
+                sparse_top_k,
+                DEFAULT_BATCH_TOKENS if batch_tokens is None else batch_tokens,
+                DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
+                progress,
+            )
+        finally:
+            if progress is not None:
+                progress.close()
+        out: Dict[str, Any] = {"dense_vecs": None, "lexical_weights": None, "colbert_vecs": None}
+        if return_dense:
+            out["dense_vecs"] = dense[0] if single else dense
+        if return_sparse:
+            if lexical_weights == "csr":
+                import scipy.sparse  # optional: only for lexical_weights="csr"
+
+                rows = scipy.sparse.csr_matrix((values, indices, indptr),
+                                               shape=(len(texts), self._model.outputs["sparse_columns"]))
+                out["lexical_weights"] = rows[0] if single else rows
+            else:
+                dicts = [dict(zip(indices[indptr[i]:indptr[i + 1]].tolist(), values[indptr[i]:indptr[i + 1]].tolist()))
+                         for i in range(len(texts))]
+                out["lexical_weights"] = dicts[0] if single else dicts
+        if return_colbert_vecs:
+            vecs = [colbert[offsets[i]:offsets[i + 1]] for i in range(len(texts))]
+            out["colbert_vecs"] = vecs[0] if single else vecs
+        del owner  # each array above keeps its buffer alive
+        return out
 
     def _run_chunks(self, texts, prompt, chunk_tokens, chunk_overlap, chunk_boundary, late_chunking, pool_chunks,
                     batch_size, batch_tokens, show_progress_bar):

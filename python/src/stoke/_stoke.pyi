@@ -74,6 +74,21 @@ class Model:
         batch_size: int = 256,
         on_progress: Optional[Callable[[int], None]] = None,
     ) -> Tuple[np.ndarray, np.ndarray, RowBuffer]: ...
+    @property
+    def outputs(self) -> Dict[str, object]: ...
+    def encode_outputs(
+        self,
+        texts: List[str],
+        prompt: str,
+        dense: bool,
+        sparse: bool,
+        colbert: bool,
+        role: str = "document",
+        sparse_top_k: int = 0,
+        batch_tokens: int = 16384,
+        batch_size: int = 256,
+        on_progress: Optional[Callable[[int], None]] = None,
+    ) -> Tuple[Optional[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, object]: ...
     def tokenize(self, texts: List[Union[str, Tuple[str, str]]]) -> Dict[str, np.ndarray]: ...
 
 def embed_job(model: str, input: str, output: str, flags: Dict[str, object]) -> Dict[str, object]: ...

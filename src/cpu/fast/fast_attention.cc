@@ -53,6 +53,7 @@
 #include "cpu/fast/fast_ops.h"
 #include "cpu/fast/fast_philox.h"
 #include "cpu/fast/fast_softmax_rows.h"
+#include "backend/colbert_checks.h"
 #include "backend/op_checks_backward.h"
 
 namespace stoke::cpu::fast {
@@ -69,9 +70,11 @@ using namespace tiles;  // NOLINT: this file's own toolkit (fast_attention_tiles
 
 std::atomic<int> g_vector_floats_for_testing{0};  // 0: by the CPU
 
-// Sequence rows [first, first + len), head, the item's queries [i0, i1).
+// Sequence rows [first, first + len), head, the item's queries [i0, i1);
+// keys: the sequence's first `keys` tokens are its keys (len, but for
+// attention_keys: PyLate's unattended query expansion).
 struct Item {
-  int64_t first, len, head, i0, i1;
+  int64_t first, len, head, i0, i1, keys;
 };
 
 struct Geometry {
@@ -123,7 +126,7 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
   // The keys any query of the item sees, [kb, ke) of the sequence; K, V and
   // the score columns below are indexed from kb.
   const int64_t kb = win ? std::max<int64_t>(0, it.i0 - win) : 0;
-  const int64_t ke = win ? std::min(it.len, it.i1 + win) : it.len;
+  const int64_t ke = win ? std::min(it.keys, it.i1 + win) : it.keys;
   const int64_t len = ke - kb;
   const int64_t Lp = round_up(len, kPad), dp = round_up(d, kPad);
   // One pass over those rows widens V [Lp, dp] and the item's queries Q [n, d]
@@ -146,6 +149,12 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
       float* q = qs + (kb + j - it.i0) * d;
       for (int64_t c = 0; c < d; ++c) q[c] = to_float(qj[c]) * g.scale;
     }
+  }
+  // Queries past the keys (attention_keys) are not in the pass above.
+  for (int64_t i = std::max(it.i0, ke); i < it.i1; ++i) {
+    const T* qi = qkv + (it.first + i) * C + it.head * d;
+    float* q = qs + (i - it.i0) * d;
+    for (int64_t c = 0; c < d; ++c) q[c] = to_float(qi[c]) * g.scale;
   }
   widen_transposed<L>(rows + (g.heads + it.head) * d, C, len, d, Lp, kt);
   const int64_t n_all = it.i1 - it.i0;
@@ -191,9 +200,11 @@ STOKE_CPU_CLONES void attend(const T* qkv, T* out, float* lse, const Dropout* dr
   }
 }
 
-// drop: null for no dropout (inference, or p = 0).
+// drop: null for no dropout (inference, or p = 0). key_lens: null, or the
+// keys of each sequence (attention_keys).
 void attention_with_lse(const AttentionShape& shape, const TensorView& out, const TensorView& qkv,
-                        const TensorView& cu_seqlens, int window, float* lse, const Dropout* drop) {
+                        const TensorView& cu_seqlens, int window, float* lse, const Dropout* drop,
+                        const int32_t* key_lens = nullptr) {
   const int32_t* cu = cu_seqlens.as<const int32_t>();
   std::vector<Item> items;
   int64_t longest = 0;
@@ -205,7 +216,7 @@ void attention_with_lse(const AttentionShape& shape, const TensorView& out, cons
     work += 2.0 * static_cast<double>(len) * static_cast<double>(seen) * static_cast<double>(shape.d * shape.heads);
     for (int64_t h = 0; h < shape.heads; ++h)
       for (int64_t i0 = 0; i0 < len; i0 += kQueryBlock)
-        items.push_back({first, len, h, i0, std::min(len, i0 + kQueryBlock)});
+        items.push_back({first, len, h, i0, std::min(len, i0 + kQueryBlock), key_lens ? key_lens[b] : len});
   }
   if (items.empty()) return;
   const Geometry g{3 * shape.heads * shape.d, shape.heads, shape.d,
@@ -251,6 +262,12 @@ void attention(const TensorView& out, const TensorView& qkv, const TensorView& c
                int window) {
   attention_with_lse(check_attention(out, qkv, cu_seqlens, heads, max_seqlen, window), out, qkv, cu_seqlens, window,
                      nullptr, nullptr);
+}
+
+void attention_keys(const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
+                    const TensorView& key_lens, int heads, int max_seqlen, int window) {
+  attention_with_lse(check_attention_keys(out, qkv, cu_seqlens, key_lens, heads, max_seqlen, window), out, qkv,
+                     cu_seqlens, window, nullptr, nullptr, key_lens.as<const int32_t>());
 }
 
 // The training forward: the same kernel, also keeping lse = max + log(sum) of
