@@ -128,6 +128,22 @@ std::string ranked_answer(const std::vector<double>& score, const std::vector<st
   return out;
 }
 
+// TEI's `inputs` (texts or token ids).
+std::vector<BatchItem> inputs_of(Call& call, dom::object body) {
+  return parse_inputs(required_field(body, "inputs"), "inputs", limits_of(call, true));
+}
+
+// A TEI embedding request's fields (truncate, truncation_direction,
+// prompt_name) and stoke's `role`, asking for the sparse / ColBERT outputs.
+BatchRequestOptions extras_request(Call& call, dom::object body, bool sparse, bool colbert) {
+  BatchRequestOptions o;
+  o.product = BatchProduct::pooled;
+  set_truncation(o, call, body);
+  o.prompt = call.model().prompt_for(string_field(body, "prompt_name"));
+  o.extras = call.model().output_settings(sparse, colbert, role_of(body, TextRole::document));
+  return o;
+}
+
 }  // namespace
 
 void tei_embed_sparse(Call& call) {
@@ -136,13 +152,7 @@ void tei_embed_sparse(Call& call) {
     throw no_output("/embed_sparse", "the served model gives no sparse output (serve a SPLADE sparse encoder, or "
                                      "bge-m3 with its sparse_linear.pt)");
   const dom::object body = parse_object(call.request.body());
-  std::vector<BatchItem> items = parse_inputs(required_field(body, "inputs"), "inputs", limits_of(call, true));
-  BatchRequestOptions o;
-  o.product = BatchProduct::pooled;
-  set_truncation(o, call, body);
-  o.prompt = m.prompt_for(string_field(body, "prompt_name"));
-  o.extras = m.output_settings(true, false, role_of(body, TextRole::document));
-  call.run_batch(std::move(items), o, [](BatchResult& r) {
+  call.run_batch(inputs_of(call, body), extras_request(call, body, true, false), [](BatchResult& r) {
     std::string out = "[";
     for (size_t i = 0; i < r.extras.size(); ++i) {
       if (i) out.push_back(',');
@@ -164,14 +174,8 @@ void tei_embed_sparse(Call& call) {
 void colbert_embed_all(Call& call) {
   ServedModel& m = call.model();
   const dom::object body = parse_object(call.request.body());
-  std::vector<BatchItem> items = parse_inputs(required_field(body, "inputs"), "inputs", limits_of(call, true));
-  BatchRequestOptions o;
-  o.product = BatchProduct::pooled;
-  set_truncation(o, call, body);
-  o.prompt = m.prompt_for(string_field(body, "prompt_name"));
-  o.extras = m.output_settings(false, true, role_of(body, TextRole::document));
   const int64_t dim = m.output_sources().colbert_dim;
-  call.run_batch(std::move(items), o, [dim](BatchResult& r) {
+  call.run_batch(inputs_of(call, body), extras_request(call, body, false, true), [dim](BatchResult& r) {
     std::string out = "[";
     for (size_t i = 0; i < r.extras.size(); ++i) {
       if (i) out.push_back(',');

@@ -49,6 +49,17 @@ inline std::vector<double> best_golden(const SafetensorsFile& f, const std::stri
   return f.find(name + ".f64") ? golden(f, name + ".f64") : golden(f, name);
 }
 
+// ||got - want|| / ||want|| of one row of n values (a zero row's error is its
+// distance from zero).
+inline double row_error(const float* got, const double* want, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
 inline double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
   EXPECT_EQ(got.size(), want.size());
   double num = 0, den = 0;

@@ -46,14 +46,7 @@ inline Golden open_golden() {
   return g;
 }
 
-inline double row_error(const float* got, const double* want, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using goldens::row_error;  // support/goldens.h
 
 // How the texts are batched: all in one packed batch, or one text per batch
 // (a different GEMM shape: the results must agree all the same).

@@ -355,23 +355,12 @@ class Model:
             raise ValueError("ask for at least one of return_dense, return_sparse, return_colbert_vecs")
         if batch_size is not None and batch_size <= 0:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
-        progress = _Progress(len(texts), "encode") if show_progress_bar else None
-        try:
-            dense, indptr, indices, values, colbert, offsets, owner = self._model.encode_outputs(
-                texts,
-                self._model.resolve_prompt(prompt, prompt_name),
-                return_dense,
-                return_sparse,
-                return_colbert_vecs,
-                role,
-                sparse_top_k,
-                DEFAULT_BATCH_TOKENS if batch_tokens is None else batch_tokens,
-                DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
-                progress,
-            )
-        finally:
-            if progress is not None:
-                progress.close()
+        dense, indptr, indices, values, colbert, offsets, owner = self._with_progress(
+            len(texts), "encode", show_progress_bar,
+            lambda progress: self._model.encode_outputs(
+                texts, self._model.resolve_prompt(prompt, prompt_name), return_dense, return_sparse,
+                return_colbert_vecs, role, sparse_top_k, DEFAULT_BATCH_TOKENS if batch_tokens is None else batch_tokens,
+                DEFAULT_BATCH_SIZE if batch_size is None else batch_size, progress))
         out: Dict[str, Any] = {"dense_vecs": None, "lexical_weights": None, "colbert_vecs": None}
         if return_dense:
             out["dense_vecs"] = dense[0] if single else dense
@@ -415,20 +404,22 @@ class Model:
             return emb, None
         return emb, spans.view(CHUNK_SPAN_DTYPE).reshape(-1)
 
-    def _run(self, texts, product, prompt, batch_size, batch_tokens, show_progress_bar, what):
-        progress = _Progress(len(texts), what) if show_progress_bar else None
+    @staticmethod
+    def _with_progress(n, what, show_progress_bar, call):
+        """call(progress) with a progress bar over n texts when asked, closed whatever happens."""
+        progress = _Progress(n, what) if show_progress_bar else None
         try:
-            return self._model.encode(
-                texts,
-                product,
-                prompt,
-                DEFAULT_BATCH_TOKENS if batch_tokens is None else batch_tokens,
-                DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
-                progress,
-            )
+            return call(progress)
         finally:
             if progress is not None:
                 progress.close()
+
+    def _run(self, texts, product, prompt, batch_size, batch_tokens, show_progress_bar, what):
+        return self._with_progress(
+            len(texts), what, show_progress_bar,
+            lambda progress: self._model.encode(texts, product, prompt,
+                                                DEFAULT_BATCH_TOKENS if batch_tokens is None else batch_tokens,
+                                                DEFAULT_BATCH_SIZE if batch_size is None else batch_size, progress))
 
     def encode_query(self, sentences: Union[str, Sequence[str]], **kwargs: Any):
         """encode() with the model's "query" prompt (when it has one and none is given), as sentence-transformers does."""
