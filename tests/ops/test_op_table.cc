@@ -241,10 +241,16 @@ std::vector<OpCase> make_cases() {
   // maxsim (ColBERT scores): one query's vectors against documents of 5, 0
   // (scores 0), 1, 33 and 7 vectors at a fixture width, and against long and
   // short documents at a real model's width (128).
-  for (const auto& [what, Tq, D, dl] :
-       {std::tuple{std::string("d16"), int64_t{32}, int64_t{16}, std::vector<int32_t>{5, 0, 1, 33, 7}},
-        std::tuple{std::string("d128"), int64_t{32}, int64_t{128}, std::vector<int32_t>{180, 1, 64}}}) {
-    add("maxsim", what, DType::f32, Tq * D, [=](Run& r, Rng& rng) {
+  struct MaxsimCase {
+    std::string what;
+    int64_t Tq, D;
+    std::vector<int32_t> dl;  // each document's vector count
+  };
+  for (const MaxsimCase& c : {MaxsimCase{"d16", 32, 16, {5, 0, 1, 33, 7}}, MaxsimCase{"d128", 32, 128, {180, 1, 64}}}) {
+    // Named copies, not structured bindings: clang before 16 cannot capture those.
+    const int64_t Tq = c.Tq, D = c.D;
+    const std::vector<int32_t> dl = c.dl;
+    add("maxsim", c.what, DType::f32, Tq * D, [=](Run& r, Rng& rng) {
       const int64_t Td = std::accumulate(dl.begin(), dl.end(), int64_t{0});
       const int64_t N = static_cast<int64_t>(dl.size());
       const TensorView q = r.in(random_tensor(rng, DType::f32, {Tq, D}));
