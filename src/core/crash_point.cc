@@ -73,11 +73,15 @@ void crash_point(const char* name) {
     lock.unlock();
     for (;;) ::pause();  // this thread only; the others (a watchdog) go on
   }
+  // raise(), not kill(getpid()): a signal sent to the process is taken by
+  // whichever thread the kernel picks, and this one could run on — commit a
+  // shard, write a manifest — until that thread stops the group; sent to
+  // this thread, it stops (or dies) before its next instruction here.
   if (stop.armed && stop.name == name && --stop.hits_left == 0) {
     stop.armed = false;
-    ::kill(::getpid(), SIGSTOP);
+    ::raise(SIGSTOP);
   }
-  if (crash.armed && crash.name == name && --crash.hits_left == 0) ::kill(::getpid(), SIGKILL);
+  if (crash.armed && crash.name == name && --crash.hits_left == 0) ::raise(SIGKILL);
   if (fail.armed && fail.name == name && --fail.hits_left == 0) {
     fail.armed = false;
     throw Error(Errc::io, std::string(name) + ": No space left on device (injected by STOKE_FAIL_AT)");
