@@ -45,6 +45,10 @@ def main():
     if marker.exists() and json.loads(marker.read_text()) == config:
         return
     if out.exists():
+        # Remade only when this script made it (its marker is there): a folder
+        # of that name that is not ours is left alone (RELIABILITY 14).
+        if not marker.exists():
+            sys.exit(f"{out} exists and was not made by make_m3_model.py (no {marker.name}): move it away first")
         shutil.rmtree(out)
     torch.manual_seed(SEED)
     model = transformers.XLMRobertaModel(transformers.XLMRobertaConfig(**config)).eval()

@@ -51,14 +51,10 @@ TextOutputSources text_output_sources(const LoadedEncoder& encoder, int64_t voca
   return s;
 }
 
-void load_text_output_heads(LoadedEncoder& encoder, const std::filesystem::path& model_dir, Backend& backend) {
-  const M3HeadFiles m3 = find_m3_heads(model_dir);
-  if ((m3.sparse || m3.colbert) && !encoder.m3.has_sparse() && !encoder.m3.has_colbert())
-    load_m3_heads(encoder, model_dir, backend);
-}
-
 void load_text_output_heads(LoadedEncoder& encoder, const ModelFolder& folder, Backend& backend) {
-  load_text_output_heads(encoder, folder.model_dir, backend);
+  const M3HeadFiles m3 = find_m3_heads(folder.model_dir);
+  if ((m3.sparse || m3.colbert) && !encoder.m3.has_sparse() && !encoder.m3.has_colbert())
+    load_m3_heads(encoder, folder.model_dir, backend);
   if (folder.st.splade && !encoder.splade.present()) load_splade_head(encoder, folder, backend);
 }
 

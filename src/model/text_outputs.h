@@ -58,13 +58,11 @@ struct TextOutputSettings {
   ColbertSettings colbert_model;
 };
 
-// Loads every sparse / multi-vector head the folder has (bge-m3's
-// sparse_linear.pt / colbert_linear.pt), for a caller that serves whatever a
-// request asks (serve, Python); `stoke embed` loads only those --outputs names.
-void load_text_output_heads(LoadedEncoder& encoder, const std::filesystem::path& model_dir, Backend& backend);
-// The same for a whole model folder, a SPLADE sparse encoder's MLM head (and
-// an inference-free one's query weights: model/splade_head.h) included: what
-// serve and Python should call (folder.st says what the folder is).
+// Loads every sparse / multi-vector head the folder has — bge-m3's
+// sparse_linear.pt / colbert_linear.pt, a SPLADE sparse encoder's MLM head
+// (and an inference-free one's query weights: model/splade_head.h) — for a
+// caller that serves whatever a request asks (serve, Python); `stoke embed`
+// loads only those --outputs names.
 void load_text_output_heads(LoadedEncoder& encoder, const ModelFolder& folder, Backend& backend);
 
 // The settings for a model folder: bge-m3's unused ids read from its

@@ -134,12 +134,6 @@ std::string ServedModel::prompt_for(const std::optional<std::string>& prompt_nam
 }
 
 TextOutputSettings ServedModel::output_settings(bool sparse, bool colbert, TextRole role) const {
-  if (sparse && sources_.sparse == SparseSource::none)
-    throw Error(Errc::unsupported, "this model gives no sparse output: serve a SPLADE sparse encoder, or bge-m3 with "
-                                   "its sparse_linear.pt");
-  if (colbert && sources_.multi_vector == MultiVectorSource::none)
-    throw Error(Errc::unsupported, "this model gives no ColBERT vectors: serve a ColBERT model, or bge-m3 with its "
-                                   "colbert_linear.pt");
   return text_output_choice(session_.encoder, output_settings_, sources_, sparse, colbert, role, 0);
 }
 

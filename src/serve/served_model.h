@@ -48,8 +48,9 @@ class ServedModel {
   bool model_normalizes() const { return normalizes_; }
   // The sparse / multi-vector outputs the model gives (model/text_outputs.h).
   const TextOutputSources& output_sources() const { return sources_; }
-  // The settings a request for those outputs runs with; throws
-  // Error(unsupported) naming what the model lacks.
+  // The settings a request for those outputs runs with (each route first
+  // checks output_sources(), answering 424 for what the model lacks); throws
+  // Error(invalid_argument) naming what the model lacks.
   TextOutputSettings output_settings(bool sparse, bool colbert, TextRole role = TextRole::document) const;
   // The precision the model runs in, as --precision names it: "f32", "bf16",
   // "f16" or "int8" (the session's activation dtype alone says f32 for int8).
