@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tokenizer benchmark: stoke next to its peers on the same texts, in one run.
 #   bench/tokenize/run.sh [SECONDS]
+#   BENCH_BIN=/tmp/bench_tokenize.before bench/tokenize/run.sh [SECONDS]
 # Needs a release build (scripts/build.sh release). The peers run in a venv
 # (.venv-bench) with `tokenizers` from PyPI and Debian's python3-sentencepiece,
 # or in the Python named by PEER_PYTHON (e.g. the pinned golden venv, which
@@ -8,12 +9,15 @@
 # The Unigram (XLM-R as transformers 5 saves it: tokenizer.json) and byte-level
 # BPE (RoBERTa) rows use the golden folders of tests/golden/tokenizers; their
 # peer is HF tokenizers on the same tokenizer.json.
+# Each stoke row has a "stoke (offsets)" twin: tokenize_with_offsets, the
+# aligned path (HF's encode_batch computes offsets always, so the peer is the same).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs="${1:-3}"
 fixtures="${STOKE_FIXTURES:-$(cd .. && pwd)/shared/fixtures}"
 corpus="$fixtures/corpus/fortunes-multilingual.jsonl"
-bin=build/release/bench/tokenize/bench_tokenize
+# BENCH_BIN: another bench_tokenize (e.g. a copy of the one before a change).
+bin="${BENCH_BIN:-build/release/bench/tokenize/bench_tokenize}"
 [ -x "$bin" ] || scripts/build.sh release
 py="${PEER_PYTHON:-.venv-bench/bin/python}"
 if [ -z "${PEER_PYTHON:-}" ] && [ ! -x .venv-bench/bin/python ]; then
@@ -22,18 +26,24 @@ if [ -z "${PEER_PYTHON:-}" ] && [ ! -x .venv-bench/bin/python ]; then
 fi
 out=$(mktemp)
 for t in 1 2; do
-  "$bin" "$fixtures/models/tiny-bert" "$corpus" --threads "$t" --seconds "$secs" | sed 's/^/bert /' >>"$out"
+  for o in "" --offsets; do
+    "$bin" "$fixtures/models/tiny-bert" "$corpus" --threads "$t" --seconds "$secs" $o | sed 's/^/bert /' >>"$out"
+  done
   $py bench/tokenize/peers.py hf "$fixtures/models/tiny-bert" "$corpus" "$t" "$secs" | sed 's/^/bert /' >>"$out"
 done
 for t in 1 2; do
-  "$bin" "$fixtures/models/tiny-xlmr" "$corpus" --threads "$t" --seconds "$secs" | sed 's/^/xlmr /' >>"$out"
+  for o in "" --offsets; do
+    "$bin" "$fixtures/models/tiny-xlmr" "$corpus" --threads "$t" --seconds "$secs" $o | sed 's/^/xlmr /' >>"$out"
+  done
   $py bench/tokenize/peers.py spm "$fixtures/models/tiny-xlmr" "$corpus" "$t" "$secs" | sed 's/^/xlmr /' >>"$out"
 done
 golden=tests/golden/tokenizers
 for t in 1 2; do
   for m in xlmr-added:unigram roberta:bpe; do
     dir="$golden/${m%%:*}" name="${m##*:}"
-    "$bin" "$dir" "$corpus" --threads "$t" --seconds "$secs" | sed "s/^/$name /" >>"$out"
+    for o in "" --offsets; do
+      "$bin" "$dir" "$corpus" --threads "$t" --seconds "$secs" $o | sed "s/^/$name /" >>"$out"
+    done
     $py bench/tokenize/peers.py hf "$dir" "$corpus" "$t" "$secs" | sed "s/^/$name /" >>"$out"
   done
 done

@@ -30,8 +30,9 @@ class TextNormalizer {
   explicit TextNormalizer(std::vector<NormalizerStep> steps) : steps_(std::move(steps)) {}
   std::string normalize(std::string_view text) const;
   // normalize(), carrying each byte's original range as Hugging Face's
-  // NormalizedString does (normalizers_aligned.cc). False when a step's
-  // alignment is not followed (BertNormalizer here; WordPiece has its own).
+  // NormalizedString does: the same steps (one implementation over both
+  // kinds of text, text_edits.h). False when a step's alignment is not
+  // followed (BertNormalizer here; WordPiece has its own).
   bool normalize_aligned(std::string_view text, AlignedText& out) const;
   bool empty() const { return steps_.empty(); }
   const std::vector<NormalizerStep>& steps() const { return steps_; }

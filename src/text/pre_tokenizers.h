@@ -52,8 +52,9 @@ class PreTokenizer {
   // string per word: the hot path of byte-level BPE.
   void for_each_word(std::string_view text, bool at_input_start,
                      const std::function<void(std::string_view)>& f) const;
-  // split(), carrying the alignment as HF's PreTokenizedString does
-  // (pre_tokenizers_aligned.cc): the same words, each byte aligned.
+  // split(), carrying the alignment as HF's PreTokenizedString does: the
+  // same steps (one implementation over both kinds of text, text_edits.h),
+  // the same words, each byte aligned.
   void split_aligned(const AlignedText& text, bool at_input_start, std::vector<AlignedWord>& out) const;
   const std::vector<PreTokenizerStep>& steps() const { return steps_; }
 
