@@ -2,9 +2,9 @@
 // BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, MPNet is a field here,
 // and the loader (io/hf_config, io/encoder_layout), the inference encoder,
 // the trainable layout and the trainer read these fields instead of asking
-// "which model is this?". The layer sequence itself is the same for all of
-// them (post-LN, bidirectional; model/layer_sequence); what varies is names,
-// embeddings, heads and MPNet's relative-position bias.
+// "which model is this?". The layers come from the entry's LayerFamily (one
+// unit per family); within a family what varies is names, embeddings, heads,
+// rotary, gating and MPNet's relative-position bias.
 //
 // One table (io/architectures.cc) holds one entry per config.json model_type.
 // It lives in io/ rather than model/ because the loader needs the tensor names
@@ -20,6 +20,32 @@ namespace stoke {
 
 enum class ModelType { bert, roberta, xlm_roberta, camembert, electra, distilbert, mpnet, qwen2, qwen3, gte_hub, gte, nomic_bert,
                        modernbert };
+
+// The layer families: one unit each (its inference forward and training
+// forward side by side, its backward, its buffers and parameter placement).
+// A new variant of a family is a table entry; a new family is a new unit.
+enum class LayerFamily {
+  // BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, MPNet, GTE,
+  // NomicBERT: LN(x + attention(x)), LN(h + FFN(h)); variants differ in
+  // embeddings, rotary (GTE, NomicBERT), a gated FFN (gated_ffn) and MPNet's
+  // relative-position bias. model/layer_sequence.h; its backward in
+  // model/encoder_training.cc.
+  post_ln_encoder,
+  // ModernBERT: pre-norm layers (a LayerNorm without bias before attention
+  // and before the feed-forward, none before layer 0's attention), q/k/v in
+  // one stored matrix, rotary positions (no position or token type table),
+  // a GeGLU feed-forward, global and sliding-window local layers with their
+  // own rope theta, a final LayerNorm, no linear biases; the head pools
+  // (classifier_pooling), then dense, GELU, LayerNorm, classifier.
+  // model/prenorm_family.h.
+  prenorm_encoder,
+  // Qwen2, Qwen3: pre-norm layers with RMSNorm, rotary positions (no
+  // position or token type table), grouped-query attention, causal unless
+  // config.json says "is_causal": false, a SwiGLU feed-forward and a final
+  // RMSNorm; its classifier (`score`, no bias) reads the last non-pad token.
+  // Inference only. model/decoder_family.h.
+  decoder,
+};
 
 // How a token's position index is computed (packed_batch).
 enum class PositionScheme {
@@ -135,21 +161,16 @@ struct Architecture {
   TokenizerFamily tokenizer = TokenizerFamily::wordpiece;
   ConfigFields fields;
   ConfigDefaults defaults;
-  // ModernBERT: pre-norm layers (a LayerNorm without bias before attention
-  // and before the feed-forward, none before layer 0's attention), q/k/v in
-  // one stored matrix, rotary positions (no position or token type table),
-  // a GeGLU feed-forward, global and sliding-window local layers with their
-  // own rope theta, a final LayerNorm, no linear biases; the head pools
-  // (classifier_pooling), then dense, GELU, LayerNorm, classifier.
-  // model/prenorm_layer.h.
+  // The layer family: which unit computes the layers (its forward in both
+  // forms, its backward, buffers and head). Everything else in the entry is a
+  // variant's detail the family reads. Code outside the family's unit and the
+  // config readers asks `family`, never the family's own booleans.
+  LayerFamily family = LayerFamily::post_ln_encoder;
+  // family, as the two booleans readers above src/model still test (set by the
+  // table from `family`; jobs/inspect_model.cc, pipeline/chunked_requests.cc).
   bool prenorm = false;
-  // A decoder (Qwen2, Qwen3): pre-norm layers with RMSNorm, rotary positions
-  // (no position or token type table), grouped-query attention, causal
-  // unless config.json says "is_causal": false, a SwiGLU feed-forward and a
-  // final RMSNorm; its classifier (`score`, no bias) reads the last non-pad
-  // token. Inference only. model/decoder_layer.h.
   bool decoder = false;
-  // Post-LN encoders with rotary positions and a gated feed-forward (GTE,
+  // Post-LN family details. Rotary positions and a gated feed-forward (GTE,
   // NomicBERT; positions = PositionScheme::rotary): the layer sequence rotates
   // q and k after the QKV GEMM, and the FFN is one GEMM into both GLU halves
   // side by side, then glu (model/layer_sequence.h). glu_act_on_second: the

@@ -195,7 +195,7 @@ Architecture mpnet() {
   return a;
 }
 
-// Qwen2 and Qwen3 (decoders: Architecture::decoder). The bare model's names
+// Qwen2 and Qwen3 (LayerFamily::decoder). The bare model's names
 // (Qwen3-Embedding saves Qwen3Model: no prefix); *ForSequenceClassification
 // and *ForCausalLM put "model." before them. Qwen2 has q/k/v biases and no
 // q/k norm; Qwen3 has the norm, and biases only with "attention_bias": true.
@@ -203,7 +203,7 @@ Architecture qwen(ModelType type, std::string_view model_type, std::string_view 
                   std::string_view classifier) {
   Architecture a = named(type, model_type, display, "model.", classifier);
   const bool qwen3 = type == ModelType::qwen3;
-  a.decoder = true;
+  a.family = LayerFamily::decoder;
   a.token_types = false;
   a.tokenizer = TokenizerFamily::bytelevel_bpe;
   a.fields.layer_norm_eps = "rms_norm_eps";
@@ -249,7 +249,7 @@ Architecture qwen(ModelType type, std::string_view model_type, std::string_view 
 
 // ModernBERT (answerdotai/ModernBERT-*, and the embedders built on it:
 // nomic-ai/modernbert-embed-base, Alibaba-NLP/gte-modernbert-base, ...):
-// Architecture::prenorm. ModernBertForSequenceClassification saves the base
+// LayerFamily::prenorm_encoder. ModernBertForSequenceClassification saves the base
 // model under "model." and its head ("head.dense", "head.norm") and
 // classifier ("classifier", with a bias) without; bare ModernBertModel
 // exports have no prefix. Config fields: hidden_activation, norm_eps, and
@@ -257,7 +257,7 @@ Architecture qwen(ModelType type, std::string_view model_type, std::string_view 
 Architecture modernbert() {
   Architecture a = named(ModelType::modernbert, "modernbert", "ModernBERT", "model.",
                          "ModernBertForSequenceClassification");
-  a.prenorm = true;
+  a.family = LayerFamily::prenorm_encoder;
   a.token_types = false;
   a.tokenizer = TokenizerFamily::bytelevel_bpe;
   a.fields.hidden_act = "hidden_activation";
@@ -386,7 +386,8 @@ Architecture nomic_bert() {
 }
 
 const std::vector<Architecture>& table() {
-  static const std::vector<Architecture> t = {
+  static const std::vector<Architecture> t = [] {
+    std::vector<Architecture> entries = {
       bert(),
       roberta_like(ModelType::roberta, "roberta", "RoBERTa", "RobertaForSequenceClassification",
                    TokenizerFamily::bytelevel_bpe, 50265),
@@ -403,7 +404,13 @@ const std::vector<Architecture>& table() {
       gte_like(ModelType::gte, "gte", "gte.", "GteForSequenceClassification"),
       nomic_bert(),
       modernbert(),
-  };
+    };
+    for (Architecture& a : entries) {  // the family as the booleans older readers test (architecture.h)
+      a.prenorm = a.family == LayerFamily::prenorm_encoder;
+      a.decoder = a.family == LayerFamily::decoder;
+    }
+    return entries;
+  }();
   return t;
 }
 

@@ -53,7 +53,7 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
       default: return {H};
     }
   };
-  if (a.decoder) {  // grouped-query attention: q has heads x d rows, k and v kv_heads x d
+  if (a.family == LayerFamily::decoder) {  // grouped-query attention: q has heads x d rows, k and v kv_heads x d
     const Dim Q{c.num_attention_heads * c.head_dim(), "num_attention_heads * head_dim"};
     const Dim KV{c.num_key_value_heads * c.head_dim(), "num_key_value_heads * head_dim"};
     const Dim D{c.head_dim(), "head_dim"};
@@ -70,7 +70,7 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
       }
     };
   }
-  if (a.prenorm) {  // ModernBERT: Wqkv stacked, Wi the GeGLU's [input | gate]
+  if (a.family == LayerFamily::prenorm_encoder) {  // ModernBERT: Wqkv stacked, Wi the GeGLU's [input | gate]
     const Dim I2{2 * c.intermediate_size, "2 * " + std::string(f.intermediate_size)};
     dims_of = [=, base = dims_of](R r) -> std::vector<Dim> {
       switch (r) {
@@ -84,9 +84,9 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
   auto add = [&](R r, int64_t layer) {
     if (!a.has(r)) return;
     // ModernBERT's first layer has no attention norm (nn.Identity).
-    if (a.prenorm && r == R::attn_ln_weight && layer == 0) return;
+    if (a.family == LayerFamily::prenorm_encoder && r == R::attn_ln_weight && layer == 0) return;
     // Decoder biases exist only with attention_bias (Qwen2: q/k/v always).
-    if (a.decoder && !c.attention_bias &&
+    if (a.family == LayerFamily::decoder && !c.attention_bias &&
         (r == R::query_bias || r == R::key_bias || r == R::value_bias || r == R::attn_out_bias))
       return;
     // ELECTRA projects only when the sizes differ (ElectraModel has no

@@ -480,14 +480,14 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
                                                                                         : d.classifier_dropout);
   if (a.type == ModelType::nomic_bert) parse_nomic_hub_names(f, c);
 
-  if (a.decoder) {
+  if (a.family == LayerFamily::decoder) {
     // pad_token_id is null in Qwen configs: -1, no pad token (the classifier
     // then reads the last token).
     c.pad_token_id = f.non_negative_int("pad_token_id", -1);
     parse_decoder_fields(f, c);
   }
-  if (a.prenorm && c.hidden_size % c.num_attention_heads == 0) parse_modernbert_fields(f, c);
-  if (!a.decoder && c.hidden_size % c.num_attention_heads != 0) {
+  if (a.family == LayerFamily::prenorm_encoder && c.hidden_size % c.num_attention_heads == 0) parse_modernbert_fields(f, c);
+  if (a.family != LayerFamily::decoder && c.hidden_size % c.num_attention_heads != 0) {
     f.fail(Errc::format, n.hidden_size,
            std::to_string(c.hidden_size) + " is not a multiple of " + std::string(n.num_attention_heads) + " = " +
                std::to_string(c.num_attention_heads));
@@ -502,7 +502,7 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
                " numbers positions from pad_token_id + 1 = " + std::to_string(c.pad_token_id + 1));
   }
   if (rotary) parse_rotary_encoder_fields(f, c);
-  if (!a.decoder && !rotary && c.hidden_act != "gelu" && c.hidden_act != "gelu_python") {
+  if (a.family != LayerFamily::decoder && !rotary && c.hidden_act != "gelu" && c.hidden_act != "gelu_python") {
     f.fail(Errc::unsupported, n.hidden_act,
            "\"" + c.hidden_act + "\" is not supported; runs: \"gelu\", \"gelu_python\" (the exact erf GELU)");
   }
@@ -516,7 +516,7 @@ HfConfig parse_hf_config(std::string_view text, const std::string& label) {
     f.fail(Errc::unsupported, "sinusoidal_pos_embds",
            "true is not supported; runs: false (learned position embeddings)");
   }
-  if (!a.decoder && f.boolean("is_decoder", false)) {
+  if (a.family != LayerFamily::decoder && f.boolean("is_decoder", false)) {
     f.fail(Errc::unsupported, "is_decoder", "true is not supported; runs: false (bidirectional encoders)");
   }
   if (f.boolean("add_cross_attention", false)) {

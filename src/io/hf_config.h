@@ -53,7 +53,7 @@ struct HfConfig {
   std::map<std::string, int64_t> label2id;    // every value in [0, num_labels)
   std::vector<std::string> architectures;     // e.g. "BertForSequenceClassification"
   std::string position_embedding_type;        // always "absolute" (others are refused)
-  // Decoders (arch->decoder: Qwen2, Qwen3); 0 / false / empty for encoders.
+  // Decoders (LayerFamily::decoder: Qwen2, Qwen3); 0 / false / empty for encoders.
   // pad_token_id is -1 there when config.json has none (null).
   int64_t num_key_value_heads = 0;  // k/v heads of grouped-query attention (divides num_attention_heads)
   int64_t attention_head_dim = 0;   // "head_dim": Qwen3's need not be hidden_size / num_attention_heads
@@ -67,7 +67,7 @@ struct HfConfig {
   // each head (= head_dim unless partial); hidden_act names the GLU's activation.
   int64_t rotary_dim = 0;
   bool rotary_interleaved = false;  // pairs (2i, 2i + 1) instead of NeoX rotate-half
-  // ModernBERT (arch->prenorm); empty / 0 elsewhere. rope_theta above is the
+  // ModernBERT (LayerFamily::prenorm_encoder); empty / 0 elsewhere. rope_theta above is the
   // global layers' base.
   std::vector<int> attention_window;  // per layer: 0 = global attention, w = local (|i - j| <= w = local_attention / 2)
   double local_rope_theta = 0;        // the local layers' rotary base

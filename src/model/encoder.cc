@@ -4,10 +4,10 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "model/decoder_layer.h"
+#include "model/decoder_family.h"
 #include "model/layer_sequence.h"
 #include "model/m3_heads.h"
-#include "model/prenorm_layer.h"
+#include "model/prenorm_family.h"
 #include "model/splade_head.h"
 #include "model/rotary_frequencies.h"
 
@@ -40,27 +40,44 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
     emb_ = backend_.allocate(T * static_cast<size_t>(c.embedding_size) * 4);  // (T, E) f32 before the projection
   if (enc_.dtype != DType::f32)
     h_low_ = backend_.allocate(T * H * act);  // (T, H) the same in the compute dtype: GEMM input
-  // A decoder's q/k/v and attention output are grouped-query widths, and its
-  // FFN GEMM writes gate | up (2I).
-  const bool decoder = c.arch->decoder;
+  // The layer family's workspace (all (T, ·)): q/k/v and attention output
+  // (a decoder's are grouped-query widths), the FFN's activation and
+  // whatever else its sequence reads.
   const size_t D = static_cast<size_t>(c.head_dim()), heads = static_cast<size_t>(c.num_attention_heads);
-  const size_t qkv_cols = decoder ? (heads + 2 * static_cast<size_t>(c.num_key_value_heads)) * D : 3 * H;
-  const size_t ctx_cols = decoder ? heads * D : H;
-  qkv_ = backend_.allocate(T * qkv_cols * act);  // (T, 3H)
-  ctx_ = backend_.allocate(T * ctx_cols * act);  // (T, H) attention output
-  // (T, H) f32 dense outputs before residual + LayerNorm; the pre-norm
-  // layers add theirs into h in the GEMM and need none.
-  if (!c.arch->prenorm) tmp_ = backend_.allocate(T * H * 4);
-  ffn_ = backend_.allocate(T * (decoder ? 2 : 1) * I * act);  // (T, I)
-  if (c.arch->gated_ffn && !decoder) ffgu_ = backend_.allocate(T * 2 * I * act);  // (T, 2I) both GLU halves
-  if (decoder) {
-    norm_ = backend_.allocate(T * H * act);  // (T, H) RMSNorm output: the GEMM input
-    glu_ = backend_.allocate(T * I * act);   // (T, I) silu(gate) * up
-    inv_freq_host_ = default_rope_inv_freq(c.head_dim(), c.rope_theta);
-    inv_freq_ = backend_.allocate(inv_freq_host_.size() * 4);
-    backend_.copy_to_device(inv_freq_->data(), inv_freq_host_.data(), inv_freq_host_.size() * 4);  // reads the member later
+  switch (c.arch->family) {
+    case LayerFamily::post_ln_encoder:  // model/layer_sequence.h
+      qkv_ = backend_.allocate(T * 3 * H * act);  // (T, 3H)
+      ctx_ = backend_.allocate(T * H * act);      // (T, H) attention output
+      tmp_ = backend_.allocate(T * H * 4);        // (T, H) f32 dense outputs before residual + LayerNorm
+      ffn_ = backend_.allocate(T * I * act);      // (T, I)
+      if (c.arch->gated_ffn) ffgu_ = backend_.allocate(T * 2 * I * act);  // (T, 2I) both GLU halves
+      break;
+    case LayerFamily::prenorm_encoder:  // model/prenorm_family.h: the GEMMs add into h, no tmp
+      qkv_ = backend_.allocate(T * 3 * H * act);  // (T, 3H)
+      ctx_ = backend_.allocate(T * H * act);      // (T, H)
+      ffn_ = backend_.allocate(T * I * act);      // (T, I) the GeGLU's output
+      xn_ = backend_.allocate(T * H * 4);         // (T, H) f32 a block's normalised input
+      if (enc_.dtype != DType::f32) xn_low_ = backend_.allocate(T * H * act);  // (T, H) its compute copy
+      gate_ = backend_.allocate(T * 2 * I * act);  // (T, 2I) Wi's output
+      // (T) i32 zero positions, (B, H) f32 zeros (the head LayerNorm's "residual").
+      zero_host_.assign(std::max(T, B * H), 0);
+      zero_positions_ = backend_.allocate(T * 4);
+      zero_rows_ = backend_.allocate(B * H * 4);
+      backend_.copy_to_device(zero_positions_->data(), zero_host_.data(), T * 4);
+      backend_.copy_to_device(zero_rows_->data(), zero_host_.data(), B * H * 4);
+      break;
+    case LayerFamily::decoder:  // model/decoder_family.h
+      qkv_ = backend_.allocate(T * (heads + 2 * static_cast<size_t>(c.num_key_value_heads)) * D * act);
+      ctx_ = backend_.allocate(T * heads * D * act);  // (T, heads d)
+      tmp_ = backend_.allocate(T * H * 4);            // (T, H) f32 projections into the residual stream
+      ffn_ = backend_.allocate(T * 2 * I * act);      // (T, 2I) gate | up
+      norm_ = backend_.allocate(T * H * act);         // (T, H) RMSNorm output: the GEMM input
+      glu_ = backend_.allocate(T * I * act);          // (T, I) silu(gate) * up
+      inv_freq_host_ = default_rope_inv_freq(c.head_dim(), c.rope_theta);
+      inv_freq_ = backend_.allocate(inv_freq_host_.size() * 4);
+      backend_.copy_to_device(inv_freq_->data(), inv_freq_host_.data(), inv_freq_host_.size() * 4);  // reads the member later
+      break;
   }
-  if (c.arch->gated_ffn && !c.arch->decoder) ffgu_ = backend_.allocate(T * 2 * I * act);  // (T, 2I)
   head_a_ = backend_.allocate(B * H * 4);     // (B, H) first-token rows (f32)
   head_b_ = backend_.allocate(B * H * 4);     // (B, H) pooler / head dense output (f32)
   pooled_ = backend_.allocate(B * H * 4);     // (B, H) f32
@@ -83,16 +100,6 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
     rel_buckets_ = backend_.allocate(R * 4);                                              // (2P - 1) i32
     rel_ = backend_.allocate(R * static_cast<size_t>(c.num_attention_heads) * 4);          // (2P - 1, heads) f32
     backend_.copy_to_device(rel_buckets_->data(), rel_bucket_host_.data(), R * 4);  // reads the member later
-  }
-  if (c.arch->prenorm) {
-    xn_ = backend_.allocate(T * H * 4);
-    if (enc_.dtype != DType::f32) xn_low_ = backend_.allocate(T * H * act);
-    gate_ = backend_.allocate(T * 2 * I * act);
-    zero_host_.assign(std::max(T, B * H), 0);
-    zero_positions_ = backend_.allocate(T * 4);
-    zero_rows_ = backend_.allocate(B * H * 4);
-    backend_.copy_to_device(zero_positions_->data(), zero_host_.data(), T * 4);
-    backend_.copy_to_device(zero_rows_->data(), zero_host_.data(), B * H * 4);
   }
   if (max_spans_ > 0) {
     span_h_ = backend_.allocate(static_cast<size_t>(max_span_rows_) * H * 4);
@@ -194,9 +201,9 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
     if (static_cast<int64_t>(out.key_lens.size()) != B)
       throw Error(Errc::internal, "key_lens: " + std::to_string(out.key_lens.size()) + " counts for " +
                                       std::to_string(B) + " sequences");
-    if (c.arch->decoder || !enc_.params.rel_bias.empty())
+    if (c.arch->family == LayerFamily::decoder || !enc_.params.rel_bias.empty())
       throw Error(Errc::unsupported, "unattended query expansion (per-sequence attention keys) is not supported for " +
-                                         std::string(c.arch->decoder ? "decoder" : "relative-position (MPNet)") +
+                                         std::string(c.arch->family == LayerFamily::decoder ? "decoder" : "relative-position (MPNet)") +
                                          " models");
     int window = 0;
     for (int w : c.attention_window) window = std::max(window, w);
@@ -254,7 +261,7 @@ std::shared_ptr<Event> EncoderRunner::run(const PackedBatch& batch, const Encode
   // A decoder's classifier reads the last token that is not the pad token
   // (transformers' *ForSequenceClassification rule; the first token when all
   // are pad), or the last token when the config names no pad token.
-  if (c.arch->decoder)
+  if (c.arch->family == LayerFamily::decoder)
     for (int64_t b = 0; b < B; ++b) {
       const int64_t first = batch.cu_seqlens[static_cast<size_t>(b)], end = batch.cu_seqlens[static_cast<size_t>(b) + 1];
       int64_t row = end - 1;
@@ -392,53 +399,61 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
                              DType::i32, {R});
     relative_bias_forward(ops, in.rel, p.rel_bias, buckets);
   }
-  if (c.arch->prenorm) {  // ModernBERT: model/prenorm_layer.h
-    in.positions = device(*zero_positions_, DType::i32, {T});
-    PrenormViews v;
-    v.h = h;
-    v.h_low = low;
-    v.xn = device(*xn_, DType::f32, {T, H});
-    v.xn_low = xn_low_ ? device(*xn_low_, dt, {T, H}) : TensorView{};
-    v.qkv = qkv;
-    v.ctx = ctx;
-    v.gate = device(*gate_, dt, {T, 2 * I});
-    v.ffa = ffn;
-    prenorm_encoder_forward(ops, p, c, in, v);
-  } else if (c.arch->decoder) {
-    const int64_t D = c.head_dim(), heads = c.num_attention_heads, kv = c.num_key_value_heads;
-    DecoderInputs din;
-    din.ids = ids;
-    din.cu = cu;
-    din.inv_freq = device(*inv_freq_, DType::f32, {static_cast<int64_t>(inv_freq_host_.size())});
-    din.max_seqlen = s.max_seqlen;
-    din.heads = static_cast<int>(heads);
-    din.kv_heads = static_cast<int>(kv);
-    din.head_dim = static_cast<int>(D);
-    din.eps = static_cast<float>(c.layer_norm_eps);
-    din.causal = c.causal;
-    DecoderViews dv;
-    dv.h = h;
-    dv.x = device(*norm_, dt, {T, H});
-    dv.qkv = device(*qkv_, dt, {T, (heads + 2 * kv) * D});
-    dv.ctx = device(*ctx_, dt, {T, heads * D});
-    dv.tmp = tmp;
-    dv.gate_up = device(*ffn_, dt, {T, 2 * I});
-    dv.act = device(*glu_, dt, {T, I});
-    decoder_forward(ops, p, din, dv);
-  } else {
-    set_architecture_inputs(in, c, p);  // rotary, GLU
-    const TensorView e = p.emb_proj_w.empty() ? h : device(*emb_, DType::f32, {T, c.embedding_size});
-    embeddings_forward(ops, p, in, e, h, low, TensorView{}, TensorView{}, nullptr);
-    LayerViews v;
-    v.x = v.hm = v.out = h;
-    v.x_in = h_low;
-    v.hm_low = v.out_low = low;
-    v.qkv = qkv;
-    v.ctx = ctx;
-    v.ao = v.fo = tmp;
-    v.ffa = ffn;
-    if (ffgu_) v.ffgu = device(*ffgu_, dt, {T, 2 * I});
-    for (size_t l = 0; l < p.layers.size(); ++l) layer_forward(ops, p.layers[l], in, v, static_cast<int64_t>(l), nullptr);
+  // The layers: the family's sequence (one dispatch; its head below is the other).
+  switch (c.arch->family) {
+    case LayerFamily::prenorm_encoder: {  // ModernBERT: model/prenorm_family.h
+      in.positions = device(*zero_positions_, DType::i32, {T});
+      PrenormViews v;
+      v.h = h;
+      v.h_low = low;
+      v.xn = device(*xn_, DType::f32, {T, H});
+      v.xn_low = xn_low_ ? device(*xn_low_, dt, {T, H}) : TensorView{};
+      v.qkv = qkv;
+      v.ctx = ctx;
+      v.gate = device(*gate_, dt, {T, 2 * I});
+      v.ffa = ffn;
+      prenorm_encoder_forward(ops, p, c, in, v, nullptr);
+      break;
+    }
+    case LayerFamily::decoder: {  // Qwen2, Qwen3: model/decoder_family.h
+      const int64_t D = c.head_dim(), heads = c.num_attention_heads, kv = c.num_key_value_heads;
+      DecoderInputs din;
+      din.ids = ids;
+      din.cu = cu;
+      din.inv_freq = device(*inv_freq_, DType::f32, {static_cast<int64_t>(inv_freq_host_.size())});
+      din.max_seqlen = s.max_seqlen;
+      din.heads = static_cast<int>(heads);
+      din.kv_heads = static_cast<int>(kv);
+      din.head_dim = static_cast<int>(D);
+      din.eps = static_cast<float>(c.layer_norm_eps);
+      din.causal = c.causal;
+      DecoderViews dv;
+      dv.h = h;
+      dv.x = device(*norm_, dt, {T, H});
+      dv.qkv = device(*qkv_, dt, {T, (heads + 2 * kv) * D});
+      dv.ctx = device(*ctx_, dt, {T, heads * D});
+      dv.tmp = tmp;
+      dv.gate_up = device(*ffn_, dt, {T, 2 * I});
+      dv.act = device(*glu_, dt, {T, I});
+      decoder_forward(ops, p, din, dv);
+      break;
+    }
+    case LayerFamily::post_ln_encoder: {  // model/layer_sequence.h
+      set_architecture_inputs(in, c, p);  // rotary, GLU
+      const TensorView e = p.emb_proj_w.empty() ? h : device(*emb_, DType::f32, {T, c.embedding_size});
+      embeddings_forward(ops, p, in, e, h, low, TensorView{}, TensorView{}, nullptr);
+      LayerViews v;
+      v.x = v.hm = v.out = h;
+      v.x_in = h_low;
+      v.hm_low = v.out_low = low;
+      v.qkv = qkv;
+      v.ctx = ctx;
+      v.ao = v.fo = tmp;
+      v.ffa = ffn;
+      if (ffgu_) v.ffgu = device(*ffgu_, dt, {T, 2 * I});
+      for (size_t l = 0; l < p.layers.size(); ++l) layer_forward(ops, p.layers[l], in, v, static_cast<int64_t>(l), nullptr);
+      break;
+    }
   }
 
   if (s.pooled) {
@@ -469,20 +484,21 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     // All in f32.
     const TensorView first = device(*head_a_, DType::f32, {B, H});
     const TensorView hidden = device(*head_b_, DType::f32, {B, H});
-    if (c.arch->prenorm) {  // ModernBERT: pooled (cls or mean), dense, GELU, LayerNorm
-      prenorm_head_forward(ops, p, c, h, cu, first, hidden, device(*zero_rows_, DType::f32, {B, H}));
-      if (s.logits)
-        ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
-    } else {
-      ops.gather_rows(first, h, rows);
-      if (c.arch->decoder) {  // score(h[last non-pad token]): no hidden layer
-        if (s.logits) ops.linear(device(*logits_, DType::f32, {B, C}), first, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
-      } else {
+    switch (c.arch->family) {
+      case LayerFamily::prenorm_encoder:  // ModernBERT: pooled (cls or mean), dense, GELU, LayerNorm
+        prenorm_head_forward(ops, p, c, h, cu, first, hidden, device(*zero_rows_, DType::f32, {B, H}));
+        break;
+      case LayerFamily::decoder:  // score(h[last non-pad token]): no hidden layer
+        ops.gather_rows(first, h, rows);
+        break;
+      case LayerFamily::post_ln_encoder:
+        ops.gather_rows(first, h, rows);
         ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, head_activation(*c.arch), Accumulate::no);
-        if (s.logits)
-          ops.linear(device(*logits_, DType::f32, {B, C}), hidden, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
-      }
+        break;
     }
+    const TensorView head_in = c.arch->family == LayerFamily::decoder ? first : hidden;
+    if (s.logits)
+      ops.linear(device(*logits_, DType::f32, {B, C}), head_in, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
   }
   // bge-m3's heads on every token's last hidden state (graph-padded rows
   // included: computed, never copied out).

@@ -149,11 +149,11 @@ class EncoderRunner {
   std::vector<int32_t> rel_bucket_host_;        // the buckets' host copy (read by the copy, on the stream)
   std::unique_ptr<Buffer> dense_a_, dense_b_;  // (B, out) the Dense modules' outputs
   std::unique_ptr<Buffer> emb_, h_, h_low_, qkv_, ctx_, tmp_, ffn_, head_a_, head_b_, pooled_, pooled_dims_, logits_;
-  // ModernBERT (Architecture::prenorm): (T, H) f32 + compute-dtype normalised
+  // ModernBERT (LayerFamily::prenorm_encoder): (T, H) f32 + compute-dtype normalised
   // block inputs, (T, 2I) Wi's output, (T) i32 zero positions, (B, H) f32 zeros.
   std::unique_ptr<Buffer> xn_, xn_low_, gate_, zero_positions_, zero_rows_;
   std::vector<int32_t> zero_host_;  // the zeros' host copy (read by the copies, on the stream)
-  // Decoders (model/decoder_layer.h): the normalised GEMM input, SwiGLU's
+  // Decoders (model/decoder_family.h): the normalised GEMM input, SwiGLU's
   // output, and the rotary frequencies (f32, head_dim / 2) with their host copy.
   std::unique_ptr<Buffer> norm_, glu_, inv_freq_;
   std::vector<float> inv_freq_host_;

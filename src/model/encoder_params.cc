@@ -194,13 +194,13 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   if (options.int8_linears && !backend.device_is_host())  // before reading any weight
     throw Error(Errc::unsupported, "--precision int8 runs on the CPU only; use --device cpu (or --precision f32|bf16)");
   const Architecture& arch = *config.arch;
-  if (options.int8_linears && arch.prenorm)
+  if (options.int8_linears && arch.family == LayerFamily::prenorm_encoder)
     throw Error(Errc::unsupported, "--precision int8 does not run " + std::string(arch.display_name) +
                                        " yet; use --precision f32 or bf16");
-  if (options.int8_linears && arch.decoder)
+  if (options.int8_linears && arch.family == LayerFamily::decoder)
     throw Error(Errc::unsupported, "--precision int8 does not run " + std::string(arch.display_name) +
                                        " (a decoder); use --precision f32 or bf16");
-  if (options.need_classifier && !arch.decoder) head_activation(arch);  // refuse before reading any weight
+  if (options.need_classifier && arch.family != LayerFamily::decoder) head_activation(arch);  // refuse before reading any weight
   LoadedEncoder enc;
   enc.config = config;
   enc.dtype = options.dtype;
@@ -238,10 +238,10 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
     p.position_embeddings = placer.place_floats(rt.zero_row, {1, config.embedding_size});
   }
   // Gated encoders: both GLU halves in one (2I, H) matrix (fused in the file, or stacked here).
-  const bool glu_encoder = arch.gated_ffn && !arch.decoder;
+  const bool glu_encoder = arch.gated_ffn && arch.family != LayerFamily::decoder;
   // Decoders: grouped-query q/k/v rows, biases only where the config has them.
   const int64_t qkv_rows =
-      arch.decoder ? (config.num_attention_heads + 2 * config.num_key_value_heads) * config.head_dim() : 3 * H;
+      arch.family == LayerFamily::decoder ? (config.num_attention_heads + 2 * config.num_key_value_heads) * config.head_dim() : 3 * H;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     EncoderLayerParams layer;
     const bool fused_qkv = arch.has(R::qkv_weight);  // GTE, NomicBERT
@@ -259,12 +259,12 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
       layer.qkv_b = placer.place_as(qkv_bias_dtype, {view(R::query_bias, l), view(R::key_bias, l), view(R::value_bias, l)},
                                     {qkv_rows});
     for (const LayerParamField& f : kLayerParamFields) {
-      if ((arch.decoder || glu_encoder) && (f.role == R::ffn_in_weight || f.role == R::ffn_gate_weight))
+      if ((arch.family == LayerFamily::decoder || glu_encoder) && (f.role == R::ffn_in_weight || f.role == R::ffn_gate_weight))
         continue;  // stacked below
       layer.*f.member = f.gemm_weight ? place(f.role, l) : place_f32(f.role, l);
     }
     // A decoder's SwiGLU reads gate and up from one GEMM: [gate; up] stacked (2I, H).
-    if (arch.decoder)
+    if (arch.family == LayerFamily::decoder)
       layer.ffn_in_w = placer.place({view(R::ffn_gate_weight, l), view(R::ffn_in_weight, l)},
                                     {2 * config.intermediate_size, H});
     if (glu_encoder) {
@@ -283,7 +283,7 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   p.head_dense_b = place_f32(arch.head_on_pooler ? R::pooler_bias : R::head_dense_bias);
   p.head_out_w = place_f32(R::head_out_weight);
   p.head_out_b = place_f32(R::head_out_bias);
-  if (arch.prenorm) {  // ModernBERT: bias-free LayerNorms, no position table, two rotary bases
+  if (arch.family == LayerFamily::prenorm_encoder) {  // ModernBERT: bias-free LayerNorms, no position table, two rotary bases
     p.head_norm = place_f32(R::head_norm_weight);
     p.zeros = placer.place_floats(std::vector<float>(static_cast<size_t>(H), 0.0f), {H});
     p.position_embeddings = TensorView(p.zeros.data, DType::f32, {1, H});

@@ -36,10 +36,10 @@ struct EncoderLayerParams {
   // then i8 codes, and these hold their per-channel scales and row sums
   // ((2, N) f32, linear_int8's wq_meta). Empty otherwise.
   TensorView qkv_meta, attn_out_meta, ffn_in_meta, ffn_out_meta;
-  // Gated encoders (Architecture::gated_ffn: GTE, NomicBERT): ffn_in_w is
+  // Gated encoders (post-LN, Architecture::gated_ffn: GTE, NomicBERT): ffn_in_w is
   // (2I, H), both GLU halves in the architecture's order (its fused tensor,
   // or its up and gate stacked), ffn_in_b empty, ffn_gate_w empty.
-  // Decoders (Qwen2, Qwen3: Architecture::decoder). qkv_w is then
+  // Decoders (Qwen2, Qwen3: LayerFamily::decoder). qkv_w is then
   // ((heads + 2 kv_heads) d, H) and qkv_b the same rows or empty; attn_out_w
   // (H, heads d); attn_ln_gamma / ffn_ln_gamma the pre-attention / pre-FFN
   // RMSNorm weights (no betas); ffn_in_w SwiGLU's gate and up projections
@@ -71,7 +71,7 @@ struct EncoderParams {
   TensorView head_dense_b;           // (H)
   TensorView head_out_w;             // (C, H)
   TensorView head_out_b;             // (C)
-  // ModernBERT (Architecture::prenorm): qkv_w is its stored Wqkv, ffn_in_w
+  // ModernBERT (LayerFamily::prenorm_encoder): qkv_w is its stored Wqkv, ffn_in_w
   // the GeGLU's Wi (2I, H), attn_ln_gamma empty in layer 0 (no norm there),
   // final_norm the final LayerNorm's weight; no biases anywhere but the
   // classifier's. Its LayerNorms have no bias, so every beta (emb_ln_beta,
@@ -196,7 +196,7 @@ struct LoadedEncoder {
   int64_t sentence_width() const { return dense.empty() ? config.hidden_size : dense.back().w.dim(0); }
   bool has_head_dense() const { return !params.head_dense_w.empty(); }
   // A decoder's classifier (score) has no hidden layer.
-  bool has_classifier() const { return !params.head_out_w.empty() && (has_head_dense() || config.arch->decoder); }
+  bool has_classifier() const { return !params.head_out_w.empty() && (has_head_dense() || config.arch->family == LayerFamily::decoder); }
 };
 
 struct EncoderLoadOptions {

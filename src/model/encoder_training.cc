@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/layer_sequence.h"
+#include "model/prenorm_family.h"
 
 namespace stoke {
 
@@ -41,7 +42,7 @@ struct EncoderTrainingRunner::Saved {
   Slab d_i;                        // (T, I) f32
   Slab d_qkv;                      // (T, 3H) f32
   Slab d_gu;                       // (T, 2I) f32 gated encoders: the GLU input's gradient
-  // ModernBERT (Architecture::prenorm). Per layer, beside LayerSlabs (its qkv,
+  // ModernBERT (LayerFamily::prenorm_encoder, model/prenorm_family.h). Per layer, beside LayerSlabs (its qkv,
   // ctx, lse, ffa; ao holds h + attention after the block): the LayerNorms'
   // outputs, compute copies and statistics, and Wi's output. h[l + 1] holds
   // the FFN projection, then the layer's output sum.
@@ -126,7 +127,7 @@ EncoderTrainingRunner::EncoderTrainingRunner(const TrainableEncoder& encoder, Ba
   s.d_qkv = slab(DType::f32, T, 3 * H);
   if (gated) s.d_gu = slab(DType::f32, T, 2 * I);
 
-  if (c.arch->prenorm) {
+  if (c.arch->family == LayerFamily::prenorm_encoder) {
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       Saved::PrenormSlabs x;
       x.xa = slab(DType::f32, T, H);
@@ -191,15 +192,14 @@ int64_t EncoderTrainingRunner::bytes_per_token(const HfConfig& c, DType dt) {
   const int64_t per_layer = low * 2 * H * a + 3 * H * a + H * a + c.num_attention_heads * 4 + 3 * H * 4 + 4 * 4 +
                             ffn_saved;
   const int64_t projection = c.embedding_size != H ? 2 * c.embedding_size * 4 : 0;
-  // ModernBERT: two normalised copies, their statistics and Wi's output per layer; the final norm; d Wi.
-  const int64_t prenorm =
-      c.arch->prenorm ? L * (2 * H * 4 + low * 2 * H * a + 4 * 4 + 2 * I * a) + H * 4 + 2 * 4 + 4 + 2 * I * 4 : 0;
+  // The pre-norm family keeps more (model/prenorm_family.h).
+  const int64_t prenorm = c.arch->family == LayerFamily::prenorm_encoder ? prenorm_training_bytes_per_token(c, dt) : 0;
   return (L + 1) * H * 4 + L * per_layer + 2 * 4 + 3 * H * 4 + I * 4 + 3 * H * 4 + 3 * 4 + projection +
          (gated ? 2 * I * 4 : 0) + prenorm;
 }
 
 int64_t EncoderTrainingRunner::bytes_per_sequence(const HfConfig& c) {
-  return (c.arch->prenorm ? 9 : 7) * c.hidden_size * 4 + 2 * std::max<int64_t>(c.num_labels(), 1) * 4 + 5 * 4;
+  return (c.arch->family == LayerFamily::prenorm_encoder ? 9 : 7) * c.hidden_size * 4 + 2 * std::max<int64_t>(c.num_labels(), 1) * 4 + 5 * 4;
 }
 
 void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const int32_t> labels,
@@ -226,7 +226,7 @@ void EncoderTrainingRunner::enqueue(const PackedBatch& batch, std::span<const in
   // The three phases of either layer sequence: the encoder forward, the head
   // (its loss and its backward down to the encoder's output gradient), the
   // encoder backward.
-  const bool prenorm = c.arch->prenorm;
+  const bool prenorm = c.arch->family == LayerFamily::prenorm_encoder;
   const auto encoder_forward = [&] { prenorm ? forward_prenorm(st) : forward(st); };
   const auto head = [&] {
     if (prenorm) {
@@ -261,7 +261,7 @@ void EncoderTrainingRunner::check_micro_batch(const PackedBatch& batch, const Mi
                                             " tokens exceeds the training workspace (" +
                                             std::to_string(max_sequences_) + " / " + std::to_string(max_tokens_) + ")");
   check_packed_batch(batch, c);
-  if (c.arch->prenorm && (k.dropout.hidden > 0 || k.dropout.attention > 0))
+  if (c.arch->family == LayerFamily::prenorm_encoder && (k.dropout.hidden > 0 || k.dropout.attention > 0))
     throw Error(Errc::unsupported, std::string(c.arch->display_name) +
                                        " trains without dropout in its layers (as its hub configs set); the"
                                        " classifier's dropout alone may be above 0");
@@ -278,7 +278,7 @@ void EncoderTrainingRunner::enqueue_embedding_forward(const PackedBatch& batch, 
   stage(batch, no_labels, {}, false, std::nullopt, k.step);
   const Step st = step_views(batch, k, std::nullopt);
   ++stats_.eager;
-  const bool prenorm = enc_.config.arch->prenorm;
+  const bool prenorm = enc_.config.arch->family == LayerFamily::prenorm_encoder;
   prenorm ? forward_prenorm(st) : forward(st);
   const TensorView last = prenorm ? saved_->h_out.rows(st.T) : saved_->h[enc_.compute.layers.size()].rows(st.T);
   backend_.ops().pool(out, last, st.cu, pooling);
@@ -292,7 +292,7 @@ void EncoderTrainingRunner::enqueue_embedding_backward(const PackedBatch& batch,
   if (d_out.rank != 2 || d_out.dim(0) != B || d_out.dim(1) != enc_.config.hidden_size || d_out.dtype != DType::f32)
     throw Error(Errc::invalid_argument, "embedding backward: d_out must be f32 [B, hidden]");
   const Step st = step_views(batch, k, std::nullopt);
-  const bool prenorm = enc_.config.arch->prenorm;
+  const bool prenorm = enc_.config.arch->family == LayerFamily::prenorm_encoder;
   Saved& s = *saved_;
   // d of the last hidden state: the pooled rows' gradient spread back
   // (pool_backward writes every row), where each layer sequence's backward
@@ -411,7 +411,7 @@ EncoderTrainingRunner::Step EncoderTrainingRunner::step_views(const PackedBatch&
   // No token types (DistilBERT): the embedding ops take no type ids.
   if (!enc_.compute.token_type_embeddings.empty()) st.types = shaped(types_, DType::i32, {st.T});
   st.positions = shaped(positions_, DType::i32, {st.T});
-  if (c.arch->prenorm) st.positions = saved_->zero_pos.vec(st.T);  // ModernBERT: rotary, one zero position row
+  if (c.arch->family == LayerFamily::prenorm_encoder) st.positions = saved_->zero_pos.vec(st.T);  // ModernBERT: rotary, one zero position row
   st.cu = shaped(cu_, DType::i32, {(bucket ? bucket->sequences : st.B) + 1});
   st.cu_head = bucket ? shaped(cu_head_, DType::i32, {st.B + 1}) : st.cu;
   st.tokens = batch.tokens();
@@ -642,76 +642,65 @@ void EncoderTrainingRunner::backward_layers(const Step& st) const {
   if (backward_hook_) backward_hook_(-1);
 }
 
-// ---- ModernBERT (Architecture::prenorm): the sequence of model/prenorm_layer.h
-// keeping what its backward reads. The training forward writes each block's
-// output projection, normalises (projection + h) with its statistics, then
-// adds h into the projection's buffer: ao becomes h + attention, h[l + 1]
-// the layer's output sum, so each LayerNorm's backward reads its input sum
-// as one tensor.
-namespace {
-
-Ops::Rotary prenorm_rope(const HfConfig& c) {
-  Ops::Rotary rope;
-  rope.heads = 2 * static_cast<int>(c.num_attention_heads);
-  rope.head_dim = static_cast<int>(c.head_dim());
-  return rope;
+// ---- ModernBERT (LayerFamily::prenorm_encoder): its sequence, both forms
+// and the backward, is model/prenorm_family.h's; here are the workspace's
+// views of what it keeps, and its head's training form.
+SequenceInputs EncoderTrainingRunner::prenorm_inputs(const Step& st) const {
+  SequenceInputs in;
+  in.ids = st.ids;
+  in.positions = st.positions;
+  in.cu = st.cu;
+  in.max_seqlen = st.maxlen;
+  in.heads = st.heads;
+  in.eps = st.eps;
+  return in;
 }
 
-Ops::Glu prenorm_geglu() {
-  Ops::Glu g;
-  g.act = Ops::Glu::Act::gelu_erf;
-  g.act_on_second = false;
-  return g;
-}
-
-}  // namespace
-
-void EncoderTrainingRunner::forward_prenorm(const Step& st) const {
-  const Ops& ops = backend_.ops();
-  const HfConfig& c = enc_.config;
-  const EncoderParams& p = enc_.compute;
+PrenormTraining EncoderTrainingRunner::prenorm_keep(const Step& st) const {
   Saved& s = *saved_;
   const int64_t T = st.T;
-  const Ops::Rotary rope = prenorm_rope(c);
-  const Ops::Glu geglu = prenorm_geglu();
-  ops.embed_layernorm_train(s.h[0].rows(T), s.em.vec(T), s.er.vec(T), st.ids, st.positions, TensorView{},
-                            p.word_embeddings, p.position_embeddings, TensorView{}, p.emb_ln_gamma, p.emb_ln_beta,
-                            st.eps);
-  const size_t L = p.layers.size();
-  for (size_t l = 0; l < L; ++l) {
-    const EncoderLayerParams& w = p.layers[l];
-    Saved::LayerSlabs& a = s.layers[l];
-    Saved::PrenormSlabs& q = s.pre[l];
-    const TensorView h = s.h[l].rows(T), ao = a.ao.rows(T), next = s.h[l + 1].rows(T);
-    TensorView x_in = l == 0 ? h : q.xa.rows(T);  // layer 0: no attn_norm
+  PrenormTraining keep;
+  keep.drop.attention = st.knobs.dropout.attention;
+  keep.drop.seed = st.knobs.seed;
+  keep.drop.step = st.layer_step;
+  keep.drop.token_offset = st.knobs.token_offset;
+  keep.drop.low = st.low;
+  keep.em = s.em.vec(T);
+  keep.er = s.er.vec(T);
+  for (size_t l = 0; l < s.pre.size(); ++l) {
+    const Saved::LayerSlabs& a = s.layers[l];
+    const Saved::PrenormSlabs& q = s.pre[l];
+    PrenormLayerKeep k;
+    k.h = s.h[l].rows(T);
     if (st.low) {
-      if (l == 0) ops.convert(a.x_low.rows(T), h);
-      x_in = l == 0 ? a.x_low.rows(T) : q.xa_low.rows(T);
+      k.x_low = a.x_low.rows(T);
+      k.xa_low = q.xa_low.rows(T);
+      k.xm_low = q.xm_low.rows(T);
     }
-    const int window = c.attention_window[l];
-    ops.linear(a.qkv.rows(T), x_in, w.qkv_w, TensorView{}, Activation::none, Accumulate::no);
-    ops.rotary(a.qkv.rows(T), st.cu, window ? p.rope_local : p.rope_global, rope);
-    ops.attention_train(a.ctx.rows(T), a.lse.rows(T), a.qkv.rows(T), st.cu, st.heads, st.maxlen, window,
-                        st.attn_drop(static_cast<int64_t>(l)));
-    ops.linear(ao, a.ctx.rows(T), w.attn_out_w, TensorView{}, Activation::none, Accumulate::no);
-    ops.residual_layernorm_train(q.xm.rows(T), q.mm.vec(T), q.rm.vec(T), ao, h, w.ffn_ln_gamma, w.ffn_ln_beta, st.eps);
-    ops.add(ao, h);  // ao = h + attention
-    if (st.low) ops.convert(q.xm_low.rows(T), q.xm.rows(T));
-    ops.linear(q.gate.rows(T), st.low ? q.xm_low.rows(T) : q.xm.rows(T), w.ffn_in_w, TensorView{}, Activation::none,
-               Accumulate::no);
-    ops.glu(a.ffa.rows(T), q.gate.rows(T), geglu);
-    ops.linear(next, a.ffa.rows(T), w.ffn_out_w, TensorView{}, Activation::none, Accumulate::no);
-    if (l + 1 == L) {
-      ops.residual_layernorm_train(s.h_out.rows(T), s.mf.vec(T), s.rf.vec(T), next, ao, p.final_norm, p.zeros, st.eps);
-    } else {
-      Saved::PrenormSlabs& n = s.pre[l + 1];
-      const EncoderLayerParams& wn = p.layers[l + 1];
-      ops.residual_layernorm_train(n.xa.rows(T), n.ma.vec(T), n.ra.vec(T), next, ao, wn.attn_ln_gamma,
-                                   wn.attn_ln_beta, st.eps);
-      if (st.low) ops.convert(n.xa_low.rows(T), n.xa.rows(T));
-    }
-    ops.add(next, ao);  // h[l + 1] = h + attention + feed-forward
+    k.qkv = a.qkv.rows(T);
+    k.ctx = a.ctx.rows(T);
+    k.lse = a.lse.rows(T);
+    k.ao = a.ao.rows(T);
+    k.xa = q.xa.rows(T);
+    k.ma = q.ma.vec(T);
+    k.ra = q.ra.vec(T);
+    k.xm = q.xm.rows(T);
+    k.mm = q.mm.vec(T);
+    k.rm = q.rm.vec(T);
+    k.gate = q.gate.rows(T);
+    k.ffa = a.ffa.rows(T);
+    k.next = s.h[l + 1].rows(T);
+    keep.layers.push_back(k);
   }
+  keep.h_out = s.h_out.rows(T);
+  keep.mf = s.mf.vec(T);
+  keep.rf = s.rf.vec(T);
+  return keep;
+}
+
+void EncoderTrainingRunner::forward_prenorm(const Step& st) const {
+  const PrenormTraining keep = prenorm_keep(st);
+  prenorm_encoder_forward(backend_.ops(), enc_.compute, enc_.config, prenorm_inputs(st), PrenormViews{}, &keep);
 }
 
 // Head: pooled (first token or mean), dense, GELU, LayerNorm, [dropout], classifier.
@@ -774,57 +763,16 @@ void EncoderTrainingRunner::backward_prenorm_head(const Step& st) const {
 
 // The encoder's backward from d h_out (in d_x): the final norm, the layers, the embeddings.
 void EncoderTrainingRunner::backward_prenorm_layers(const Step& st) const {
-  const Ops& ops = backend_.ops();
-  const HfConfig& c = enc_.config;
-  const EncoderParams& p = enc_.compute;
-  const EncoderParams& g = enc_.grad;
   Saved& s = *saved_;
   const int64_t T = st.T;
-  const Ops::Rotary rope = prenorm_rope(c);
-  const Ops::Glu geglu = prenorm_geglu();
-  const TensorView dh = s.d_h.rows(T), dx = s.d_x.rows(T), di = s.d_i.rows(T);
-  const TensorView dqkv = s.d_qkv.rows(T), dgate = s.d_gate.rows(T);
-  const size_t L = p.layers.size();
-  ops.layernorm_backward(dh, g.final_norm, TensorView{}, dx, s.h[L].rows(T), TensorView{}, s.mf.vec(T), s.rf.vec(T),
-                         p.final_norm, Accumulate::no);                                               // d h[L]
-  for (size_t li = L; li-- > 0;) {
-    const int64_t l = static_cast<int64_t>(li);
-    const EncoderLayerParams& w = p.layers[li];
-    const EncoderLayerParams& gw = g.layers[li];
-    Saved::LayerSlabs& a = s.layers[li];
-    Saved::PrenormSlabs& q = s.pre[li];
-    const TensorView h = s.h[li].rows(T), ao = a.ao.rows(T);
-    // Feed-forward: h[l + 1] = ao + Wo_mlp GeGLU(Wi LN_mlp(ao))   (ao = h + attention)
-    ops.linear_backward(di, gw.ffn_out_w, TensorView{}, dh, a.ffa.rows(T), w.ffn_out_w, Accumulate::no);  // d ffa
-    if (st.low) {  // glu_backward takes dout in x's dtype: the gate widened to f32 (exact), in place
-      ops.convert(dgate, q.gate.rows(T));
-      ops.glu_backward(dgate, di, dgate, geglu);
-    } else {
-      ops.glu_backward(dgate, di, q.gate.rows(T), geglu);                                              // d gate
-    }
-    ops.linear_backward(dx, gw.ffn_in_w, TensorView{}, dgate, st.low ? q.xm_low.rows(T) : q.xm.rows(T),
-                        w.ffn_in_w, Accumulate::no);                                                   // d xm
-    ops.layernorm_backward(dh, gw.ffn_ln_gamma, TensorView{}, dx, ao, TensorView{}, q.mm.vec(T), q.rm.vec(T),
-                           w.ffn_ln_gamma, Accumulate::yes);                                           // d ao
-    // Attention: ao = h + Wo attention(rotary(Wqkv x)), x = h (layer 0) or LN_attn(h)
-    ops.linear_backward(dx, gw.attn_out_w, TensorView{}, dh, a.ctx.rows(T), w.attn_out_w, Accumulate::no);  // d ctx
-    const int window = c.attention_window[li];
-    ops.attention_backward(dqkv, dx, a.qkv.rows(T), a.ctx.rows(T), a.lse.rows(T), st.cu, st.heads, st.maxlen,
-                           window, st.attn_drop(l));
-    ops.rotary_backward(dqkv, st.cu, window ? p.rope_local : p.rope_global, rope);
-    const TensorView x_in = li == 0 ? (st.low ? a.x_low.rows(T) : h) : (st.low ? q.xa_low.rows(T) : q.xa.rows(T));
-    if (li > 0) {
-      ops.linear_backward(dx, gw.qkv_w, TensorView{}, dqkv, x_in, w.qkv_w, Accumulate::no);            // d x
-      ops.layernorm_backward(dh, gw.attn_ln_gamma, TensorView{}, dx, h, TensorView{}, q.ma.vec(T), q.ra.vec(T),
-                             w.attn_ln_gamma, Accumulate::yes);                                        // d h[l]
-    } else {  // layer 0 reads h itself: the branch's gradient adds into d h[0] in the GEMM
-      ops.linear_backward(dh, gw.qkv_w, TensorView{}, dqkv, x_in, w.qkv_w, Accumulate::yes);           // d h[0]
-    }
-    if (backward_hook_) backward_hook_(l);
-  }
-  ops.embed_layernorm_backward(g.word_embeddings, TensorView{}, TensorView{}, g.emb_ln_gamma, TensorView{}, dh, st.ids,
-                               st.positions, TensorView{}, p.word_embeddings, p.position_embeddings, TensorView{},
-                               s.em.vec(T), s.er.vec(T), p.emb_ln_gamma);
+  PrenormGrads d;
+  d.dh = s.d_h.rows(T);
+  d.dx = s.d_x.rows(T);
+  d.di = s.d_i.rows(T);
+  d.dqkv = s.d_qkv.rows(T);
+  d.dgate = s.d_gate.rows(T);
+  prenorm_encoder_backward(backend_.ops(), enc_.compute, enc_.grad, enc_.config, prenorm_inputs(st), prenorm_keep(st),
+                           d, backward_hook_);
   if (backward_hook_) backward_hook_(-1);
 }
 

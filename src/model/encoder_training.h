@@ -22,6 +22,9 @@
 
 namespace stoke {
 
+struct SequenceInputs;   // model/layer_sequence.h
+struct PrenormTraining;  // model/prenorm_family.h
+
 struct DropoutRates {
   float hidden = 0.0f;      // hidden_dropout_prob: embeddings, attention output, FFN output
   float attention = 0.0f;   // attention_probs_dropout_prob
@@ -180,8 +183,11 @@ class EncoderTrainingRunner {
   // Replays phase 0 (forward) or 1 (backward) of the key's graphs, capturing
   // it first; eagerly when graphs are off or a capture failed.
   void run_phase(const GraphKey& key, int phase, const std::function<void()>& enqueue_phase);
-  // ModernBERT's (Architecture::prenorm) forward, head + loss and backward
-  // (model/prenorm_layer.h has the sequence).
+  // The pre-norm family (ModernBERT): its forward and backward are
+  // model/prenorm_family.h's, on these views of the workspace; its head's
+  // training form (loss_prenorm) and that head's backward are here.
+  SequenceInputs prenorm_inputs(const Step& st) const;
+  PrenormTraining prenorm_keep(const Step& st) const;
   void forward_prenorm(const Step& st) const;
   void loss_prenorm(const Step& st, const TensorView& metrics) const;
   void backward_prenorm_head(const Step& st) const;

@@ -39,7 +39,7 @@ void set_architecture_inputs(SequenceInputs& in, const HfConfig& c, const Encode
     in.rope.interleaved = c.rotary_interleaved;
     in.rope.scale = 1.0f;
   }
-  if (c.arch->gated_ffn && !c.arch->decoder) {
+  if (c.arch->gated_ffn && c.arch->family != LayerFamily::decoder) {
     in.gated = true;
     in.glu.act = c.hidden_act == "silu" ? Ops::Glu::Act::silu : Ops::Glu::Act::gelu_erf;
     in.glu.act_on_second = c.arch->glu_act_on_second;

@@ -74,10 +74,10 @@ LoadedEncoder TrainableEncoder::inference_view() const {
 std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config, const HfConfig& stored_config,
                                                          const ModelWeights& weights, Backend& backend, DType dtype,
                                                          const TrainableInit& init, TrainableLoadReport* report) {
-  if (config.arch->decoder)
+  if (config.arch->family == LayerFamily::decoder)
     throw Error(Errc::unsupported, std::string(config.arch->display_name) +
                                        " is a decoder: fine-tuning decoders is not supported (embed and classify run it)");
-  if (config.arch->prenorm && (config.hidden_dropout > 0 || config.attention_dropout > 0))
+  if (config.arch->family == LayerFamily::prenorm_encoder && (config.hidden_dropout > 0 || config.attention_dropout > 0))
     throw Error(Errc::unsupported, std::string(config.arch->display_name) +
                                        " trains without dropout in its layers (mlp_dropout, attention_dropout 0,"
                                        " as its hub configs set); config.json sets them above 0");
@@ -141,7 +141,7 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
   enc->grad = layout.views(enc->grad_data());
   enc->dense_master = layout.dense_views(enc->master_data());
   enc->dense_grad = layout.dense_views(enc->grad_data());
-  if (config.arch->prenorm) {
+  if (config.arch->family == LayerFamily::prenorm_encoder) {
     // ModernBERT's fixed tensors (EncoderParams): zeros for the bias-free
     // LayerNorms' betas and the one-row position table, and the rotary
     // frequencies. Not parameters: no gradient, never saved.

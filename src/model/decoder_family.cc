@@ -1,4 +1,4 @@
-#include "model/decoder_layer.h"
+#include "model/decoder_family.h"
 
 namespace stoke {
 

@@ -1,6 +1,7 @@
-// The decoder's layer sequence (Qwen2, Qwen3: Architecture::decoder), written
-// once, inference only: the token embeddings gathered into the f32 residual
-// stream h, then per layer
+// The decoder family (LayerFamily::decoder: Qwen2, Qwen3): its layer
+// sequence, written once, inference only (TrainableEncoder refuses
+// decoders): the token embeddings gathered into the f32 residual stream h,
+// then per layer
 //   x = RMSNorm(h) * g_attn                      (residual_rmsnorm)
 //   qkv = x W_qkv (+ b)                          grouped-query rows
 //   q, k per-head RMSNorm (Qwen3), rotary on q and k by position in the sequence
