@@ -32,9 +32,6 @@
 #include "cuda/gemm_general.h"
 #include "cuda/kernels.h"
 #include "cuda/kernels_attention_flash_train.h"
-#include "cuda/kernels_embedding_loss.h"
-#include "cuda/kernels_splade_pool.h"
-#include "cuda/kernels_train.h"
 #include "cuda/linear_backward_gemms.h"
 
 namespace stoke::cuda {

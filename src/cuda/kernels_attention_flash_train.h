@@ -11,7 +11,7 @@
 #include <initializer_list>
 
 #include "backend/ops.h"
-#include "cuda/kernels_train.h"
+#include "cuda/kernels.h"
 
 namespace stoke::cuda {
 

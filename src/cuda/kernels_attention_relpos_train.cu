@@ -15,7 +15,7 @@
 #include "cuda/kernels_attention_flash_train.h"
 #include "cuda/kernels_attention_train.cuh"
 #include "cuda/kernels_relpos_drel.h"
-#include "cuda/kernels_train.h"
+#include "cuda/kernels.h"
 
 namespace stoke::cuda {
 

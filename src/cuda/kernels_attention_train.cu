@@ -12,7 +12,7 @@
 // shared memory per row: up to ~5,000 tokens in the backward).
 #include "cuda/kernels_attention_flash_train.h"
 #include "cuda/kernels_attention_train.cuh"
-#include "cuda/kernels_train.h"
+#include "cuda/kernels.h"
 
 namespace stoke::cuda {
 

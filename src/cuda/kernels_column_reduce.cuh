@@ -24,7 +24,7 @@
 
 #include "cuda/cuda_internal.h"
 #include "cuda/kernels_common.cuh"
-#include "cuda/kernels_train.h"
+#include "cuda/kernels.h"
 
 namespace stoke::cuda::column_reduce {
 

@@ -1,5 +1,6 @@
 // Device helpers shared by the kernels: element access in any activation
-// dtype (f32, bf16, f16; arithmetic always in f32) and block reductions.
+// dtype (f32, bf16, f16; arithmetic always in f32), block reductions, and the
+// 1-D launch shape with its grid-stride loop.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -102,5 +103,12 @@ inline unsigned blocks_for(int64_t n, int threads) {
   const int64_t b = (n + threads - 1) / threads;
   return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
 }
+
+// The grid-stride loop over [0, n) of those launches.
+#define STOKE_GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); i += int64_t{gridDim.x} * blockDim.x)
+
+// An optional tensor's data as a kernel argument: null when it is empty.
+inline const void* or_null(const TensorView& t) { return t.empty() ? nullptr : t.data; }
 
 }  // namespace stoke::cuda

@@ -1,7 +1,16 @@
-// Element-wise and row-copy kernels: bias + activation, dtype conversion,
-// row gathers, column slices, L2 normalisation of pooled rows.
+// Element-wise and row-copy kernels, each forward beside its training form
+// and backward: bias + activation (bias_gelu_train keeps the pre-activation;
+// bias_gelu_backward, tanh_backward, relu_backward), add (two gradient paths
+// summed), dtype conversion, row gathers and their scatter-add backward,
+// column slices, L2 normalisation of pooled rows.
+//
+// Determinism: no atomics. dbias is kernels_column_reduce.cuh's fixed chunks
+// summed in a fixed order; gather_rows_backward adds repeated rows in row
+// order. Arithmetic is in f32: the results match the CPU reference to the op
+// table's tolerance, not bit for bit.
 #include "cuda/kernels.h"
 #include "cuda/cuda_internal.h"
+#include "cuda/kernels_column_reduce.cuh"
 #include "cuda/kernels_common.cuh"
 
 namespace stoke::cuda {
@@ -18,6 +27,15 @@ __device__ __forceinline__ float activate(float u, Activation act) {
     default: return u;
   }
 }
+
+// GELU_erf'(u) = Phi(u) + u phi(u).
+__device__ __forceinline__ float gelu_erf_grad(float u) {
+  const float Phi = 0.5f * erfcf(-u * 0.70710678118654752f);
+  const float phi = expf(-0.5f * u * u) * 0.3989422804014327f;  // 1 / sqrt(2 pi)
+  return Phi + u * phi;
+}
+
+__device__ __forceinline__ float gelu_erf(float u) { return 0.5f * u * (1.0f + erff(u * 0.70710678118654752f)); }
 
 __global__ void bias_act_kernel(void* x, Elem x_e, const void* bias, Elem bias_e, Activation act, int64_t n,
                                 int64_t N) {
@@ -77,6 +95,72 @@ __global__ void l2_normalize_kernel(float* x, int64_t D) {
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) row[i] = row[i] / norm;
 }
 
+// ---- the training forms and backwards
+
+__global__ void tanh_backward_kernel(void* dx, Elem dx_e, const void* dy, Elem dy_e, const void* y, Elem y_e,
+                                     int64_t n) {
+  STOKE_GRID_STRIDE(i, n) {
+    const float v = load(y, y_e, i);
+    store(dx, dx_e, i, load(dy, dy_e, i) * (1.0f - v * v));
+  }
+}
+
+__global__ void relu_backward_kernel(void* dx, Elem dx_e, const void* dy, Elem dy_e, const void* y, Elem y_e,
+                                     int64_t n) {
+  STOKE_GRID_STRIDE(i, n) store(dx, dx_e, i, load(y, y_e, i) > 0.0f ? load(dy, dy_e, i) : 0.0f);
+}
+
+// y += x: both read as f32, added in f32, rounded once to y's dtype.
+__global__ void add_kernel(void* y, Elem y_e, const void* x, Elem x_e, int64_t n) {
+  STOKE_GRID_STRIDE(i, n) store(y, y_e, i, load(y, y_e, i) + load(x, x_e, i));
+}
+
+// pre = x + bias (pre's dtype), x = GELU(x + bias) from the unrounded sum.
+__global__ void bias_gelu_train_kernel(void* x, Elem x_e, void* pre, Elem pre_e, const void* bias, Elem bias_e,
+                                       int64_t T, int64_t N) {
+  for (int64_t t = blockIdx.y; t < T; t += gridDim.y)
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < N; c += int64_t{gridDim.x} * blockDim.x) {
+      const int64_t i = t * N + c;
+      const float v = load(x, x_e, i) + (bias ? load(bias, bias_e, c) : 0.0f);
+      store(pre, pre_e, i, v);
+      store(x, x_e, i, gelu_erf(v));
+    }
+}
+
+// What a row adds to dbias: dy[t,c] GELU'(pre[t,c]).
+struct GeluBiasGradOf {
+  const void* dy;
+  Elem dy_e;
+  const void* pre;
+  Elem pre_e;
+  int64_t N;
+  __device__ __forceinline__ void operator()(int64_t t, int64_t c, float (&acc)[1]) const {
+    acc[0] += load(dy, dy_e, t * N + c) * gelu_erf_grad(load(pre, pre_e, t * N + c));
+  }
+};
+
+__global__ void bias_gelu_dx_kernel(void* dx, Elem dx_e, const void* dy, Elem dy_e, const void* pre, Elem pre_e,
+                                    int64_t n) {
+  STOKE_GRID_STRIDE(i, n) store(dx, dx_e, i, load(dy, dy_e, i) * gelu_erf_grad(load(pre, pre_e, i)));
+}
+
+// dh[rows[b]] += dout[b]: a thread per column walks b in order, so repeated
+// rows add up in b order with no race (no other thread touches the column).
+__global__ void gather_rows_backward_kernel(void* dh, Elem dh_e, const void* dout, Elem dout_e, const int32_t* rows,
+                                            int64_t B, int64_t H) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= H) return;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t i = int64_t{rows[b]} * H + c;
+    store(dh, dh_e, i, load(dh, dh_e, i) + load(dout, dout_e, b * H + c));
+  }
+}
+
+dim3 rows_grid(int64_t T, int64_t N, int threads) {
+  const int64_t x = (N + threads - 1) / threads;
+  return dim3(static_cast<unsigned>(x < 1 ? 1 : x), static_cast<unsigned>(T < 1 ? 1 : (T > 65535 ? 65535 : T)));
+}
+
 }  // namespace
 
 void launch_bias_act(cudaStream_t s, const TensorView& x, const TensorView& bias, Activation act) {
@@ -130,6 +214,59 @@ void launch_l2_normalize(cudaStream_t s, const TensorView& x) {
   if (B == 0 || D == 0) return;
   l2_normalize_kernel<<<static_cast<unsigned>(B), kThreads, 0, s>>>(x.as<float>(), D);
   check_launch("l2_normalize_kernel");
+}
+
+void launch_tanh_backward(cudaStream_t s, const TensorView& dx, const TensorView& dy, const TensorView& y) {
+  const int64_t n = dx.numel();
+  if (n == 0) return;
+  tanh_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(dx.data, elem_of(dx.dtype), dy.data,
+                                                                    elem_of(dy.dtype), y.data, elem_of(y.dtype), n);
+  check_launch("tanh_backward_kernel");
+}
+
+void launch_relu_backward(cudaStream_t s, const TensorView& dx, const TensorView& dy, const TensorView& y) {
+  const int64_t n = dx.numel();
+  if (n == 0) return;
+  relu_backward_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(dx.data, elem_of(dx.dtype), dy.data,
+                                                                    elem_of(dy.dtype), y.data, elem_of(y.dtype), n);
+  check_launch("relu_backward_kernel");
+}
+
+void launch_add(cudaStream_t s, const TensorView& y, const TensorView& x) {
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(y.data, elem_of(y.dtype), x.data, elem_of(x.dtype), n);
+  check_launch("add_kernel");
+}
+
+void launch_bias_gelu_train(cudaStream_t s, const TensorView& x, const TensorView& pre, const TensorView& bias) {
+  const int64_t T = x.dim(0), N = x.dim(1);
+  if (T == 0 || N == 0) return;
+  bias_gelu_train_kernel<<<rows_grid(T, N, kThreads), kThreads, 0, s>>>(
+      x.data, elem_of(x.dtype), pre.data, elem_of(pre.dtype), or_null(bias), elem_of(bias.dtype), T, N);
+  check_launch("bias_gelu_train_kernel");
+}
+
+void launch_bias_gelu_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dx, const TensorView& dbias,
+                               const TensorView& dy, const TensorView& pre) {
+  const int64_t T = dy.dim(0), N = dy.dim(1);
+  if (T == 0 || N == 0) return;
+  if (!dbias.empty())  // first: dx may be dy
+    column_reduce::launch<1>(s, scratch, {{dbias.as<float>()}},
+                             GeluBiasGradOf{dy.data, elem_of(dy.dtype), pre.data, elem_of(pre.dtype), N}, T, N,
+                             "bias_gelu_backward dbias");
+  bias_gelu_dx_kernel<<<blocks_for(T * N, kThreads), kThreads, 0, s>>>(dx.data, elem_of(dx.dtype), dy.data,
+                                                                       elem_of(dy.dtype), pre.data,
+                                                                       elem_of(pre.dtype), T * N);
+  check_launch("bias_gelu_dx_kernel");
+}
+
+void launch_gather_rows_backward(cudaStream_t s, const TensorView& dh, const TensorView& dout, const TensorView& rows) {
+  const int64_t B = dout.dim(0), H = dh.dim(1);
+  if (B == 0 || H == 0) return;
+  gather_rows_backward_kernel<<<static_cast<unsigned>((H + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+      dh.data, elem_of(dh.dtype), dout.data, elem_of(dout.dtype), rows.as<const int32_t>(), B, H);
+  check_launch("gather_rows_backward_kernel");
 }
 
 }  // namespace stoke::cuda

@@ -1,5 +1,5 @@
 // The embedding row a training token reads (embed_layernorm_train and its
-// backward: kernels_train.cu, kernels_embedding_backward.cu).
+// backward: kernels_layernorm.cu, kernels_embedding_backward.cu).
 #pragma once
 
 #include <cstdint>

@@ -31,7 +31,7 @@
 #include "cuda/kernels_column_reduce.cuh"
 #include "cuda/kernels_common.cuh"
 #include "cuda/kernels_embedding.cuh"
-#include "cuda/kernels_train.h"
+#include "cuda/kernels.h"
 
 namespace stoke::cuda {
 

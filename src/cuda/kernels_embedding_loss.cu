@@ -1,5 +1,5 @@
 // embedding_loss's kernels (the order and the GEMMs between them:
-// kernels_embedding_loss.h; the math: cpu/ref/ref_embedding_loss.cc; the
+// kernels.h; the math: cpu/ref/ref_embedding_loss.cc; the
 // same algorithm as the fast CPU kernel, cpu/fast/fast_embedding_loss.cc).
 //
 // The O(B M d) work is the cuBLASLt GEMMs around these kernels; everything
@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/kernels_common.cuh"
-#include "cuda/kernels_embedding_loss.h"
+#include "cuda/kernels.h"
 
 namespace stoke::cuda {
 

@@ -1,9 +1,10 @@
-// pool: one block per sequence, threads across the hidden columns; sums in
+// pool and pool_backward. pool: one block per sequence, threads across the hidden columns; sums in
 // double over the sequence's rows, rounded once: a text with a run of one
 // token sums near-equal rows hundreds of times, and an f32 running sum's
 // roundings then line up instead of cancelling (as on the CPU:
 // src/cpu/fast/fast_pool.cc). An empty sequence pools to zeros (as the CPU
-// reference does).
+// reference does). pool_backward: a thread per column of each sequence, every
+// token's gradient written (no atomics).
 #include "cuda/kernels.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/kernels_common.cuh"
@@ -11,6 +12,8 @@
 namespace stoke::cuda {
 
 namespace {
+
+constexpr int kThreads = 256;
 
 __global__ void pool_kernel(float* out, const void* h, Elem h_e, const int32_t* cu, int64_t H, PoolingMode mode) {
   const int64_t b = blockIdx.x;
@@ -39,6 +42,37 @@ __global__ void pool_kernel(float* out, const void* h, Elem h_e, const int32_t* 
   }
 }
 
+// dh of sequence blockIdx.y, written in full, a thread per column.
+__global__ void pool_backward_kernel(void* dh, Elem dh_e, const float* dout, const void* h, Elem h_e,
+                                     const int32_t* cu, int64_t H, PoolingMode mode) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= H) return;
+  const int64_t b = blockIdx.y, first = cu[b], len = cu[b + 1] - first;
+  if (len == 0) return;
+  const float g = dout[b * H + c];
+  int64_t only = -1;  // the one token that gets g (cls, lasttoken, max); -1: all of them, scaled
+  float each = 0.0f;
+  switch (mode) {
+    case PoolingMode::cls: only = 0; break;
+    case PoolingMode::lasttoken: only = len - 1; break;
+    case PoolingMode::max: {  // the first token holding the column's maximum
+      only = 0;
+      float best = load(h, h_e, first * H + c);
+      for (int64_t t = 1; t < len; ++t) {
+        const float v = load(h, h_e, (first + t) * H + c);
+        if (v > best) {
+          best = v;
+          only = t;
+        }
+      }
+      break;
+    }
+    case PoolingMode::mean: each = static_cast<float>(static_cast<double>(g) / static_cast<double>(len)); break;
+    default: each = static_cast<float>(static_cast<double>(g) / sqrt(static_cast<double>(len))); break;
+  }
+  for (int64_t t = 0; t < len; ++t) store(dh, dh_e, (first + t) * H + c, only < 0 ? each : (t == only ? g : 0.0f));
+}
+
 }  // namespace
 
 void launch_pool(cudaStream_t s, const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,
@@ -48,6 +82,19 @@ void launch_pool(cudaStream_t s, const TensorView& out, const TensorView& h, con
   pool_kernel<<<static_cast<unsigned>(B), 256, 0, s>>>(out.as<float>(), h.data, elem_of(h.dtype),
                                                        cu_seqlens.as<const int32_t>(), H, mode);
   check_launch("pool_kernel");
+}
+
+void launch_pool_backward(cudaStream_t s, const TensorView& dh, const TensorView& dout, const TensorView& h,
+                          const TensorView& cu_seqlens, PoolingMode mode) {
+  const int64_t T = dh.dim(0), H = dh.dim(1), B = cu_seqlens.dim(0) - 1;
+  if (T == 0 || H == 0) return;
+  check_cuda(cudaMemsetAsync(dh.data, 0, dh.bytes(), s), "cudaMemsetAsync");  // tokens of no sequence get 0
+  if (B == 0) return;
+  if (B > 65535) throw Error(Errc::unsupported, "cuda pool_backward: at most 65535 sequences per call");
+  pool_backward_kernel<<<dim3(static_cast<unsigned>((H + kThreads - 1) / kThreads), static_cast<unsigned>(B)),
+                         kThreads, 0, s>>>(dh.data, elem_of(dh.dtype), dout.as<const float>(), or_null(h),
+                                           elem_of(h.dtype), cu_seqlens.as<const int32_t>(), H, mode);
+  check_launch("pool_backward_kernel");
 }
 
 }  // namespace stoke::cuda

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "cuda/kernels_attention_train.cuh"
-#include "cuda/kernels_train.h"
+#include "cuda/kernels.h"
 
 namespace stoke::cuda {
 

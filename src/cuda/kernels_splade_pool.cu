@@ -3,7 +3,7 @@
 // each thread walks its sequence's rows of the block. As the fast CPU kernel
 // (src/cpu/fast/fast_splade_pool.cc): the max is log1p(relu(max x)), exact
 // because log1pf is monotone; the sum adds log1p(relu(x)) in double.
-#include "cuda/kernels_splade_pool.h"
+#include "cuda/kernels.h"
 
 #include "cuda/cuda_internal.h"
 #include "cuda/kernels_common.cuh"

@@ -1,11 +1,11 @@
 // The general GEMM's fallback and the bias gradient's column sums (see
-// kernels_train.h). Deterministic: every GEMM output is one thread's
+// kernels.h). Deterministic: every GEMM output is one thread's
 // ordered sum; the column sums are kernels_column_reduce.cuh's fixed chunks.
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/kernels_column_reduce.cuh"
 #include "cuda/kernels_common.cuh"
-#include "cuda/kernels_train.h"
+#include "cuda/kernels.h"
 
 namespace stoke::cuda {
 

@@ -1,4 +1,5 @@
-// Shared pieces of the fast training kernels (fast_backward_*.cc).
+// Shared pieces of the fast training kernels (the training forms and
+// backwards in each op family's file).
 //
 // The training kernels compute in f32 on f32 arrays: an input that is not f32
 // is widened once into thread-local scratch (f32 inputs are used in place),

@@ -1,11 +1,17 @@
 // Data movement: gather_rows, slice_columns, convert. Same-dtype copies are
 // memcpy; dtype changes go through float with core/half.h's rounding, typed
-// once per call.
+// once per call. gather_rows_backward: a scatter-add, in row order b = 0, 1,
+// ... (B is the batch size, small, so one thread; vectorised over the hidden
+// dimension). add: the sum of two gradient paths, in f32, rounded once.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_ops.h"
 #include "backend/op_checks.h"
+#include "cpu/fast/fast_backward_common.h"
+#include "backend/op_checks_backward.h"
 
 namespace stoke::cpu::fast {
 
@@ -71,6 +77,69 @@ void slice_columns(const TensorView& out, const TensorView& in) {
 void convert(const TensorView& out, const TensorView& in) {
   const int64_t n = check_convert(out, in);
   convert_n(in.data, in.dtype, out.data, out.dtype, n);
+}
+
+// ---- backward
+
+namespace {
+
+// Row r of dh (any activation dtype) plus the float row g.
+inline void add_to_row(const TensorView& dh, int64_t r, const float* g, int64_t H, float* tmp) {
+  switch (dh.dtype) {
+    case DType::f32: {
+      float* p = dh.as<float>() + r * H;
+#pragma omp simd
+      for (int64_t i = 0; i < H; ++i) p[i] += g[i];
+      return;
+    }
+    case DType::bf16:
+    case DType::f16:
+      std::fill(tmp, tmp + H, 0.0f);
+      add_row_any(dh, r, tmp);
+      for (int64_t i = 0; i < H; ++i) tmp[i] += g[i];
+      convert_n(tmp, DType::f32, static_cast<char*>(dh.data) + static_cast<size_t>(r * H) * dtype_size(dh.dtype),
+                dh.dtype, H);
+      return;
+    default: throw Error(Errc::internal, "gather_rows_backward: not a float tensor");
+  }
+}
+
+}  // namespace
+
+void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) {
+  const RowsShape shape = check_gather_rows_backward(dh, dout, rows);
+  const int64_t B = shape.T, H = shape.H;
+  if (B == 0 || H == 0) return;
+  thread_local std::vector<float> dout_buf;
+  const float* g = f32_input(dout, dout_buf);
+  std::vector<float> tmp(static_cast<size_t>(H));
+  const int32_t* r = rows.as<const int32_t>();
+  for (int64_t b = 0; b < B; ++b) add_to_row(dh, r[b], g + b * H, H, tmp.data());
+}
+
+void add(const TensorView& y, const TensorView& x) {
+  const int64_t n = check_add(y, x);
+  constexpr int64_t kTile = 4096;
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  const size_t ysz = dtype_size(y.dtype), xsz = dtype_size(x.dtype);
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t at = t * kTile, m = std::min(kTile, n - at);
+    if (y.dtype == DType::f32 && x.dtype == DType::f32) {
+      float* py = y.as<float>() + at;
+      const float* px = x.as<const float>() + at;
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i) py[i] += px[i];
+      continue;
+    }
+    // Mixed or low precision: widen both, add in f32, round once.
+    float a[kTile], b[kTile];
+    char* yp = static_cast<char*>(y.data) + static_cast<size_t>(at) * ysz;
+    convert_n(yp, y.dtype, a, DType::f32, m);
+    convert_n(static_cast<const char*>(x.data) + static_cast<size_t>(at) * xsz, x.dtype, b, DType::f32, m);
+    for (int64_t i = 0; i < m; ++i) a[i] += b[i];
+    convert_n(a, DType::f32, yp, y.dtype, m);
+  }
 }
 
 }  // namespace stoke::cpu::fast

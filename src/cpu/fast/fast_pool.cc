@@ -6,6 +6,7 @@
 // cancelling (1,500 equal rows: 200 u, tests/ops "activations of trained
 // models"); f32 values add exactly in double, and a sequence of fewer than
 // 2^29 rows keeps the sum within a rounding. An empty sequence gives zeros.
+// pool_backward: threads over sequences; each sequence writes its own rows.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -13,6 +14,8 @@
 #include "cpu/fast/fast_common.h"
 #include "cpu/fast/fast_ops.h"
 #include "backend/op_checks.h"
+#include "cpu/fast/fast_backward_common.h"
+#include "backend/op_checks_backward.h"
 
 namespace stoke::cpu::fast {
 
@@ -94,6 +97,64 @@ void l2_normalize(const TensorView& x) {
   float* xp = x.as<float>();
 #pragma omp parallel for schedule(static) if (B * D >= kParallelMinElements)
   for (int64_t b = 0; b < B; ++b) normalize_row(xp + b * D, D);
+}
+
+// ---- backward
+
+namespace {
+
+template <class T>
+STOKE_CPU_CLONES void pool_backward_sequence(T* dh, const float* g, const float* h, int64_t len, int64_t H,
+                                             PoolingMode mode, int64_t* arg) {
+  std::fill(dh, dh + len * H, narrow_one<T>(0.0f));
+  if (len == 0) return;
+  switch (mode) {
+    case PoolingMode::cls: narrow(g, dh, H); return;
+    case PoolingMode::lasttoken: narrow(g, dh + (len - 1) * H, H); return;
+    case PoolingMode::max:
+      // arg[i]: the first token holding column i's maximum (h is f32 here).
+      std::fill(arg, arg + H, int64_t{0});
+      for (int64_t t = 1; t < len; ++t)
+        for (int64_t i = 0; i < H; ++i)
+          if (h[t * H + i] > h[arg[i] * H + i]) arg[i] = t;
+      for (int64_t i = 0; i < H; ++i) dh[arg[i] * H + i] = narrow_one<T>(g[i]);
+      return;
+    case PoolingMode::mean:
+    case PoolingMode::mean_sqrt_len: {
+      const float scale =
+          mode == PoolingMode::mean ? 1.0f / static_cast<float>(len) : 1.0f / std::sqrt(static_cast<float>(len));
+      for (int64_t t = 0; t < len; ++t)
+        for (int64_t i = 0; i < H; ++i) dh[t * H + i] = narrow_one<T>(g[i] * scale);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h, const TensorView& cu_seqlens,
+                   PoolingMode mode) {
+  const PoolShape shape = check_pool_backward(dh, dout, h, cu_seqlens, mode);
+  const int64_t T = shape.T, B = shape.B, H = shape.H;
+  if (T == 0 || H == 0) return;
+  const int32_t* cu = cu_seqlens.as<const int32_t>();
+  thread_local std::vector<float> h_buf;
+  const float* hp = mode == PoolingMode::max ? f32_input(h, h_buf) : nullptr;
+  const float* g = dout.as<const float>();
+  with_act_type(dh.dtype, [&](auto tag) {
+    using A = decltype(tag);
+    A* d = dh.as<A>();
+#pragma omp parallel if (T * H >= kParallelMinElements && B > 1)
+    {
+      std::vector<int64_t> arg(static_cast<size_t>(H));
+#pragma omp for schedule(dynamic)
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t first = cu[b];
+        pool_backward_sequence(d + first * H, g + b * H, hp ? hp + first * H : nullptr, int64_t{cu[b + 1]} - first, H,
+                               mode, arg.data());
+      }
+    }
+  });
 }
 
 }  // namespace stoke::cpu::fast

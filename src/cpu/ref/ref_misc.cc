@@ -1,8 +1,12 @@
-// Data movement: gather_rows, slice_columns, convert. Values pass through
-// float, so a dtype change rounds once (to nearest even) and a same-dtype
-// copy is exact.
+// Data movement: gather_rows (and its backward, a scatter-add in row order),
+// slice_columns, convert; add, the sum of two gradient paths. Values pass
+// through float, so a dtype change rounds once (to nearest even) and a
+// same-dtype copy is exact.
+#include <vector>
+
 #include "backend/op_checks.h"
 #include "cpu/ref/ref_ops.h"
+#include "backend/op_checks_backward.h"
 
 namespace stoke::cpu::ref {
 
@@ -22,6 +26,22 @@ void slice_columns(const TensorView& out, const TensorView& in) {
 void convert(const TensorView& out, const TensorView& in) {
   const int64_t n = check_convert(out, in);
   for (int64_t i = 0; i < n; ++i) store(out, i, load(in, i));
+}
+
+// ---- backward
+
+void gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows) {
+  const auto [B, H] = check_gather_rows_backward(dh, dout, rows);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t r = index_at(rows, b);
+    for (int64_t i = 0; i < H; ++i) store(dh, r * H + i, load(dh, r * H + i) + load(dout, b * H + i));
+  }
+}
+
+void add(const TensorView& y, const TensorView& x) {
+  const int64_t n = check_add(y, x);
+  for (int64_t i = 0; i < n; ++i) store(y, i, static_cast<double>(static_cast<float>(load(y, i)) +
+                                                                 static_cast<float>(load(x, i))));
 }
 
 }  // namespace stoke::cpu::ref

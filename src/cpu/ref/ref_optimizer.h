@@ -1,5 +1,6 @@
-// What the training kernels of the reference set share with the fast set
-// (the kernels themselves are declared with all the others in ref_ops.h).
+// What the optimizer kernels of the reference set (ref_optimizer.cc) share
+// with the fast set (the kernels themselves are declared with all the others
+// in ref_ops.h).
 #pragma once
 
 #include <cstdint>
