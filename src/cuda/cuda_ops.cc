@@ -8,8 +8,8 @@
 // kernels for bf16/f16, exact ones otherwise; MPNet's relative-position
 // forms included), embedding LayerNorm
 // (scatter-add in token order), pooling/row-gather backward, loss, clipping
-// and AdamW ops are here (kernels_train.h, gemm_general.h), and the
-// embedding losses (kernels_embedding_loss.h around cuBLASLt's GEMMs); an op not yet on
+// and AdamW ops are here (kernels.h, gemm_general.h), and the
+// embedding losses (kernels.h: kernels_embedding_loss.cu around cuBLASLt's GEMMs); an op not yet on
 // the GPU would throw from UnsupportedOps with one clear line.
 #include "cuda/cuda_ops.h"
 
@@ -333,7 +333,7 @@ class CudaOps final : public UnsupportedOps {
   }
   // The similarities and the gradient's GEMMs are cuBLASLt's (f32, on the
   // centred rows: backend/embedding_loss_checks.h); the rest is
-  // kernels_embedding_loss.h, in double.
+  // kernels_embedding_loss.cu, in double.
   void embedding_loss(const TensorView& d_emb, const TensorView& metrics, const TensorView& emb,
                       const TensorView& scores, const TensorView& workspace,
                       const Ops::EmbeddingLoss& loss) const override {

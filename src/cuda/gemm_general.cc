@@ -3,7 +3,7 @@
 #include "core/error.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/gemm.h"
-#include "cuda/kernels_train.h"
+#include "cuda/kernels.h"
 
 namespace stoke::cuda {
 

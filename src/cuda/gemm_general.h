@@ -4,7 +4,7 @@
 // dtypes and alignment, as Gemm's. Operand mixes cuBLASLt does not take
 // (gemm_routes.h: the caller rounds an f32 dy to 16 bits first, see
 // linear_backward_gemms.h) and shapes with no algorithm go to a plain
-// kernel (kernels_train.h), counted.
+// kernel (kernels.h), counted.
 //
 // Reproducibility: for a fixed shape, plan and workspace, cuBLASLt's result
 // is the same run to run on one GPU model (no atomics are asked for); it

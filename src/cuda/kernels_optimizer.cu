@@ -71,7 +71,7 @@ __global__ void clip_scale_kernel(float* scale, const void* sumsq, bool f64, flo
 }
 
 // torch.optim.AdamW's arithmetic in f32, operation for operation as the fast
-// CPU kernel (src/cpu/fast/fast_train_optim.cc), every multiply and add
+// CPU kernel (src/cpu/fast/fast_optimizer.cc), every multiply and add
 // rounded on its own (the _rn intrinsics: no fused multiply-add). Whether an
 // element decays: `all`, or a binary search of the R sorted ranges (R == 0:
 // none).

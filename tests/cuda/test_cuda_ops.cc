@@ -21,7 +21,7 @@
 #include "cuda/flash_tiles.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/device_errors.h"
-#include "cuda/kernels_train.h"
+#include "cuda/kernels.h"
 #include "cuda/relpos_drel_tiles.h"
 
 namespace stoke {
