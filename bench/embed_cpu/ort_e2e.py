@@ -20,6 +20,8 @@ import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
+from ort_baseline import batches  # noqa: E402  (same folder; imports nothing heavy at load)
+
 
 def main():
     model_dir, texts_path, graph, threads, out_npy = sys.argv[1:6]
@@ -37,16 +39,8 @@ def main():
     enc = tok.encode_batch(texts)
     seqs = [e.ids for e in enc]
     t_tok = time.perf_counter()
-    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
     out = None
-    for s in range(0, len(order), 32):
-        idx = order[s:s + 32]
-        S = len(seqs[idx[0]])
-        ids = np.zeros((len(idx), S), dtype=np.int64)
-        mask = np.zeros((len(idx), S), dtype=np.int64)
-        for r, i in enumerate(idx):
-            ids[r, :len(seqs[i])] = seqs[i]
-            mask[r, :len(seqs[i])] = 1
+    for idx, ids, mask in batches(seqs, 32):  # ort_baseline's batches: the same order and padding
         (h,) = sess.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
         m = mask[:, :, None].astype(np.float32)
         pooled = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)
