@@ -5,7 +5,6 @@
 
 #include "apps/stoke/job_flags.h"
 #include "apps/stoke/job_reports.h"
-#include "apps/stoke/number_flags.h"
 #include "apps/stoke/serve_command.h"
 #include "core/stop_request.h"
 #include "io/hf_hub_cache.h"
@@ -112,18 +111,14 @@ class DoctorCommand : public Command {
   void add_to(CLI::App& app) override {
     cmd_ = app.add_subcommand("doctor", "Say why the device is idle: profile a short run (or read a trace) and "
                                         "name what bounds it, with evidence and advice");
-    cmd_->add_option("--trace", o_.trace_in, "Diagnose a trace a run wrote (stoke embed/train --trace FILE)");
-    cmd_->add_option("--html", o_.html, "Also write a self-contained HTML report (timeline, per-stage bars)");
+    add_table_flags(cmd_, o_, doctor_option_table(), kDoctorReadsTrace);
     embed_ = cmd_->add_subcommand("embed", "Profile `stoke embed` with these flags");
     add_embed_flags(embed_, embed_cli_,
                     "Output folder for the profiled run (default: a temporary folder, removed after --seconds)");
-    add_real(embed_, "--seconds", o_.seconds, {0, 86400, true},
-             "Read records for this long (into a temporary output; with --output the whole run is profiled)");
-    embed_->add_option("--html", o_.html, "Also write a self-contained HTML report");
+    add_table_flags(embed_, o_, doctor_option_table(), kDoctorProfilesEmbed);
     train_ = cmd_->add_subcommand("train", "Profile `stoke train` with these flags");
     add_train_flags(train_, train_cli_, "Output folder of the profiled run (default: a temporary folder)");
-    add_int(train_, "--steps", o_.steps, {1, 1'000'000}, "Optimizer steps to profile when --max-steps is not given");
-    train_->add_option("--html", o_.html, "Also write a self-contained HTML report");
+    add_table_flags(train_, o_, doctor_option_table(), kDoctorProfilesTrain);
     cmd_->require_subcommand(0, 1);
   }
   bool parsed() const override { return cmd_->parsed(); }
@@ -163,30 +158,10 @@ class TuneCommand : public Command {
     cmd_ = app.add_subcommand("tune", "Find faster settings: short trials, one knob at a time, written as a --config file");
     embed_ = cmd_->add_subcommand("embed", "Tune `stoke embed` starting from these flags");
     add_embed_flags(embed_, embed_cli_, nullptr);
-    add_real(embed_, "--seconds-per-trial", embed_o_.seconds_per_trial, {0, 3600, true},
-             "How long each trial reads records");
-    embed_->add_option("--write-config", embed_o_.write_config,
-                       "Write the winning settings to FILE (a --config file); without it they are only printed");
-    embed_->add_option("--try-precisions", embed_o_.try_precisions,
-                       "Also race these precisions (f32, bf16, f16, int8; comma-separated) against the one given: "
-                       "each changes every vector, so none is tried unless named, and each is measured against f32")
-        ->delimiter(',')
-        ->type_name("LIST")
-        ->default_str("");
-    add_real(embed_, "--min-cosine", embed_o_.min_cosine, {-1, 1},
-             "bf16 or f16 is taken only if every embedding keeps this cosine to f32's");
-    add_real(embed_, "--min-centered-cosine", embed_o_.min_centered_cosine, {-1, 1},
-             "A precision tried is taken only if its mean cosine to f32's, after removing the mean vector, reaches "
-             "this");
-    add_int(embed_, "--max-workers", embed_o_.max_workers, {0, max_workers(), max_workers_reason()},
-            "Most tokenizer workers to try (0: the cores)");
+    add_table_flags(embed_, embed_o_, tune_option_table());
     train_ = cmd_->add_subcommand("train", "Tune `stoke train` starting from these flags");
     add_train_flags(train_, train_cli_, nullptr);
-    add_int(train_, "--steps-per-trial", train_o_.steps_per_trial, {1, 1'000'000}, "Optimizer steps each trial runs");
-    train_->add_option("--write-config", train_o_.write_config,
-                       "Write the winning settings to FILE (a --config file); without it they are only printed");
-    add_real(train_, "--max-loss-change", train_o_.max_loss_change, {0, 1000},
-             "bf16 is taken only if its loss after the trial stays this close to f32's (relative)");
+    add_table_flags(train_, train_o_, tune_train_option_table());
     cmd_->require_subcommand(1);
   }
   bool parsed() const override { return cmd_->parsed(); }

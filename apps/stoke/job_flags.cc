@@ -1,6 +1,5 @@
 #include "apps/stoke/job_flags.h"
 
-#include "apps/stoke/number_flags.h"
 #include "apps/stoke/option_flags.h"
 
 namespace stoke::cli {

@@ -15,11 +15,19 @@
 namespace stoke::cli {
 
 // Every CLI entry of a job's table (tokenize, classify, serve: the common
-// options they take are in their tables already).
+// options they take are in their tables already; tune's own options).
 template <class O>
 void add_table_flags(CLI::App* cmd, O& o, const OptionTable<O>& table) {
   for (const Option<O>& e : table)
     if (e.offer & kOfferCli) add_table_option(cmd, o, e);
+}
+
+// The CLI entries of `table` that a form of a command takes (job_takes):
+// doctor's own options under `doctor`, `doctor embed` or `doctor train`.
+template <class O>
+void add_table_flags(CLI::App* cmd, O& o, const OptionTable<O>& table, unsigned form) {
+  for (const Option<O>& e : table)
+    if ((e.offer & kOfferCli) && job_takes(e, form)) add_table_option(cmd, o, e);
 }
 
 // `stoke embed`'s flags (also under `stoke doctor embed` and `stoke tune

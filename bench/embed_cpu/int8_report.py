@@ -5,7 +5,8 @@
 Per model and engine: forward tokens/s (stoke: tokens / the manifest's
 run.stages.device.busy, the device thread's busy time — the same forward-only
 measure as ORT's timed session runs over pre-tokenized ids; best of the
-runs), end-to-end tokens/s for stoke, centered cosine to stoke f32 (mean over
+runs), end-to-end tokens/s (the whole process timed from outside: `stoke embed`
+and ort_e2e.py; best of the runs, and the ratio of the medians), centered cosine to stoke f32 (mean over
 texts, after removing stoke f32's mean vector) and the worst raw cosine;
 stoke's GEMM share of the device time and its GEMM GOP/s (from a traced run:
 the linear / linear_int8 spans), against the oneDNN matmul peak of the same
@@ -51,7 +52,7 @@ def main():
     res, work = sys.argv[1], sys.argv[2]
     runs = load_runs(res)
     peaks = [json.load(open(os.path.join(res, f"peak-{w}.json"))) for w in ("start", "end")]
-    peak = {k: max(p["peak_gflops"].get(k, 0) for p in peaks) for k in ("f32", "int8")}
+    peak = {k: max(p["peak_gflops"].get(k, 0) for p in peaks) for k in ("f32", "bf16", "int8")}
     rows = []
     for model in SIZES:
         mine = [r for r in runs if r["model"] == model]
@@ -59,7 +60,7 @@ def main():
             continue
         L, H, I = SIZES[model]
         ref = stoke_embeddings(res, model, "f32")
-        for kind, prec in (("stoke", "f32"), ("stoke", "int8"), ("ort", "f32"), ("ort", "int8")):
+        for kind, prec in (("stoke", "f32"), ("stoke", "bf16"), ("stoke", "int8"), ("ort", "f32"), ("ort", "int8")):
             rr = [r for r in mine if r["kind"] == kind and r["precision"] == prec]
             if not rr:
                 continue
@@ -69,16 +70,22 @@ def main():
                 fwd = max(tokens / m["run"]["stages"]["device"]["busy"] for m in man)
                 e2e = max(tokens / r["wall"] for r in rr)
                 emb = stoke_embeddings(res, model, prec)
-                share, gemm_s = gemm_share(os.path.join(res, f"trace-{model}-{prec}.json"))
-                gops = 2 * L * (4 * H * H + 2 * H * I) * tokens / gemm_s / 1e9
+                trace = os.path.join(res, f"trace-{model}-{prec}.json")
+                share, gops = None, None
+                if os.path.exists(trace):  # traced: f32 and int8
+                    share, gemm_s = gemm_share(trace)
+                    gops = 2 * L * (4 * H * H + 2 * H * I) * tokens / gemm_s / 1e9
             else:
                 tokens = rr[0]["tokens"]
                 fwd = max(r["tokens_per_s"] for r in rr)
-                e2e, share, gops = None, None, None
+                walls = [r["wall"] for r in mine if r["kind"] == "ort_e2e" and r["precision"] == prec]
+                e2e = tokens / min(walls) if walls else None
+                share, gops = None, None
                 emb = np.load(os.path.join(res, f"ort-{model}-{prec}.npy")).astype(np.float64)
             cmean, cmin, rmin = agreement(ref, emb)
             rows.append(dict(model=model, engine=f"{kind} {prec}", fwd=fwd, e2e=e2e, cmean=cmean, cmin=cmin,
-                             rmin=rmin, share=share, gops=gops, peak=peak["int8" if prec == "int8" else "f32"]))
+                             rmin=rmin, share=share, gops=gops,
+                             peak=peak["int8" if prec == "int8" else "bf16" if prec == "bf16" else "f32"]))
     print(f"{'model':<10} {'engine':<10} {'fwd tok/s':>10} {'e2e tok/s':>10} {'centered cos':>12} {'worst':>7} "
           f"{'raw worst':>9} {'GEMM share':>10} {'GEMM GOP/s':>10} {'of peak':>7}")
     for r in rows:
@@ -89,9 +96,26 @@ def main():
     for model in SIZES:
         get = {r["engine"]: r for r in rows if r["model"] == model}
         if "stoke int8" in get and "ort int8" in get:
-            print(f"{model}: stoke int8 / ORT int8 = {get['stoke int8']['fwd'] / get['ort int8']['fwd']:.2f}x "
+            print(f"{model}: forward only (device busy vs session runs): stoke int8 / ORT int8 = "
+                  f"{get['stoke int8']['fwd'] / get['ort int8']['fwd']:.2f}x "
                   f"(centered cosine {get['stoke int8']['cmean']:.5f} vs {get['ort int8']['cmean']:.5f}); "
                   f"stoke f32 / ORT f32 = {get['stoke f32']['fwd'] / get['ort f32']['fwd']:.2f}x")
+        for prec in ("int8", "f32"):
+            sw = [r["wall"] for r in runs if r["model"] == model and r["kind"] == "stoke" and r["precision"] == prec]
+            ow = [r["wall"] for r in runs if r["model"] == model and r["kind"] == "ort_e2e" and r["precision"] == prec]
+            if sw and ow:
+                print(f"{model}: whole process, as the user waits: stoke {prec} "
+                      f"{' / '.join('%.2f' % w for w in sw)} s, ORT {prec} {' / '.join('%.2f' % w for w in ow)} s; "
+                      f"stoke / ORT speed {float(np.median(ow)) / float(np.median(sw)):.2f}x (medians), "
+                      f"{min(ow) / min(sw):.2f}x (bests)")
+    for model in SIZES:
+        path = os.path.join(res, f"op-{model}.json")
+        if os.path.exists(path):
+            op = json.load(open(path))
+            lay = op["layer"]
+            print(f"{model} int8 op at M = {op['m']} (bench_linear_int8): the layer's four linear_int8 "
+                  f"{lay['op_gops']:.0f} GOP/s ({lay['op_gops'] / peak['int8']:.2f} of peak), their GEMMs alone "
+                  f"{lay['gemm_gops']:.0f} ({lay['gemm_gops'] / peak['int8']:.2f})")
     print(f"oneDNN matmul peak (median call, best of start/end): f32 {peak['f32']:.0f} GFLOP/s, "
           f"int8 {peak['int8']:.0f} GOP/s")
     for w in ("before", "after"):

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# int8 on the CPU, side by side in one run (issue 20): stoke f32, stoke int8,
-# ONNX Runtime f32 and ONNX Runtime dynamic int8 on the MiniLM-L6 and
-# bert-base sizes, 2 threads, the same token ids; tokens/s of the forward,
-# centered cosine to stoke f32, stoke's GEMM share and GOP/s against the
-# oneDNN int8 (VNNI) matmul peak measured in the same run.
+# int8 on the CPU, side by side in one run (issues 20, 36): stoke f32, bf16
+# and int8, ONNX Runtime f32 and ONNX Runtime dynamic int8 on the MiniLM-L6
+# and bert-base sizes, 2 threads. Two figures per engine: the forward alone
+# (stoke's device-busy time; ORT's session runs over the same token ids) and
+# the whole process as a user waits for it (`stoke embed` texts in, shards
+# out, against ort_e2e.py: import, session, HF tokenizers, run, pool, save),
+# each timed from outside. Also centered cosine to stoke f32, stoke's GEMM
+# share and GOP/s against the oneDNN matmul peak measured in the same run, and
+# the int8 op alone at the layer shapes (bench_linear_int8) against that peak.
 #   bench/embed_cpu/int8_run.sh
 # Needs a Python with onnxruntime, onnx, torch and transformers (BENCH_PY,
 # default .venv-bench-ort/bin/python: made with pinned PyPI versions when
@@ -18,6 +22,7 @@ work=build/bench-models
 res="$work/results-int8"
 bin=build/release/apps/stoke/stoke
 peak_bin=build/release/bench/embed_cpu/bench_gemm_peak
+op_bin=build/release/bench/embed_cpu/bench_linear_int8
 py="${BENCH_PY:-.venv-bench-ort/bin/python}"
 texts_minilm="${BENCH_TEXTS_MINILM:-2000}"
 texts_bert="${BENCH_TEXTS_BERT:-500}"
@@ -33,12 +38,14 @@ if [ ! -x "$py" ]; then
   .venv-bench-ort/bin/pip install -q onnxruntime==1.32.0 onnx==1.23.2 torch==2.15.0 transformers==5.24.0 numpy
   py=.venv-bench-ort/bin/python
 fi
-[ -x "$peak_bin" ] || ninja -C build/release bench_gemm_peak >/dev/null
+[ -x "$peak_bin" ] && [ -x "$op_bin" ] || ninja -C build/release bench_gemm_peak bench_linear_int8 >/dev/null
 mkdir -p "$res"
 rm -f "$res"/runs.jsonl
 cat /proc/loadavg >"$res/loadavg-before"
 "$py" bench/embed_cpu/make_models.py "$fixtures" "$work" 2000 >&2
 OMP_NUM_THREADS=$threads "$peak_bin" --threads $threads --seconds 0.7 >"$res/peak-start.json"
+OMP_NUM_THREADS=$threads "$op_bin" --threads $threads --m 12288 --hidden 384 --ffn 1536 >"$res/op-minilm-l6.json"
+OMP_NUM_THREADS=$threads "$op_bin" --threads $threads --m 8192 --hidden 768 --ffn 3072 --reps 5 >"$res/op-bert-base.json"
 
 stoke_run() {  # MODEL PREC DIR TEXTS [TRACE]: one `stoke embed` process
   local outd="$res/stoke-$1-$2" t0 wall trace=()
@@ -50,6 +57,14 @@ stoke_run() {  # MODEL PREC DIR TEXTS [TRACE]: one `stoke embed` process
   [ -n "${5:-}" ] && return 0
   printf '{"kind": "stoke", "model": "%s", "precision": "%s", "wall": %s, "manifest": %s}\n' \
     "$1" "$2" "$wall" "$(cat "$outd/manifest.json" | tr -d '\n')" >>"$res/runs.jsonl"
+}
+ort_e2e_run() {  # MODEL PREC DIR TEXTS: one ort_e2e.py process, timed from outside as stoke_run times stoke
+  local graph="$work/onnx/$1-opt.onnx" t0 wall
+  [ "$2" = int8 ] && graph="$work/onnx/$1-opt-int8.onnx"
+  t0=$(now)
+  OMP_NUM_THREADS=$threads "$py" bench/embed_cpu/ort_e2e.py "$3" "$4" "$graph" $threads "$res/ort-e2e-$1-$2.npy" >/dev/null
+  wall=$(sub "$(now)" "$t0")
+  printf '{"kind": "ort_e2e", "model": "%s", "precision": "%s", "wall": %s}\n' "$1" "$2" "$wall" >>"$res/runs.jsonl"
 }
 ort_run() {  # MODEL PREC DIR IDS
   OMP_NUM_THREADS=$threads "$py" bench/embed_cpu/ort_baseline.py "$3" "$4" "$2" $threads 2 10 \
@@ -67,11 +82,13 @@ for model in $models; do
   # The ONNX graphs first (export, optimize, quantize: not timed).
   ort_run "$model" f32 "$dir" "$ids" >/dev/null 2>"$res/ort-$model-export.log" || { say "ORT failed: $res/ort-$model-export.log"; exit 1; }
   sed -i '$d' "$res/runs.jsonl"
-  for round in 1 2; do
-    for prec in f32 int8; do
+  for round in 1 2 3; do
+    for prec in f32 bf16 int8; do
       say "$model round $round: stoke $prec, ORT $prec"
       stoke_run "$model" "$prec" "$dir" "$texts"
+      [ "$prec" = bf16 ] && continue  # ORT's CPU graphs: f32 and dynamic int8
       ort_run "$model" "$prec" "$dir" "$ids" 2>>"$res/ort-$model.log"
+      ort_e2e_run "$model" "$prec" "$dir" "$texts"
     done
   done
   for prec in f32 int8; do stoke_run "$model" "$prec" "$dir" "$texts" "$res/trace-$model-$prec.json"; done

@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
     const int64_t B = 32;
     std::vector<float> h = uniform(g, static_cast<size_t>(T * H), -2, 2), pooled(static_cast<size_t>(B * H));
     std::vector<int32_t> cu = cu_of(B, T / B);
-    auto op = [&] { k.pool(f32(pooled, {B, H}), f32(h, {T, H}), i32(cu), PoolingMode::mean); };
+    auto op = [&] { k.pool(f32(pooled, {B, H}), f32(h, {T, H}), i32(cu), Pooling::mean); };
     std::printf("pool mean [%ld, %ld], %ld sequences: %.3f ms\n", T, H, B, best_ms(op, reps));
   }
   return 0;

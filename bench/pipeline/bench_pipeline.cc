@@ -35,7 +35,6 @@
 #include "jobs/model_session.h"
 #include "model/encoder.h"
 #include "model/packed_batch.h"
-#include "model/pooling_mode.h"
 #include "pipeline/bucketer.h"
 #include "pipeline/record_reader.h"
 
@@ -71,7 +70,8 @@ int main(int argc, char** argv) {
   app.add_option("--text-field", common.text_field, "Field holding the text");
   app.add_option("--max-length", common.max_length, "Max tokens per sequence (default: as stoke embed resolves it)");
   app.add_option("--device", common.device, "auto, cpu, cuda or cuda:N");
-  app.add_option("--precision", common.precision, "f32, bf16 or f16");
+  std::string precision = "f32";  // its words parsed as every job parses them (jobs/precision.h)
+  app.add_option("--precision", precision, "f32, bf16 or f16");
   app.add_option("--workers", common.workers, "Tokenizer threads for the untimed preparation (0: one per core)");
   app.add_option("--batch-tokens", common.batch_tokens, "Tokens per batch (token budget)");
   app.add_option("--max-batch-size", max_batch_size, "Sequences per batch at most");
@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (common.model.empty()) throw Error(Errc::invalid_argument, "--model: a model folder is required");
+    common.precision = parse_precision("--precision", precision);
     if (sort_window == 0) throw Error(Errc::invalid_argument, "--sort-window: expected a positive number");
     if (max_batch_size <= 0) throw Error(Errc::invalid_argument, "--max-batch-size: expected a positive number");
     if (common.batch_tokens <= 0) throw Error(Errc::invalid_argument, "--batch-tokens: expected a positive number");
@@ -97,7 +98,7 @@ int main(int argc, char** argv) {
     ModelSession s = open_model_session(common, /*need_classifier=*/false);
     const double load_s = since(t_prep);
     const SentenceTransformersConfig& st = s.text.folder.st;
-    const PoolingMode pooling = st.pooling ? pooling_mode(*st.pooling) : PoolingMode::mean;
+    const Pooling pooling = st.pooling.value_or(Pooling::mean);
     const bool normalize = st.present && st.normalize;
     const int64_t width = s.encoder.config.hidden_size;
 
@@ -189,7 +190,7 @@ int main(int argc, char** argv) {
     nlohmann::json j = {
         {"impl", "bench_pipeline"},
         {"device", s.device_name},
-        {"precision", common.precision},
+        {"precision", precision_name(common.precision)},
         {"bf16", cpu::cpu_bf16_support()},
         {"max_length", s.text.max_length},
         {"batch_tokens", common.batch_tokens},

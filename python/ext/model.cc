@@ -8,7 +8,6 @@
 #include "errors.h"
 #include "jobs/common_options.h"
 #include "model/encoder_params.h"
-#include "model/pooling_mode.h"
 
 namespace stoke::py {
 
@@ -17,10 +16,10 @@ namespace fs = std::filesystem;
 namespace {
 
 // numpy / torch spellings of the compute dtypes are taken too.
-std::string canonical_dtype(const std::string& d) {
-  if (d == "f32" || d == "float32" || d == "fp32") return "f32";
-  if (d == "bf16" || d == "bfloat16") return "bf16";
-  if (d == "f16" || d == "float16" || d == "fp16") return "f16";
+Precision canonical_dtype(const std::string& d) {
+  if (d == "f32" || d == "float32" || d == "fp32") return Precision::f32;
+  if (d == "bf16" || d == "bfloat16") return Precision::bf16;
+  if (d == "f16" || d == "float16" || d == "fp16") return Precision::f16;
   throw Error(Errc::invalid_argument, "dtype \"" + d + "\": expected f32, bf16 or f16");
 }
 
@@ -49,7 +48,7 @@ ModelSession open_session(const ModelOptions& o) {
   resolve_model_flag(common);  // a hub id becomes its snapshot folder in the local cache
 
   ModelSession s;
-  s.precision = parse_precision(common.precision);
+  s.precision = precision_dtype(common.precision);
   s.text = open_model_tokenizer(common.model, common.max_length);
   s.backend = open_backend(common.device, BackendUse::inference);
   s.device_name = s.backend->name();
@@ -78,7 +77,7 @@ Model::Model(const ModelOptions& o) {
     throw ModelRefused(e);
   }
   if (st().pooling) {
-    pooling_ = pooling_mode(*st().pooling);
+    pooling_ = *st().pooling;
     pooling_name_ = std::string(stoke::pooling_name(*st().pooling));
   }
   workers_ = o.workers ? *o.workers : default_workers(s_.device_name);

@@ -92,7 +92,7 @@ class Model {
   int64_t max_length() const { return s_.text.max_length; }
   std::string architecture() const;
   std::string pooling_name() const;
-  PoolingMode pooling() const { return pooling_; }
+  Pooling pooling() const { return pooling_; }
   bool normalize() const { return st().present && st().normalize; }
   std::string device() const { return s_.device_name; }
   std::string dtype() const;
@@ -104,7 +104,7 @@ class Model {
   void release_lease();
 
   ModelSession s_;
-  PoolingMode pooling_ = PoolingMode::mean;
+  Pooling pooling_ = Pooling::mean;
   std::string pooling_name_ = "mean";
   int workers_ = 1;
   TextOutputSources sources_;

@@ -70,10 +70,10 @@ std::vector<BatchItem> items_of(nb::list texts, const char* what, bool pairs_all
   return items;
 }
 
-BatchProduct product_of(const std::string& name) {
-  if (name == "pooled") return BatchProduct::pooled;
-  if (name == "tokens") return BatchProduct::tokens;
-  if (name == "logits") return BatchProduct::logits;
+RowProduct product_of(const std::string& name) {
+  if (name == "pooled") return RowProduct::pooled;
+  if (name == "tokens") return RowProduct::tokens;
+  if (name == "logits") return RowProduct::logits;
   throw Error(Errc::invalid_argument, "product \"" + name + "\": expected pooled, tokens or logits");
 }
 
@@ -149,7 +149,7 @@ Collected run_requests(Model& model, std::vector<BatchItem> items, const BatchRe
   out.values.reserve(total);
   for (auto& r : reqs) {
     const int64_t base = out.row_offsets.empty() ? 0 : out.row_offsets.back();
-    if (ro.product == BatchProduct::tokens) {
+    if (ro.product == RowProduct::tokens) {
       for (size_t i = out.row_offsets.empty() ? 0 : 1; i < r->row_offsets.size(); ++i)
         out.row_offsets.push_back(base + r->row_offsets[i]);
     }
@@ -164,13 +164,13 @@ Collected run_requests(Model& model, std::vector<BatchItem> items, const BatchRe
 
 // The rows as numpy arrays viewing one buffer (no copy): (n, width) for
 // pooled and logits, a list of (len_i, H) for tokens. Returns (result, owner).
-nb::tuple to_numpy(Collected c, BatchProduct product, size_t texts) {
+nb::tuple to_numpy(Collected c, RowProduct product, size_t texts) {
   auto* buf = new RowBuffer{std::move(c.values)};
   nb::object owner = nb::cast(buf, nb::rv_policy::take_ownership);
   float* data = buf->values.data();
   const size_t width = static_cast<size_t>(c.width);
   using Array = nb::ndarray<nb::numpy, float, nb::ndim<2>, nb::c_contig>;
-  if (product != BatchProduct::tokens) {
+  if (product != RowProduct::tokens) {
     Array arr(data, {texts, width}, owner);
     return nb::make_tuple(nb::cast(arr, nb::rv_policy::reference), owner);
   }
@@ -198,17 +198,17 @@ nb::tuple encode(Model& model, nb::list texts, const std::string& product, const
   BatchRequestOptions ro;
   ro.product = product_of(product);
   ro.prompt = prompt;
-  if (ro.product == BatchProduct::pooled) require_dense(model);
-  if (ro.product == BatchProduct::logits && !model.has_classifier())
+  if (ro.product == RowProduct::pooled) require_dense(model);
+  if (ro.product == RowProduct::logits && !model.has_classifier())
     throw Error(Errc::invalid_argument, "predict: " + model.architecture() +
                                             " has no classification head (config.json architectures names no "
                                             "*ForSequenceClassification); use encode");
   const size_t n = texts.size();
-  std::vector<BatchItem> items = items_of(texts, "sentences", ro.product == BatchProduct::logits);
+  std::vector<BatchItem> items = items_of(texts, "sentences", ro.product == RowProduct::logits);
   Collected c = run_requests(model, std::move(items), ro, BatchShape{batch_tokens, batch_size}, on_progress);
   if (n == 0) {
-    c.width = ro.product == BatchProduct::logits ? static_cast<int64_t>(model.session().encoder.config.num_labels())
-              : ro.product == BatchProduct::tokens ? model.hidden_size()
+    c.width = ro.product == RowProduct::logits ? static_cast<int64_t>(model.session().encoder.config.num_labels())
+              : ro.product == RowProduct::tokens ? model.hidden_size()
                                                    : model.dimension();
     c.row_offsets = {0};
   }
@@ -241,7 +241,7 @@ nb::tuple encode_outputs(Model& model, nb::list texts, const std::string& prompt
   if (dense) require_dense(model);
   if (sparse_top_k < 0) throw Error(Errc::invalid_argument, "sparse_top_k: expected 0 (all) or more");
   BatchRequestOptions ro;
-  ro.product = BatchProduct::pooled;
+  ro.product = RowProduct::pooled;
   ro.prompt = prompt;
   ro.extras = model.output_settings(sparse, colbert, role_of(role), sparse_top_k);
   const size_t n = texts.size();
@@ -311,7 +311,7 @@ nb::tuple encode_chunks(Model& model, nb::list texts, const std::string& prompt,
   std::vector<BatchItem> items = std::move(chunked.items);
   chunked.items.clear();
   Collected c = run_requests(model, std::move(items), ro, BatchShape{batch_tokens, batch_size}, on_progress);
-  if (chunked.rows.empty()) c.width = ro.product == BatchProduct::tokens ? model.hidden_size() : model.dimension();
+  if (chunked.rows.empty()) c.width = ro.product == RowProduct::tokens ? model.hidden_size() : model.dimension();
   ChunkedRows rows = chunk_rows(chunked, c.values, c.width, c.row_offsets, model.normalize());
   const size_t n = rows.rows.size();
   auto* spans = new std::vector<int64_t>(n * 9);
@@ -333,7 +333,7 @@ nb::tuple encode_chunks(Model& model, nb::list texts, const std::string& prompt,
   Collected out;
   out.values = std::move(rows.values);
   out.width = rows.width;
-  nb::tuple arr = to_numpy(std::move(out), BatchProduct::pooled, n);
+  nb::tuple arr = to_numpy(std::move(out), RowProduct::pooled, n);
   return nb::make_tuple(arr[0], nb::cast(Spans(spans->data(), {n, size_t{9}}, spans_owner), nb::rv_policy::reference),
                         arr[1]);
 }

@@ -328,7 +328,7 @@ RowsShape check_gather_rows_backward(const TensorView& dh, const TensorView& dou
 }
 
 PoolShape check_pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h,
-                              const TensorView& cu_seqlens, PoolingMode mode, IndexData where) {
+                              const TensorView& cu_seqlens, Pooling mode, IndexData where) {
   const char* op = "pool_backward";
   need(op, "dh", dh, 2);
   need_act(op, "dh", dh);
@@ -338,7 +338,7 @@ PoolShape check_pool_backward(const TensorView& dh, const TensorView& dout, cons
   need_dtype(op, "dout", dout, DType::f32);
   need_dim(op, "dout", dout, 0, B);
   need_dim(op, "dout", dout, 1, H);
-  if (mode == PoolingMode::max && h.empty() && T * H > 0) fail(op, "max pooling needs h (the pooled input)");
+  if (mode == Pooling::max && h.empty() && T * H > 0) fail(op, "max pooling needs h (the pooled input)");
   if (!h.empty()) {
     need_rows(op, "h", h, T, H);
     need_no_overlap(op, "dh", dh, "h", h);

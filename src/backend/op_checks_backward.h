@@ -51,7 +51,7 @@ AttentionShape check_attention_backward(const TensorView& dqkv, const TensorView
 RowsShape check_gather_rows_backward(const TensorView& dh, const TensorView& dout, const TensorView& rows,
                                      IndexData where = IndexData::host);  // {B, H}
 PoolShape check_pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h,
-                              const TensorView& cu_seqlens, PoolingMode mode, IndexData where = IndexData::host);
+                              const TensorView& cu_seqlens, Pooling mode, IndexData where = IndexData::host);
 
 // add: y and x activations of equal shape, apart or identical (y += y doubles).
 int64_t check_add(const TensorView& y, const TensorView& x);

@@ -117,7 +117,7 @@ STOKE_OP(attention_keys,
 
 // out[B,H] (f32) pooled from h[T,H] per sequence: cls (first token), mean,
 // max, mean_sqrt_len (sum / sqrt(len)), lasttoken.
-STOKE_OP(pool, (const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, PoolingMode mode),
+STOKE_OP(pool, (const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, Pooling mode),
          (out, h, cu_seqlens, mode))
 
 // SPLADE's pooling (sentence-transformers' SpladePooling) of a block of MLM
@@ -342,7 +342,7 @@ STOKE_OP(gather_rows_backward, (const TensorView& dh, const TensorView& dout, co
 // the other modes.
 STOKE_OP(pool_backward,
          (const TensorView& dh, const TensorView& dout, const TensorView& h, const TensorView& cu_seqlens,
-          PoolingMode mode),
+          Pooling mode),
          (dh, dout, h, cu_seqlens, mode))
 
 // y += x element-wise (same shape; activations of any dtype, added in f32,

@@ -7,12 +7,12 @@
 
 #include <cstdint>
 
+#include "core/pooling.h"
 #include "core/tensor.h"
 
 namespace stoke {
 
 enum class Activation { none, gelu_erf, tanh, relu };  // relu: DistilBERT's classification head
-enum class PoolingMode { cls, mean, max, mean_sqrt_len, lasttoken };
 // Whether a GEMM op writes its output (no) or adds its result into what the
 // output already holds (yes): a residual add folded into the GEMM
 // (cuBLASLt's beta = 1, oneDNN's sum post-op) instead of a pass of its own.

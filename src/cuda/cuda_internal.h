@@ -74,7 +74,7 @@ struct CudaBackend::Impl {
   cublasLtHandle_t lt = nullptr;
   void* gemm_workspace = nullptr;
   size_t gemm_workspace_bytes = 0;
-  // The training reductions' scratch (kernels_train.h Scratch: the column
+  // The training reductions' scratch (kernels.h Scratch: the column
   // sums' partials, the embedding backward's sort), allocated once so that a
   // captured graph and every replay use the same buffer.
   void* reduce_workspace = nullptr;

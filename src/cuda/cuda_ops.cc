@@ -155,7 +155,7 @@ class CudaOps final : public UnsupportedOps {
     launch_attention_gqa(op.stream, out, qkv, cu_seqlens, heads, kv_heads, causal);
   }
   void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,
-            PoolingMode mode) const override {
+            Pooling mode) const override {
     check_pool(out, h, cu_seqlens, IndexData::device);
     Launch op(s_, "pool");
     launch_pool(op.stream, out, h, cu_seqlens, mode);
@@ -314,7 +314,7 @@ class CudaOps final : public UnsupportedOps {
     launch_gather_rows_backward(op.stream, dh, dout, rows);
   }
   void pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h, const TensorView& cu_seqlens,
-                     PoolingMode mode) const override {
+                     Pooling mode) const override {
     check_pool_backward(dh, dout, h, cu_seqlens, mode, IndexData::device);
     Launch op(s_, "pool_backward");
     launch_pool_backward(op.stream, dh, dout, h, cu_seqlens, mode);

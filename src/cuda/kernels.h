@@ -68,9 +68,9 @@ void launch_l2_normalize(cudaStream_t s, const TensorView& x);
 
 // kernels_pool.cu
 void launch_pool(cudaStream_t s, const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,
-                 PoolingMode mode);
+                 Pooling mode);
 void launch_pool_backward(cudaStream_t s, const TensorView& dh, const TensorView& dout, const TensorView& h,
-                          const TensorView& cu_seqlens, PoolingMode mode);
+                          const TensorView& cu_seqlens, Pooling mode);
 
 // kernels_dropout.cu (dropout_backward is dropout applied to dy).
 // first: the flat mask index of x[0] (check_dropout's DropoutRange::first).
@@ -145,10 +145,12 @@ void launch_plain_gemm_general(cudaStream_t s, const TensorView& c, const Tensor
 // db[N] += column sums of dy[M,N] (f32), a thread per column, rows in order.
 void launch_column_sums(cudaStream_t s, const Scratch& scratch, const TensorView& db, const TensorView& dy);
 
-// kernels_attention.cu: variable-length attention over packed tokens; the
-// grid is a flattened (sequence, query block) work list found from
-// cu_seqlens on the device (sequences longer than max_seqlen are the
-// caller's error, checked on the host).
+// kernels_attention.cu: variable-length attention over packed tokens (its
+// inference, training and backward launchers; MPNet's relative-position
+// forms are kernels_attention_relpos.cu's); the inference grid is a
+// flattened (sequence, query block) work list found from cu_seqlens on the
+// device (sequences longer than max_seqlen are the caller's error, checked
+// on the host).
 void attention_setup();  // once per device: kernel attributes (shared memory)
 // window: the sliding window (0 = global), as op_list.h states it.
 void launch_attention(cudaStream_t s, const TensorView& out, const TensorView& qkv, const TensorView& cu_seqlens,
@@ -159,11 +161,12 @@ void launch_attention_keys(cudaStream_t s, const TensorView& out, const TensorVi
 // kernels_maxsim.cu: scores[N] = sum_i max_j q_i · d_j per document (op_list.h maxsim).
 void launch_maxsim(cudaStream_t s, const TensorView& scores, const TensorView& q, const TensorView& docs,
                    const TensorView& offsets);
-// attention with MPNet's relative-position bias rel[2*max_seqlen - 1, heads] (f32).
+// kernels_attention_relpos.cu: attention with MPNet's relative-position bias
+// rel[2*max_seqlen - 1, heads] (f32).
 void launch_attention_relpos(cudaStream_t s, const TensorView& out, const TensorView& qkv,
                              const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel);
 
-// kernels_attention_train.cu: the attention forward with lse and dropout,
+// kernels_attention.cu: the attention forward with lse and dropout,
 // and its backward (dqkv written in full): the flash kernels for bf16/f16
 // with head dim <= 128 (kernels_attention_flash_train.h), else the exact ones.
 void launch_attention_train(cudaStream_t s, const TensorView& out, const TensorView& lse, const TensorView& qkv,
@@ -174,9 +177,9 @@ void launch_attention_backward(cudaStream_t s, const Scratch& scratch, const Ten
                                const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
                                const Ops::AttentionDropout& dropout);
 
-// kernels_attention_relpos_train.cu: MPNet's relative-position forms of the
+// kernels_attention_relpos.cu: MPNet's relative-position forms of the
 // two above (no window; drel written in full, deterministically, its
-// partial sums in `scratch`: kernels_relpos_drel.h).
+// partial sums in `scratch`: relpos_drel_tiles.h).
 void launch_attention_relpos_train(cudaStream_t s, const TensorView& out, const TensorView& lse,
                                    const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen,
                                    const TensorView& rel, const Ops::AttentionDropout& dropout);

@@ -1,4 +1,8 @@
-// Variable-length multi-head attention over packed tokens, no work on padding.
+// Variable-length multi-head attention over packed tokens, no work on padding:
+// plain attention whole — attention and attention_keys (inference; their
+// kernels are here), attention_train and attention_backward (their launchers
+// here, after the inference ones). MPNet's relative-position forms are
+// kernels_attention_relpos.cu's.
 //
 // Fast path (bf16/f16, head dim <= 128): flash-attention style. A block of 4
 // warps takes 64 query rows of one (sequence, head) and walks the sequence's
@@ -30,10 +34,25 @@
 // one block per sequence exits at once (a grid of ceil(max_seqlen / 64)
 // blocks per sequence wasted most blocks on a real length mix). The exact
 // path's x walks the T packed tokens: one block per real query row.
+//
+// Training: the forward that also writes lse and applies dropout to the
+// probabilities, and the backward, as src/cpu/ref/ref_attention.cc defines
+// them (its header has the formulas), with a sliding window or none. Their
+// kernels are MPNet's too, with another score, so they live in files of
+// their own: bf16/f16 with head dim <= 128 take the flash kernels on the
+// tensor cores (kernels_attention_flash_train.cu: O(tile) shared memory, any
+// length); f32, larger head dims and other dtype mixes take the exact kernels
+// (kernels_attention_exact.cuh: O(len) shared memory per row, up to ~5,000
+// tokens in the backward). Dropout: the mask element of query row t (packed),
+// head h, key j is Philox's uniform at flat index
+// ((row_offset + t) * heads + h) * 2^32 + j (Ops::AttentionDropout,
+// core/philox.h), so the CPU and the GPU drop the very same probabilities.
 #include <mma.h>
 
 #include "cuda/kernels.h"
 #include "cuda/cuda_internal.h"
+#include "cuda/kernels_attention_exact.cuh"
+#include "cuda/kernels_attention_flash_train.h"
 #include "cuda/kernels_common.cuh"
 #include "cuda/kernels_flash_common.cuh"
 
@@ -243,6 +262,10 @@ void launch_flash(cudaStream_t s, void* out, const void* qkv, const int32_t* cu,
   check_launch("flash_attention_kernel");
 }
 
+}  // namespace
+
+namespace attention_exact {
+
 // The exact path: one block per (packed query token, head).
 void launch_simt(cudaStream_t s, const TensorView& out, const TensorView& qkv, const int32_t* cu, const int32_t* keys,
                  int heads, int d, int max_seqlen, int64_t B, const float* rel, int window) {
@@ -257,7 +280,7 @@ void launch_simt(cudaStream_t s, const TensorView& out, const TensorView& qkv, c
   check_launch("simt_attention_kernel");
 }
 
-}  // namespace
+}  // namespace attention_exact
 
 void attention_setup() {
   int device = 0, optin = 0;
@@ -292,18 +315,42 @@ void launch_attention_keys(cudaStream_t s, const TensorView& out, const TensorVi
       launch_flash<__half>(s, out.data, qkv.data, cu, keys, nb, heads, d, window, grid);
     return;
   }
-  launch_simt(s, out, qkv, cu, keys, heads, d, max_seqlen, B, nullptr, window);
+  attention_exact::launch_simt(s, out, qkv, cu, keys, heads, d, max_seqlen, B, nullptr, window);
 }
 
-void launch_attention_relpos(cudaStream_t s, const TensorView& out, const TensorView& qkv,
-                             const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel) {
-  const int64_t B = cu_seqlens.dim(0) - 1;
-  if (B == 0 || max_seqlen == 0 || qkv.dim(0) == 0) return;
-  if (heads > 65535 || B > INT32_MAX / 2 || qkv.dim(0) > INT32_MAX / 2)
-    throw Error(Errc::unsupported, "cuda attention_relpos: at most 65535 heads and 2^30 tokens per call");
-  const int d = static_cast<int>(qkv.dim(1) / (3 * int64_t{heads}));
-  // The exact path for every dtype: the flash kernel has no bias term yet.
-  launch_simt(s, out, qkv, cu_seqlens.as<const int32_t>(), nullptr, heads, d, max_seqlen, B, rel.as<const float>(), 0);
+// ---- attention_train, attention_backward (their kernels: the header's "Training")
+
+using namespace attention_exact;  // the exact kernels' launchers and types
+
+void launch_attention_train(cudaStream_t s, const TensorView& out, const TensorView& lse, const TensorView& qkv,
+                            const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
+                            const Ops::AttentionDropout& dropout) {
+  if (cu_seqlens.dim(0) <= 1 || qkv.dim(0) == 0 || max_seqlen == 0) return;
+  if (flash_train_takes(qkv, out, heads)) {
+    launch_flash_attention_train(s, out, lse, qkv, cu_seqlens, heads, window, nullptr, max_seqlen, dropout);
+    return;
+  }
+  launch_forward(s, "attention_train", out, lse, qkv, cu_seqlens, heads, max_seqlen, WindowScores{window}, dropout);
+}
+
+void launch_attention_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dqkv, const TensorView& dout,
+                               const TensorView& qkv, const TensorView& out, const TensorView& lse,
+                               const TensorView& cu_seqlens, int heads, int max_seqlen, int window,
+                               const Ops::AttentionDropout& dropout) {
+  const int64_t T = qkv.dim(0);
+  if (T == 0) return;
+  if (cu_seqlens.dim(0) <= 1 || max_seqlen == 0) {  // no sequence holds a token: nothing flows back
+    check_cuda(cudaMemsetAsync(dqkv.data, 0, dqkv.bytes(), s), "cudaMemsetAsync");
+    return;
+  }
+  if (flash_train_takes(qkv, out, heads, {&dout, &dqkv})) {
+    launch_flash_attention_backward(s, dqkv, dout, qkv, out, lse, cu_seqlens, heads, window, nullptr, max_seqlen,
+                                    dropout, scratch);
+    return;
+  }
+  const Backward a =
+      backward_args("attention_backward", dqkv, dout, qkv, out, lse, cu_seqlens, heads, max_seqlen, dropout);
+  launch_backward(s, a, T, max_seqlen, WindowScores{window});
 }
 
 }  // namespace stoke::cuda

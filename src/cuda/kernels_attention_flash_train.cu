@@ -5,7 +5,7 @@
 // from lse, as FlashAttention-2 does. The formulas are
 // src/cpu/ref/ref_attention.cc's; the `Scores` policies (a sliding window,
 // MPNet's per-head bias) and the dropout mask (mask_factor's Philox element
-// index) are kernels_attention_train.cuh's, so the CPU, the exact kernels and
+// index) are kernels_attention_exact.cuh's, so the CPU, the exact kernels and
 // these draw the very same masks.
 //
 // Every kernel is a block of 4 warps over one (sequence, 64-row tile, head),
@@ -55,7 +55,7 @@
 
 #include "cuda/flash_tiles.h"
 #include "cuda/kernels_attention_flash_train.h"
-#include "cuda/kernels_attention_train.cuh"
+#include "cuda/kernels_attention_exact.cuh"
 #include "cuda/kernels_flash_common.cuh"
 
 namespace stoke::cuda {
@@ -63,9 +63,9 @@ namespace stoke::cuda {
 namespace {
 
 using namespace nvcuda;
-using attention_train::Dropout;
-using attention_train::RelposScores;
-using attention_train::WindowScores;
+using attention_exact::Dropout;
+using attention_exact::RelposScores;
+using attention_exact::WindowScores;
 using flash::flash_ld;
 using flash::from_float;
 using flash::kBc;
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kThreads, flash::min_blocks<DP>())
   const int q0 = static_cast<int>(tile.start);
   const int h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const Heads hc = heads_of(heads, d, h);
-  const Dropout dr = attention_train::with_step_read(dropout);
+  const Dropout dr = attention_exact::with_step_read(dropout);
   const bool vec = rows_aligned(qkv, d);
   float* s_w = s_s + warp * 16 * SW;            // this warp's 16 score rows
   T* p_w = reinterpret_cast<T*>(s_w);           // its probabilities, 16-bit, leading dimension 2 SW
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, flash::min_blocks<DP>())
       for (int g = threadIdx.x; g < kBr * kBc / 4; g += blockDim.x) {
         const int r = g / (kBc / 4), c0 = (g % (kBc / 4)) * 4;
         float m[4];
-        attention_train::mask_factors4(dr, int64_t{first} + q0 + r, h, heads, k0 + c0, m);
+        attention_exact::mask_factors4(dr, int64_t{first} + q0 + r, h, heads, k0 + c0, m);
 #pragma unroll
         for (int k = 0; k < 4; ++k) keep_s[r * kBc + c0 + k] = m[k] != 0.0f;
       }
@@ -384,7 +384,7 @@ __global__ void __launch_bounds__(kThreads) flash_train_dkv_kernel(FlashBackward
   const int k0 = static_cast<int>(tile.start);
   const int h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const Heads hc = heads_of(a.heads, a.d, h);
-  const Dropout dr = attention_train::with_step_read(a.dr);
+  const Dropout dr = attention_exact::with_step_read(a.dr);
   const bool vec_qkv = rows_aligned(a.qkv, a.d), vec_dout = rows_aligned(a.dout, a.d);
   float* fs = f_s + warp * 2 * 16 * kLdF;
   float* fp = fs + 16 * kLdF;
@@ -421,7 +421,7 @@ __global__ void __launch_bounds__(kThreads) flash_train_dkv_kernel(FlashBackward
         const int g = lane + 32 * half, c = g >> 2, r0 = (g & 3) * 4;
         const int qi = i0 + cb * 16 + c, jb = k0 + warp * 16 + r0;
         float m[4];
-        attention_train::mask_factors4(dr, int64_t{first} + qi, h, a.heads, jb, m);
+        attention_exact::mask_factors4(dr, int64_t{first} + qi, h, a.heads, jb, m);
         const float lse2 = lse_s[cb * 16 + c], Di = d_s[cb * 16 + c];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
@@ -478,7 +478,7 @@ __global__ void __launch_bounds__(kThreads) flash_train_dq_kernel(FlashBackward<
   const int q0 = static_cast<int>(tile.start);
   const int h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const Heads hc = heads_of(a.heads, a.d, h);
-  const Dropout dr = attention_train::with_step_read(a.dr);
+  const Dropout dr = attention_exact::with_step_read(a.dr);
   const bool vec_qkv = rows_aligned(a.qkv, a.d), vec_dout = rows_aligned(a.dout, a.d);
   float* fs = f_s + warp * 2 * 16 * kLdF;
   float* fp = fs + 16 * kLdF;
@@ -510,7 +510,7 @@ __global__ void __launch_bounds__(kThreads) flash_train_dq_kernel(FlashBackward<
         const int g = lane + 32 * half, r = g >> 2, c0 = (g & 3) * 4;
         const int qi = q0 + warp * 16 + r, jb = k0 + cb * 16 + c0;
         float m[4];
-        attention_train::mask_factors4(dr, int64_t{first} + qi, h, a.heads, jb, m);
+        attention_exact::mask_factors4(dr, int64_t{first} + qi, h, a.heads, jb, m);
         const float lse2 = lse_s[warp * 16 + r], Di = d_s[warp * 16 + r];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
@@ -596,7 +596,7 @@ template <class T, class Scores>
 void forward_of(cudaStream_t s, const TensorView& out, const TensorView& lse, const TensorView& qkv,
                 const TensorView& cu_seqlens, int heads, Scores sc, const Dropout& dr) {
   const dim3 grid = grid_of(qkv, cu_seqlens, heads);
-  const int d = attention_train::head_dim_of(qkv, heads);
+  const int d = attention_exact::head_dim_of(qkv, heads);
   const float scale = 1.0f / sqrtf(static_cast<float>(d));
   const int B = static_cast<int>(cu_seqlens.dim(0) - 1);
   with_dp(d, [&](auto dp) {
@@ -612,7 +612,7 @@ void backward_of(cudaStream_t s, const TensorView& dqkv, const TensorView& dout,
                  const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens, int heads, Scores sc,
                  const Dropout& dr, const Scratch& scratch) {
   const dim3 grid = grid_of(qkv, cu_seqlens, heads);
-  const int d = attention_train::head_dim_of(qkv, heads);
+  const int d = attention_exact::head_dim_of(qkv, heads);
   const int64_t rows = qkv.dim(0);
   // D ahead, once per (token, head), when the scratch holds it: the dK/dV
   // kernel would otherwise read every query tile's out rows once per key tile.
@@ -667,14 +667,14 @@ bool flash_train_takes(const TensorView& qkv, const TensorView& out, int heads,
   if ((qkv.dtype != DType::bf16 && qkv.dtype != DType::f16) || out.dtype != qkv.dtype) return false;
   for (const TensorView* g : grads)
     if (g->dtype != qkv.dtype && g->dtype != DType::f32) return false;
-  const int d = attention_train::head_dim_of(qkv, heads);
+  const int d = attention_exact::head_dim_of(qkv, heads);
   return d >= 1 && d <= g_flash_train_max_dp;
 }
 
 void launch_flash_attention_train(cudaStream_t s, const TensorView& out, const TensorView& lse,
                                   const TensorView& qkv, const TensorView& cu_seqlens, int heads, int window,
                                   const float* rel, int max_seqlen, const Ops::AttentionDropout& dropout) {
-  const Dropout dr = attention_train::dropout_of(dropout);
+  const Dropout dr = attention_exact::dropout_of(dropout);
   auto go = [&](auto sc) {
     if (qkv.dtype == DType::bf16)
       forward_of<__nv_bfloat16>(s, out, lse, qkv, cu_seqlens, heads, sc, dr);
@@ -691,7 +691,7 @@ void launch_flash_attention_backward(cudaStream_t s, const TensorView& dqkv, con
                                      const TensorView& qkv, const TensorView& out, const TensorView& lse,
                                      const TensorView& cu_seqlens, int heads, int window, const float* rel,
                                      int max_seqlen, const Ops::AttentionDropout& dropout, const Scratch& scratch) {
-  const Dropout dr = attention_train::dropout_of(dropout);
+  const Dropout dr = attention_exact::dropout_of(dropout);
   auto go = [&](auto sc) {
     if (qkv.dtype == DType::bf16)
       backward_of<__nv_bfloat16>(s, dqkv, dout, qkv, out, lse, cu_seqlens, heads, sc, dr, scratch);

@@ -1,9 +1,9 @@
 // The flash-style training attention (kernels_attention_flash_train.cu): the
 // tensor-core path of attention_train / attention_backward and MPNet's
 // attention_relpos_train / _backward for bf16 and f16 with head dim <= 128.
-// The exact kernels (kernels_attention_train.cuh) keep f32, d > 128 and
-// other dtype mixes. The launchers in kernels_attention_train.cu and
-// kernels_attention_relpos_train.cu ask flash_train_takes first.
+// The exact kernels (kernels_attention_exact.cuh) keep f32, d > 128 and
+// other dtype mixes. The launchers in kernels_attention.cu and
+// kernels_attention_relpos.cu ask flash_train_takes first.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,7 +35,7 @@ void launch_flash_attention_train(cudaStream_t s, const TensorView& out, const T
 
 // dqkv written in full (every real row): as attention_backward; dout and
 // dqkv in qkv's dtype or f32 (rel as above; MPNet's drel is
-// kernels_relpos_drel.cu's, after this). With scratch room for T x heads
+// kernels_attention_relpos.cu's, after this). With scratch room for T x heads
 // floats, D = dout . out is computed once per (token, head) there, before
 // the dK/dV and dQ kernels read it; else where it is used.
 void launch_flash_attention_backward(cudaStream_t s, const TensorView& dqkv, const TensorView& dout,

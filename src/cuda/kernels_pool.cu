@@ -15,25 +15,25 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void pool_kernel(float* out, const void* h, Elem h_e, const int32_t* cu, int64_t H, PoolingMode mode) {
+__global__ void pool_kernel(float* out, const void* h, Elem h_e, const int32_t* cu, int64_t H, Pooling mode) {
   const int64_t b = blockIdx.x;
   const int64_t first = cu[b], len = cu[b + 1] - first;
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
     float v = 0.0f;
     if (len > 0) {
       switch (mode) {
-        case PoolingMode::cls: v = load(h, h_e, first * H + i); break;
-        case PoolingMode::lasttoken: v = load(h, h_e, (first + len - 1) * H + i); break;
-        case PoolingMode::max:
+        case Pooling::cls: v = load(h, h_e, first * H + i); break;
+        case Pooling::lasttoken: v = load(h, h_e, (first + len - 1) * H + i); break;
+        case Pooling::max:
           v = load(h, h_e, first * H + i);
           for (int64_t t = 1; t < len; ++t) v = fmaxf(v, load(h, h_e, (first + t) * H + i));
           break;
-        case PoolingMode::mean:
-        case PoolingMode::mean_sqrt_len: {
+        case Pooling::mean:
+        case Pooling::mean_sqrt_len: {
           double sum = 0.0;
           for (int64_t t = 0; t < len; ++t) sum += static_cast<double>(load(h, h_e, (first + t) * H + i));
           const double n = static_cast<double>(len);
-          v = static_cast<float>(mode == PoolingMode::mean ? sum / n : sum / sqrt(n));
+          v = static_cast<float>(mode == Pooling::mean ? sum / n : sum / sqrt(n));
           break;
         }
       }
@@ -44,7 +44,7 @@ __global__ void pool_kernel(float* out, const void* h, Elem h_e, const int32_t* 
 
 // dh of sequence blockIdx.y, written in full, a thread per column.
 __global__ void pool_backward_kernel(void* dh, Elem dh_e, const float* dout, const void* h, Elem h_e,
-                                     const int32_t* cu, int64_t H, PoolingMode mode) {
+                                     const int32_t* cu, int64_t H, Pooling mode) {
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= H) return;
   const int64_t b = blockIdx.y, first = cu[b], len = cu[b + 1] - first;
@@ -53,9 +53,9 @@ __global__ void pool_backward_kernel(void* dh, Elem dh_e, const float* dout, con
   int64_t only = -1;  // the one token that gets g (cls, lasttoken, max); -1: all of them, scaled
   float each = 0.0f;
   switch (mode) {
-    case PoolingMode::cls: only = 0; break;
-    case PoolingMode::lasttoken: only = len - 1; break;
-    case PoolingMode::max: {  // the first token holding the column's maximum
+    case Pooling::cls: only = 0; break;
+    case Pooling::lasttoken: only = len - 1; break;
+    case Pooling::max: {  // the first token holding the column's maximum
       only = 0;
       float best = load(h, h_e, first * H + c);
       for (int64_t t = 1; t < len; ++t) {
@@ -67,7 +67,7 @@ __global__ void pool_backward_kernel(void* dh, Elem dh_e, const float* dout, con
       }
       break;
     }
-    case PoolingMode::mean: each = static_cast<float>(static_cast<double>(g) / static_cast<double>(len)); break;
+    case Pooling::mean: each = static_cast<float>(static_cast<double>(g) / static_cast<double>(len)); break;
     default: each = static_cast<float>(static_cast<double>(g) / sqrt(static_cast<double>(len))); break;
   }
   for (int64_t t = 0; t < len; ++t) store(dh, dh_e, (first + t) * H + c, only < 0 ? each : (t == only ? g : 0.0f));
@@ -76,7 +76,7 @@ __global__ void pool_backward_kernel(void* dh, Elem dh_e, const float* dout, con
 }  // namespace
 
 void launch_pool(cudaStream_t s, const TensorView& out, const TensorView& h, const TensorView& cu_seqlens,
-                 PoolingMode mode) {
+                 Pooling mode) {
   const int64_t B = out.dim(0), H = out.dim(1);
   if (B == 0 || H == 0) return;
   pool_kernel<<<static_cast<unsigned>(B), 256, 0, s>>>(out.as<float>(), h.data, elem_of(h.dtype),
@@ -85,7 +85,7 @@ void launch_pool(cudaStream_t s, const TensorView& out, const TensorView& h, con
 }
 
 void launch_pool_backward(cudaStream_t s, const TensorView& dh, const TensorView& dout, const TensorView& h,
-                          const TensorView& cu_seqlens, PoolingMode mode) {
+                          const TensorView& cu_seqlens, Pooling mode) {
   const int64_t T = dh.dim(0), H = dh.dim(1), B = cu_seqlens.dim(0) - 1;
   if (T == 0 || H == 0) return;
   check_cuda(cudaMemsetAsync(dh.data, 0, dh.bytes(), s), "cudaMemsetAsync");  // tokens of no sequence get 0

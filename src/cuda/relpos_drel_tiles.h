@@ -1,4 +1,4 @@
-// The index math of MPNet's drel on CUDA (kernels_relpos_drel.cu), written
+// The index math of MPNet's drel on CUDA (kernels_attention_relpos.cu), written
 // once for the kernels and for the CPU unit test that replays the scheme
 // (tests/unit/test_relpos_drel_tiles.cc): plain C++ on plain integers, marked
 // __host__ __device__ when nvcc compiles it.

@@ -28,8 +28,8 @@ enum class LayerFamily {
   // BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, MPNet, GTE,
   // NomicBERT: LN(x + attention(x)), LN(h + FFN(h)); variants differ in
   // embeddings, rotary (GTE, NomicBERT), a gated FFN (gated_ffn) and MPNet's
-  // relative-position bias. model/layer_sequence.h; its backward in
-  // model/encoder_training.cc.
+  // relative-position bias. model/post_ln_family.h (both forms, the
+  // backward, the training workspace).
   post_ln_encoder,
   // ModernBERT: pre-norm layers (a LayerNorm without bias before attention
   // and before the feed-forward, none before layer 0's attention), q/k/v in
@@ -166,17 +166,17 @@ struct Architecture {
   // variant's detail the family reads. Code outside the family's unit and the
   // config readers asks `family`, never the family's own booleans.
   LayerFamily family = LayerFamily::post_ln_encoder;
-  // family, as the two booleans readers above src/model still test (set by the
-  // table from `family`; jobs/inspect_model.cc, pipeline/chunked_requests.cc).
-  bool prenorm = false;
-  bool decoder = false;
-  // Post-LN family details. Rotary positions and a gated feed-forward (GTE,
-  // NomicBERT; positions = PositionScheme::rotary): the layer sequence rotates
-  // q and k after the QKV GEMM, and the FFN is one GEMM into both GLU halves
-  // side by side, then glu (model/layer_sequence.h). glu_act_on_second: the
-  // halves are [up | gate] (GTE's up_gate_proj, Nomic's fc11 | fc12); false:
-  // [gate | up]. glu_inner_dropout: hidden dropout on act(gate) * up before
-  // the down projection (GteMLP's dropout).
+  // A gated feed-forward stored as two halves (or one ffn_up_gate_weight):
+  // the loader stacks them into one (2I, H) matrix, so the FFN is one GEMM
+  // into both GLU halves side by side. glu_act_on_second: the halves are
+  // [up | gate] (GTE's up_gate_proj, Nomic's fc11 | fc12); false: [gate | up]
+  // (Qwen's gate_proj, up_proj). In the post-LN family (GTE, NomicBERT;
+  // positions = PositionScheme::rotary: the layer sequence rotates q and k
+  // after the QKV GEMM) the sequence then runs glu (model/post_ln_family.h);
+  // the decoder family always does (SwiGLU, model/decoder_family.h).
+  // ModernBERT's Wi holds both halves already: false there.
+  // glu_inner_dropout (post-LN): hidden dropout on act(gate) * up before the
+  // down projection (GteMLP's dropout).
   bool gated_ffn = false;
   bool glu_act_on_second = true;
   bool glu_inner_dropout = false;
@@ -186,6 +186,9 @@ struct Architecture {
 
   std::string_view name_of(TensorRole r) const { return names[static_cast<size_t>(r)]; }
   bool has(TensorRole r) const { return !name_of(r).empty(); }
+  // The classification head has a hidden layer (the pooler, or the head's
+  // own dense) before its output layer; a decoder's `score` has none.
+  bool head_has_dense() const { return head_on_pooler || has(TensorRole::head_dense_weight); }
   // The name of role r in layer `layer` (ignored for non-layer roles).
   std::string tensor_name(TensorRole r, int64_t layer) const;
 };

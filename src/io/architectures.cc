@@ -204,6 +204,8 @@ Architecture qwen(ModelType type, std::string_view model_type, std::string_view 
   Architecture a = named(type, model_type, display, "model.", classifier);
   const bool qwen3 = type == ModelType::qwen3;
   a.family = LayerFamily::decoder;
+  a.gated_ffn = true;  // SwiGLU: gate_proj and up_proj stacked [gate | up]
+  a.glu_act_on_second = false;
   a.token_types = false;
   a.tokenizer = TokenizerFamily::bytelevel_bpe;
   a.fields.layer_norm_eps = "rms_norm_eps";
@@ -405,10 +407,6 @@ const std::vector<Architecture>& table() {
       nomic_bert(),
       modernbert(),
     };
-    for (Architecture& a : entries) {  // the family as the booleans older readers test (architecture.h)
-      a.prenorm = a.family == LayerFamily::prenorm_encoder;
-      a.decoder = a.family == LayerFamily::decoder;
-    }
     return entries;
   }();
   return t;

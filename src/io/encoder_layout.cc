@@ -1,6 +1,6 @@
 #include "io/encoder_layout.h"
 
-#include <functional>
+#include "io/family_tensors.h"
 
 namespace stoke {
 
@@ -27,8 +27,10 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
   const Dim Pos{c.max_position_embeddings, "max_position_embeddings"};
   const Dim T{c.type_vocab_size, std::string(f.type_vocab_size)};
   const Dim N{c.num_labels(), "num_labels (id2label)"};
-  // The shape of each role, in dimensions named by their config field.
-  std::function<std::vector<Dim>(R)> dims_of = [&](R r) -> std::vector<Dim> {
+  // The shape of each role, in dimensions named by their config field: the
+  // layer family's where it differs (io/family_tensors.h), else the shared rule.
+  const auto dims_of = [&](R r) -> std::vector<Dim> {
+    if (std::vector<Dim> d = family_tensor_dims(c, r); !d.empty()) return d;
     switch (r) {
       case R::word_embeddings: return {V, E};
       case R::position_embeddings: return {Pos, E};
@@ -53,42 +55,10 @@ std::vector<ExpectedTensor> expected_tensors(const HfConfig& c) {
       default: return {H};
     }
   };
-  if (a.family == LayerFamily::decoder) {  // grouped-query attention: q has heads x d rows, k and v kv_heads x d
-    const Dim Q{c.num_attention_heads * c.head_dim(), "num_attention_heads * head_dim"};
-    const Dim KV{c.num_key_value_heads * c.head_dim(), "num_key_value_heads * head_dim"};
-    const Dim D{c.head_dim(), "head_dim"};
-    dims_of = [=, base = dims_of](R r) -> std::vector<Dim> {
-      switch (r) {
-        case R::query_weight: return {Q, H};
-        case R::key_weight: case R::value_weight: return {KV, H};
-        case R::query_bias: return {Q};
-        case R::key_bias: case R::value_bias: return {KV};
-        case R::attn_out_weight: return {H, Q};
-        case R::q_norm_weight: case R::k_norm_weight: return {D};
-        case R::ffn_gate_weight: return {I, H};
-        default: return base(r);
-      }
-    };
-  }
-  if (a.family == LayerFamily::prenorm_encoder) {  // ModernBERT: Wqkv stacked, Wi the GeGLU's [input | gate]
-    const Dim I2{2 * c.intermediate_size, "2 * " + std::string(f.intermediate_size)};
-    dims_of = [=, base = dims_of](R r) -> std::vector<Dim> {
-      switch (r) {
-        case R::qkv_weight: return {{3 * c.hidden_size, "3 * " + std::string(f.hidden_size)}, H};
-        case R::ffn_in_weight: return {I2, H};
-        default: return base(r);
-      }
-    };
-  }
   std::vector<ExpectedTensor> out;
   auto add = [&](R r, int64_t layer) {
     if (!a.has(r)) return;
-    // ModernBERT's first layer has no attention norm (nn.Identity).
-    if (a.family == LayerFamily::prenorm_encoder && r == R::attn_ln_weight && layer == 0) return;
-    // Decoder biases exist only with attention_bias (Qwen2: q/k/v always).
-    if (a.family == LayerFamily::decoder && !c.attention_bias &&
-        (r == R::query_bias || r == R::key_bias || r == R::value_bias || r == R::attn_out_bias))
-      return;
+    if (family_lacks_tensor(c, r, layer)) return;  // ModernBERT's layer 0 attention norm, a decoder's biases
     // ELECTRA projects only when the sizes differ (ElectraModel has no
     // embeddings_project otherwise).
     if ((r == R::embeddings_project_weight || r == R::embeddings_project_bias) && c.embedding_size == c.hidden_size)

@@ -10,31 +10,11 @@ namespace stoke {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string_view pooling_name(Pooling p) {
-  switch (p) {
-    case Pooling::cls: return "cls";
-    case Pooling::mean: return "mean";
-    case Pooling::max: return "max";
-    case Pooling::mean_sqrt_len: return "mean_sqrt_len";
-    case Pooling::lasttoken: return "lasttoken";
-  }
-  return "?";
-}
-
 std::string_view splade_strategy_name(SpladeModule::Strategy s) {
   return s == SpladeModule::Strategy::sum ? "sum" : "max";
 }
 
 std::string_view splade_activation_name(const SpladeModule& m) { return m.log1p_count == 2 ? "log1p_relu" : "relu"; }
-
-std::optional<Pooling> pooling_from_name(std::string_view n) {
-  if (n == "cls" || n == "cls_token") return Pooling::cls;
-  if (n == "mean" || n == "mean_tokens") return Pooling::mean;
-  if (n == "max" || n == "max_tokens") return Pooling::max;
-  if (n == "mean_sqrt_len" || n == "mean_sqrt_len_tokens") return Pooling::mean_sqrt_len;
-  if (n == "lasttoken") return Pooling::lasttoken;
-  return std::nullopt;
-}
 
 namespace {
 

@@ -23,15 +23,9 @@
 #include <string_view>
 #include <vector>
 
+#include "core/pooling.h"
+
 namespace stoke {
-
-enum class Pooling { cls, mean, max, mean_sqrt_len, lasttoken };
-
-// "cls", "mean", "max", "mean_sqrt_len", "lasttoken".
-std::string_view pooling_name(Pooling p);
-// Accepts the names above and the sentence-transformers spellings
-// "cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens".
-std::optional<Pooling> pooling_from_name(std::string_view name);
 
 // A sentence_transformers Dense module: y = act(x W^T + b), applied to the
 // pooled vector. Its weights are <path>/model.safetensors ("linear.weight"

@@ -209,7 +209,7 @@ void write_classify_trace(Trace& trace, const ClassifyOptions& o, const ModelSes
   const bool native = device_has_native_bf16(s.device_name);
   json metadata{{"job", "classify"},
                 {"facts", doctor::to_json(pipeline_facts(ps, po.workers, po.batch_tokens, po.sort_window,
-                                                         o.common.precision, native))}};
+                                                         precision_name(o.common.precision), native))}};
   if (gpu_used) metadata["gpu"] = gpu_summary_json(*gpu_used);
   if (quality) metadata["quality"] = to_json(*quality);
   trace.set_metadata(metadata.dump());

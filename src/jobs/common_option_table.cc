@@ -65,8 +65,8 @@ OptionTable<O> make_table() {
     d.show = [](const O& o) { return o.device.text(); };
     add(std::move(d), kDevice);
   }
-  add(text_option<O>("--precision", [](O& o) -> std::string& { return o.precision; },
-                     "f32, bf16, f16 or int8 (embed and classify on the CPU)"),
+  add(enum_option<O, Precision>("--precision", [](O& o) -> Precision& { return o.precision; }, precision_words(),
+                                "f32, bf16, f16 or int8 (embed and classify on the CPU)"),
       kDevice);
   add(int_option<O>("--workers", [](O& o) -> int& { return o.workers; }, 0, max_workers(),
                     "Tokenizer threads (0: the job's default)", kOfferBoth, max_workers_reason()),

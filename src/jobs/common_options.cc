@@ -58,8 +58,6 @@ std::string max_workers_reason() {
 }
 
 void validate_common_options(const CommonOptions& o) {
-  if (o.precision != "f32" && o.precision != "bf16" && o.precision != "f16" && o.precision != "int8")
-    throw Error(Errc::invalid_argument, "--precision \"" + o.precision + "\": expected f32, bf16, f16 or int8");
   if (o.workers < 0 || o.workers > max_workers())
     throw Error(Errc::invalid_argument, "--workers " + std::to_string(o.workers) + ": expected 0 to " +
                                             std::to_string(max_workers()) + " (" + max_workers_reason() + ")");

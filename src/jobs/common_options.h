@@ -9,6 +9,7 @@
 
 #include "io/hf_hub_cache.h"
 #include "jobs/option_table.h"
+#include "jobs/precision.h"
 #include "pipeline/record_reader.h"
 
 namespace stoke {
@@ -38,7 +39,7 @@ struct CommonOptions {
   std::string id_field;                  // --id-field ("" = record number)
   std::optional<int64_t> max_length;     // --max-length
   DeviceSpec device;                     // --device auto|cpu|cuda[:N]
-  std::string precision = "f32";         // --precision f32|bf16|f16
+  Precision precision = Precision::f32;  // --precision f32|bf16|f16|int8
   int workers = 0;                       // --workers (0 = one per core)
   int64_t batch_tokens = 16384;          // --batch-tokens
   std::string trace;                     // --trace FILE ("" = off)
@@ -97,7 +98,8 @@ std::string max_workers_reason();
 // core and tokenization is ~20x cheaper than the forward, so one keeps up;
 // on a GPU the host's cores tokenize: all but one, at most 8.
 int default_workers(const std::string& device_name);
-// Checks the value forms of the common flags (device, precision, workers, ...).
+// Checks the value forms of the common flags (workers, batch tokens, ...; the
+// device and the precision are typed: checked where their text is parsed).
 void validate_common_options(const CommonOptions& options);
 // The record reader's settings for these flags: the format from --input-format,
 // else from the file name. Plain text has no fields, so the default

@@ -8,6 +8,7 @@
 #include "doctor/diagnose.h"
 #include "doctor/diagnosis.h"
 #include "jobs/embed_job.h"
+#include "jobs/option_table.h"
 #include "jobs/train_job.h"
 
 namespace stoke {
@@ -21,6 +22,19 @@ struct DoctorOptions {
   std::string html;           // --html FILE
   std::string trace_in;       // `stoke doctor --trace FILE`: diagnose a trace written by a run
 };
+
+// Which form of `stoke doctor` takes each of its own options (the `uses`
+// bits of doctor_option_table()'s entries).
+enum DoctorFlag : unsigned {
+  kDoctorReadsTrace = 1,     // `stoke doctor --trace FILE`
+  kDoctorProfilesEmbed = 2,  // `stoke doctor embed ...`
+  kDoctorProfilesTrain = 4,  // `stoke doctor train ...`
+};
+
+// doctor's own options (jobs/doctor_option_table.cc), each under the forms
+// its `uses` names; the profiled job's flags come from that job's table. The
+// CLI and --config read them (Python has no doctor).
+const OptionTable<DoctorOptions>& doctor_option_table();
 
 struct DoctorResult {
   doctor::Diagnosis diagnosis;

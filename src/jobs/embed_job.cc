@@ -32,7 +32,6 @@
 #include "model/m3_heads.h"
 #include "model/m3_outputs.h"
 #include "model/splade_head.h"
-#include "model/pooling_mode.h"
 #include "core/stop_request.h"
 #include "pipeline/batch_journal.h"
 #include "pipeline/chunked_requests.h"
@@ -300,7 +299,7 @@ bool check_input_stream(const EmbedOptions& o, const InputSet& in) {
 
 // ---- what the vectors are: pooling (flag, else the model's), normalization, prompt
 struct VectorSettings {
-  PoolingMode pooling = PoolingMode::mean;
+  Pooling pooling = Pooling::mean;
   std::string pooling_name = "mean";
   bool normalize = false;
   std::string prompt;
@@ -311,10 +310,10 @@ VectorSettings vector_settings(const EmbedOptions& o, const SentenceTransformers
   if (!o.pooling.empty()) {
     auto p = pooling_from_name(o.pooling);
     if (!p) throw Error(Errc::invalid_argument, "--pooling " + o.pooling + ": expected cls, mean, max, mean_sqrt_len or lasttoken");
-    v.pooling = pooling_mode(*p);
+    v.pooling = *p;
     v.pooling_name = std::string(pooling_name(*p));
   } else if (st.pooling) {
-    v.pooling = pooling_mode(*st.pooling);
+    v.pooling = *st.pooling;
     v.pooling_name = std::string(pooling_name(*st.pooling));
   }
   v.normalize = o.normalize.value_or(st.present && st.normalize);
@@ -546,7 +545,7 @@ json embed_manifest(const EmbedOptions& o, const InputSet& in, const ModelSessio
       {"max_length", s.text.max_length},
       {"dimensions", dims},
       {"prompt", v.prompt},
-      {"precision", o.common.precision},
+      {"precision", precision_name(o.common.precision)},
       // The device kind (cpu, cuda), not the card: a CPU and a GPU round the
       // same precision differently, so their rows must not share an output.
       {"device", s.device_name.substr(0, s.device_name.find(':'))},
@@ -637,7 +636,7 @@ EmbedSummary starting_summary(const EmbedOptions& o, const ModelSession& s, cons
   summary.max_length = s.text.max_length;
   summary.pooling = v.pooling_name;
   summary.normalize = v.normalize;
-  summary.precision = o.common.precision;
+  summary.precision = precision_name(o.common.precision);
   summary.device = s.device_name;
   if (begin.already_complete) {
     summary.already_complete = true;

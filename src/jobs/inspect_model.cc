@@ -154,7 +154,7 @@ void model_folder(const fs::path& dir, std::ostream& out) {
                        c.rope_theta, c.rotary_dim, c.head_dim(), c.rotary_interleaved ? ", interleaved" : "",
                        c.hidden_act == "silu" ? "Swi" : "Ge",
                        c.remote_code.empty() ? "" : "; remote code " + c.remote_code + " read from config.json, not run");
-  if (c.arch->prenorm) {  // ModernBERT: which layers are local, their window, the two rotary bases
+  if (c.arch->family == LayerFamily::prenorm_encoder) {  // ModernBERT: which layers are local, their window, the two rotary bases
     std::string kinds;
     for (size_t l = 0; l < c.attention_window.size(); ++l)
       kinds += (l ? ", " : "") + (c.attention_window[l] ? fmt::format("local +-{}", c.attention_window[l])

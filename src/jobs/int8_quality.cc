@@ -37,7 +37,8 @@ std::string texts_phrase(uint64_t texts) {
 
 uint64_t int8_sample_size(uint64_t records) {
   if (records == 0) return kInt8SampleRecords;
-  return std::clamp<uint64_t>((records + 31) / 32, kInt8MinSampleRecords, kInt8SampleRecords);
+  return std::clamp<uint64_t>((records + kInt8SampleFraction - 1) / kInt8SampleFraction, kInt8MinSampleRecords,
+                             kInt8SampleRecords);
 }
 
 uint64_t estimate_input_records(const RecordReaderOptions& in) {
@@ -129,8 +130,12 @@ EmbedQuality embed_quality(const Int8SampleRows& rows, double threshold) {
   const CosineAgreement a = cosine_agreement(rows.reference, rows.int8, rows.width);
   EmbedQuality q;
   q.texts = a.rows;
-  q.centered_mean = a.centered_mean;
-  q.centered_min = a.centered_worst;
+  // One text: centering leaves its f32 row at zero and its int8 row at the
+  // difference, a cosine of 0 that says nothing of int8 (it once warned on
+  // every one-text job). Its plain cosine is the measure then.
+  q.centered = a.rows != 1;
+  q.centered_mean = q.centered ? a.centered_mean : a.worst;
+  q.centered_min = q.centered ? a.centered_worst : a.worst;
   q.raw_min = a.worst;
   q.threshold = threshold;
   q.seconds = rows.seconds;
@@ -139,7 +144,7 @@ EmbedQuality embed_quality(const Int8SampleRows& rows, double threshold) {
 
 nlohmann::ordered_json to_json(const EmbedQuality& q) {
   return {{"reference_precision", "f32"},
-          {"metric", "centered_cosine"},
+          {"metric", q.centered ? "centered_cosine" : "cosine"},
           {"sample", "first_records"},
           {"sample_texts", q.texts},
           {"mean", q.centered_mean},
@@ -150,7 +155,8 @@ nlohmann::ordered_json to_json(const EmbedQuality& q) {
 }
 
 std::optional<EmbedQuality> embed_quality_from_json(const nlohmann::ordered_json& j) {
-  if (!j.is_object() || j.value("metric", "") != "centered_cosine") return std::nullopt;
+  const std::string metric = j.is_object() ? j.value("metric", "") : "";
+  if (metric != "centered_cosine" && metric != "cosine") return std::nullopt;
   for (const char* key : {"sample_texts", "mean", "min", "raw_cosine_min", "threshold", "seconds"})
     if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
   EmbedQuality q;
@@ -160,16 +166,21 @@ std::optional<EmbedQuality> embed_quality_from_json(const nlohmann::ordered_json
   q.raw_min = j["raw_cosine_min"].get<double>();
   q.threshold = j["threshold"].get<double>();
   q.seconds = j["seconds"].get<double>();
+  q.centered = metric == "centered_cosine";
   q.kept = true;
   return q;
 }
 
 std::string embed_quality_line(const EmbedQuality& q) {
   char buf[320];
-  std::snprintf(buf, sizeof buf,
-                "int8 vs f32 %s: centered cosine mean %.4f, min %.4f (raw cosine min %.5f); the sample took %.2f s%s",
-                texts_phrase(q.texts).c_str(), q.centered_mean, q.centered_min, q.raw_min, q.seconds,
-                q.kept ? " (measured by the first run)" : "");
+  const char* kept = q.kept ? " (measured by the first run)" : "";
+  if (!q.centered)
+    std::snprintf(buf, sizeof buf, "int8 vs f32 %s: cosine %.5f (one text: nothing to center); the sample took %.2f s%s",
+                  texts_phrase(q.texts).c_str(), q.raw_min, q.seconds, kept);
+  else
+    std::snprintf(buf, sizeof buf,
+                  "int8 vs f32 %s: centered cosine mean %.4f, min %.4f (raw cosine min %.5f); the sample took %.2f s%s",
+                  texts_phrase(q.texts).c_str(), q.centered_mean, q.centered_min, q.raw_min, q.seconds, kept);
   return buf;
 }
 
@@ -177,9 +188,10 @@ std::string embed_quality_warning(const EmbedQuality& q) {
   if (q.texts == 0 || q.centered_mean >= q.threshold) return "";
   char buf[400];
   std::snprintf(buf, sizeof buf,
-                "--precision int8: the mean centered cosine to f32 %s is %.4f (worst text %.4f), below "
+                "--precision int8: the mean %scosine to f32 %s is %.4f (worst text %.4f), below "
                 "--min-centered-cosine %g: these vectors lose more than that allows here; --precision f32 keeps them",
-                texts_phrase(q.texts).c_str(), q.centered_mean, q.centered_min, q.threshold);
+                q.centered ? "centered " : "", texts_phrase(q.texts).c_str(), q.centered_mean, q.centered_min,
+                q.threshold);
   return buf;
 }
 

@@ -26,15 +26,16 @@ namespace stoke {
 // Small enough to cost a fraction of a second on a MiniLM-size model and a
 // few seconds on bert-base, large enough for the mean to mean something.
 constexpr uint64_t kInt8SampleRecords = 256;
-// A small job samples a 32nd of its records, never fewer than this: the f32
-// side costs two to three int8 texts per text, so a 32nd keeps the
-// measurement under ~10% of the job (256 texts of a 1,500-text MiniLM job
-// were 35% of it), and the per-text cosines vary by ~5e-4, so the mean of 32
-// is still good to ~1e-4 against a threshold of 0.99.
-constexpr uint64_t kInt8MinSampleRecords = 32;
+// A small job samples a 64th of its records, never fewer than this: the f32
+// side costs two to three int8 texts per text, so a 64th keeps the
+// measurement near 5% of the job (a 32nd was 8% of a 1,500-text MiniLM job,
+// 256 texts were 35%), and the per-text cosines vary by ~5e-4, so the mean of
+// 16 is still good to ~1.3e-4 against a threshold of 0.99.
+constexpr uint64_t kInt8MinSampleRecords = 16;
+constexpr uint64_t kInt8SampleFraction = 64;  // records per sampled record in a small job
 
 // The sample's size for an input of about `records` records (0: unknown or
-// large): records / 32 within [kInt8MinSampleRecords, kInt8SampleRecords].
+// large): records / kInt8SampleFraction within [kInt8MinSampleRecords, kInt8SampleRecords].
 uint64_t int8_sample_size(uint64_t records);
 // About how many records `in` holds, for sizing the sample only: its lines
 // (less a header per CSV/TSV file) when every file is regular and they total
@@ -74,7 +75,11 @@ F32SampleRows run_f32_sample(const ModelSession& session, EncodePipelineOptions 
 // ---- embed: the manifest's "quality"
 struct EmbedQuality {
   uint64_t texts = 0;
-  double centered_mean = 1, centered_min = 1;  // per text, after removing the f32 rows' mean vector
+  // Per text, after removing the f32 rows' mean vector. One text has no mean
+  // to remove (its f32 row is the mean): then these are its plain cosine,
+  // and `centered` is false.
+  double centered_mean = 1, centered_min = 1;
+  bool centered = true;
   double raw_min = 1;                          // plain cosine, the worst text (reported, not gated)
   double threshold = 0.99;                     // --min-centered-cosine
   double seconds = 0;                          // what the sample cost

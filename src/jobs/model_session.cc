@@ -13,24 +13,17 @@
 
 namespace stoke {
 
-DType parse_precision(const std::string& text) {
-  if (text == "f32") return DType::f32;
-  if (text == "bf16") return DType::bf16;
-  if (text == "f16") return DType::f16;
-  throw Error(Errc::invalid_argument, "--precision \"" + text + "\": expected f32, bf16 or f16");
-}
-
 bool device_has_native_bf16(const std::string& device_name) {
   if (device_name == "cpu") return cpu::cpu_has_native_bf16();
   return device_name.rfind("cuda", 0) == 0;
 }
 
-std::string precision_speed_warning(const std::string& precision, const std::string& device_name) {
+std::string precision_speed_warning(Precision precision, const std::string& device_name) {
   if (device_name != "cpu") return "";
-  if (precision == "bf16" && !cpu::cpu_has_native_bf16())
+  if (precision == Precision::bf16 && !cpu::cpu_has_native_bf16())
     return "--precision bf16: this CPU has no native bf16 (no AVX512-BF16, no AMX-BF16), so every GEMM widens bf16 "
            "to f32 and the run is slower than --precision f32 here";
-  if (precision == "int8" && !cpu::cpu_has_int8_dot())
+  if (precision == Precision::int8 && !cpu::cpu_has_int8_dot())
     return "--precision int8: this CPU has no VNNI or AMX-INT8, so the int8 GEMMs take oneDNN's 16-bit pair sums "
            "with 7-bit activations — exact, less accurate, and not faster than --precision f32 here";
   return "";
@@ -61,8 +54,8 @@ std::unique_ptr<Backend> open_backend(const DeviceSpec& device, BackendUse use) 
 ModelSession open_model_session(const CommonOptions& options, bool need_classifier) {
   validate_common_options(options);
   ModelSession s;
-  s.int8 = options.precision == "int8";
-  s.precision = s.int8 ? DType::f32 : parse_precision(options.precision);
+  s.int8 = options.precision == Precision::int8;
+  s.precision = precision_dtype(options.precision);
   DeviceSpec device = options.device;
   if (s.int8 && device.kind == DeviceSpec::Kind::cuda)
     throw Error(Errc::unsupported, "--precision int8 runs on the CPU only (the CUDA backend has no int8 GEMM); "

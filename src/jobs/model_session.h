@@ -36,7 +36,6 @@ void load_sentence_modules(LoadedEncoder& encoder, const ModelFolder& folder, Ba
 // (jobs/int8_quality.h). f32 weights in host memory are used where they lie.
 LoadedEncoder load_f32_reference(const ModelSession& session, bool need_classifier);
 
-DType parse_precision(const std::string& text);
 // Whether the device a backend names ("cpu", "cuda:N") multiplies bf16 at
 // full speed: the CPU with AVX512-BF16 or AMX; every GPU stoke builds for
 // (sm_80 and later).
@@ -45,7 +44,7 @@ bool device_has_native_bf16(const std::string& device_name);
 // device, else "": bf16 on a CPU without native bf16 (widened to f32, slower
 // than f32), int8 on a CPU without VNNI or AMX-INT8 (7-bit activations, not
 // faster than f32).
-std::string precision_speed_warning(const std::string& precision, const std::string& device_name);
+std::string precision_speed_warning(Precision precision, const std::string& device_name);
 enum class BackendUse { inference, training };
 // The backend --device names. auto: the first GPU when one is usable and the
 // job runs on the CUDA backend (inference), else the CPU. Throws Error with

@@ -11,7 +11,6 @@
 #include "jobs/version.h"
 #include "model/encoder_training.h"
 #include "model/param_layout.h"
-#include "model/pooling_mode.h"
 
 namespace stoke {
 
@@ -66,7 +65,7 @@ EmbeddingTrainingData read_embedding_training_data(const TrainOptions& o, const 
                                               std::to_string(width) + " dimensions");
   EmbeddingTrainingData d;
   if (st.pooling) {
-    d.pooling = pooling_mode(*st.pooling);
+    d.pooling = *st.pooling;
     d.pooling_name = std::string(pooling_name(*st.pooling));
   }
   d.normalize = st.present && st.normalize;
@@ -163,14 +162,11 @@ namespace {
 
 // 1_Pooling/config.json in sentence-transformers' keys.
 std::string pooling_config(const EmbeddingTrainingData& d, int64_t width, bool include_prompt) {
+  // json is a sorted map: the file reads the same whatever order the keys go in.
   json p = {{"word_embedding_dimension", width},
-            {"pooling_mode_cls_token", d.pooling == PoolingMode::cls},
-            {"pooling_mode_mean_tokens", d.pooling == PoolingMode::mean},
-            {"pooling_mode_max_tokens", d.pooling == PoolingMode::max},
-            {"pooling_mode_mean_sqrt_len_tokens", d.pooling == PoolingMode::mean_sqrt_len},
-            {"pooling_mode_weightedmean_tokens", false},
-            {"pooling_mode_lasttoken", d.pooling == PoolingMode::lasttoken},
+            {"pooling_mode_weightedmean_tokens", false},  // a mode stoke does not run
             {"include_prompt", include_prompt}};
+  for (Pooling m : kPoolings) p["pooling_mode_" + std::string(pooling_flag_name(m))] = d.pooling == m;
   return p.dump(2) + "\n";
 }
 

@@ -25,7 +25,7 @@ struct EmbeddingTrainingData {
   std::optional<train::EvalSet> eval;
   std::vector<train::Example> eval_texts;
   train::TokenizeStats stats;
-  PoolingMode pooling = PoolingMode::mean;  // the base's Pooling module (mean without one)
+  Pooling pooling = Pooling::mean;  // the base's Pooling module (mean without one)
   std::string pooling_name = "mean";
   bool normalize = false;                   // the base ends in a Normalize module
 };

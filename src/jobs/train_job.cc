@@ -109,10 +109,10 @@ DType check_train_options(const TrainOptions& o) {
     throw Error(Errc::invalid_argument, "--label-smoothing must be in [0, 1)");
   if (o.dropout && (*o.dropout < 0 || *o.dropout >= 1))
     throw Error(Errc::invalid_argument, "--dropout must be in [0, 1)");
-  if (o.common.precision == "int8")
+  if (o.common.precision == Precision::int8)
     throw Error(Errc::unsupported, "--precision int8: quantized linears are for embed and classify (inference); "
                                    "train in f32 or bf16");
-  const DType dtype = parse_precision(o.common.precision);
+  const DType dtype = precision_dtype(o.common.precision);
   const LossScalerConfig scaler_defaults;
   if (dtype != DType::f16 && (o.loss_scale_init != scaler_defaults.init_scale ||
                               o.loss_scale_growth_interval != scaler_defaults.growth_interval))
@@ -352,7 +352,7 @@ train::TrainerOptions trainer_options(const TrainOptions& o, int64_t batch, doub
   t.optim.weight_decay = o.weight_decay;
   t.optim.decay_all = o.decay_all;
   t.optim.max_grad_norm = o.max_grad_norm;
-  t.optim.loss_scaling = o.common.precision == "f16";
+  t.optim.loss_scaling = o.common.precision == Precision::f16;
   t.optim.scaler.init_scale = static_cast<float>(o.loss_scale_init);
   t.optim.scaler.growth_interval = static_cast<int32_t>(o.loss_scale_growth_interval);
   t.quiet = o.common.quiet;
@@ -372,7 +372,7 @@ json run_identity(const TrainOptions& o, const TrainingData& d, int64_t max_leng
           {"eval_sha256", d.raw_eval ? d.raw_eval->sha256 : ""},
           {"labels", d.config.id2label},
           {"max_length", max_length},
-          {"precision", o.common.precision},
+          {"precision", precision_name(o.common.precision)},
           {"batch_size", t.batch_size},
           {"grad_accum", o.grad_accum},
           {"lr", t.lr},
@@ -708,7 +708,7 @@ namespace {
 TrainSummary train_ranked(const TrainOptions& o, DType dtype, const std::unique_ptr<dist::Communicator>& comm) {
   TrainSummary sum;
   sum.output = o.output;
-  sum.precision = o.common.precision;
+  sum.precision = precision_name(o.common.precision);
   sum.rank = comm->rank();
   sum.ranks = comm->size();
   const bool writer = sum.rank == 0;

@@ -34,7 +34,8 @@ using tuning::tuned_config;
 // rows and spell the values.
 class EmbedTuning {
  public:
-  explicit EmbedTuning(const TuneOptions& o) : o_(o), best_(o.embed) {
+  EmbedTuning(const TuneOptions& o, std::vector<Precision> try_precisions)
+      : o_(o), try_(std::move(try_precisions)), best_(o.embed) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     max_workers_ = o.max_workers > 0 ? static_cast<int>(o.max_workers) : std::max(cores, 2);
     best_.common.workers = o.embed.common.workers > 0 ? o.embed.common.workers : 1;
@@ -104,22 +105,22 @@ class EmbedTuning {
   // quantizing), so the one given is kept unless the user asks; each one tried
   // races the best so far and has its vectors compared with f32's.
   void tune_precision() {
-    const std::string start = best_.common.precision;
-    std::vector<std::string> not_tried;
-    for (const char* p : {"f32", "bf16", "f16", "int8"}) {
+    const Precision start = best_.common.precision;
+    std::vector<Precision> not_tried;
+    for (const auto& [word, p] : precision_words()) {
       if (p == start) continue;
-      if (std::find(o_.try_precisions.begin(), o_.try_precisions.end(), p) != o_.try_precisions.end())
+      if (std::find(try_.begin(), try_.end(), p) != try_.end())
         try_precision(p);
       else if (worth_trying(p))
         not_tried.push_back(p);
     }
     if (not_tried.empty()) return;
     std::string names, list;
-    for (const std::string& p : not_tried) {
-      names += (names.empty() ? "" : ", ") + p;
-      list += (list.empty() ? "" : ",") + p;
+    for (const Precision p : not_tried) {
+      names += (names.empty() ? "" : ", ") + precision_name(p);
+      list += (list.empty() ? "" : ",") + precision_name(p);
     }
-    const bool one = not_tried.size() == 1, only_f32 = one && not_tried[0] == "f32";
+    const bool one = not_tried.size() == 1, only_f32 = one && not_tried[0] == Precision::f32;
     TuneTrial t;
     t.knob = precision_.name();
     t.value = names;
@@ -159,19 +160,24 @@ class EmbedTuning {
   // Whether precision `p` can be faster than f32 on the trials' device: the
   // ones "not tried" names (bf16 where it is native, f16 on CUDA, int8 on a
   // CPU). f32 itself always can, from a lower start.
-  bool worth_trying(const std::string& p) const {
-    if (p == "bf16") return device_native_bf16_;
-    if (p == "f16") return device_name_ != "cpu";
-    if (p == "int8") return device_name_ == "cpu" && cpu::cpu_has_int8_dot();
+  bool worth_trying(Precision p) const {
+    switch (p) {
+      case Precision::bf16: return device_native_bf16_;
+      case Precision::f16: return device_name_ != "cpu";
+      case Precision::int8: return device_name_ == "cpu" && cpu::cpu_has_int8_dot();
+      case Precision::f32: return true;
+    }
     return true;
   }
 
   // Why precision `p`, asked for, is not raced on this device ("": it is).
-  std::string skip_reason(const std::string& p) const {
-    if (p == "bf16" && !device_native_bf16_) return "skipped: this CPU has no native bf16 (it would be slower)";
-    if (p == "f16" && device_name_ == "cpu") return "skipped: f16 is fast on CUDA only (this run is on the CPU)";
-    if (p == "int8" && device_name_ != "cpu") return "skipped: int8 runs on the CPU only";
-    if (p == "int8" && !cpu::cpu_has_int8_dot())
+  std::string skip_reason(Precision p) const {
+    if (p == Precision::bf16 && !device_native_bf16_)
+      return "skipped: this CPU has no native bf16 (it would be slower)";
+    if (p == Precision::f16 && device_name_ == "cpu")
+      return "skipped: f16 is fast on CUDA only (this run is on the CPU)";
+    if (p == Precision::int8 && device_name_ != "cpu") return "skipped: int8 runs on the CPU only";
+    if (p == Precision::int8 && !cpu::cpu_has_int8_dot())
       return "skipped: this CPU has no VNNI or AMX-INT8 (int8 would not be faster)";
     return "";
   }
@@ -181,7 +187,7 @@ class EmbedTuning {
   // Taken when faster and its mean centered cosine reaches
   // --min-centered-cosine; bf16 and f16 must also keep every text's raw
   // cosine at --min-cosine (int8 never would: its raw figure is reported).
-  void try_precision(const std::string& p) {
+  void try_precision(Precision p) {
     EmbedOptions s = best_;
     s.common.precision = p;
     const std::string knob = precision_.name(), value = precision_.value(s);
@@ -192,9 +198,9 @@ class EmbedTuning {
       result_.trials.push_back(t);
       return;
     }
-    if (p != "f32" && f32_dir_.empty()) {  // started lower: one f32 run, only to measure against
+    if (p != Precision::f32 && f32_dir_.empty()) {  // started lower: one f32 run, only to measure against
       EmbedOptions f32 = best_;
-      f32.common.precision = "f32";
+      f32.common.precision = Precision::f32;
       TuneTrial ref = trial(f32, knob, precision_.value(f32) + " (reference)").first;
       ref.note = "the reference for the other precisions' quality (not a candidate)";
       result_.trials.push_back(ref);
@@ -207,7 +213,7 @@ class EmbedTuning {
       return run;
     });
     bool good = true;
-    if (p == "f32") {
+    if (p == Precision::f32) {
       t.note += "; f32 is the reference";
     } else {
       const CosineAgreement q = agreement(f32_dir_, dir);
@@ -217,7 +223,7 @@ class EmbedTuning {
         std::snprintf(below, sizeof below, " (not taken)");
       } else if (q.centered_mean < o_.min_centered_cosine) {
         std::snprintf(below, sizeof below, " (below --min-centered-cosine %g: not taken)", o_.min_centered_cosine);
-      } else if (p != "int8" && q.worst < o_.min_cosine) {
+      } else if (p != Precision::int8 && q.worst < o_.min_cosine) {
         std::snprintf(below, sizeof below, " (below --min-cosine %g: not taken)", o_.min_cosine);
       }
       good = below[0] == '\0';
@@ -248,7 +254,7 @@ class EmbedTuning {
     const EmbedSummary r = run_embed(e);
     if (r.cancelled) throw Interrupted{knob, value};
     if (knob == "start") started_ = true;
-    if (s.common.precision == "f32") f32_dir_ = e.output;
+    if (s.common.precision == Precision::f32) f32_dir_ = e.output;
     device_native_bf16_ = r.native_bf16;
     device_name_ = r.device;
     TuneTrial t;
@@ -306,6 +312,7 @@ class EmbedTuning {
   const Knob<EmbedOptions> batch_tokens_{embed_option_table(), "--batch-tokens"};
   const Knob<EmbedOptions> precision_{embed_option_table(), "--precision"};
   const TuneOptions& o_;
+  const std::vector<Precision> try_;  // --try-precisions, parsed
   Scratch scratch_;
   int max_workers_ = 1;
   EmbedOptions best_;  // the settings taken so far: the flags given, the knobs turned
@@ -324,10 +331,9 @@ TuneResult run_tune(const TuneOptions& o) {
   if (!o.embed.output.empty())
     throw Error(Errc::invalid_argument, "stoke tune writes its trials to temporary folders: drop --output "
                                         "(run `stoke embed --config FILE --output ...` afterwards)");
-  for (const std::string& p : o.try_precisions)
-    if (p != "f32" && p != "bf16" && p != "f16" && p != "int8")
-      throw Error(Errc::invalid_argument, "--try-precisions \"" + p + "\": expected f32, bf16, f16 or int8");
-  EmbedTuning tuning(o);
+  std::vector<Precision> try_precisions;  // checked before any trial runs
+  for (const std::string& p : o.try_precisions) try_precisions.push_back(parse_precision("--try-precisions", p));
+  EmbedTuning tuning(o, std::move(try_precisions));
   try {
     tuning.start();
     tuning.tune_workers();

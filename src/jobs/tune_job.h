@@ -25,6 +25,7 @@
 
 #include "core/stop_request.h"
 #include "jobs/embed_job.h"
+#include "jobs/option_table.h"
 #include "jobs/train_job.h"
 
 namespace stoke {
@@ -37,7 +38,9 @@ struct TuneOptions {
   int64_t max_workers = 0;          // --max-workers (0: the cores)
   double min_centered_cosine = 0.99;  // --min-centered-cosine: another precision is taken only if its mean centered cosine to f32's reaches this
   // --try-precisions: precisions besides the starting one (--precision) that
-  // tune may race: f32, bf16, f16, int8. Empty: the starting one is kept.
+  // tune may race, as words (jobs/precision.h: f32, bf16, f16, int8; the
+  // table's entry checks them as given, run_tune again before any trial, for
+  // callers that set them here). Empty: the starting one is kept.
   std::vector<std::string> try_precisions;
   // What asks tune to stop: checked before every trial, and each embed trial's
   // EmbedOptions::cancel. The process's stop flag unless a test gives its own.
@@ -65,6 +68,11 @@ struct TuneResult {
 
 TuneResult run_tune(const TuneOptions& options);
 
+// `stoke tune embed`'s own options (jobs/tune_option_table.cc): the CLI adds
+// them after embed's (its output options left out), and --config reads them
+// through the same entries. Not offered to Python.
+const OptionTable<TuneOptions>& tune_option_table();
+
 // `stoke tune train`: the batch size (doubled while it helps and fits, with
 // the linear LR scaling rule from the starting batch: --lr-scale-from), then
 // precision (bf16 where native, with the training loss after the trial's
@@ -81,5 +89,8 @@ struct TuneTrainOptions {
 };
 
 TuneResult run_tune_train(const TuneTrainOptions& options);
+
+// `stoke tune train`'s own options, as tune_option_table() for embed.
+const OptionTable<TuneTrainOptions>& tune_train_option_table();
 
 }  // namespace stoke

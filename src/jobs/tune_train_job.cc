@@ -66,14 +66,15 @@ class TrainTuning {
 
   // 2. Precision, with the loss after the same steps compared to f32's.
   void tune_precision() {
-    if (best_precision_ != "f32" || !device_native_bf16_) return;
+    if (best_precision_ != Precision::f32 || !device_native_bf16_) return;
     // The first pair's losses are compared (same batches, same masks).
     Outcome ref, t;
     bool have_ref = false, have_t = false;
-    const std::string knob = precision_.name(), value = precision_.value(setting(best_batch_, "bf16")),
-                      reference = precision_.value(setting(best_batch_, "f32")) + " (reference)";
+    const std::string knob = precision_.name(), value = precision_.value(setting(best_batch_, Precision::bf16)),
+                      reference = precision_.value(setting(best_batch_, Precision::f32)) + " (reference)";
     auto [shown, cmp] = race([&](bool is_candidate) {
-      Outcome run = trial(best_batch_, is_candidate ? "bf16" : "f32", knob, is_candidate ? value : reference);
+      Outcome run = trial(best_batch_, is_candidate ? Precision::bf16 : Precision::f32, knob,
+                          is_candidate ? value : reference);
       if (is_candidate && !have_t) t = run, have_t = true;
       if (!is_candidate && !have_ref) ref = run, have_ref = true;
       return run.trial;
@@ -87,7 +88,7 @@ class TrainTuning {
     ref.trial.note = "the reference for bf16's loss";
     if (change <= o_.max_loss_change && cmp.verdict == Significance::faster) {
       speedup_ *= cmp.ratio;
-      best_precision_ = "bf16";
+      best_precision_ = Precision::bf16;
       for (auto& x : result_.trials) x.chosen = false;
       t.trial.chosen = true;
     } else if (change > o_.max_loss_change) {
@@ -126,7 +127,7 @@ class TrainTuning {
   };
 
   // The train options of a setting: the flags given, the knobs set.
-  TrainOptions setting(int64_t batch, const std::string& precision) const {
+  TrainOptions setting(int64_t batch, Precision precision) const {
     TrainOptions t = o_.train;
     t.common.precision = precision;
     t.batch_size = batch;
@@ -138,7 +139,7 @@ class TrainTuning {
   // One short training run (--steps-per-trial steps, no eval, no checkpoints).
   // Throws Interrupted when a stop was asked for before it (a training trial
   // in flight runs its few steps to the end).
-  Outcome trial(int64_t batch, const std::string& precision, const std::string& knob, const std::string& value) {
+  Outcome trial(int64_t batch, Precision precision, const std::string& knob, const std::string& value) {
     check_stop(o_.cancel, knob, value);
     TrainOptions t = setting(batch, precision);
     t.output = scratch_.next().string();
@@ -187,7 +188,7 @@ class TrainTuning {
   Scratch scratch_;
   const int64_t start_batch_;
   int64_t best_batch_;
-  std::string best_precision_;
+  Precision best_precision_;
   double speedup_ = 1;
   bool device_native_bf16_ = false;  // the device the trials ran on multiplies bf16 natively
   bool started_ = false;             // the starting point's trial completed

@@ -2,16 +2,28 @@
 
 #include <algorithm>
 #include <cstring>
+#include <variant>
 
 #include "core/error.h"
 #include "model/decoder_family.h"
-#include "model/layer_sequence.h"
 #include "model/m3_heads.h"
+#include "model/post_ln_family.h"
 #include "model/prenorm_family.h"
 #include "model/splade_head.h"
-#include "model/rotary_frequencies.h"
 
 namespace stoke {
+
+namespace {
+
+// One callable of a lambda per alternative: std::visit picks the family's.
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+}  // namespace
 
 EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int64_t max_tokens,
                              int64_t max_sequences, size_t staging_slots, int64_t max_spans, int64_t max_span_rows)
@@ -27,7 +39,7 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
   const size_t T = static_cast<size_t>(max_tokens);
   // Pooled rows: one per sequence, or one per span under late chunking.
   const size_t B = static_cast<size_t>(std::max(max_sequences, max_spans_));
-  const size_t H = static_cast<size_t>(c.hidden_size), I = static_cast<size_t>(c.intermediate_size);
+  const size_t H = static_cast<size_t>(c.hidden_size);
   const size_t C = static_cast<size_t>(std::max<int64_t>(c.num_labels(), 1));
   const size_t act = dtype_size(enc_.dtype);
   ids_ = backend_.allocate(T * 4);
@@ -40,42 +52,16 @@ EncoderRunner::EncoderRunner(const LoadedEncoder& encoder, Backend& backend, int
     emb_ = backend_.allocate(T * static_cast<size_t>(c.embedding_size) * 4);  // (T, E) f32 before the projection
   if (enc_.dtype != DType::f32)
     h_low_ = backend_.allocate(T * H * act);  // (T, H) the same in the compute dtype: GEMM input
-  // The layer family's workspace (all (T, ·)): q/k/v and attention output
-  // (a decoder's are grouped-query widths), the FFN's activation and
-  // whatever else its sequence reads.
-  const size_t D = static_cast<size_t>(c.head_dim()), heads = static_cast<size_t>(c.num_attention_heads);
+  // The layer family's workspace (its unit's: all (T, ·), and what else its sequence reads).
   switch (c.arch->family) {
-    case LayerFamily::post_ln_encoder:  // model/layer_sequence.h
-      qkv_ = backend_.allocate(T * 3 * H * act);  // (T, 3H)
-      ctx_ = backend_.allocate(T * H * act);      // (T, H) attention output
-      tmp_ = backend_.allocate(T * H * 4);        // (T, H) f32 dense outputs before residual + LayerNorm
-      ffn_ = backend_.allocate(T * I * act);      // (T, I)
-      if (c.arch->gated_ffn) ffgu_ = backend_.allocate(T * 2 * I * act);  // (T, 2I) both GLU halves
+    case LayerFamily::post_ln_encoder:
+      layers_.emplace<PostLnBuffers>(backend_, c, enc_.dtype, T);
       break;
-    case LayerFamily::prenorm_encoder:  // model/prenorm_family.h: the GEMMs add into h, no tmp
-      qkv_ = backend_.allocate(T * 3 * H * act);  // (T, 3H)
-      ctx_ = backend_.allocate(T * H * act);      // (T, H)
-      ffn_ = backend_.allocate(T * I * act);      // (T, I) the GeGLU's output
-      xn_ = backend_.allocate(T * H * 4);         // (T, H) f32 a block's normalised input
-      if (enc_.dtype != DType::f32) xn_low_ = backend_.allocate(T * H * act);  // (T, H) its compute copy
-      gate_ = backend_.allocate(T * 2 * I * act);  // (T, 2I) Wi's output
-      // (T) i32 zero positions, (B, H) f32 zeros (the head LayerNorm's "residual").
-      zero_host_.assign(std::max(T, B * H), 0);
-      zero_positions_ = backend_.allocate(T * 4);
-      zero_rows_ = backend_.allocate(B * H * 4);
-      backend_.copy_to_device(zero_positions_->data(), zero_host_.data(), T * 4);
-      backend_.copy_to_device(zero_rows_->data(), zero_host_.data(), B * H * 4);
+    case LayerFamily::prenorm_encoder:
+      layers_.emplace<PrenormBuffers>(backend_, c, enc_.dtype, T, B);
       break;
-    case LayerFamily::decoder:  // model/decoder_family.h
-      qkv_ = backend_.allocate(T * (heads + 2 * static_cast<size_t>(c.num_key_value_heads)) * D * act);
-      ctx_ = backend_.allocate(T * heads * D * act);  // (T, heads d)
-      tmp_ = backend_.allocate(T * H * 4);            // (T, H) f32 projections into the residual stream
-      ffn_ = backend_.allocate(T * 2 * I * act);      // (T, 2I) gate | up
-      norm_ = backend_.allocate(T * H * act);         // (T, H) RMSNorm output: the GEMM input
-      glu_ = backend_.allocate(T * I * act);          // (T, I) silu(gate) * up
-      inv_freq_host_ = default_rope_inv_freq(c.head_dim(), c.rope_theta);
-      inv_freq_ = backend_.allocate(inv_freq_host_.size() * 4);
-      backend_.copy_to_device(inv_freq_->data(), inv_freq_host_.data(), inv_freq_host_.size() * 4);  // reads the member later
+    case LayerFamily::decoder:
+      layers_.emplace<DecoderBuffers>(backend_, c, enc_.dtype, T);
       break;
   }
   head_a_ = backend_.allocate(B * H * 4);     // (B, H) first-token rows (f32)
@@ -364,25 +350,16 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
   const HfConfig& c = enc_.config;
   const EncoderParams& p = enc_.params;
   const int64_t T = s.tokens, B = s.sequences;
-  const int64_t H = c.hidden_size, I = c.intermediate_size, C = c.num_labels();
+  const int64_t H = c.hidden_size, C = c.num_labels();
   const Ops& ops = backend_.ops();
-  const DType dt = enc_.dtype;
   const TensorView ids = device(*ids_, DType::i32, {T});
   const TensorView types = device(*types_, DType::i32, {T});
   const TensorView positions = device(*positions_, DType::i32, {T});
   const TensorView cu = device(*cu_, DType::i32, {B + 1});
   const TensorView rows = device(*cls_rows_, DType::i32, {B});
   const TensorView h = device(*h_, DType::f32, {T, H});
-  const TensorView h_low = h_low_ ? device(*h_low_, dt, {T, H}) : h;
-  const TensorView qkv = device(*qkv_, dt, {T, 3 * H});
-  const TensorView ctx = device(*ctx_, dt, {T, H});
-  const TensorView tmp = tmp_ ? device(*tmp_, DType::f32, {T, H}) : TensorView{};
-  const TensorView ffn = device(*ffn_, dt, {T, I});
-  // The GEMMs read the compute dtype; the residual stream and LayerNorm stay
-  // f32. Each LayerNorm also writes the compute-dtype copy the next GEMM
-  // reads (h_low), in the same pass. The residual stream h is updated in
-  // place; tmp holds each block's f32 projection before its LayerNorm.
-  const TensorView low = h_low_ ? h_low : TensorView{};
+  // h's compute-dtype copy (empty in f32): the encoders' GEMM input.
+  const TensorView h_low = h_low_ ? device(*h_low_, enc_.dtype, {T, H}) : TensorView{};
   SequenceInputs in;
   in.ids = ids;
   in.positions = positions;
@@ -399,62 +376,31 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
                              DType::i32, {R});
     relative_bias_forward(ops, in.rel, p.rel_bias, buckets);
   }
-  // The layers: the family's sequence (one dispatch; its head below is the other).
-  switch (c.arch->family) {
-    case LayerFamily::prenorm_encoder: {  // ModernBERT: model/prenorm_family.h
-      in.positions = device(*zero_positions_, DType::i32, {T});
-      PrenormViews v;
-      v.h = h;
-      v.h_low = low;
-      v.xn = device(*xn_, DType::f32, {T, H});
-      v.xn_low = xn_low_ ? device(*xn_low_, dt, {T, H}) : TensorView{};
-      v.qkv = qkv;
-      v.ctx = ctx;
-      v.gate = device(*gate_, dt, {T, 2 * I});
-      v.ffa = ffn;
-      prenorm_encoder_forward(ops, p, c, in, v, nullptr);
-      break;
-    }
-    case LayerFamily::decoder: {  // Qwen2, Qwen3: model/decoder_family.h
-      const int64_t D = c.head_dim(), heads = c.num_attention_heads, kv = c.num_key_value_heads;
-      DecoderInputs din;
-      din.ids = ids;
-      din.cu = cu;
-      din.inv_freq = device(*inv_freq_, DType::f32, {static_cast<int64_t>(inv_freq_host_.size())});
-      din.max_seqlen = s.max_seqlen;
-      din.heads = static_cast<int>(heads);
-      din.kv_heads = static_cast<int>(kv);
-      din.head_dim = static_cast<int>(D);
-      din.eps = static_cast<float>(c.layer_norm_eps);
-      din.causal = c.causal;
-      DecoderViews dv;
-      dv.h = h;
-      dv.x = device(*norm_, dt, {T, H});
-      dv.qkv = device(*qkv_, dt, {T, (heads + 2 * kv) * D});
-      dv.ctx = device(*ctx_, dt, {T, heads * D});
-      dv.tmp = tmp;
-      dv.gate_up = device(*ffn_, dt, {T, 2 * I});
-      dv.act = device(*glu_, dt, {T, I});
-      decoder_forward(ops, p, din, dv);
-      break;
-    }
-    case LayerFamily::post_ln_encoder: {  // model/layer_sequence.h
-      set_architecture_inputs(in, c, p);  // rotary, GLU
-      const TensorView e = p.emb_proj_w.empty() ? h : device(*emb_, DType::f32, {T, c.embedding_size});
-      embeddings_forward(ops, p, in, e, h, low, TensorView{}, TensorView{}, nullptr);
-      LayerViews v;
-      v.x = v.hm = v.out = h;
-      v.x_in = h_low;
-      v.hm_low = v.out_low = low;
-      v.qkv = qkv;
-      v.ctx = ctx;
-      v.ao = v.fo = tmp;
-      v.ffa = ffn;
-      if (ffgu_) v.ffgu = device(*ffgu_, dt, {T, 2 * I});
-      for (size_t l = 0; l < p.layers.size(); ++l) layer_forward(ops, p.layers[l], in, v, static_cast<int64_t>(l), nullptr);
-      break;
-    }
-  }
+  // The layers: the family's sequence on its unit's views (one dispatch; its head below is the other).
+  std::visit(Overloaded{
+                 [&](const PostLnBuffers& b) {  // model/post_ln_family.h
+                   const TensorView e = p.emb_proj_w.empty() ? h : device(*emb_, DType::f32, {T, c.embedding_size});
+                   post_ln_encoder_forward(ops, p, c, in, e, b.views(h, h_low, T));
+                 },
+                 [&](const PrenormBuffers& b) {  // ModernBERT: model/prenorm_family.h
+                   in.positions = b.zero_positions(T);
+                   prenorm_encoder_forward(ops, p, c, in, b.views(h, h_low, T), nullptr);
+                 },
+                 [&](const DecoderBuffers& b) {  // Qwen2, Qwen3: model/decoder_family.h
+                   DecoderInputs din;
+                   din.ids = ids;
+                   din.cu = cu;
+                   din.inv_freq = b.inv_freq();
+                   din.max_seqlen = s.max_seqlen;
+                   din.heads = static_cast<int>(c.num_attention_heads);
+                   din.kv_heads = static_cast<int>(c.num_key_value_heads);
+                   din.head_dim = static_cast<int>(c.head_dim());
+                   din.eps = static_cast<float>(c.layer_norm_eps);
+                   din.causal = c.causal;
+                   decoder_forward(ops, p, din, b.views(h, T));
+                 },
+             },
+             layers_);
 
   if (s.pooled) {
     // Pooling, the Dense modules, Normalize, then the first dims columns
@@ -484,19 +430,20 @@ void EncoderRunner::enqueue_forward(const Shape& s) {
     // All in f32.
     const TensorView first = device(*head_a_, DType::f32, {B, H});
     const TensorView hidden = device(*head_b_, DType::f32, {B, H});
-    switch (c.arch->family) {
-      case LayerFamily::prenorm_encoder:  // ModernBERT: pooled (cls or mean), dense, GELU, LayerNorm
-        prenorm_head_forward(ops, p, c, h, cu, first, hidden, device(*zero_rows_, DType::f32, {B, H}));
-        break;
-      case LayerFamily::decoder:  // score(h[last non-pad token]): no hidden layer
-        ops.gather_rows(first, h, rows);
-        break;
-      case LayerFamily::post_ln_encoder:
-        ops.gather_rows(first, h, rows);
-        ops.linear(hidden, first, p.head_dense_w, p.head_dense_b, head_activation(*c.arch), Accumulate::no);
-        break;
-    }
-    const TensorView head_in = c.arch->family == LayerFamily::decoder ? first : hidden;
+    TensorView head_in = hidden;  // the output layer's input
+    std::visit(Overloaded{
+                   [&](const PostLnBuffers&) {  // act(dense(h[first token]))
+                     post_ln_head_forward(ops, p, c, h, rows, first, hidden);
+                   },
+                   [&](const PrenormBuffers& b) {  // ModernBERT: pooled (cls or mean), dense, GELU, LayerNorm
+                     prenorm_head_forward(ops, p, c, h, cu, first, hidden, b.zero_rows(B));
+                   },
+                   [&](const DecoderBuffers&) {  // score(h[last non-pad token]): no hidden layer
+                     ops.gather_rows(first, h, rows);
+                     head_in = first;
+                   },
+               },
+               layers_);
     if (s.logits)
       ops.linear(device(*logits_, DType::f32, {B, C}), head_in, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
   }

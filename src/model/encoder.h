@@ -11,18 +11,22 @@
 #include <tuple>
 #include <memory>
 #include <span>
+#include <variant>
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/decoder_family.h"
 #include "model/encoder_params.h"
 #include "model/packed_batch.h"
+#include "model/post_ln_family.h"
+#include "model/prenorm_family.h"
 
 namespace stoke {
 
 // Host destinations (f32) for one batch; nullptr = not wanted. B = sequences, T = tokens.
 struct EncoderOutputs {
   float* pooled = nullptr;  // (B, dims): pooling, the Dense modules, L2 normalize if asked, the first `dims` columns
-  PoolingMode pooling = PoolingMode::mean;
+  Pooling pooling = Pooling::mean;
   bool normalize = false;
   int64_t dims = 0;         // 0: the sentence width (hidden size, or the last Dense module's out_features)
   float* head_hidden = nullptr;  // (B, H): the head's hidden layer (BERT's pooler output, RoBERTa's dense + tanh, ...)
@@ -106,7 +110,7 @@ class EncoderRunner {
     int64_t tokens = 0, sequences = 0;
     int max_seqlen = 0;
     bool pooled = false, normalize = false, head = false, logits = false;
-    PoolingMode pooling = PoolingMode::mean;
+    Pooling pooling = Pooling::mean;
     int64_t dims = 0;
     int64_t spans = 0, span_rows = 0;  // late chunking (never in a graph): pooled rows are spans
     bool sparse = false, colbert = false;  // bge-m3's per-token heads
@@ -145,18 +149,12 @@ class EncoderRunner {
   std::unique_ptr<Buffer> splade_t_, splade_block_, splade_out_;
   int64_t splade_rows_ = 0;  // the logits block's height
   std::unique_ptr<Buffer> rel_buckets_, rel_;  // MPNet: (2P - 1) buckets, (2P - 1, heads) bias
-  std::unique_ptr<Buffer> ffgu_;  // gated encoders: (T, 2I) the FFN GEMM's output, both GLU halves
   std::vector<int32_t> rel_bucket_host_;        // the buckets' host copy (read by the copy, on the stream)
   std::unique_ptr<Buffer> dense_a_, dense_b_;  // (B, out) the Dense modules' outputs
-  std::unique_ptr<Buffer> emb_, h_, h_low_, qkv_, ctx_, tmp_, ffn_, head_a_, head_b_, pooled_, pooled_dims_, logits_;
-  // ModernBERT (LayerFamily::prenorm_encoder): (T, H) f32 + compute-dtype normalised
-  // block inputs, (T, 2I) Wi's output, (T) i32 zero positions, (B, H) f32 zeros.
-  std::unique_ptr<Buffer> xn_, xn_low_, gate_, zero_positions_, zero_rows_;
-  std::vector<int32_t> zero_host_;  // the zeros' host copy (read by the copies, on the stream)
-  // Decoders (model/decoder_family.h): the normalised GEMM input, SwiGLU's
-  // output, and the rotary frequencies (f32, head_dim / 2) with their host copy.
-  std::unique_ptr<Buffer> norm_, glu_, inv_freq_;
-  std::vector<float> inv_freq_host_;
+  std::unique_ptr<Buffer> emb_, h_, h_low_, head_a_, head_b_, pooled_, pooled_dims_, logits_;
+  // The layer family's workspace, its unit's (the one alternative of
+  // c.arch->family, chosen once by the constructor).
+  std::variant<PostLnBuffers, PrenormBuffers, DecoderBuffers> layers_;
   std::vector<Staging> staging_;
   size_t next_slot_ = 0;
   bool graphs_on_ = false;

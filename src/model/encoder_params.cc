@@ -14,6 +14,7 @@
 #include "io/encoder_layout.h"
 #include "io/model_folder_error.h"
 #include "io/safetensors.h"
+#include "model/family_params.h"
 #include "model/rotary_frequencies.h"
 
 namespace stoke {
@@ -194,13 +195,8 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   if (options.int8_linears && !backend.device_is_host())  // before reading any weight
     throw Error(Errc::unsupported, "--precision int8 runs on the CPU only; use --device cpu (or --precision f32|bf16)");
   const Architecture& arch = *config.arch;
-  if (options.int8_linears && arch.family == LayerFamily::prenorm_encoder)
-    throw Error(Errc::unsupported, "--precision int8 does not run " + std::string(arch.display_name) +
-                                       " yet; use --precision f32 or bf16");
-  if (options.int8_linears && arch.family == LayerFamily::decoder)
-    throw Error(Errc::unsupported, "--precision int8 does not run " + std::string(arch.display_name) +
-                                       " (a decoder); use --precision f32 or bf16");
-  if (options.need_classifier && arch.family != LayerFamily::decoder) head_activation(arch);  // refuse before reading any weight
+  check_family_load(config, options);  // what the layer family cannot run
+  if (options.need_classifier && arch.head_has_dense()) head_activation(arch);  // refuse before reading any weight
   LoadedEncoder enc;
   enc.config = config;
   enc.dtype = options.dtype;
@@ -237,14 +233,16 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
     p.rope_inv_freq = placer.place_floats(rt.inv_freq, {half});
     p.position_embeddings = placer.place_floats(rt.zero_row, {1, config.embedding_size});
   }
-  // Gated encoders: both GLU halves in one (2I, H) matrix (fused in the file, or stacked here).
-  const bool glu_encoder = arch.gated_ffn && arch.family != LayerFamily::decoder;
-  // Decoders: grouped-query q/k/v rows, biases only where the config has them.
-  const int64_t qkv_rows =
-      arch.family == LayerFamily::decoder ? (config.num_attention_heads + 2 * config.num_key_value_heads) * config.head_dim() : 3 * H;
+  // Gated feed-forwards: both GLU halves in one (2I, H) matrix (fused in the file, or stacked here).
+  const bool gated = arch.gated_ffn;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     EncoderLayerParams layer;
-    const bool fused_qkv = arch.has(R::qkv_weight);  // GTE, NomicBERT
+    const bool fused_qkv = arch.has(R::qkv_weight);  // GTE, NomicBERT, ModernBERT
+    // The rows of q, k and v stacked, as the layout expects them (a
+    // decoder's grouped-query k and v are narrower than q).
+    const int64_t qkv_rows = fused_qkv ? shape_of(R::qkv_weight, l)[0]
+                                       : shape_of(R::query_weight, l)[0] + shape_of(R::key_weight, l)[0] +
+                                             shape_of(R::value_weight, l)[0];
     layer.qkv_w = fused_qkv ? placer.place({view(R::qkv_weight, l)}, {qkv_rows, H})
                             : placer.place({view(R::query_weight, l), view(R::key_weight, l), view(R::value_weight, l)},
                                            {qkv_rows, H});
@@ -259,15 +257,10 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
       layer.qkv_b = placer.place_as(qkv_bias_dtype, {view(R::query_bias, l), view(R::key_bias, l), view(R::value_bias, l)},
                                     {qkv_rows});
     for (const LayerParamField& f : kLayerParamFields) {
-      if ((arch.family == LayerFamily::decoder || glu_encoder) && (f.role == R::ffn_in_weight || f.role == R::ffn_gate_weight))
-        continue;  // stacked below
+      if (gated && (f.role == R::ffn_in_weight || f.role == R::ffn_gate_weight)) continue;  // stacked below
       layer.*f.member = f.gemm_weight ? place(f.role, l) : place_f32(f.role, l);
     }
-    // A decoder's SwiGLU reads gate and up from one GEMM: [gate; up] stacked (2I, H).
-    if (arch.family == LayerFamily::decoder)
-      layer.ffn_in_w = placer.place({view(R::ffn_gate_weight, l), view(R::ffn_in_weight, l)},
-                                    {2 * config.intermediate_size, H});
-    if (glu_encoder) {
+    if (gated) {
       const int64_t I2 = 2 * config.intermediate_size;
       if (arch.has(R::ffn_up_gate_weight))
         layer.ffn_in_w = placer.place({view(R::ffn_up_gate_weight, l)}, {I2, H});
@@ -283,19 +276,12 @@ LoadedEncoder load_encoder(const HfConfig& config, ModelWeights weights, Backend
   p.head_dense_b = place_f32(arch.head_on_pooler ? R::pooler_bias : R::head_dense_bias);
   p.head_out_w = place_f32(R::head_out_weight);
   p.head_out_b = place_f32(R::head_out_bias);
-  if (arch.family == LayerFamily::prenorm_encoder) {  // ModernBERT: bias-free LayerNorms, no position table, two rotary bases
-    p.head_norm = place_f32(R::head_norm_weight);
-    p.zeros = placer.place_floats(std::vector<float>(static_cast<size_t>(H), 0.0f), {H});
-    p.position_embeddings = TensorView(p.zeros.data, DType::f32, {1, H});
-    p.emb_ln_beta = p.zeros;
-    for (EncoderLayerParams& layer : p.layers) {
-      if (!layer.attn_ln_gamma.empty()) layer.attn_ln_beta = p.zeros;
-      layer.ffn_ln_beta = p.zeros;
-    }
-    const int64_t d = config.head_dim();
-    p.rope_global = placer.place_floats(default_rope_inv_freq(d, config.rope_theta), {d / 2});
-    p.rope_local = placer.place_floats(default_rope_inv_freq(d, config.local_rope_theta), {d / 2});
-  }
+  p.head_norm = place_f32(R::head_norm_weight);  // ModernBERT's head LayerNorm; empty elsewhere
+  place_family_fixed(config,
+                     [&](const std::vector<float>& values, const std::vector<int64_t>& shape) {
+                       return placer.place_floats(values, shape);
+                     },
+                     p);
   placer.finish();
   if (options.int8_linears) quantize_layer_weights(enc, backend);
   enc.weights = std::move(weights);

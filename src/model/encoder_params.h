@@ -36,7 +36,7 @@ struct EncoderLayerParams {
   // then i8 codes, and these hold their per-channel scales and row sums
   // ((2, N) f32, linear_int8's wq_meta). Empty otherwise.
   TensorView qkv_meta, attn_out_meta, ffn_in_meta, ffn_out_meta;
-  // Gated encoders (post-LN, Architecture::gated_ffn: GTE, NomicBERT): ffn_in_w is
+  // Gated feed-forwards (Architecture::gated_ffn: GTE, NomicBERT, Qwen): ffn_in_w is
   // (2I, H), both GLU halves in the architecture's order (its fused tensor,
   // or its up and gate stacked), ffn_in_b empty, ffn_gate_w empty.
   // Decoders (Qwen2, Qwen3: LayerFamily::decoder). qkv_w is then
@@ -45,7 +45,7 @@ struct EncoderLayerParams {
   // RMSNorm weights (no betas); ffn_in_w SwiGLU's gate and up projections
   // stacked, (2I, H): [gate; up], one GEMM.
   TensorView q_norm, k_norm;  // (d) f32: Qwen3's per-head RMSNorm of q and k; empty for Qwen2
-  TensorView ffn_gate_w;      // (I, H) the gate alone: only the trainable layout's view (unused: decoders do not train)
+  TensorView ffn_gate_w;      // (I, H) the gate alone: empty wherever ffn_in_w holds both halves (every gated FFN)
 };
 
 struct EncoderParams {
@@ -196,7 +196,7 @@ struct LoadedEncoder {
   int64_t sentence_width() const { return dense.empty() ? config.hidden_size : dense.back().w.dim(0); }
   bool has_head_dense() const { return !params.head_dense_w.empty(); }
   // A decoder's classifier (score) has no hidden layer.
-  bool has_classifier() const { return !params.head_out_w.empty() && (has_head_dense() || config.arch->family == LayerFamily::decoder); }
+  bool has_classifier() const { return !params.head_out_w.empty() && (has_head_dense() || !config.arch->head_has_dense()); }
 };
 
 struct EncoderLoadOptions {

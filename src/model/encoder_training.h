@@ -3,7 +3,10 @@
 // transformers has one, the loss (cross-entropy, or MSE for a one-logit
 // regression head) with its metrics added to a device buffer, and the backward
 // into the encoder's gradient buffer. Nothing here reads from the device: the
-// caller decides when (if ever) to look at the metrics.
+// caller decides when (if ever) to look at the metrics. The runner stages the
+// inputs, pads graph-shaped micro-batches, captures and replays the graphs and
+// orders the phases; the math of each phase and the activations it keeps are
+// the layer family's unit (model/family_trainer.h), picked once, here.
 #pragma once
 
 #include <cstdint>
@@ -16,46 +19,12 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/family_trainer.h"
 #include "model/packed_batch.h"
 #include "model/train_buckets.h"
 #include "model/trainable_encoder.h"
 
 namespace stoke {
-
-struct SequenceInputs;   // model/layer_sequence.h
-struct PrenormTraining;  // model/prenorm_family.h
-
-struct DropoutRates {
-  float hidden = 0.0f;      // hidden_dropout_prob: embeddings, attention output, FFN output
-  float attention = 0.0f;   // attention_probs_dropout_prob
-  float classifier = 0.0f;  // classifier_dropout, else hidden_dropout_prob (transformers' rule)
-};
-
-struct MicroBatchKnobs {
-  DropoutRates dropout;
-  uint64_t seed = 0;        // dropout masks: Philox key
-  uint32_t step = 0;        // micro-step number (each draws its own masks)
-  // Where this micro-batch starts in the whole micro-batch its masks belong
-  // to: the tokens and the sequences before it. A data-parallel rank trains a
-  // slice of the global micro-batch and passes its slice's offsets, so it
-  // draws exactly the masks one process draws for those examples; 0 for a
-  // whole batch.
-  uint64_t token_offset = 0, sequence_offset = 0;
-  float label_smoothing = 0.0f;
-  float loss_scale = 1.0f;  // the loss's weight in the gradient: 1 / examples of the optimizer step
-  // f16 training: the dynamic loss scaler's device state (Ops::LossScaler);
-  // the loss gradient is multiplied by its scale on the device before the
-  // backward (op loss_scale_multiply). Empty: no loss scaling.
-  TensorView loss_scaler{};
-  bool regression = false;  // one output trained with MSE on `targets` (else cross-entropy on `labels`)
-};
-
-// Dropout sites (Philox tensor ids): 0 the embeddings, 1 + 3l / 2 + 3l / 3 + 3l
-// layer l's attention probabilities / attention output / FFN output, then the
-// classification head's: kHeadSite (BERT: the pooled output; RoBERTa-style
-// heads: the first token) and kHeadSite + 1 (RoBERTa-style heads: after the
-// head's dense + activation).
-inline constexpr uint32_t kHeadSite = 1u << 20;
 
 class EncoderTrainingRunner {
  public:
@@ -84,13 +53,13 @@ class EncoderTrainingRunner {
   // eager and unpadded. The activations stay until the next enqueue of any
   // kind; knobs' dropout (layers only: there is no head) and offsets key the
   // masks as for the classifier, so a forward run twice draws the same masks.
-  void enqueue_embedding_forward(const PackedBatch& batch, const MicroBatchKnobs& knobs, PoolingMode pooling,
+  void enqueue_embedding_forward(const PackedBatch& batch, const MicroBatchKnobs& knobs, Pooling pooling,
                                  const TensorView& out);
   // The backward of the last enqueue_embedding_forward — called with the
   // same batch, knobs and pooling — from d_out[B, H] (f32): the pooling's
   // backward, then the encoder's. Parameter gradients ADD to encoder.grad;
   // the backward hook is called as for enqueue.
-  void enqueue_embedding_backward(const PackedBatch& batch, const MicroBatchKnobs& knobs, PoolingMode pooling,
+  void enqueue_embedding_backward(const PackedBatch& batch, const MicroBatchKnobs& knobs, Pooling pooling,
                                   const TensorView& d_out);
 
   // Called while backward() enqueues, after each layer's backward (layers run
@@ -135,43 +104,21 @@ class EncoderTrainingRunner {
   static int64_t bytes_per_sequence(const HfConfig& config);
 
  private:
-  struct Layer;  // one layer's saved activations
   struct Staging {
     std::unique_ptr<Buffer> host;
     std::shared_ptr<Event> done;
   };
-  // One micro-batch's device views and settings, shared by its phases.
-  // Graph-shaped: T, cu and maxlen are the bucket's (padding included), B
-  // and cu_head the real sequences'; else cu_head is cu.
-  struct Step {
-    const MicroBatchKnobs& knobs;
-    int64_t T = 0, B = 0;
-    int maxlen = 0;
-    TensorView ids{}, types{}, positions{}, cu{}, rows{}, labels{}, targets{};  // types empty: no token types
-    TensorView cu_head{};      // B + 1 offsets for the head's pool_backward (the last one = T)
-    int64_t tokens = 0;        // the batch's own tokens (T less the padding)
-    TensorView cu_real{};      // B + 1 offsets, the batch's own (the last one = tokens): the head's pooling
-    Ops::DropoutStep layer_step{};  // the layers' dropout step: knobs.step, or the device copy of it
-    float eps = 0;
-    int heads = 0;
-    bool low = false;                 // GEMMs in bf16 / f16
-    Activation act = Activation::tanh;  // the classification head's
-    bool drop_before_dense = false;   // the head drops its input out (RoBERTa-style, when p > 0)
-    uint32_t out_site = kHeadSite;    // the head's dropout site before the output layer
-    Ops::AttentionDropout attn_drop(int64_t l) const;
-  };
   // The phases of enqueue, in order: copy the inputs into a staging slot and
-  // on to the device; the forward keeping activations; head + loss; backward.
+  // on to the device, cut the step's views; then the family's phases
+  // (family_trainer.h).
   void stage(const PackedBatch& batch, std::span<const int32_t> labels, std::span<const float> targets,
              bool regression, const std::optional<TrainBucket>& bucket, uint32_t step);
-  Step step_views(const PackedBatch& batch, const MicroBatchKnobs& k, const std::optional<TrainBucket>& bucket) const;
-  void forward(const Step& st) const;
-  void loss(const Step& st, const TensorView& metrics) const;
-  // The backward: the head's (down to d h[L]), then the layers' and the embeddings'.
-  void backward_head(const Step& st) const;
+  TrainStep step_views(const PackedBatch& batch, const MicroBatchKnobs& k,
+                       const std::optional<TrainBucket>& bucket) const;
+  // The encoder backward and the hook's last call (-1).
+  void backward(const TrainStep& st) const;
   // The checks every micro-batch passes before anything is enqueued.
   void check_micro_batch(const PackedBatch& batch, const MicroBatchKnobs& k) const;
-  void backward_layers(const Step& st) const;
   // Graphs: what a captured graph bakes in besides its bucket's shapes.
   struct GraphKey {
     TrainBucket bucket;
@@ -183,24 +130,9 @@ class EncoderTrainingRunner {
   // Replays phase 0 (forward) or 1 (backward) of the key's graphs, capturing
   // it first; eagerly when graphs are off or a capture failed.
   void run_phase(const GraphKey& key, int phase, const std::function<void()>& enqueue_phase);
-  // The pre-norm family (ModernBERT): its forward and backward are
-  // model/prenorm_family.h's, on these views of the workspace; its head's
-  // training form (loss_prenorm) and that head's backward are here.
-  SequenceInputs prenorm_inputs(const Step& st) const;
-  PrenormTraining prenorm_keep(const Step& st) const;
-  void forward_prenorm(const Step& st) const;
-  void loss_prenorm(const Step& st, const TensorView& metrics) const;
-  void backward_prenorm_head(const Step& st) const;
-  void backward_prenorm_layers(const Step& st) const;
-  // MPNet: the buckets of the distances of this batch's max_seqlen.
-  TensorView rel_buckets_view(const Step& st) const;
-  TensorView take(DType t, std::initializer_list<int64_t> shape, int64_t rows_used);
-
   const TrainableEncoder& enc_;
   Backend& backend_;
   int64_t max_tokens_, max_sequences_;
-  std::unique_ptr<Buffer> arena_;
-  size_t arena_used_ = 0;
   std::vector<std::unique_ptr<Buffer>> owned_;
   std::vector<Staging> staging_;
   size_t next_slot_ = 0;
@@ -218,8 +150,8 @@ class EncoderTrainingRunner {
   bool graphs_on_ = false, pad_without_capture_ = false;
   std::map<GraphKey, std::unique_ptr<Graph>> graphs_[2];  // forward, backward
   GraphStats stats_;
-  struct Saved;
-  std::unique_ptr<Saved> saved_;
+  // The layer family's unit: its workspace and the math of every phase.
+  std::unique_ptr<FamilyTrainer> family_;
   std::function<void(int64_t)> backward_hook_;
 };
 

@@ -39,7 +39,7 @@ ParamLayout::ParamLayout(const HfConfig& config, ParamHeads heads, const std::ve
   // A gated encoder that stores its GLU halves apart (NomicBERT's fc11, fc12):
   // the second right after the first, so the two are one (2I, H) matrix.
   const Architecture& arch = *config.arch;
-  const bool glu_apart = arch.gated_ffn && arch.family != LayerFamily::decoder && !arch.has(R::ffn_up_gate_weight);
+  const bool glu_apart = arch.gated_ffn && !arch.has(R::ffn_up_gate_weight);
   const R glu_first = arch.glu_act_on_second ? R::ffn_in_weight : R::ffn_gate_weight;
   const R glu_second = arch.glu_act_on_second ? R::ffn_gate_weight : R::ffn_in_weight;
   std::vector<ExpectedTensor> ordered;
@@ -136,7 +136,7 @@ EncoderParams ParamLayout::views(float* base) const {
     layer.qkv_b.dims[0] = 3 * H;
     for (const LayerParamField& f : kLayerParamFields) layer.*f.member = v(f.role, l);
     const Architecture& a = *config_.arch;
-    if (a.gated_ffn && a.family != LayerFamily::decoder) {  // both GLU halves: one (2I, H) matrix (see the layout)
+    if (a.gated_ffn) {  // both GLU halves: one (2I, H) matrix (see the layout)
       const bool fused = a.has(R::ffn_up_gate_weight);
       layer.ffn_in_w = v(fused ? R::ffn_up_gate_weight : a.glu_act_on_second ? R::ffn_in_weight : R::ffn_gate_weight, l);
       layer.ffn_in_w.dims[0] = 2 * config_.intermediate_size;

@@ -1,5 +1,11 @@
 #include "model/prenorm_family.h"
 
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "model/rotary_frequencies.h"
+
 namespace stoke {
 
 namespace {
@@ -155,22 +161,278 @@ void prenorm_encoder_backward(const Ops& ops, const EncoderParams& p, const Enco
                                keep.em, keep.er, p.emb_ln_gamma);
 }
 
-// ---- head (inference; the training runner's loss_prenorm is its training form)
+// ---- head (inference; PrenormTrainer::loss below is its training form)
 void prenorm_head_forward(const Ops& ops, const EncoderParams& p, const HfConfig& c, const TensorView& h,
                           const TensorView& cu, const TensorView& pooled, const TensorView& hidden,
                           const TensorView& zero_rows) {
-  ops.pool(hidden, h, cu, c.classifier_mean_pooling ? PoolingMode::mean : PoolingMode::cls);
+  ops.pool(hidden, h, cu, c.classifier_mean_pooling ? Pooling::mean : Pooling::cls);
   ops.linear(pooled, hidden, p.head_dense_w, TensorView{}, Activation::gelu_erf, Accumulate::no);
   ops.residual_layernorm(hidden, pooled, zero_rows, p.head_norm, p.zeros, static_cast<float>(c.layer_norm_eps),
                          TensorView{});
 }
 
-int64_t prenorm_training_bytes_per_token(const HfConfig& c, DType dt) {
+// ---- inference: the workspace
+PrenormBuffers::PrenormBuffers(Backend& backend, const HfConfig& c, DType dt, size_t T, size_t B)
+    : dt_(dt), H_(c.hidden_size), I_(c.intermediate_size) {
+  const size_t H = static_cast<size_t>(H_), I = static_cast<size_t>(I_), act = dtype_size(dt);
+  qkv_ = backend.allocate(T * 3 * H * act);  // (T, 3H)
+  ctx_ = backend.allocate(T * H * act);      // (T, H)
+  ffn_ = backend.allocate(T * I * act);      // (T, I) the GeGLU's output
+  xn_ = backend.allocate(T * H * 4);         // (T, H) f32 a block's normalised input
+  if (dt != DType::f32) xn_low_ = backend.allocate(T * H * act);  // (T, H) its compute copy
+  gate_ = backend.allocate(T * 2 * I * act);  // (T, 2I) Wi's output
+  zero_host_.assign(std::max(T, B * H), 0);
+  zero_positions_ = backend.allocate(T * 4);
+  zero_rows_ = backend.allocate(B * H * 4);
+  backend.copy_to_device(zero_positions_->data(), zero_host_.data(), T * 4);
+  backend.copy_to_device(zero_rows_->data(), zero_host_.data(), B * H * 4);
+}
+
+PrenormViews PrenormBuffers::views(const TensorView& h, const TensorView& h_low, int64_t T) const {
+  PrenormViews v;
+  v.h = h;
+  v.h_low = h_low;
+  v.xn = TensorView(xn_->data(), DType::f32, {T, H_});
+  v.xn_low = xn_low_ ? TensorView(xn_low_->data(), dt_, {T, H_}) : TensorView{};
+  v.qkv = TensorView(qkv_->data(), dt_, {T, 3 * H_});
+  v.ctx = TensorView(ctx_->data(), dt_, {T, H_});
+  v.gate = TensorView(gate_->data(), dt_, {T, 2 * I_});
+  v.ffa = TensorView(ffn_->data(), dt_, {T, I_});
+  return v;
+}
+
+TensorView PrenormBuffers::zero_positions(int64_t T) const {
+  return TensorView(zero_positions_->data(), DType::i32, {T});
+}
+
+TensorView PrenormBuffers::zero_rows(int64_t B) const { return TensorView(zero_rows_->data(), DType::f32, {B, H_}); }
+
+// ---- loading: what the sequence cannot run, its fixed tensors
+void prenorm_check_load(const HfConfig& c, const EncoderLoadOptions& options) {
+  if (options.int8_linears)
+    throw Error(Errc::unsupported, "--precision int8 does not run " + std::string(c.arch->display_name) +
+                                       " yet; use --precision f32 or bf16");
+}
+
+void prenorm_place_fixed(const HfConfig& c, const PlaceFloats& place, EncoderParams& p) {
+  const int64_t H = c.hidden_size;
+  p.zeros = place(std::vector<float>(static_cast<size_t>(H), 0.0f), {H});
+  p.position_embeddings = TensorView(p.zeros.data, DType::f32, {1, H});
+  p.emb_ln_beta = p.zeros;
+  for (EncoderLayerParams& layer : p.layers) {
+    if (!layer.attn_ln_gamma.empty()) layer.attn_ln_beta = p.zeros;
+    layer.ffn_ln_beta = p.zeros;
+  }
+  const int64_t d = c.head_dim();
+  p.rope_global = place(default_rope_inv_freq(d, c.rope_theta), {d / 2});
+  p.rope_local = place(default_rope_inv_freq(d, c.local_rope_theta), {d / 2});
+}
+
+void prenorm_check_training(const HfConfig& c) {
+  if (c.hidden_dropout > 0 || c.attention_dropout > 0)
+    throw Error(Errc::unsupported, std::string(c.arch->display_name) +
+                                       " trains without dropout in its layers (mlp_dropout, attention_dropout 0,"
+                                       " as its hub configs set); config.json sets them above 0");
+}
+
+// ---- training: the workspace
+PrenormTrainer::PrenormTrainer(const TrainableEncoder& encoder, Backend& backend, int64_t max_tokens,
+                               int64_t max_sequences)
+    : enc_(encoder), backend_(backend) {
+  const HfConfig& c = enc_.config;
+  const int64_t T = max_tokens, B = max_sequences, H = c.hidden_size, I = c.intermediate_size;
+  const int64_t C = std::max<int64_t>(c.num_labels(), 1), heads = c.num_attention_heads;
+  const DType dt = enc_.dtype;
+  const bool low = dt != DType::f32;
+  auto slab = [&](DType t, int64_t rows, int64_t cols) { return train_slab(backend_, t, rows, cols); };
+  for (int64_t l = 0; l <= c.num_hidden_layers; ++l) h_.push_back(slab(DType::f32, T, H));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    LayerSlabs x;
+    x.qkv = slab(dt, T, 3 * H);
+    x.ctx = slab(dt, T, H);
+    x.lse = slab(DType::f32, T, heads);
+    x.ao = slab(DType::f32, T, H);
+    x.xa = slab(DType::f32, T, H);
+    x.xm = slab(DType::f32, T, H);
+    if (low) {
+      x.x_low = slab(dt, T, H);
+      x.xa_low = slab(dt, T, H);
+      x.xm_low = slab(dt, T, H);
+    }
+    for (TrainSlab* b : {&x.ma, &x.ra, &x.mm, &x.rm}) *b = slab(DType::f32, T, 1);
+    x.gate = slab(dt, T, 2 * I);
+    x.ffa = slab(dt, T, I);
+    layers_.push_back(std::move(x));
+  }
+  em_ = slab(DType::f32, T, 1);
+  er_ = slab(DType::f32, T, 1);
+  h_out_ = slab(DType::f32, T, H);
+  mf_ = slab(DType::f32, T, 1);
+  rf_ = slab(DType::f32, T, 1);
+  for (TrainSlab* b : {&pooled_, &hid_, &head_pre_, &head_ln_, &out_drop_, &g_a_, &g_b_}) *b = slab(DType::f32, B, H);
+  head_m_ = slab(DType::f32, B, 1);
+  head_r_ = slab(DType::f32, B, 1);
+  logits_ = slab(DType::f32, B, C);
+  dlogits_ = slab(DType::f32, B, C);
+  for (TrainSlab* b : {&d_h_, &d_x_}) *b = slab(DType::f32, T, H);
+  d_i_ = slab(DType::f32, T, I);
+  d_qkv_ = slab(DType::f32, T, 3 * H);
+  d_gate_ = slab(DType::f32, T, 2 * I);
+  zero_rows_ = slab(DType::f32, B, H);
+  zero_pos_ = slab(DType::i32, T, 1);
+  zeros_host_.assign(static_cast<size_t>(std::max(T, B * H)), 0);
+  backend_.copy_to_device(zero_rows_.buf->data(), zeros_host_.data(), static_cast<size_t>(B * H) * 4);
+  backend_.copy_to_device(zero_pos_.buf->data(), zeros_host_.data(), static_cast<size_t>(T) * 4);
+}
+
+int64_t PrenormTrainer::bytes_per_token(const HfConfig& c, DType dt) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, L = c.num_hidden_layers;
   const int64_t a = static_cast<int64_t>(dtype_size(dt)), low = dt == DType::f32 ? 0 : 1;
-  // Two normalised copies, their statistics and Wi's output per layer; the
-  // final norm's output and statistics; the zero position; d Wi's output.
-  return L * (2 * H * 4 + low * 2 * H * a + 4 * 4 + 2 * I * a) + H * 4 + 2 * 4 + 4 + 2 * I * 4;
+  // The post-LN family's slabs as they were counted (model/post_ln_family.cc, ungated) ...
+  const int64_t per_layer = low * 2 * H * a + 3 * H * a + H * a + c.num_attention_heads * 4 + 3 * H * 4 + 4 * 4 +
+                            I * a + I * 4;
+  const int64_t projection = c.embedding_size != H ? 2 * c.embedding_size * 4 : 0;
+  const int64_t shared = (L + 1) * H * 4 + L * per_layer + 2 * 4 + 3 * H * 4 + I * 4 + 3 * H * 4 + 3 * 4 + projection;
+  // ... and this family's own: two normalised copies, their statistics and
+  // Wi's output per layer; the final norm's output and statistics; the zero
+  // position; d Wi's output.
+  return shared + L * (2 * H * 4 + low * 2 * H * a + 4 * 4 + 2 * I * a) + H * 4 + 2 * 4 + 4 + 2 * I * 4;
+}
+
+int64_t PrenormTrainer::bytes_per_sequence(const HfConfig& c) {
+  return 9 * c.hidden_size * 4 + 2 * std::max<int64_t>(c.num_labels(), 1) * 4 + 5 * 4;
+}
+
+void PrenormTrainer::check(const MicroBatchKnobs& k) const {
+  if (k.dropout.hidden > 0 || k.dropout.attention > 0)
+    throw Error(Errc::unsupported, std::string(enc_.config.arch->display_name) +
+                                       " trains without dropout in its layers (as its hub configs set); the"
+                                       " classifier's dropout alone may be above 0");
+}
+
+// The workspace's views for one micro-batch: the inputs (rotary: one zero
+// position row) and what the sequence's training form keeps.
+SequenceInputs PrenormTrainer::inputs(const TrainStep& st) const {
+  SequenceInputs in;
+  in.ids = st.ids;
+  in.positions = zero_pos_.vec(st.T);
+  in.cu = st.cu;
+  in.max_seqlen = st.maxlen;
+  in.heads = st.heads;
+  in.eps = st.eps;
+  return in;
+}
+
+PrenormTraining PrenormTrainer::keep(const TrainStep& st) const {
+  const int64_t T = st.T;
+  PrenormTraining keep;
+  keep.drop.attention = st.knobs.dropout.attention;
+  keep.drop.seed = st.knobs.seed;
+  keep.drop.step = st.layer_step;
+  keep.drop.token_offset = st.knobs.token_offset;
+  keep.drop.low = st.low;
+  keep.em = em_.vec(T);
+  keep.er = er_.vec(T);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerSlabs& a = layers_[l];
+    PrenormLayerKeep k;
+    k.h = h_[l].rows(T);
+    if (st.low) {
+      k.x_low = a.x_low.rows(T);
+      k.xa_low = a.xa_low.rows(T);
+      k.xm_low = a.xm_low.rows(T);
+    }
+    k.qkv = a.qkv.rows(T);
+    k.ctx = a.ctx.rows(T);
+    k.lse = a.lse.rows(T);
+    k.ao = a.ao.rows(T);
+    k.xa = a.xa.rows(T);
+    k.ma = a.ma.vec(T);
+    k.ra = a.ra.vec(T);
+    k.xm = a.xm.rows(T);
+    k.mm = a.mm.vec(T);
+    k.rm = a.rm.vec(T);
+    k.gate = a.gate.rows(T);
+    k.ffa = a.ffa.rows(T);
+    k.next = h_[l + 1].rows(T);
+    keep.layers.push_back(k);
+  }
+  keep.h_out = h_out_.rows(T);
+  keep.mf = mf_.vec(T);
+  keep.rf = rf_.vec(T);
+  return keep;
+}
+
+void PrenormTrainer::forward(const TrainStep& st) const {
+  const PrenormTraining k = keep(st);
+  prenorm_encoder_forward(backend_.ops(), enc_.compute, enc_.config, inputs(st), PrenormViews{}, &k);
+}
+
+// ---- head (training): pooled (first token or mean), dense, GELU, LayerNorm, [dropout], classifier; the loss.
+void PrenormTrainer::loss(const TrainStep& st, const TensorView& metrics) const {
+  const Ops& ops = backend_.ops();
+  const HfConfig& c = enc_.config;
+  const EncoderParams& p = enc_.compute;
+  const int64_t B = st.B;
+  const MicroBatchKnobs& k = st.knobs;
+  const float pc = k.dropout.classifier;
+  const TensorView pooled = pooled_.rows(B), hid = hid_.rows(B), ln = head_ln_.rows(B);
+  const TensorView out_in = pc > 0 ? out_drop_.rows(B) : ln;
+  ops.pool(pooled, h_out_.rows(st.tokens), st.cu_real,
+           c.classifier_mean_pooling ? Pooling::mean : Pooling::cls);  // the real rows only
+  ops.linear(hid, pooled, p.head_dense_w, TensorView{}, Activation::none, Accumulate::no);
+  ops.bias_gelu_train(hid, head_pre_.rows(B), TensorView{});
+  ops.residual_layernorm_train(ln, head_m_.vec(B), head_r_.vec(B), hid, zero_rows_.rows(B), p.head_norm, p.zeros,
+                               st.eps);
+  if (pc > 0) ops.dropout(out_in, ln, pc, k.seed, k.step, kHeadSite, k.sequence_offset);
+  ops.linear(logits_.rows(B), out_in, p.head_out_w, p.head_out_b, Activation::none, Accumulate::no);
+  if (k.regression)
+    ops.mse_loss(dlogits_.rows(B), metrics, logits_.rows(B), st.targets, k.loss_scale);
+  else
+    ops.cross_entropy(dlogits_.rows(B), metrics, logits_.rows(B), st.labels, k.label_smoothing, k.loss_scale);
+  if (!k.loss_scaler.empty()) ops.loss_scale_multiply(dlogits_.rows(B), k.loss_scaler);
+}
+
+// The head's backward, down to d h_out (in d_x).
+void PrenormTrainer::backward_head(const TrainStep& st) const {
+  const Ops& ops = backend_.ops();
+  const HfConfig& c = enc_.config;
+  const EncoderParams& p = enc_.compute;
+  const EncoderParams& g = enc_.grad;
+  const int64_t T = st.T, B = st.B;
+  const MicroBatchKnobs& k = st.knobs;
+  const float pc = k.dropout.classifier;
+  const TensorView pooled = pooled_.rows(B), hid = hid_.rows(B), ln = head_ln_.rows(B);
+  const TensorView out_in = pc > 0 ? out_drop_.rows(B) : ln;
+  const TensorView g_a = g_a_.rows(B), g_b = g_b_.rows(B);
+  ops.linear_backward(g_a, g.head_out_w, g.head_out_b, dlogits_.rows(B), out_in, p.head_out_w,
+                      Accumulate::no);                                                                // d out_in
+  if (pc > 0) ops.dropout_backward(g_a, g_a, pc, k.seed, k.step, kHeadSite, k.sequence_offset);      // d ln
+  ops.layernorm_backward(g_b, g.head_norm, TensorView{}, g_a, hid, zero_rows_.rows(B), head_m_.vec(B),
+                         head_r_.vec(B), p.head_norm, Accumulate::no);                               // d GELU out
+  ops.bias_gelu_backward(g_b, TensorView{}, g_b, head_pre_.rows(B));
+  ops.linear_backward(g_a, g.head_dense_w, TensorView{}, g_b, pooled, p.head_dense_w, Accumulate::no);  // d pooled
+  // d h_out: the pooled rows' gradient, every other row (padding too) 0.
+  // cu_head reaches the last row (padding included) for the first-token
+  // pooling; a mean over the real rows writes the padding's zeros first.
+  const TensorView dx = d_x_.rows(T);
+  if (!c.classifier_mean_pooling) {
+    ops.pool_backward(dx, g_a, h_out_.rows(T), st.cu_head, Pooling::cls);
+  } else {
+    if (st.tokens < T) ops.pool_backward(dx, zero_rows_.rows(B), TensorView{}, st.cu_head, Pooling::cls);
+    ops.pool_backward(d_x_.rows(st.tokens), g_a, h_out_.rows(st.tokens), st.cu_real, Pooling::mean);
+  }
+}
+
+void PrenormTrainer::backward(const TrainStep& st, const std::function<void(int64_t)>& after_layer) const {
+  const int64_t T = st.T;
+  PrenormGrads d;
+  d.dh = d_h_.rows(T);
+  d.dx = d_x_.rows(T);
+  d.di = d_i_.rows(T);
+  d.dqkv = d_qkv_.rows(T);
+  d.dgate = d_gate_.rows(T);
+  prenorm_encoder_backward(backend_.ops(), enc_.compute, enc_.grad, enc_.config, inputs(st), keep(st), d, after_layer);
 }
 
 }  // namespace stoke

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <map>
 
 #include "core/error.h"
 #include "core/philox.h"
 #include "io/encoder_layout.h"
+#include "model/family_params.h"
 #include "model/rotary_frequencies.h"
 
 namespace stoke {
@@ -71,16 +73,15 @@ LoadedEncoder TrainableEncoder::inference_view() const {
   return e;
 }
 
+void refuse_decoder_training(const Architecture& arch) {
+  throw Error(Errc::unsupported, std::string(arch.display_name) +
+                                     " is a decoder: fine-tuning decoders is not supported (embed and classify run it)");
+}
+
 std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config, const HfConfig& stored_config,
                                                          const ModelWeights& weights, Backend& backend, DType dtype,
                                                          const TrainableInit& init, TrainableLoadReport* report) {
-  if (config.arch->family == LayerFamily::decoder)
-    throw Error(Errc::unsupported, std::string(config.arch->display_name) +
-                                       " is a decoder: fine-tuning decoders is not supported (embed and classify run it)");
-  if (config.arch->family == LayerFamily::prenorm_encoder && (config.hidden_dropout > 0 || config.attention_dropout > 0))
-    throw Error(Errc::unsupported, std::string(config.arch->display_name) +
-                                       " trains without dropout in its layers (mlp_dropout, attention_dropout 0,"
-                                       " as its hub configs set); config.json sets them above 0");
+  check_family_training(config);  // decoders, and what a family's training form cannot run
   if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
     throw Error(Errc::invalid_argument, "training dtype must be f32, bf16 or f16");
   if (init.heads == ParamHeads::classifier)
@@ -141,31 +142,23 @@ std::unique_ptr<TrainableEncoder> load_trainable_encoder(const HfConfig& config,
   enc->grad = layout.views(enc->grad_data());
   enc->dense_master = layout.dense_views(enc->master_data());
   enc->dense_grad = layout.dense_views(enc->grad_data());
-  if (config.arch->family == LayerFamily::prenorm_encoder) {
-    // ModernBERT's fixed tensors (EncoderParams): zeros for the bias-free
-    // LayerNorms' betas and the one-row position table, and the rotary
-    // frequencies. Not parameters: no gradient, never saved.
-    const int64_t H = config.hidden_size, d = config.head_dim();
-    std::vector<float> fixed(static_cast<size_t>(H + d), 0.0f);
-    const std::vector<float> global = default_rope_inv_freq(d, config.rope_theta);
-    const std::vector<float> local = default_rope_inv_freq(d, config.local_rope_theta);
-    std::copy(global.begin(), global.end(), fixed.begin() + H);
-    std::copy(local.begin(), local.end(), fixed.begin() + H + d / 2);
-    enc->fixed_buffer = backend.allocate(fixed.size() * 4);
-    backend.copy_to_device(enc->fixed_buffer->data(), fixed.data(), fixed.size() * 4);
-    backend.synchronize();  // `fixed` goes out of scope
-    auto* base = static_cast<float*>(enc->fixed_buffer->data());
-    EncoderParams& m = enc->master;
-    m.zeros = TensorView(base, DType::f32, {H});
-    m.position_embeddings = TensorView(base, DType::f32, {1, H});
-    m.rope_global = TensorView(base + H, DType::f32, {d / 2});
-    m.rope_local = TensorView(base + H + d / 2, DType::f32, {d / 2});
-    m.emb_ln_beta = m.zeros;
-    for (EncoderLayerParams& l : m.layers) {
-      if (!l.attn_ln_gamma.empty()) l.attn_ln_beta = m.zeros;
-      l.ffn_ln_beta = m.zeros;
-    }
-  }
+  // The layer family's fixed tensors (ModernBERT: zeros for the bias-free
+  // LayerNorms' betas and the one-row position table, and the rotary
+  // frequencies). Not parameters: no gradient, never saved.
+  std::deque<std::vector<float>> fixed_host;  // read by the copies, on the stream
+  place_family_fixed(config,
+                     [&](const std::vector<float>& values, const std::vector<int64_t>& shape) {
+                       const std::vector<float>& v = fixed_host.emplace_back(values);
+                       enc->family_fixed.push_back(backend.allocate(std::max<size_t>(v.size() * 4, 4)));
+                       TensorView t;
+                       t.data = enc->family_fixed.back()->data();
+                       t.dtype = DType::f32;
+                       for (int64_t d : shape) t.dims[static_cast<size_t>(t.rank++)] = d;
+                       backend.copy_to_device(t.data, v.data(), v.size() * 4);
+                       return t;
+                     },
+                     enc->master);
+  if (!fixed_host.empty()) backend.synchronize();  // `fixed_host` goes out of scope
   enc->compute = enc->master;
   // Rotary encoders: the fixed frequencies and the zero position table
   // (neither trained nor saved; the gradient has no position table).

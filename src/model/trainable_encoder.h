@@ -35,7 +35,10 @@ struct TrainableEncoder {
   DType dtype = DType::f32;         // compute dtype of the layers' GEMMs
   ParamLayout layout;
   std::unique_ptr<Buffer> master_buffer, grad_buffer, low_buffer;
-  std::unique_ptr<Buffer> fixed_buffer;  // rotary encoders: inv_freq and the zero position row; ModernBERT: zeros and its two inv_freqs (not parameters)
+  // Fixed tensors, not parameters: rotary encoders' inv_freq and zero
+  // position row; the layer family's (ModernBERT: zeros and its two inv_freqs).
+  std::unique_ptr<Buffer> fixed_buffer;
+  std::vector<std::unique_ptr<Buffer>> family_fixed;
   EncoderParams master;             // f32 views into master_buffer
   EncoderParams grad;               // f32 views into grad_buffer, same layout
   EncoderParams compute;            // what the forward reads: GEMM weights in dtype, the rest = master
@@ -59,6 +62,10 @@ struct TrainableEncoder {
   // views, no ownership.
   LoadedEncoder inference_view() const;
 };
+
+// Decoders (LayerFamily::decoder) run inference only: the one refusal, for
+// every place that would train one.
+[[noreturn]] void refuse_decoder_training(const Architecture& arch);
 
 // What load_trainable_encoder did that the user should hear about.
 struct TrainableLoadReport {

@@ -7,17 +7,17 @@
 namespace stoke {
 
 
-void check_late_chunking_model(const LoadedEncoder& encoder, PoolingMode pooling) {
-  if (encoder.config.arch->decoder && encoder.config.causal)
+void check_late_chunking_model(const LoadedEncoder& encoder, Pooling pooling) {
+  if (encoder.config.arch->family == LayerFamily::decoder && encoder.config.causal)
     throw Error(Errc::unsupported, "--late-chunking: " + encoder.config.model_type_name +
                                        " is a decoder, whose attention is causal: a chunk's tokens would see only the "
                                        "text before them, not their context; use plain --chunk-tokens");
-  if (pooling == PoolingMode::lasttoken)
+  if (pooling == Pooling::lasttoken)
     throw Error(Errc::unsupported, "--late-chunking: last-token pooling reads one token of the text, which a chunk's "
                                    "span does not have; use plain --chunk-tokens");
 }
 
-ChunkedItems chunk_items(const Tokenizer& tok, const LoadedEncoder& encoder, PoolingMode pooling,
+ChunkedItems chunk_items(const Tokenizer& tok, const LoadedEncoder& encoder, Pooling pooling,
                          std::span<const std::string> texts, const ChunkOptions& options, const std::string& prompt,
                          size_t max_length) {
   check_chunk_settings(options.settings);
@@ -29,7 +29,7 @@ ChunkedItems chunk_items(const Tokenizer& tok, const LoadedEncoder& encoder, Poo
     if (!encoder.dense.empty())
       throw Error(Errc::unsupported, "late chunking: this model has Dense modules after its pooling, which this "
                                      "path does not run on pooled spans; `stoke embed --late-chunking` does");
-    out.product = BatchProduct::tokens;
+    out.product = RowProduct::tokens;
   }
   for (size_t i = 0; i < texts.size(); ++i) {
     TextChunks c = chunk_text(tok, options, prompt, max_length, texts[i]);
@@ -61,7 +61,7 @@ ChunkedRows chunk_rows(const ChunkedItems& chunked, const std::vector<float>& va
   const auto W = static_cast<size_t>(width);
   const size_t n = chunked.rows.size();
   std::vector<float> rows(n * W);
-  if (chunked.product == BatchProduct::pooled) {
+  if (chunked.product == RowProduct::pooled) {
     if (values.size() != n * W) throw Error(Errc::internal, "chunked request: rows and chunks differ");
     rows = values;
   } else {

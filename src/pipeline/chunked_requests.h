@@ -21,7 +21,7 @@ namespace stoke {
 // The request to send: one item per sequence, and what each row will be.
 struct ChunkedItems {
   ChunkOptions options;
-  BatchProduct product = BatchProduct::pooled;  // tokens under late chunking
+  RowProduct product = RowProduct::pooled;  // tokens under late chunking
   std::vector<BatchItem> items;                 // token ids, specials and prompt included
   std::vector<uint32_t> row_text;               // each chunk row's input text
   std::vector<ChunkRow> rows;
@@ -35,13 +35,13 @@ struct ChunkedItems {
 // last-token pooling reads one token, so neither gives a chunk its context.
 // Throws Error(unsupported) naming why ("--late-chunking: ..."). Every
 // interface that late-chunks asks this one function.
-void check_late_chunking_model(const LoadedEncoder& encoder, PoolingMode pooling);
+void check_late_chunking_model(const LoadedEncoder& encoder, Pooling pooling);
 
 // Throws Error(invalid_argument) naming the text's index when it cannot be
 // chunked, and Error(unsupported) for late chunking where this path cannot
 // do it (a decoder with causal attention, last-token pooling, Dense modules
 // after pooling: `stoke embed --late-chunking` runs those on the device).
-ChunkedItems chunk_items(const Tokenizer& tokenizer, const LoadedEncoder& encoder, PoolingMode pooling,
+ChunkedItems chunk_items(const Tokenizer& tokenizer, const LoadedEncoder& encoder, Pooling pooling,
                          std::span<const std::string> texts, const ChunkOptions& options, const std::string& prompt,
                          size_t max_length);
 

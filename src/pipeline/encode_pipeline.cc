@@ -456,7 +456,7 @@ class Pipeline {
       out.span_cu = span_cu_;
       // CLS and last-token pooling read one token of a sequence: a chunk's
       // span pools the mean of its tokens instead (as Jina's late chunking).
-      if (out.pooling == PoolingMode::cls || out.pooling == PoolingMode::lasttoken) out.pooling = PoolingMode::mean;
+      if (out.pooling == Pooling::cls || out.pooling == Pooling::lasttoken) out.pooling = Pooling::mean;
     }
     set_text_output_destinations(enc_, opt_.extras, out, host_floats(sparse_slots_[slot]), host_floats(colbert_slots_[slot]));
     text_key_lens(opt_.extras, batch.ids, batch.cu_seqlens, key_lens_);  // ColBERT queries: expansion tokens no keys
@@ -883,6 +883,10 @@ void RowSink::chunk_row(const InputRecord& record, const ChunkRow& chunk, const 
 
 int64_t pipeline_row_width(const LoadedEncoder& encoder, const EncodePipelineOptions& options) {
   const int64_t H = encoder.sentence_width();  // the hidden size, or the Dense modules' out_features
+  // Token rows (len_i per text) come from the request batcher; this pipeline's
+  // slots, sinks and journal hold one fixed-width row per text.
+  if (options.product == RowProduct::tokens)
+    throw Error(Errc::invalid_argument, "the encode pipeline makes pooled or logits rows, not token rows");
   if (options.product == RowProduct::logits) return encoder.config.num_labels();
   if (options.dims < 0) throw Error(Errc::invalid_argument, "--dimensions: expected a positive number");
   if (options.dims > H)

@@ -26,13 +26,12 @@
 #include "model/text_outputs.h"
 #include "pipeline/batch_journal.h"
 #include "pipeline/record_reader.h"
+#include "pipeline/row_product.h"
 #include "pipeline/shard_writer.h"
 #include "pipeline/text_chunks.h"
 #include "text/tokenizer.h"
 
 namespace stoke {
-
-enum class RowProduct { pooled, logits };
 
 struct EncodePipelineOptions {
   RecordReaderOptions input;
@@ -47,7 +46,7 @@ struct EncodePipelineOptions {
   bool skip_bad_records = false;  // --on-error skip (else a bad record stops the run)
   uint64_t resume_record = 0;     // records before this one were committed by an earlier run
   bool serial = false;            // one stage at a time on the calling thread (the comparison loop)
-  RowProduct product = RowProduct::pooled;
+  RowProduct product = RowProduct::pooled;  // pooled or logits (tokens is refused)
   ChunkOptions chunks;            // pooled rows only
   // Sparse and multi-vector outputs from the same forward
   // (model/text_outputs.h: bge-m3's heads, SPLADE, ColBERT): each row's
@@ -55,7 +54,7 @@ struct EncodePipelineOptions {
   // No batch journal then (its rows are fixed-width): a stop keeps what
   // shards committed.
   TextOutputSettings extras;
-  PoolingMode pooling = PoolingMode::mean;
+  Pooling pooling = Pooling::mean;
   bool normalize = false;
   int64_t dims = 0;               // pooled columns kept (0 = hidden size)
   Trace* trace = nullptr;
@@ -138,7 +137,8 @@ struct PipelineStats {
   uint64_t input_bytes = 0;
 };
 
-// Width of each output row: pooled dims, or the number of labels.
+// Width of each output row: pooled dims, or the number of labels. Throws
+// Error (invalid_argument) for RowProduct::tokens, which this pipeline does not make.
 int64_t pipeline_row_width(const LoadedEncoder& encoder, const EncodePipelineOptions& options);
 
 // What the run's summary says when the device had no room for the token

@@ -52,7 +52,7 @@ bool wants_extras(const BatchRequestOptions& o) { return o.extras.sparse || o.ex
 
 struct BatchJob {
   std::vector<Member> members;
-  BatchProduct product = BatchProduct::pooled;
+  RowProduct product = RowProduct::pooled;
   TextOutputSettings extras;  // the generation's (same_generation)
   size_t slot = 0;
   int64_t tokens = 0;
@@ -183,11 +183,11 @@ struct RequestBatcherState {
 
   // ------------------------------------------------------------ helpers
 
-  int64_t row_width(BatchProduct p) const {
+  int64_t row_width(RowProduct p) const {
     switch (p) {
-      case BatchProduct::pooled: return sources.dense ? enc.sentence_width() : 0;  // no dense vector: extras only
-      case BatchProduct::logits: return enc.config.num_labels();
-      case BatchProduct::tokens: return enc.config.hidden_size;
+      case RowProduct::pooled: return sources.dense ? enc.sentence_width() : 0;  // no dense vector: extras only
+      case RowProduct::logits: return enc.config.num_labels();
+      case RowProduct::tokens: return enc.config.hidden_size;
     }
     return 0;
   }
@@ -319,7 +319,7 @@ struct RequestBatcherState {
           total += r.encodings_[i].ids.size();
         }
         r.total_tokens = total;
-        if (r.options_.product == BatchProduct::tokens) {
+        if (r.options_.product == RowProduct::tokens) {
           r.row_offsets.resize(n + 1);
           r.row_offsets[0] = 0;
           for (size_t i = 0; i < n; ++i) r.row_offsets[i + 1] = r.row_offsets[i] + r.token_counts[i];
@@ -446,7 +446,7 @@ struct RequestBatcherState {
   std::atomic<int> in_flight_batches{0};
 
   void run_generation(const std::vector<std::shared_ptr<BatchRequest>>& generation, PackedBatch& batch) {
-    const BatchProduct product = generation.front()->options_.product;
+    const RowProduct product = generation.front()->options_.product;
     const TextOutputSettings& extras = generation.front()->options_.extras;
     std::vector<Member> members;
     std::vector<int64_t> lengths;
@@ -518,7 +518,7 @@ struct RequestBatcherState {
     job.slot = *slot;
     Slot& s = slots[job.slot];
     EncoderOutputs out;
-    if (job.product == BatchProduct::pooled) {
+    if (job.product == RowProduct::pooled) {
       if (sources.dense) {
         out.pooled = static_cast<float*>(s.rows->data());
         out.pooling = opt.pooling;
@@ -539,7 +539,7 @@ struct RequestBatcherState {
         text_key_lens(job.extras, batch.ids, batch.cu_seqlens, key_lens);  // ColBERT queries: expansion tokens no keys
         out.key_lens = key_lens;
       }
-    } else if (job.product == BatchProduct::logits) {
+    } else if (job.product == RowProduct::logits) {
       out.logits = static_cast<float*>(s.rows->data());
     } else {
       if (!s.hidden)
@@ -624,7 +624,7 @@ struct RequestBatcherState {
         // A request failed meanwhile (another batch's error) has no use for
         // its rows; it may even have been finished and answered.
         if (r.state_ == BatchRequest::State::queued) {
-          if (job.product == BatchProduct::tokens) {
+          if (job.product == RowProduct::tokens) {
             const auto* src = static_cast<const float*>(s.hidden->data()) + token_row * width;
             std::memcpy(r.values.data() + r.row_offsets[m.index] * width, src, static_cast<size_t>(len) * row_bytes);
           } else if (width > 0) {
@@ -746,7 +746,7 @@ std::shared_ptr<BatchRequest> RequestBatcher::submit(std::vector<BatchItem> item
   r->width = s.row_width(options.product);
   if (wants_extras(options)) {
     try {
-      if (options.product != BatchProduct::pooled)
+      if (options.product != RowProduct::pooled)
         throw Error(Errc::invalid_argument, "sparse / ColBERT outputs go with pooled rows");
       const TextOutputSources src = text_output_sources(s.enc, s.tok.vocab_size());
       if (options.extras.sparse && src.sparse == SparseSource::none)
@@ -758,7 +758,7 @@ std::shared_ptr<BatchRequest> RequestBatcher::submit(std::vector<BatchItem> item
       return r;
     }
   }
-  if (options.product == BatchProduct::logits && !s.enc.has_classifier()) {
+  if (options.product == RowProduct::logits && !s.enc.has_classifier()) {
     r->finish(BatchRequest::State::failed,
               std::make_exception_ptr(Error(Errc::unsupported, "this model has no classification head")));
     return r;
@@ -784,7 +784,7 @@ std::shared_ptr<BatchRequest> RequestBatcher::submit(std::vector<BatchItem> item
   }
   r->owner_ = &s;
   if (n == 0) {
-    if (options.product == BatchProduct::tokens) r->row_offsets = {0};
+    if (options.product == RowProduct::tokens) r->row_offsets = {0};
     r->finish(BatchRequest::State::done);
     return r;
   }

@@ -41,6 +41,7 @@
 #include "backend/backend.h"
 #include "model/encoder.h"
 #include "model/text_outputs.h"
+#include "pipeline/row_product.h"
 #include "text/tokenizer.h"
 
 namespace stoke {
@@ -48,12 +49,6 @@ class Trace;
 }
 
 namespace stoke {
-
-enum class BatchProduct {
-  pooled,  // one row per text: the model's pooling, Dense modules and Normalize (sentence width)
-  tokens,  // the last hidden state: len_i rows of H per text (special tokens included)
-  logits,  // one row of num_labels per text (classifiers, cross-encoders)
-};
 
 // One input: a text (and its pair, for cross-encoders), or token ids already
 // made by this model's tokenizer (used as they are: no special tokens added).
@@ -64,7 +59,7 @@ struct BatchItem {
 };
 
 struct BatchRequestOptions {
-  BatchProduct product = BatchProduct::pooled;
+  RowProduct product = RowProduct::pooled;
   // false: a text longer than the max length fails the request (Errc::invalid_argument,
   // naming the input's index and its token count) instead of being cut.
   bool truncate = true;
@@ -79,7 +74,7 @@ struct BatchRequestOptions {
 
 struct RequestBatcherOptions {
   EncodeOptions encode;              // max length (truncation is per request)
-  PoolingMode pooling = PoolingMode::mean;
+  Pooling pooling = Pooling::mean;
   bool normalize = false;            // the model's own Normalize module
   int64_t batch_tokens = 16384;      // token budget per batch
   int64_t max_batch_size = 256;      // sequences per batch at most

@@ -137,7 +137,7 @@ std::vector<BatchItem> inputs_of(Call& call, dom::object body) {
 // prompt_name) and stoke's `role`, asking for the sparse / ColBERT outputs.
 BatchRequestOptions extras_request(Call& call, dom::object body, bool sparse, bool colbert) {
   BatchRequestOptions o;
-  o.product = BatchProduct::pooled;
+  o.product = RowProduct::pooled;
   set_truncation(o, call, body);
   o.prompt = call.model().prompt_for(string_field(body, "prompt_name"));
   o.extras = call.model().output_settings(sparse, colbert, role_of(body, TextRole::document));
@@ -196,7 +196,7 @@ void late_interaction_rerank(Call& call) {
   if (weights && !is_bge_m3(m))
     throw validation_error("weights: only a bge-m3 model (dense, sparse and ColBERT outputs) mixes scores", "weights");
   BatchRequestOptions q, d;
-  q.product = d.product = BatchProduct::pooled;
+  q.product = d.product = RowProduct::pooled;
   set_truncation(q, call, body);
   set_truncation(d, call, body);
   q.extras = m.output_settings(weights.has_value(), true, TextRole::query);
@@ -270,7 +270,7 @@ void stoke_compute_score(Call& call) {
   }
   const M3Weights weights = weights_field(body).value_or(M3Weights{});
   BatchRequestOptions o;
-  o.product = BatchProduct::pooled;
+  o.product = RowProduct::pooled;
   set_truncation(o, call, body);
   o.extras = m.output_settings(true, true);
   const ServedModel* model = &m;

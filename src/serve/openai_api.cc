@@ -26,7 +26,7 @@ void openai_embeddings(Call& call) {
   const bool base64 = format == "base64";
   const int64_t dims = checked_dimensions(int_field(body, "dimensions"), call.model().width(), "dimensions");
   BatchRequestOptions o;
-  o.product = BatchProduct::pooled;
+  o.product = RowProduct::pooled;
   o.truncate = call.options().auto_truncate;
   o.prompt = call.model().prompt_for(std::nullopt);
   const bool normalize = call.model().model_normalizes();
@@ -101,7 +101,7 @@ void cohere_rerank(Call& call) {
   const bool return_documents = bool_field(body, "return_documents", false);
   (void)string_field(body, "model");
   BatchRequestOptions o;
-  o.product = BatchProduct::logits;
+  o.product = RowProduct::logits;
   o.truncate = true;  // Cohere and Jina truncate long documents
   const ScoreHead head = call.model().score_head();
   const std::string name = call.model().name();

@@ -6,7 +6,6 @@
 
 #include "core/error.h"
 #include "io/sentence_transformers.h"
-#include "model/pooling_mode.h"
 #include "serve/api_error.h"
 
 namespace stoke::serve {
@@ -78,7 +77,7 @@ ServedModel::ServedModel(const ServeOptions& o, Trace* trace, std::function<void
   bo.encode.max_length = static_cast<size_t>(session_.text.max_length);
   bo.encode.truncate = true;
   if (st.pooling) {
-    bo.pooling = pooling_mode(*st.pooling);
+    bo.pooling = *st.pooling;
     pooling_ = bo.pooling;
     pooling_name_ = std::string(stoke::pooling_name(*st.pooling));
   }
@@ -139,7 +138,7 @@ TextOutputSettings ServedModel::output_settings(bool sparse, bool colbert, TextR
 
 void ServedModel::warm_up() {
   BatchRequestOptions ro;
-  ro.product = kind_ == ModelKind::embedding ? BatchProduct::pooled : BatchProduct::logits;
+  ro.product = kind_ == ModelKind::embedding ? RowProduct::pooled : RowProduct::logits;
   // A model with no dense vector warms up on the output it does give.
   if (kind_ == ModelKind::embedding && !sources_.dense)
     ro.extras = output_settings(sources_.sparse != SparseSource::none, sources_.sparse == SparseSource::none);

@@ -43,7 +43,7 @@ class ServedModel {
   const std::vector<std::string>& labels() const { return session_.encoder.config.id2label; }
   ScoreHead score_head() const { return head_; }
   const std::string& pooling_name() const { return pooling_name_; }
-  PoolingMode pooling() const { return pooling_; }
+  Pooling pooling() const { return pooling_; }
   int tokenizer_workers() const { return workers_; }
   bool model_normalizes() const { return normalizes_; }
   // The sparse / multi-vector outputs the model gives (model/text_outputs.h).
@@ -69,7 +69,7 @@ class ServedModel {
   std::string name_;
   ModelSession session_;
   std::string pooling_name_ = "mean";
-  PoolingMode pooling_ = PoolingMode::mean;
+  Pooling pooling_ = Pooling::mean;
   bool normalizes_ = false;
   int workers_ = 1;
   TextOutputSources sources_;

@@ -55,7 +55,7 @@ void tei_embed(Call& call, bool all_tokens) {
   const int64_t width = call.model().width();
   const int64_t dims = checked_dimensions(int_field(body, "dimensions"), width, "dimensions");
   BatchRequestOptions o;
-  o.product = all_tokens ? BatchProduct::tokens : BatchProduct::pooled;
+  o.product = all_tokens ? RowProduct::tokens : RowProduct::pooled;
   set_truncation(o, call, body);
   o.prompt = call.model().prompt_for(string_field(body, "prompt_name"));
   call.run_batch(std::move(items), o, [all_tokens, normalize, dims](BatchResult& r) {
@@ -108,7 +108,7 @@ void tei_predict(Call& call) {
   }
   const bool raw_scores = bool_field(body, "raw_scores", false);
   BatchRequestOptions o;
-  o.product = BatchProduct::logits;
+  o.product = RowProduct::logits;
   set_truncation(o, call, body);
   Call* c = &call;
   call.run_batch(std::move(items), o, [c, batch, raw_scores](BatchResult& r) {
@@ -143,7 +143,7 @@ void tei_rerank(Call& call) {
   const bool raw_scores = bool_field(body, "raw_scores", false);
   const bool return_text = bool_field(body, "return_text", false);
   BatchRequestOptions o;
-  o.product = BatchProduct::logits;
+  o.product = RowProduct::logits;
   set_truncation(o, call, body);
   const ScoreHead head = call.model().score_head();
   call.run_batch(std::move(items), o, [raw_scores, return_text, head, kept = std::move(kept)](BatchResult& r) {

@@ -44,7 +44,7 @@ struct EmbeddingTaskOptions {
   bool model_normalizes = false;      // the model ends in a Normalize module (dot products of unit vectors)
   std::vector<int64_t> matryoshka_dims;  // empty: the whole vector only
   std::vector<float> matryoshka_weights;  // one per dim (default 1)
-  PoolingMode pooling = PoolingMode::mean;
+  Pooling pooling = Pooling::mean;
   int64_t batch_size = 8;             // per rank: anchors whose texts are embedded on this rank
   int64_t mini_batch_tokens = 0;      // > 0: at most this many tokens in memory at once (GradCache); 0: the whole batch
   bool shuffle = true;

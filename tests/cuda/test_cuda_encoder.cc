@@ -184,7 +184,7 @@ TEST(CudaMemory, OutOfMemoryHalvesTheTokenBudgetOnTheGpu) {
   EncodePipelineOptions po;
   po.input.path = input.string();
   po.encode.max_length = static_cast<size_t>(s.text.max_length);
-  po.pooling = PoolingMode::mean;
+  po.pooling = Pooling::mean;
   po.normalize = true;
   po.batch_tokens = 4096;
   auto embed = [&](Backend& backend, PipelineStats* stats) {

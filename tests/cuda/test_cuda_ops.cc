@@ -305,7 +305,7 @@ struct DeviceBytes {
   DeviceBytes& operator=(const DeviceBytes&) = delete;
 };
 
-// MPNet's drel through each of its paths (src/cuda/kernels_relpos_drel.cu),
+// MPNet's drel through each of its paths (src/cuda/kernels_attention_relpos.cu),
 // chosen by the workspace the launcher is given: every head in one pass (the
 // backend's 32 MiB: what the op table reaches), one head per pass (one
 // head's partials) and the walk over tokens (no workspace), each against the
@@ -407,8 +407,8 @@ TEST(CudaOps, PoolingAndRowOpsMatchReference) {
       const HostTensor h = random_tensor(rng, dt, {T, H}, -3, 3);
       const HostTensor hcu = index_tensor(cu);
       const TensorView dh = dev.upload(h), dcu = dev.upload(hcu);
-      for (PoolingMode mode : {PoolingMode::cls, PoolingMode::mean, PoolingMode::max, PoolingMode::mean_sqrt_len,
-                               PoolingMode::lasttoken}) {
+      for (Pooling mode : {Pooling::cls, Pooling::mean, Pooling::max, Pooling::mean_sqrt_len,
+                               Pooling::lasttoken}) {
         HostTensor want = host_tensor(DType::f32, {B, H});
         ref().pool(want.view, h.view, hcu.view, mode);
         const TensorView out = dev.make(DType::f32, {B, H});

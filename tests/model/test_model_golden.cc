@@ -112,7 +112,7 @@ TEST(ModelGoldenDense, PoolingDenseNormalizeMatchSentenceTransformers) {
       std::vector<float> got(B * 24);
       EncoderOutputs out;
       out.pooled = got.data();
-      out.pooling = PoolingMode::cls;
+      out.pooling = Pooling::cls;
       out.normalize = normalize;
       backend.wait(*runner.run(batch, out));
       const double e = relative_error(got, best_golden(*fx.golden, name));
@@ -123,7 +123,7 @@ TEST(ModelGoldenDense, PoolingDenseNormalizeMatchSentenceTransformers) {
     std::vector<float> cut(B * 10);
     EncoderOutputs out;
     out.pooled = cut.data();
-    out.pooling = PoolingMode::cls;
+    out.pooling = Pooling::cls;
     out.normalize = true;
     out.dims = 10;
     backend.wait(*runner.run(batch, out));
@@ -226,7 +226,7 @@ TEST(ModelGoldenGte, HubSchemaFolderRunsAsTheTransformersFolder) {
     EncoderOutputs out;
     out.logits = logits.data();
     out.pooled = pooled.data();
-    out.pooling = PoolingMode::cls;
+    out.pooling = Pooling::cls;
     backend.wait(*runner.run(batch, out));
     logits.insert(logits.end(), pooled.begin(), pooled.end());
     return logits;

@@ -86,12 +86,12 @@ TEST_P(ModelInt8, AgreesWithF32Goldens) {
   EncoderRunner runner(enc, backend, batch.tokens(), batch.sequences());
   std::string report;
   std::vector<float> logits(B * C);
-  for (const auto& [name, mode] : {std::pair{"mean_pooled", PoolingMode::mean}, std::pair{"cls_pooled", PoolingMode::cls}}) {
+  for (const auto& [name, mode] : {std::pair{"mean_pooled", Pooling::mean}, std::pair{"cls_pooled", Pooling::cls}}) {
     std::vector<float> pooled(B * H);
     EncoderOutputs out;
     out.pooled = pooled.data();
     out.pooling = mode;
-    if (head && mode == PoolingMode::mean) out.logits = logits.data();
+    if (head && mode == Pooling::mean) out.logits = logits.data();
     backend.wait(*runner.run(batch, out));
     const std::vector<double> want = best_golden(*fx.golden, name);
     const size_t rows = std::min(B, want.size() / H);  // the added architectures' goldens: the first 16 texts
@@ -99,7 +99,7 @@ TEST_P(ModelInt8, AgreesWithF32Goldens) {
     const std::vector<double> cos = centered_cosines(pooled, want, rows, H);
     double mean = 0;
     for (double x : cos) mean += x / static_cast<double>(rows);
-    const double per_text = mode == PoolingMode::mean ? kMinCenteredCosine : kMinCenteredCosineCls;
+    const double per_text = mode == Pooling::mean ? kMinCenteredCosine : kMinCenteredCosineCls;
     for (size_t r = 0; r < rows; ++r) EXPECT_GE(cos[r], per_text) << name << " text " << r;
     EXPECT_GE(mean, kMinCenteredCosine) << name << " mean over texts";
     char line[160];

@@ -74,7 +74,7 @@ TEST_P(TrainedStats, WithinTwiceTorchF32ErrorOnEveryText) {
     }
     EncoderOutputs out;
     out.pooled = pooled.data() + first * H;
-    out.pooling = PoolingMode::mean;
+    out.pooling = Pooling::mean;
     out.normalize = true;
     backend.wait(*runner.run(batch, out));
   };

@@ -158,7 +158,7 @@ TEST(Int8Linear, SevenBitCodeWithoutVnni) {
 TEST(Int8Linear, SaysSoWithoutVnni) {
   PretendNoInt8Dot hide;
   EXPECT_EQ(std::string(cpu::cpu_int8_support()), "int8 without VNNI (7-bit activations)");
-  const std::string w = precision_speed_warning("int8", "cpu");
+  const std::string w = precision_speed_warning(Precision::int8, "cpu");
   EXPECT_NE(w.find("no VNNI"), std::string::npos) << w;
   EXPECT_NE(w.find("not faster"), std::string::npos) << w;
   EXPECT_EQ(w.find('\n'), std::string::npos);
@@ -170,7 +170,7 @@ TEST(Int8Linear, ForcedNonVnniPathIsDetected) {
   if (!forced_without_vnni()) GTEST_SKIP() << "runs under the ctest entry int8_without_vnni (ONEDNN_MAX_CPU_ISA=AVX512_CORE)";
   EXPECT_FALSE(cpu::cpu_has_int8_dot());
   EXPECT_EQ(cpu::cpu_int8_activation_code().levels, 127);
-  EXPECT_FALSE(precision_speed_warning("int8", "cpu").empty());
+  EXPECT_FALSE(precision_speed_warning(Precision::int8, "cpu").empty());
 }
 
 // bf16 honesty: on a CPU without native bf16 the warning says slower and why;
@@ -179,14 +179,14 @@ TEST(Bf16Honesty, SaysSlowerWithoutNativeBf16) {
   {
     PretendNoBf16 hide;
     EXPECT_FALSE(device_has_native_bf16("cpu"));
-    const std::string w = precision_speed_warning("bf16", "cpu");
+    const std::string w = precision_speed_warning(Precision::bf16, "cpu");
     EXPECT_NE(w.find("slower than --precision f32"), std::string::npos) << w;
     EXPECT_NE(w.find("AVX512-BF16"), std::string::npos) << w;
   }
-  EXPECT_EQ(precision_speed_warning("bf16", "cuda:0"), "");
-  EXPECT_EQ(precision_speed_warning("f32", "cpu"), "");
+  EXPECT_EQ(precision_speed_warning(Precision::bf16, "cuda:0"), "");
+  EXPECT_EQ(precision_speed_warning(Precision::f32, "cpu"), "");
   if (cpu::cpu_has_native_bf16()) {
-    EXPECT_EQ(precision_speed_warning("bf16", "cpu"), "");
+    EXPECT_EQ(precision_speed_warning(Precision::bf16, "cpu"), "");
   }
 }
 

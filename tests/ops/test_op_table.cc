@@ -337,8 +337,8 @@ std::vector<OpCase> make_cases() {
             r.ops.attention_keys(r.out("out", at, {wt, heads * d}), qkv, r.in(cu_seqlens(wl)), r.in(index_tensor(keys)),
                                  heads, 300, window);
           });
-    for (PoolingMode mode : {PoolingMode::cls, PoolingMode::mean, PoolingMode::max, PoolingMode::mean_sqrt_len,
-                             PoolingMode::lasttoken})
+    for (Pooling mode : {Pooling::cls, Pooling::mean, Pooling::max, Pooling::mean_sqrt_len,
+                             Pooling::lasttoken})
       add("pool", std::string(dname(at)) + "_mode" + std::to_string(static_cast<int>(mode)), at, 16,
           [=](Run& r, Rng& rng) {
             const TensorView h = r.in(random_tensor(rng, at, {T, H}));
@@ -535,7 +535,7 @@ std::vector<OpCase> make_cases() {
       r.ops.attention(r.out("out", DType::f32, {RT, heads * d}), r.in(qkv), r.in(cu_seqlens(run_lens)), heads, max_len,
                       0);
     }).tol = kTrainedTol;
-    for (PoolingMode mode : {PoolingMode::mean, PoolingMode::mean_sqrt_len})
+    for (Pooling mode : {Pooling::mean, Pooling::mean_sqrt_len})
       add("pool", "f32_repeated_rows_mode" + std::to_string(static_cast<int>(mode)), DType::f32, max_len,
           [=](Run& r, Rng& rng) {
             HostTensor h = host_tensor(DType::f32, {RT, 771});
@@ -893,7 +893,7 @@ std::vector<OpCase> make_cases() {
         relpos_backward_case(r, rng, at, at, lens, 2, 16, 16, dropout, dropout);
       });
     }
-    // drel's 64 x 64 tile pairs on CUDA (kernels_relpos_drel.cu), every
+    // drel's 64 x 64 tile pairs on CUDA (kernels_attention_relpos.cu), every
     // dtype: several sequences, several tiles each way and tile edges (1, 64,
     // 65, 130, 200), so distances cross key tiles and meet the carry between
     // them; head dim 40 (a staged chunk of 32 and one of 8); max_seqlen past
@@ -998,8 +998,8 @@ std::vector<OpCase> make_cases() {
       const TensorView dh = r.inout("dh", random_tensor(rng, at, {T, H}));
       r.ops.gather_rows_backward(dh, r.in(random_tensor(rng, at, {5, H})), r.in(index_tensor({0, 7, 8, 23, 7})));
     });
-    for (PoolingMode mode : {PoolingMode::cls, PoolingMode::mean, PoolingMode::max, PoolingMode::mean_sqrt_len,
-                             PoolingMode::lasttoken})
+    for (Pooling mode : {Pooling::cls, Pooling::mean, Pooling::max, Pooling::mean_sqrt_len,
+                             Pooling::lasttoken})
       train("pool_backward", dt + "_mode" + std::to_string(static_cast<int>(mode)), at, 0, [=](Run& r, Rng& rng) {
         const TensorView h = r.in(random_tensor(rng, at, {T, H}));
         const TensorView dout = r.in(random_tensor(rng, DType::f32, {B, H}));

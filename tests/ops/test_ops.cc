@@ -96,13 +96,13 @@ const char* dname(DType t) {
   }
 }
 const char* aname(Activation a) { return a == Activation::none ? "none" : a == Activation::gelu_erf ? "gelu" : "tanh"; }
-const char* pname(PoolingMode m) {
+const char* pname(Pooling m) {
   switch (m) {
-    case PoolingMode::cls: return "cls";
-    case PoolingMode::mean: return "mean";
-    case PoolingMode::max: return "max";
-    case PoolingMode::mean_sqrt_len: return "meansqrtlen";
-    case PoolingMode::lasttoken: return "last";
+    case Pooling::cls: return "cls";
+    case Pooling::mean: return "mean";
+    case Pooling::max: return "max";
+    case Pooling::mean_sqrt_len: return "meansqrtlen";
+    case Pooling::lasttoken: return "last";
   }
   return "x";
 }
@@ -407,11 +407,11 @@ void add_attention_gqa_cases(std::vector<OpCase>& cases) {
 void add_pool_cases(std::vector<OpCase>& cases) {
   const std::vector<std::vector<int>> batches = {{1}, {3, 0, 7}, {16, 1, 64, 65, 0, 3, 127, 129}};
   const int64_t hidden[] = {1, 64, 129, 768};
-  const PoolingMode modes[] = {PoolingMode::cls, PoolingMode::mean, PoolingMode::max, PoolingMode::mean_sqrt_len,
-                               PoolingMode::lasttoken};
+  const Pooling modes[] = {Pooling::cls, Pooling::mean, Pooling::max, Pooling::mean_sqrt_len,
+                               Pooling::lasttoken};
   size_t n = 0;
   for (const auto& lens : batches)
-    for (PoolingMode mode : modes)
+    for (Pooling mode : modes)
       for (DType at : kActs) {
         const int64_t H = hidden[n++ % 4];
         OpCase c;
@@ -709,11 +709,11 @@ TEST_P(HandComputed, PoolModes) {
   // H = 1; sequence 0 = [1, 2, 3, 4], sequence 1 empty, sequence 2 = [-5].
   // cls [1, 0, -5]; mean [2.5, 0, -5]; max [4, 0, -5]; mean_sqrt_len [10 / sqrt 4 = 5, 0, -5]; last [4, 0, -5].
   Tensor h = from(DType::f32, {5, 1}, {1, 2, 3, 4, -5}), cu = cu_seqlens({4, 0, 1});
-  const std::pair<PoolingMode, std::vector<double>> want[] = {{PoolingMode::cls, {1, 0, -5}},
-                                                              {PoolingMode::mean, {2.5, 0, -5}},
-                                                              {PoolingMode::max, {4, 0, -5}},
-                                                              {PoolingMode::mean_sqrt_len, {5, 0, -5}},
-                                                              {PoolingMode::lasttoken, {4, 0, -5}}};
+  const std::pair<Pooling, std::vector<double>> want[] = {{Pooling::cls, {1, 0, -5}},
+                                                              {Pooling::mean, {2.5, 0, -5}},
+                                                              {Pooling::max, {4, 0, -5}},
+                                                              {Pooling::mean_sqrt_len, {5, 0, -5}},
+                                                              {Pooling::lasttoken, {4, 0, -5}}};
   for (const auto& [mode, expected] : want) {
     Tensor out = from(DType::f32, {3, 1}, {99, 99, 99});  // every row must be written
     k().pool(out.view, h.view, cu.view, mode);
@@ -979,11 +979,11 @@ TEST(PoolIsolation, SequenceAloneEqualsSequenceInBatch) {
     Rng rng(11);
     const std::vector<int> lens = {3, 9, 0, 4};
     Tensor h = random(rng, DType::bf16, {total(lens), 65}), cu = cu_seqlens(lens), out = make(DType::f32, {4, 65});
-    k->pool(out.view, h.view, cu.view, PoolingMode::mean);
+    k->pool(out.view, h.view, cu.view, Pooling::mean);
     Tensor alone = make(DType::bf16, {9, 65});
     std::memcpy(alone.view.data, static_cast<char*>(h.view.data) + 3 * 65 * 2, 9 * 65 * 2);
     Tensor cu1 = cu_seqlens({9}), out1 = make(DType::f32, {1, 65});
-    k->pool(out1.view, alone.view, cu1.view, PoolingMode::mean);
+    k->pool(out1.view, alone.view, cu1.view, Pooling::mean);
     const auto all = values(out.view), one = values(out1.view);
     for (int i = 0; i < 65; ++i) ASSERT_EQ(all[static_cast<size_t>(65 + i)], one[static_cast<size_t>(i)]) << k->name;
   }

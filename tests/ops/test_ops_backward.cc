@@ -107,13 +107,13 @@ std::string lens_name(const std::vector<int>& lens) {
   }
   return s;
 }
-const char* pname(PoolingMode m) {
+const char* pname(Pooling m) {
   switch (m) {
-    case PoolingMode::cls: return "cls";
-    case PoolingMode::mean: return "mean";
-    case PoolingMode::max: return "max";
-    case PoolingMode::mean_sqrt_len: return "meansqrtlen";
-    case PoolingMode::lasttoken: return "last";
+    case Pooling::cls: return "cls";
+    case Pooling::mean: return "mean";
+    case Pooling::max: return "max";
+    case Pooling::mean_sqrt_len: return "meansqrtlen";
+    case Pooling::lasttoken: return "last";
   }
   return "x";
 }
@@ -244,7 +244,7 @@ Vec attention64(const Vec& qkv, const std::vector<int>& lens, int64_t heads, int
   return out;
 }
 
-Vec pool64(const Vec& h, const std::vector<int>& lens, int64_t H, PoolingMode mode) {
+Vec pool64(const Vec& h, const std::vector<int>& lens, int64_t H, Pooling mode) {
   Vec out(lens.size() * static_cast<size_t>(H), 0.0);
   int64_t first = 0;
   for (size_t b = 0; b < lens.size(); ++b) {
@@ -253,16 +253,16 @@ Vec pool64(const Vec& h, const std::vector<int>& lens, int64_t H, PoolingMode mo
       auto at = [&](int64_t t) { return h[static_cast<size_t>((first + t) * H + i)]; };
       double v = 0.0;
       switch (mode) {
-        case PoolingMode::cls: v = at(0); break;
-        case PoolingMode::lasttoken: v = at(len - 1); break;
-        case PoolingMode::max:
+        case Pooling::cls: v = at(0); break;
+        case Pooling::lasttoken: v = at(len - 1); break;
+        case Pooling::max:
           v = at(0);
           for (int64_t t = 1; t < len; ++t) v = std::max(v, at(t));
           break;
-        case PoolingMode::mean:
-        case PoolingMode::mean_sqrt_len:
+        case Pooling::mean:
+        case Pooling::mean_sqrt_len:
           for (int64_t t = 0; t < len; ++t) v += at(t);
-          v /= mode == PoolingMode::mean ? static_cast<double>(len) : std::sqrt(static_cast<double>(len));
+          v /= mode == Pooling::mean ? static_cast<double>(len) : std::sqrt(static_cast<double>(len));
           break;
       }
       out[b * static_cast<size_t>(H) + static_cast<size_t>(i)] = v;
@@ -573,8 +573,8 @@ TEST(FiniteDifference, GatherRows) {
 }
 
 TEST(FiniteDifference, Pool) {
-  for (PoolingMode mode : {PoolingMode::cls, PoolingMode::mean, PoolingMode::max, PoolingMode::mean_sqrt_len,
-                           PoolingMode::lasttoken}) {
+  for (Pooling mode : {Pooling::cls, Pooling::mean, Pooling::max, Pooling::mean_sqrt_len,
+                           Pooling::lasttoken}) {
     Rng rng(8);
     const std::vector<int> lens = {3, 0, 1, 4};
     const int64_t T = total(lens), H = 5, B = static_cast<int64_t>(lens.size());
@@ -916,8 +916,8 @@ void add_movement_cases(std::vector<Case>& cases) {
         };
         cases.push_back(std::move(c));
       }
-      for (PoolingMode mode : {PoolingMode::cls, PoolingMode::mean, PoolingMode::max, PoolingMode::mean_sqrt_len,
-                               PoolingMode::lasttoken}) {
+      for (Pooling mode : {Pooling::cls, Pooling::mean, Pooling::max, Pooling::mean_sqrt_len,
+                               Pooling::lasttoken}) {
         Case c;
         c.name = std::string("pool_backward_") + pname(mode) + "_T" + std::to_string(T) + "_H" + std::to_string(H);
         c.family = "pool_backward f32";
@@ -1287,8 +1287,8 @@ TEST_P(Semantics, RefusesBadCalls) {
   EXPECT_THROW(k().attention_train(out.view, lse.view, qkv.view, cu.view, 1, 3, 0, {}), Error);  // lse [3, 2], heads 1
   EXPECT_THROW(k().attention_backward(dqkv.view, out.view, qkv.view, out.view, lse.view, cu.view, 1, 3, 0, {}), Error);
   Tensor h = make(DType::f32, {3, 4}), dh = make(DType::f32, {3, 4}), pout = make(DType::f32, {1, 4});
-  EXPECT_THROW(k().pool_backward(dh.view, pout.view, TensorView{}, cu.view, PoolingMode::max), Error);  // max needs h
-  EXPECT_NO_THROW(k().pool_backward(dh.view, pout.view, TensorView{}, cu.view, PoolingMode::mean));
+  EXPECT_THROW(k().pool_backward(dh.view, pout.view, TensorView{}, cu.view, Pooling::max), Error);  // max needs h
+  EXPECT_NO_THROW(k().pool_backward(dh.view, pout.view, TensorView{}, cu.view, Pooling::mean));
   Tensor rows = indices({3});
   EXPECT_THROW(k().gather_rows_backward(dh.view, pout.view, rows.view), Error);  // row 3 of 3
   EXPECT_THROW(k().layernorm_backward(dh.view, TensorView{}, TensorView{}, h.view, h.view, TensorView{}, lse.view,

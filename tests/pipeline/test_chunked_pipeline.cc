@@ -82,7 +82,7 @@ EncodePipelineOptions options(const ModelSession& s, const fs::path& input) {
   EncodePipelineOptions po;
   po.input.path = input.string();
   po.encode.max_length = static_cast<size_t>(s.text.max_length);
-  po.pooling = PoolingMode::mean;
+  po.pooling = Pooling::mean;
   po.normalize = true;
   po.workers = 2;
   po.batch_tokens = 512;  // several batches
@@ -111,7 +111,7 @@ TEST(ChunkedPipeline, LateChunkingPoolsTheSpansOfOneForwardPass) {
       EXPECT_EQ(s.text.tokenizer->encode(texts.back()).ids, d["ids"].get<std::vector<int32_t>>()) << name;
     }
     EncodePipelineOptions po = options(s, write_texts("late-" + name, texts));
-    po.pooling = PoolingMode::cls;
+    po.pooling = Pooling::cls;
     po.chunks.settings = {16, 4, ChunkBoundary::word};
     po.chunks.late = true;
     const auto rows = run(s, po);

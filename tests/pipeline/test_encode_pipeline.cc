@@ -65,7 +65,7 @@ class EncodePipeline : public ::testing::Test {
     EncodePipelineOptions po;
     po.input.path = input_->string();
     po.encode.max_length = static_cast<size_t>(session_->text.max_length);
-    po.pooling = PoolingMode::mean;
+    po.pooling = Pooling::mean;
     po.normalize = true;
     return po;
   }
@@ -230,6 +230,23 @@ TEST_F(EncodePipeline, TasksTakeEveryNthRecord) {
   for (const Row& r : rows) EXPECT_EQ(r.record % 7, 2u);
   EXPECT_EQ(rows.size(), 22u);  // records 2, 9, ..., 149
   EXPECT_EQ(st.other_tasks, 150u - 22u);
+}
+
+// Token rows are the request batcher's (RowProduct::tokens, len_i rows per
+// text); this pipeline's rows are one fixed width per text, so asking it for
+// token rows is refused by name before anything runs, never made as logits.
+TEST_F(EncodePipeline, TokenRowsAreRefused) {
+  EncodePipelineOptions po = options();
+  po.product = RowProduct::tokens;
+  try {
+    MemorySink sink(pipeline_row_width(session_->encoder, po));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("not token rows"), std::string::npos) << e.what();
+  }
+  MemorySink sink(8);
+  EXPECT_THROW(run_encode_pipeline(session_->encoder, *session_->backend, *session_->text.tokenizer, po, sink), Error);
 }
 
 TEST_F(EncodePipeline, BadRecordStopsWithItsLineOrIsSkipped) {

@@ -35,7 +35,7 @@ std::vector<std::string> fortune_texts(size_t n) {
   return texts;
 }
 
-BatchRequestOptions producing(BatchProduct product) {
+BatchRequestOptions producing(RowProduct product) {
   BatchRequestOptions o;
   o.product = product;
   return o;
@@ -81,7 +81,7 @@ class RequestBatcherTest : public ::testing::Test {
     EncodePipelineOptions po;
     po.input.path = path.string();
     po.encode.max_length = static_cast<size_t>(session_->text.max_length);
-    po.pooling = PoolingMode::mean;
+    po.pooling = Pooling::mean;
     po.normalize = true;
     po.batch_tokens = 2048;
     po.max_batch_size = 64;
@@ -96,7 +96,7 @@ class RequestBatcherTest : public ::testing::Test {
   static RequestBatcherOptions options() {
     RequestBatcherOptions bo;
     bo.encode.max_length = static_cast<size_t>(session_->text.max_length);
-    bo.pooling = PoolingMode::mean;
+    bo.pooling = Pooling::mean;
     bo.normalize = true;
     bo.batch_tokens = 2048;
     bo.max_batch_size = 64;
@@ -178,8 +178,8 @@ TEST_F(RequestBatcherTest, TokenVectorsAreTheHiddenStatesThePooledMeanAverages) 
   auto bo = options();
   bo.normalize = false;
   RequestBatcher batcher(session_->encoder, *session_->backend, *session_->text.tokenizer, bo);
-  auto tokens = batcher.submit(items(10, 15), producing(BatchProduct::tokens));
-  auto pooled = batcher.submit(items(10, 15), producing(BatchProduct::pooled));
+  auto tokens = batcher.submit(items(10, 15), producing(RowProduct::tokens));
+  auto pooled = batcher.submit(items(10, 15), producing(RowProduct::pooled));
   ASSERT_EQ(tokens->wait(), State::done);
   ASSERT_EQ(pooled->wait(), State::done);
   const int64_t H = batcher.hidden_size();
@@ -198,7 +198,7 @@ TEST_F(RequestBatcherTest, TokenVectorsAreTheHiddenStatesThePooledMeanAverages) 
 TEST_F(RequestBatcherTest, LogitsOfAClassifierAndPromptsAndTokenIds) {
   RequestBatcher batcher(session_->encoder, *session_->backend, *session_->text.tokenizer, options());
   ASSERT_EQ(batcher.num_labels(), 3);
-  auto logits = batcher.submit(items(0, 4), producing(BatchProduct::logits));
+  auto logits = batcher.submit(items(0, 4), producing(RowProduct::logits));
   ASSERT_EQ(logits->wait(), State::done);
   EXPECT_EQ(logits->width, 3);
   EXPECT_EQ(logits->values.size(), 12u);
@@ -265,7 +265,7 @@ TEST_F(RequestBatcherTest, LogitsFromAModelWithoutAHeadAreRefused) {
   headless.encoder.params.head_out_w = {};  // an encoder checkpoint without a classifier
   RequestBatcher batcher(headless.encoder, *headless.backend, *headless.text.tokenizer, options());
   EXPECT_EQ(batcher.num_labels(), 0);
-  auto r = batcher.submit({{"a", std::nullopt, std::nullopt}}, producing(BatchProduct::logits));
+  auto r = batcher.submit({{"a", std::nullopt, std::nullopt}}, producing(RowProduct::logits));
   ASSERT_EQ(r->wait(), State::failed);
   EXPECT_EQ(error_of(*r), "this model has no classification head");
 }

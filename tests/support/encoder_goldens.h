@@ -74,10 +74,10 @@ inline void expect_encoder_matches_goldens(Backend& backend, const std::string& 
 
   std::vector<float> hidden(T * H), head_hidden(B * H), logits(B * C);
   std::map<std::string, std::vector<float>> pooled;
-  for (const auto& [name, mode, norm] : {std::tuple{"mean_pooled", PoolingMode::mean, false},
-                                         std::tuple{"mean_pooled_normalized", PoolingMode::mean, true},
-                                         std::tuple{"cls_pooled", PoolingMode::cls, false},
-                                         std::tuple{"cls_pooled_normalized", PoolingMode::cls, true}}) {
+  for (const auto& [name, mode, norm] : {std::tuple{"mean_pooled", Pooling::mean, false},
+                                         std::tuple{"mean_pooled_normalized", Pooling::mean, true},
+                                         std::tuple{"cls_pooled", Pooling::cls, false},
+                                         std::tuple{"cls_pooled_normalized", Pooling::cls, true}}) {
     EncoderOutputs out;
     pooled[name].resize(B * H);
     out.pooled = pooled[name].data();
@@ -132,7 +132,7 @@ inline void expect_decoder_matches_goldens(Backend& backend, const std::string& 
                                            RunnerSetup setup = {}) {
   const Fixture fx = open_fixture(model);
   const HfConfig& c = fx.folder.config;
-  ASSERT_TRUE(c.arch->decoder) << model;
+  ASSERT_EQ(c.arch->family, LayerFamily::decoder) << model;
   EncoderLoadOptions load;
   load.dtype = dtype;
   const bool head = fx.golden->find("logits") != nullptr;
@@ -147,12 +147,12 @@ inline void expect_decoder_matches_goldens(Backend& backend, const std::string& 
   EncoderOutputs out;
   out.hidden = hidden.data();
   out.pooled = pooled.data();
-  out.pooling = PoolingMode::lasttoken;
+  out.pooling = Pooling::lasttoken;
   out.logits = head ? logits.data() : nullptr;
   backend.wait(*runner.run(batch, out));
   EncoderOutputs norm;
   norm.pooled = normalized.data();
-  norm.pooling = PoolingMode::lasttoken;
+  norm.pooling = Pooling::lasttoken;
   norm.normalize = true;
   backend.wait(*runner.run(batch, norm));
   const std::vector<double> want_hidden = golden_hidden_packed(fx);
@@ -174,7 +174,7 @@ inline void expect_decoder_matches_goldens(Backend& backend, const std::string& 
 // Either of the above, as the model folder's architecture says.
 inline void expect_matches_goldens(Backend& backend, const std::string& model, DType dtype, double tol,
                                    RunnerSetup setup = {}) {
-  if (open_fixture(model).folder.config.arch->decoder)
+  if (open_fixture(model).folder.config.arch->family == LayerFamily::decoder)
     expect_decoder_matches_goldens(backend, model, dtype, tol, setup);
   else
     expect_encoder_matches_goldens(backend, model, dtype, tol, setup);

@@ -41,7 +41,7 @@ inline std::vector<int32_t> golden_labels(const Fixture& fx, const std::string& 
 // Dropout 0.1 at every site the architecture trains with one: all of them,
 // but a pre-norm encoder's (ModernBERT's) layers, which train without.
 inline DropoutRates golden_dropout(const Fixture& fx) {
-  const bool prenorm = fx.folder.config.arch->prenorm;
+  const bool prenorm = fx.folder.config.arch->family == LayerFamily::prenorm_encoder;
   return DropoutRates{prenorm ? 0.0f : 0.1f, prenorm ? 0.0f : 0.1f, 0.1f};
 }
 

@@ -99,7 +99,7 @@ inline void expect_m3_matches_goldens(Backend& backend, double tol, Batching bat
     std::vector<float> dense(B * static_cast<size_t>(H)), sparse(T), colbert(T * static_cast<size_t>(D));
     EncoderOutputs out;
     out.pooled = dense.data();
-    out.pooling = PoolingMode::cls;
+    out.pooling = Pooling::cls;
     out.normalize = true;
     out.sparse_weights = sparse.data();
     out.colbert = colbert.data();

@@ -76,15 +76,15 @@ TEST(CliInt8, EmbedIsCloseToF32AndRecordsThePrecision) {
   EXPECT_NE(err.find("precision"), std::string::npos) << err;
 }
 
-// The manifest's "quality": int8 against f32 on the first texts (32 of the
-// 66 here: a small job samples a 32nd of its records, at least 32), within
+// The manifest's "quality": int8 against f32 on the first texts (16 of the
+// 66 here: a small job samples a 64th of its records, at least 16), within
 // the golden tests' bounds; verify accepts it; a resume keeps the first run's
-// object as it was; the summary says it. Shards of 20 rows commit before the
-// sample's 32 rows are all out, so this run measures both sides beforehand.
+// object as it was; the summary says it. Shards of 10 rows commit before the
+// sample's 16 rows are all out, so this run measures both sides beforehand.
 TEST(CliInt8, EmbedRecordsItsMeasuredQuality) {
   const fs::path out = test::scratch_dir("embed-int8-quality");
   const std::string base = "embed --model " + model("tiny-bert") + " --input " + texts() + " --output " +
-                           out.string() + " --precision int8 --shard-size 20";
+                           out.string() + " --precision int8 --shard-size 10";
   std::string err;
   // Killed right after the first commit: its manifest already carries the measurement.
   EXPECT_NE(run(base + " --quiet", &err, "STOKE_CRASH_AT=after-manifest:1"), 0) << err;
@@ -94,7 +94,7 @@ TEST(CliInt8, EmbedRecordsItsMeasuredQuality) {
   json q = m["quality"];
   EXPECT_EQ(q["reference_precision"], "f32");
   EXPECT_EQ(q["metric"], "centered_cosine");
-  EXPECT_EQ(q["sample_texts"], 32);
+  EXPECT_EQ(q["sample_texts"], 16);
   EXPECT_GE(q["mean"].get<double>(), 0.98);
   EXPECT_LE(q["mean"].get<double>(), 1.0 + 1e-9);
   EXPECT_GE(q["min"].get<double>(), 0.98);
@@ -106,7 +106,7 @@ TEST(CliInt8, EmbedRecordsItsMeasuredQuality) {
   m["quality"]["seconds"] = 12345.0;
   write_file_atomic(out / "manifest.json", std::string_view(m.dump(2)));
   ASSERT_EQ(run(base + " --resume", &err), 0) << err;
-  EXPECT_NE(err.find("int8 vs f32 on the first 32 texts: centered cosine mean"), std::string::npos) << err;
+  EXPECT_NE(err.find("int8 vs f32 on the first 16 texts: centered cosine mean"), std::string::npos) << err;
   EXPECT_NE(err.find("(measured by the first run)"), std::string::npos) << err;
   m = json::parse(read_file(out / "manifest.json"));
   EXPECT_TRUE(m["complete"].get<bool>());
@@ -120,7 +120,7 @@ TEST(CliInt8, EmbedRecordsItsMeasuredQuality) {
                 &err),
             0)
       << err;
-  EXPECT_NE(err.find("stoke: --precision int8: the mean centered cosine to f32 on the first 32 texts is 0.9"),
+  EXPECT_NE(err.find("stoke: --precision int8: the mean centered cosine to f32 on the first 16 texts is 0.9"),
             std::string::npos)
       << err;
   EXPECT_NE(err.find("below --min-centered-cosine 1: these vectors lose more than that allows here; --precision f32 "
@@ -133,7 +133,7 @@ TEST(CliInt8, EmbedRecordsItsMeasuredQuality) {
 // With shards that hold the sample (the default), the int8 side is the job's
 // own rows (jobs/int8_sample_tee.h): killed right after its first commit (its
 // only shard here), the manifest carries the measurement, the same as a run
-// that measures both sides beforehand would (shards of 20 rows; the two
+// that measures both sides beforehand would (shards of 10 rows; the two
 // passes differ only in which batches the sample's int8 rows come from).
 TEST(CliInt8, EmbedMeasuresItsOwnRowsWhereTheSampleComesFirst) {
   const fs::path own = test::scratch_dir("embed-int8-own-rows");
@@ -143,10 +143,10 @@ TEST(CliInt8, EmbedMeasuresItsOwnRowsWhereTheSampleComesFirst) {
   EXPECT_NE(run(base + " --output " + own.string(), &err, "STOKE_CRASH_AT=after-manifest:1"), 0) << err;
   const json m = json::parse(read_file(own / "manifest.json"));
   ASSERT_TRUE(m.contains("quality")) << m.dump();
-  ASSERT_EQ(run(base + " --output " + apart.string() + " --shard-size 20", &err), 0) << err;
+  ASSERT_EQ(run(base + " --output " + apart.string() + " --shard-size 10", &err), 0) << err;
   const json a = json::parse(read_file(apart / "manifest.json"));
-  EXPECT_EQ(m["quality"]["sample_texts"], 32);
-  EXPECT_EQ(a["quality"]["sample_texts"], 32);
+  EXPECT_EQ(m["quality"]["sample_texts"], 16);
+  EXPECT_EQ(a["quality"]["sample_texts"], 16);
   for (const char* key : {"mean", "min", "raw_cosine_min"})
     EXPECT_NEAR(m["quality"][key].get<double>(), a["quality"][key].get<double>(), 1e-4) << key;
   EXPECT_GT(m["quality"]["seconds"].get<double>(), 0);

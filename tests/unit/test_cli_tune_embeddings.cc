@@ -195,7 +195,7 @@ std::vector<float> embed_rows(const fs::path& dir, const std::string& precision,
   e.common.device = "cpu";
   e.common.workers = 1;
   e.common.quiet = true;
-  e.common.precision = precision;
+  e.common.precision = parse_precision("--precision", precision);
   e.int8_quality_sample = false;
   e.output = (dir / precision).string();
   run_embed(e);
@@ -232,7 +232,7 @@ TEST(TuneEmbeddings, FromALowerStartF32IsRunAsTheReference) {
   if (!cpu::cpu_has_native_bf16() || !cpu::cpu_has_int8_dot()) GTEST_SKIP() << "needs native bf16 and an int8 dot";
   const fs::path dir = test::scratch_dir("tune-precision-reference");
   TuneRun run(dir);
-  run.o.embed.common.precision = "bf16";
+  run.o.embed.common.precision = Precision::bf16;
   run.o.try_precisions = {"int8"};
   const TuneResult r = run_tune(run.o);
   const std::string ref = table_line(r.table, "  precision      f32 (reference)");
@@ -273,7 +273,7 @@ TEST(TuneConfig, KnobsAreTheJobsTableEntriesAndReadBack) {
   TrainOptions best;
   best.batch_size = 16;
   best.lr_scale_from = 4;
-  best.common.precision = "bf16";
+  best.common.precision = Precision::bf16;
   const tuning::TunedConfig c =
       tuning::tuned_config({batch.setting(best), lr_from.setting(best), precision.setting(best)});
   const nlohmann::json config = nlohmann::json::parse(c.json);
@@ -287,7 +287,7 @@ TEST(TuneConfig, KnobsAreTheJobsTableEntriesAndReadBack) {
   EXPECT_EQ(back.batch_size, 16);
   EXPECT_FALSE(back.batch_size_auto);
   EXPECT_EQ(back.lr_scale_from, 4);
-  EXPECT_EQ(back.common.precision, "bf16");
+  EXPECT_EQ(back.common.precision, Precision::bf16);
   // A knob its job's table does not show is a bug of ours, said at once.
   try {
     tuning::Knob<EmbedOptions>(embed_option_table(), "--batch-size");

@@ -53,7 +53,7 @@ TEST(Int8SampleTee, MeasuresTheRowsTheJobWritesBitForBit) {
   CommonOptions c;
   c.model = test::fixture("models/tiny-bert").string();
   c.device = "cpu";
-  c.precision = "int8";
+  c.precision = Precision::int8;
   c.workers = 1;
   const ModelSession s = open_model_session(c, /*need_classifier=*/false);
   ASSERT_TRUE(s.int8);
@@ -61,7 +61,7 @@ TEST(Int8SampleTee, MeasuresTheRowsTheJobWritesBitForBit) {
   po.input.path = test::fixture("golden/texts.jsonl").string();
   po.encode.max_length = static_cast<size_t>(s.text.max_length);
   po.batch_tokens = 700;  // several batches, of mixed lengths: the sample's records are spread over them
-  po.pooling = PoolingMode::mean;
+  po.pooling = Pooling::mean;
   po.normalize = true;
   const uint64_t n = int8_sample_size(estimate_input_records(po.input));
   ASSERT_EQ(n, kInt8MinSampleRecords);  // 66 texts: a small job
@@ -125,12 +125,46 @@ TEST(Int8SampleTee, AppliesOnlyWhereTheJobsRowsAreTheSamplesBeforeItsFirstCommit
   EXPECT_FALSE(int8_sample_reuses_job_rows(po, 100000, 32));  // a chunked job's rows are chunks
 }
 
-TEST(Int8SampleSize, AThirtySecondOfTheRecordsWithinBounds) {
+TEST(Int8SampleSize, ASixtyFourthOfTheRecordsWithinBounds) {
   EXPECT_EQ(int8_sample_size(0), kInt8SampleRecords);  // unknown or large
   EXPECT_EQ(int8_sample_size(10), kInt8MinSampleRecords);
-  EXPECT_EQ(int8_sample_size(1500), 47u);
-  EXPECT_EQ(int8_sample_size(8192), 256u);
+  EXPECT_EQ(int8_sample_size(1500), 24u);
+  EXPECT_EQ(int8_sample_size(8192), 128u);
+  EXPECT_EQ(int8_sample_size(16384), 256u);
   EXPECT_EQ(int8_sample_size(20000), kInt8SampleRecords);
+}
+
+// One text has no mean to remove: its centered cosine would be 0 whatever
+// int8 did (the f32 row is the mean), and every one-text job warned. Its
+// plain cosine is reported and gated instead, and the manifest says so.
+TEST(Int8Quality, OneTextIsMeasuredByItsPlainCosine) {
+  Int8SampleRows rows;
+  rows.width = 4;
+  rows.texts = 1;
+  rows.reference = {1.0f, 2.0f, 3.0f, 4.0f};
+  rows.int8 = {1.01f, 1.98f, 3.0f, 4.02f};
+  const EmbedQuality q = embed_quality(rows, 0.99);
+  EXPECT_FALSE(q.centered);
+  EXPECT_GT(q.centered_mean, 0.9999);
+  EXPECT_EQ(q.centered_mean, q.raw_min);
+  EXPECT_EQ(embed_quality_warning(q), "");
+  EXPECT_NE(embed_quality_line(q).find("one text"), std::string::npos) << embed_quality_line(q);
+  const auto j = to_json(q);
+  EXPECT_EQ(j["metric"], "cosine");
+  const auto back = embed_quality_from_json(j);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_FALSE(back->centered);
+  EXPECT_EQ(back->centered_mean, q.centered_mean);
+
+  // Two texts are centered as before, and a lossy int8 still warns.
+  rows.texts = 2;
+  rows.reference.insert(rows.reference.end(), {4.0f, 3.0f, 2.0f, 1.0f});
+  rows.int8 = {4.0f, 3.0f, 2.0f, 1.0f, 1.0f, 2.0f, 3.0f, 4.0f};  // swapped: centered cosine -1
+  const EmbedQuality two = embed_quality(rows, 0.99);
+  EXPECT_TRUE(two.centered);
+  EXPECT_LT(two.centered_mean, 0.0);
+  EXPECT_NE(embed_quality_warning(two).find("centered cosine"), std::string::npos);
+  EXPECT_EQ(to_json(two)["metric"], "centered_cosine");
 }
 
 TEST(Int8SampleSize, EstimatesRecordsFromLines) {

@@ -437,7 +437,7 @@ TEST(HfConfigParse, Qwen3TransformersFiveSchema) {
       "attention_bias": false, "use_sliding_window": false, "sliding_window": null, "max_window_layers": 28,
       "layer_types": ["full_attention", "full_attention"], "attention_dropout": 0.0, "pad_token_id": null})",
                                      "config.json");
-  EXPECT_TRUE(c.arch->decoder);
+  EXPECT_EQ(c.arch->family, LayerFamily::decoder);
   EXPECT_EQ(c.num_key_value_heads, 2);
   EXPECT_EQ(c.head_dim(), 18);  // not hidden / heads
   EXPECT_EQ(c.rope_theta, 1e6);
@@ -698,7 +698,7 @@ TEST(HfConfigParse, ModernBertHubSchema) {
       "max_position_embeddings": 8192, "pad_token_id": 299, "position_embedding_type": "absolute",
       "reference_compile": true, "deterministic_flash_attn": false, "sparse_prediction": false})",
                                      "config.json");
-  EXPECT_TRUE(c.arch->prenorm);
+  EXPECT_EQ(c.arch->family, LayerFamily::prenorm_encoder);
   EXPECT_EQ(c.attention_window, (std::vector<int>{0, 64, 64, 0}));
   EXPECT_EQ(c.rope_theta, 160000.0);
   EXPECT_EQ(c.local_rope_theta, 10000.0);

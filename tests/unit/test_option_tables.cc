@@ -1,8 +1,10 @@
-// The option tables (src/jobs/option_table.h): embed's, train's, serve's and
-// the common one declare each option once, and every interface shows and
-// checks what the table says — `stoke embed --help` (train, serve) lists
-// every CLI entry with its default, each number refuses a value out of its
-// range in one line naming flag, value and range, the README's usage of
+// The option tables (src/jobs/option_table.h): embed's, train's, serve's,
+// tune's, doctor's and the common one declare each option once, and every
+// interface shows and checks what the table says — `stoke embed --help`
+// (train, serve, tune embed|train, doctor [embed|train]) lists every CLI
+// entry with its default and no flag a table lacks, each number refuses a
+// value out of its range in one line naming flag, value and range, the
+// precision's words are one list (--precision, --try-precisions), the README's usage of
 // embed, train and serve names only flags their tables have, and
 // docs/serve.md's flag table names serve's own options with their defaults.
 // (Python's embed_job keywords against the table: tests/python/test_jobs.py.)
@@ -17,8 +19,11 @@
 #include <vector>
 
 #include "jobs/common_options.h"
+#include "jobs/doctor_job.h"
 #include "jobs/embed_job.h"
+#include "jobs/precision.h"
 #include "jobs/train_job.h"
+#include "jobs/tune_job.h"
 #include "serve/serve_options.h"
 #include "support/fixtures.h"
 
@@ -27,8 +32,11 @@ namespace {
 
 // Every CLI entry of `table` on its line of `stoke <command> --help`, with
 // its type and its default: "  --batch-tokens INT=16384   Tokens per batch ...".
+// `form`: only the entries that form of the command takes (doctor's own
+// options under `doctor`, `doctor embed`, `doctor train`).
 template <class O>
-void expect_help_lists_the_table(const std::string& command, const OptionTable<O>& table, int at_least) {
+void expect_help_lists_the_table(const std::string& command, const OptionTable<O>& table, int at_least,
+                                 unsigned form = 0) {
   const auto r = test::run_stoke(command + " --help");
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string help = r.out + r.err;
@@ -36,6 +44,7 @@ void expect_help_lists_the_table(const std::string& command, const OptionTable<O
   int listed = 0;
   for (const Option<O>& e : table) {
     if (!(e.offer & kOfferCli)) continue;
+    if (form != 0 && !job_takes(e, form)) continue;
     size_t at = help.find("  " + e.flag + " ");  // (not a longer flag it begins: --lr-scale, --lr-scale-from)
     if (at == std::string::npos) at = help.find("  " + e.flag + ",");  // with aliases: --train,--input
     if (at == std::string::npos) at = help.find("  " + e.flag + "\n");  // a flag whose help starts on the next line
@@ -57,6 +66,152 @@ TEST(OptionTables, HelpListsEveryCliEntryWithItsDefault) {
   expect_help_lists_the_table("embed", embed_option_table(), 30);
   expect_help_lists_the_table("train", train_option_table(), 50);
   expect_help_lists_the_table("serve", serve_option_table(), 25);
+  expect_help_lists_the_table("tune embed", tune_option_table(), 6);
+  expect_help_lists_the_table("tune train", tune_train_option_table(), 3);
+  expect_help_lists_the_table("doctor", doctor_option_table(), 2, kDoctorReadsTrace);
+  expect_help_lists_the_table("doctor embed", doctor_option_table(), 2, kDoctorProfilesEmbed);
+  expect_help_lists_the_table("doctor train", doctor_option_table(), 2, kDoctorProfilesTrain);
+}
+
+// The flags `stoke <command> --help` lists (every name of a line, aliases
+// too), -h,--help left out.
+std::vector<std::string> help_flags(const std::string& command) {
+  const auto r = test::run_stoke(command + " --help");
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::vector<std::string> flags;
+  std::istringstream lines(r.out + r.err);
+  const std::regex names(R"(^  (?:-h,)?(--[a-z0-9-]+(?:,--[a-z0-9-]+)*))");
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, names)) continue;
+    std::stringstream list(m[1].str());
+    for (std::string f; std::getline(list, f, ',');)
+      if (f != "--help") flags.push_back(f);
+  }
+  return flags;
+}
+
+// The other way round: each flag a command lists is an entry of its tables,
+// the tuned or profiled job's and the command's own (for the forms of
+// `tune` and `doctor`, whose own flags were once declared beside the parser).
+template <class O>
+bool in_table(const OptionTable<O>& table, const std::string& flag, unsigned form = 0) {
+  for (const Option<O>& e : table) {
+    if (!(e.offer & kOfferCli) || (form != 0 && !job_takes(e, form))) continue;
+    if (e.flag == flag || std::find(e.aliases.begin(), e.aliases.end(), flag) != e.aliases.end()) return true;
+  }
+  return false;
+}
+
+TEST(OptionTables, TuneAndDoctorListOnlyTableFlags) {
+  const auto expect_from_tables = [](const std::string& command, const std::vector<std::string>& flags,
+                                     const auto& from_a_table, size_t at_least) {
+    EXPECT_GE(flags.size(), at_least) << command;
+    for (const std::string& f : flags) EXPECT_TRUE(from_a_table(f)) << f << " (`stoke " << command << " --help`)";
+  };
+  expect_from_tables(
+      "tune embed", help_flags("tune embed"),
+      [](const std::string& f) {
+        return in_table(embed_option_table(), f, kEmbedFlags) || in_table(tune_option_table(), f);
+      },
+      30);
+  expect_from_tables(
+      "tune train", help_flags("tune train"),
+      [](const std::string& f) {
+        return in_table(train_option_table(), f, kTrainFlags) || in_table(tune_train_option_table(), f);
+      },
+      40);
+  expect_from_tables(
+      "doctor", help_flags("doctor"),
+      [](const std::string& f) { return in_table(doctor_option_table(), f, kDoctorReadsTrace); }, 2);
+  expect_from_tables(
+      "doctor embed", help_flags("doctor embed"),
+      [](const std::string& f) {
+        return in_table(embed_option_table(), f, kEmbedFlags | kEmbedOutputOptions) ||
+               in_table(doctor_option_table(), f, kDoctorProfilesEmbed);
+      },
+      30);
+  expect_from_tables(
+      "doctor train", help_flags("doctor train"),
+      [](const std::string& f) {
+        return in_table(train_option_table(), f, kTrainFlags | kTrainOutputOptions) ||
+               in_table(doctor_option_table(), f, kDoctorProfilesTrain);
+      },
+      40);
+  // tune's trials write to temporary folders: no output options there.
+  for (const std::string& f : help_flags("tune embed")) EXPECT_NE(f, "--output");
+}
+
+// --precision is one enum with one list of words: the table parses the words
+// into it and shows it back; --try-precisions refuses in the same words.
+TEST(OptionTables, PrecisionIsAnEnumOfOneListOfWords) {
+  EmbedOptions o;
+  const Option<EmbedOptions>& p = *find_option(embed_option_table(), "--precision");
+  EXPECT_EQ(p.show(o), "f32");
+  EXPECT_EQ(p.accepted, "f32, bf16, f16, int8");
+  for (const auto& [word, value] : precision_words()) {
+    p.set(o, word);
+    EXPECT_EQ(o.common.precision, value) << word;
+    EXPECT_EQ(p.show(o), word);
+    EXPECT_EQ(precision_name(value), word);
+  }
+  EXPECT_EQ(precision_dtype(Precision::bf16), DType::bf16);
+  EXPECT_EQ(precision_dtype(Precision::f16), DType::f16);
+  EXPECT_EQ(precision_dtype(Precision::int8), DType::f32);  // its linears quantize their input themselves
+  try {
+    p.set(o, "fp8");
+    ADD_FAILURE() << "--precision took fp8";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--precision \"fp8\": expected f32, bf16, f16 or int8");
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+  }
+  TuneOptions t;
+  const Option<TuneOptions>& tries = *find_option(tune_option_table(), "--try-precisions");
+  tries.set(t, "bf16,int8");
+  tries.set(t, "f16");
+  EXPECT_EQ(t.try_precisions, (std::vector<std::string>{"bf16", "int8", "f16"}));
+  try {
+    tries.set(t, "bf16,fp8");
+    ADD_FAILURE() << "--try-precisions took fp8";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--try-precisions \"fp8\": expected f32, bf16, f16 or int8");
+  }
+  // The CLI says the same line, at parse time.
+  const auto r = test::run_stoke("tune embed --model " + test::fixture("models/tiny-bert").string() +
+                                 " --try-precisions bf16,fp8");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--try-precisions \"fp8\": expected f32, bf16, f16 or int8"), std::string::npos) << r.err;
+}
+
+// tune's and doctor's own numbers keep their ranges: one line naming flag,
+// value and range.
+TEST(OptionTables, TuneAndDoctorNumbersRefuseValuesOutOfRange) {
+  DoctorOptions d;
+  try {
+    find_option(doctor_option_table(), "--seconds")->set(d, "0");
+    ADD_FAILURE() << "--seconds took 0";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--seconds 0: expected 0 < value <= 86400");
+  }
+  find_option(doctor_option_table(), "--steps")->set(d, "7");
+  EXPECT_EQ(d.steps, 7);
+  TuneOptions t;
+  try {
+    find_option(tune_option_table(), "--seconds-per-trial")->set(t, "3601");
+    ADD_FAILURE() << "--seconds-per-trial took 3601";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--seconds-per-trial 3601: expected 0 < value <= 3600");
+  }
+  TuneTrainOptions tt;
+  try {
+    find_option(tune_train_option_table(), "--max-loss-change")->set(tt, "-1");
+    ADD_FAILURE() << "--max-loss-change took -1";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--max-loss-change -1: expected 0 to 1000");
+  }
+  const auto r = test::run_stoke("doctor train --model " + test::fixture("models/tiny-bert").string() + " --steps 0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--steps 0: expected 1 to 1000000"), std::string::npos) << r.err;
 }
 
 // Python names unique; every number refuses a value below its range and a
@@ -98,6 +253,9 @@ TEST(OptionTables, NamesAreUniqueAndNumbersRefuseValuesOutOfRange) {
   expect_entries_refuse_bad_values(embed_option_table());
   expect_entries_refuse_bad_values(train_option_table());
   expect_entries_refuse_bad_values(serve_option_table());
+  expect_entries_refuse_bad_values(tune_option_table());
+  expect_entries_refuse_bad_values(tune_train_option_table());
+  expect_entries_refuse_bad_values(doctor_option_table());
   EmbedOptions o;
   find_option(embed_option_table(), "--batch-tokens")->set(o, "+512");
   EXPECT_EQ(o.common.batch_tokens, 512);

@@ -1,9 +1,10 @@
 // The index math of MPNet's drel on CUDA (src/cuda/relpos_drel_tiles.h),
-// checked on the CPU by replaying both passes of kernels_relpos_drel.cu on a
-// random dS: the per-tile diagonal sums, the carry between key tiles, the
-// entries of the partial rows (every one pass 2 reads was written, none
-// outside the row's width) and the sums per distance, against the sum over
-// (i, j) taken directly. The kernels themselves run in the op table on a GPU.
+// checked on the CPU by replaying both passes of drel's kernels
+// (kernels_attention_relpos.cu) on a random dS: the per-tile diagonal sums,
+// the carry between key tiles, the entries of the partial rows (every one
+// pass 2 reads was written, none outside the row's width) and the sums per
+// distance, against the sum over (i, j) taken directly. The kernels
+// themselves run in the op table on a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 // Plain loops rather than the tiled kernels of fast_attention.cc: MPNet is the
 // one architecture with this bias, and these loops are what its models need
 // today; the tiled kernels can take the bias when its speed matters. The
-// arithmetic is ref_attention_relpos.cc's in f32, but for the forward's two
+// arithmetic is ref_attention.cc's in f32, but for the forward's two
 // sums over the keys: the softmax denominator is carried in double and P V
 // in f32 over blocks of kKeyBlock keys, each block's sum added into a double
 // row. A text with a run of one token gives a query hundreds of near-equal

@@ -1,5 +1,5 @@
-// Pieces the attention kernels share (fast_attention.cc, the forward, and
-// fast_backward_attention.cc): generic vectors of L floats (16 with AVX-512,
+// Pieces the attention kernels share (fast_attention.cc's forward and
+// backward, fast_attention_gqa.cc): generic vectors of L floats (16 with AVX-512,
 // 8 elsewhere: attention_vector_floats), register-blocked product tiles,
 // in-register L x L transposes and widening loads. Every helper is inlined
 // into the kernels' per-ISA clones; include this header first in a kernel

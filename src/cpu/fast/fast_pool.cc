@@ -23,15 +23,15 @@ namespace {
 
 // acc: H doubles of scratch.
 template <class T>
-STOKE_CPU_CLONES void pool_sequence(const T* h, int64_t len, int64_t H, PoolingMode mode, float* out, double* acc) {
+STOKE_CPU_CLONES void pool_sequence(const T* h, int64_t len, int64_t H, Pooling mode, float* out, double* acc) {
   if (len == 0) {
     std::fill(out, out + H, 0.0f);
     return;
   }
   switch (mode) {
-    case PoolingMode::cls: widen(h, out, H); return;
-    case PoolingMode::lasttoken: widen(h + (len - 1) * H, out, H); return;
-    case PoolingMode::max:
+    case Pooling::cls: widen(h, out, H); return;
+    case Pooling::lasttoken: widen(h + (len - 1) * H, out, H); return;
+    case Pooling::max:
       widen(h, out, H);
       for (int64_t t = 1; t < len; ++t) {
         const T* r = h + t * H;
@@ -41,8 +41,8 @@ STOKE_CPU_CLONES void pool_sequence(const T* h, int64_t len, int64_t H, PoolingM
         }
       }
       return;
-    case PoolingMode::mean:
-    case PoolingMode::mean_sqrt_len: {
+    case Pooling::mean:
+    case Pooling::mean_sqrt_len: {
       for (int64_t i = 0; i < H; ++i) acc[i] = 0.0;
       for (int64_t t = 0; t < len; ++t) {
         const T* r = h + t * H;
@@ -50,7 +50,7 @@ STOKE_CPU_CLONES void pool_sequence(const T* h, int64_t len, int64_t H, PoolingM
         for (int64_t i = 0; i < H; ++i) acc[i] += static_cast<double>(to_float(r[i]));
       }
       const double n = static_cast<double>(len);
-      const double divisor = mode == PoolingMode::mean ? n : std::sqrt(n);
+      const double divisor = mode == Pooling::mean ? n : std::sqrt(n);
       for (int64_t i = 0; i < H; ++i) out[i] = static_cast<float>(acc[i] / divisor);
       return;
     }
@@ -72,7 +72,7 @@ STOKE_CPU_CLONES void normalize_row(float* x, int64_t D) {
 
 }  // namespace
 
-void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, PoolingMode mode) {
+void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, Pooling mode) {
   const PoolShape shape = check_pool(out, h, cu_seqlens);
   const int64_t T = shape.T, B = shape.B, H = shape.H;  // (plain locals: lambdas may capture them)
   if (B == 0 || H == 0) return;
@@ -105,13 +105,13 @@ namespace {
 
 template <class T>
 STOKE_CPU_CLONES void pool_backward_sequence(T* dh, const float* g, const float* h, int64_t len, int64_t H,
-                                             PoolingMode mode, int64_t* arg) {
+                                             Pooling mode, int64_t* arg) {
   std::fill(dh, dh + len * H, narrow_one<T>(0.0f));
   if (len == 0) return;
   switch (mode) {
-    case PoolingMode::cls: narrow(g, dh, H); return;
-    case PoolingMode::lasttoken: narrow(g, dh + (len - 1) * H, H); return;
-    case PoolingMode::max:
+    case Pooling::cls: narrow(g, dh, H); return;
+    case Pooling::lasttoken: narrow(g, dh + (len - 1) * H, H); return;
+    case Pooling::max:
       // arg[i]: the first token holding column i's maximum (h is f32 here).
       std::fill(arg, arg + H, int64_t{0});
       for (int64_t t = 1; t < len; ++t)
@@ -119,10 +119,10 @@ STOKE_CPU_CLONES void pool_backward_sequence(T* dh, const float* g, const float*
           if (h[t * H + i] > h[arg[i] * H + i]) arg[i] = t;
       for (int64_t i = 0; i < H; ++i) dh[arg[i] * H + i] = narrow_one<T>(g[i]);
       return;
-    case PoolingMode::mean:
-    case PoolingMode::mean_sqrt_len: {
+    case Pooling::mean:
+    case Pooling::mean_sqrt_len: {
       const float scale =
-          mode == PoolingMode::mean ? 1.0f / static_cast<float>(len) : 1.0f / std::sqrt(static_cast<float>(len));
+          mode == Pooling::mean ? 1.0f / static_cast<float>(len) : 1.0f / std::sqrt(static_cast<float>(len));
       for (int64_t t = 0; t < len; ++t)
         for (int64_t i = 0; i < H; ++i) dh[t * H + i] = narrow_one<T>(g[i] * scale);
       return;
@@ -133,13 +133,13 @@ STOKE_CPU_CLONES void pool_backward_sequence(T* dh, const float* g, const float*
 }  // namespace
 
 void pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h, const TensorView& cu_seqlens,
-                   PoolingMode mode) {
+                   Pooling mode) {
   const PoolShape shape = check_pool_backward(dh, dout, h, cu_seqlens, mode);
   const int64_t T = shape.T, B = shape.B, H = shape.H;
   if (T == 0 || H == 0) return;
   const int32_t* cu = cu_seqlens.as<const int32_t>();
   thread_local std::vector<float> h_buf;
-  const float* hp = mode == PoolingMode::max ? f32_input(h, h_buf) : nullptr;
+  const float* hp = mode == Pooling::max ? f32_input(h, h_buf) : nullptr;
   const float* g = dout.as<const float>();
   with_act_type(dh.dtype, [&](auto tag) {
     using A = decltype(tag);

@@ -10,7 +10,7 @@
 
 namespace stoke::cpu::ref {
 
-void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, PoolingMode mode) {
+void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqlens, Pooling mode) {
   const auto [T, B, H] = check_pool(out, h, cu_seqlens);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t first = index_at(cu_seqlens, b), len = index_at(cu_seqlens, b + 1) - first;
@@ -18,17 +18,17 @@ void pool(const TensorView& out, const TensorView& h, const TensorView& cu_seqle
       double v = 0.0;
       if (len > 0) {
         switch (mode) {
-          case PoolingMode::cls: v = load(h, first * H + i); break;
-          case PoolingMode::lasttoken: v = load(h, (first + len - 1) * H + i); break;
-          case PoolingMode::max:
+          case Pooling::cls: v = load(h, first * H + i); break;
+          case Pooling::lasttoken: v = load(h, (first + len - 1) * H + i); break;
+          case Pooling::max:
             v = load(h, first * H + i);
             for (int64_t t = 1; t < len; ++t) v = std::max(v, load(h, (first + t) * H + i));
             break;
-          case PoolingMode::mean:
-          case PoolingMode::mean_sqrt_len: {
+          case Pooling::mean:
+          case Pooling::mean_sqrt_len: {
             double sum = 0.0;
             for (int64_t t = 0; t < len; ++t) sum += load(h, (first + t) * H + i);
-            v = mode == PoolingMode::mean ? sum / static_cast<double>(len) : sum / std::sqrt(static_cast<double>(len));
+            v = mode == Pooling::mean ? sum / static_cast<double>(len) : sum / std::sqrt(static_cast<double>(len));
             break;
           }
         }
@@ -51,7 +51,7 @@ void l2_normalize(const TensorView& x) {
 // ---- backward
 
 void pool_backward(const TensorView& dh, const TensorView& dout, const TensorView& h, const TensorView& cu_seqlens,
-                   PoolingMode mode) {
+                   Pooling mode) {
   const auto [T, B, H] = check_pool_backward(dh, dout, h, cu_seqlens, mode);
   for (int64_t i = 0; i < T * H; ++i) store(dh, i, 0.0);
   for (int64_t b = 0; b < B; ++b) {
@@ -60,18 +60,18 @@ void pool_backward(const TensorView& dh, const TensorView& dout, const TensorVie
     for (int64_t i = 0; i < H; ++i) {
       const double g = load(dout, b * H + i);
       switch (mode) {
-        case PoolingMode::cls: store(dh, first * H + i, g); break;
-        case PoolingMode::lasttoken: store(dh, (first + len - 1) * H + i, g); break;
-        case PoolingMode::max: {  // the first token holding the column's maximum
+        case Pooling::cls: store(dh, first * H + i, g); break;
+        case Pooling::lasttoken: store(dh, (first + len - 1) * H + i, g); break;
+        case Pooling::max: {  // the first token holding the column's maximum
           int64_t arg = 0;
           for (int64_t t = 1; t < len; ++t)
             if (load(h, (first + t) * H + i) > load(h, (first + arg) * H + i)) arg = t;
           store(dh, (first + arg) * H + i, g);
           break;
         }
-        case PoolingMode::mean:
-        case PoolingMode::mean_sqrt_len: {
-          const double scale = mode == PoolingMode::mean ? 1.0 / static_cast<double>(len)
+        case Pooling::mean:
+        case Pooling::mean_sqrt_len: {
+          const double scale = mode == Pooling::mean ? 1.0 / static_cast<double>(len)
                                                          : 1.0 / std::sqrt(static_cast<double>(len));
           for (int64_t t = 0; t < len; ++t) store(dh, (first + t) * H + i, g * scale);
           break;

@@ -1,7 +1,24 @@
-// MPNet's relative-position bias gradient, drel[r, h] = sum over sequences
-// and queries i of dS_ij with j = i + r - (max_seqlen - 1), dS_ij = P_ij
-// (m_ij (dout_i . v_j) - D_i) as in src/cpu/ref/ref_attention.cc, for every
-// dtype: the products, P (from lse) and every sum in f32.
+// MPNet's relative-position attention, whole: attention_relpos (inference),
+// attention_relpos_train and attention_relpos_backward, as
+// src/cpu/ref/ref_attention.cc defines them: the score of query i and key j
+// carries the per-head bias rel[(j - i) + max_seqlen - 1, h]; the training
+// forward writes lse and drops probabilities out with the CPU's Philox
+// element index (kernels_attention_exact.cuh); the backward writes dqkv and
+// drel.
+//
+// The forwards, dQ and dK/dV are the kernels of plain attention with the
+// bias in the score: inference takes the exact kernel of kernels_attention.cu
+// for every dtype (the flash inference kernel has no bias term); training
+// takes the flash kernels (kernels_attention_flash_train.cu) for bf16/f16
+// with head dim <= 128, else the exact ones (kernels_attention_exact.cuh).
+// drel, on both paths, is this file's: dS recomputed per 64 x 64 tile pair
+// and summed along its diagonals, deterministically (no atomics), through the
+// backend's reduction workspace. drel's kernels come first, the op launchers
+// after them.
+//
+// drel, the bias gradient: drel[r, h] = sum over sequences and queries i of
+// dS_ij with j = i + r - (max_seqlen - 1), dS_ij = P_ij (m_ij (dout_i . v_j)
+// - D_i), for every dtype: the products, P (from lse) and every sum in f32.
 //
 // The tiled path (relpos_drel_tiles.h has the scheme and its index math):
 //   pass 1, a block of 256 threads per (sequence, 64-query tile, head): for
@@ -26,14 +43,19 @@
 #include <algorithm>
 
 #include "cuda/flash_tiles.h"
-#include "cuda/kernels_relpos_drel.h"
+#include "cuda/kernels.h"
+#include "cuda/kernels_attention_exact.cuh"
+#include "cuda/kernels_attention_flash_train.h"
 #include "cuda/relpos_drel_tiles.h"
 
 namespace stoke::cuda {
 
+using namespace attention_exact;  // the exact kernels' launchers and types
+
 namespace {
 
-using namespace attention_train;
+// ---- drel
+
 using relpos_drel::kTile;
 
 constexpr int kPairThreads = 256;  // 16 x 16 threads, each a 4 x 4 block of the 64 x 64 tile pair
@@ -250,8 +272,13 @@ __global__ void drel_walk_kernel(Backward a, RelposScores sc, float* drel, int64
   if (threadIdx.x == 0) drel[int64_t{r} * a.heads + h] = acc;
 }
 
-}  // namespace
-
+// drel[2 * max_seqlen - 1, heads] f32 WRITTEN (0 where no pair of tokens is
+// that far apart): sum over sequences and queries i of dS_ij at j - i = r -
+// (max_seqlen - 1), dS recomputed in f32 from qkv, dout, out and lse as
+// a's kernels do. Tiled through `scratch` (relpos_drel_tiles.h) when one
+// head's partials fit it, else a walk over the tokens per (r, head).
+// Deterministic either way (fixed order, no atomics). A packed batch (B >= 1,
+// T > 0), sequences no longer than max_seqlen.
 void launch_relpos_drel(cudaStream_t s, const Scratch& scratch, const Backward& a, const RelposScores& sc, float* drel,
                         int64_t T) {
   const int M = sc.max_seqlen;
@@ -276,6 +303,59 @@ void launch_relpos_drel(cudaStream_t s, const Scratch& scratch, const Backward& 
                       s>>>(part, a.cu, a.B, M, a.heads, h0, n, E, drel);
     check_launch("drel_sum_kernel");
   }
+}
+
+}  // namespace
+
+// ---- the launchers
+
+void launch_attention_relpos(cudaStream_t s, const TensorView& out, const TensorView& qkv,
+                             const TensorView& cu_seqlens, int heads, int max_seqlen, const TensorView& rel) {
+  const int64_t B = cu_seqlens.dim(0) - 1;
+  if (B == 0 || max_seqlen == 0 || qkv.dim(0) == 0) return;
+  if (heads > 65535 || B > INT32_MAX / 2 || qkv.dim(0) > INT32_MAX / 2)
+    throw Error(Errc::unsupported, "cuda attention_relpos: at most 65535 heads and 2^30 tokens per call");
+  const int d = static_cast<int>(qkv.dim(1) / (3 * int64_t{heads}));
+  // The exact path for every dtype: the flash kernel has no bias term yet.
+  launch_simt(s, out, qkv, cu_seqlens.as<const int32_t>(), nullptr, heads, d, max_seqlen, B, rel.as<const float>(), 0);
+}
+
+void launch_attention_relpos_train(cudaStream_t s, const TensorView& out, const TensorView& lse,
+                                   const TensorView& qkv, const TensorView& cu_seqlens, int heads, int max_seqlen,
+                                   const TensorView& rel, const Ops::AttentionDropout& dropout) {
+  if (cu_seqlens.dim(0) <= 1 || qkv.dim(0) == 0 || max_seqlen == 0) return;
+  if (flash_train_takes(qkv, out, heads)) {
+    launch_flash_attention_train(s, out, lse, qkv, cu_seqlens, heads, 0, rel.as<const float>(), max_seqlen, dropout);
+    return;
+  }
+  launch_forward(s, "attention_relpos_train", out, lse, qkv, cu_seqlens, heads, max_seqlen,
+                 RelposScores{rel.as<const float>(), heads, max_seqlen}, dropout);
+}
+
+void launch_attention_relpos_backward(cudaStream_t s, const Scratch& scratch, const TensorView& dqkv,
+                                      const TensorView& drel, const TensorView& dout, const TensorView& qkv,
+                                      const TensorView& out, const TensorView& lse, const TensorView& cu_seqlens,
+                                      int heads, int max_seqlen, const TensorView& rel,
+                                      const Ops::AttentionDropout& dropout) {
+  const int64_t T = qkv.dim(0);
+  if (cu_seqlens.dim(0) <= 1 || T == 0 || max_seqlen == 0) {  // no pair of tokens: nothing flows back
+    if (dqkv.bytes()) check_cuda(cudaMemsetAsync(dqkv.data, 0, dqkv.bytes(), s), "cudaMemsetAsync");
+    if (drel.bytes()) check_cuda(cudaMemsetAsync(drel.data, 0, drel.bytes(), s), "cudaMemsetAsync");
+    return;
+  }
+  const RelposScores sc{rel.as<const float>(), heads, max_seqlen};
+  const bool flash = flash_train_takes(qkv, out, heads, {&dout, &dqkv});
+  if (flash && 2 * int64_t{max_seqlen} - 1 > INT32_MAX)
+    throw Error(Errc::unsupported, "cuda attention_relpos_backward: max_seqlen up to 2^30");
+  const Backward a = flash ? backward_of(dqkv, dout, qkv, out, lse, cu_seqlens, heads, dropout)
+                           : backward_args("attention_relpos_backward", dqkv, dout, qkv, out, lse, cu_seqlens, heads,
+                                           max_seqlen, dropout);
+  if (flash)
+    launch_flash_attention_backward(s, dqkv, dout, qkv, out, lse, cu_seqlens, heads, 0, sc.rel, max_seqlen, dropout,
+                                    scratch);  // done with the workspace before drel takes it (stream order)
+  else
+    launch_backward(s, a, T, max_seqlen, sc);
+  launch_relpos_drel(s, scratch, a, sc, drel.as<float>(), T);
 }
 
 }  // namespace stoke::cuda

@@ -1,14 +1,14 @@
-// The exact attention training kernels (f32 arithmetic, any dtype, any head
-// dim), shared by plain attention (kernels_attention_train.cu: a sliding
-// window or none) and MPNet's relative-position attention
-// (kernels_attention_relpos_train.cu: a per-head bias on every score), which
-// differ only in how a scaled product q_i·k_j / sqrt(d) becomes a score — the
-// `Scores` policy the kernels are templated on (the flash kernels,
-// kernels_attention_flash_train.cu, take the same policies). Also here: the
-// dropout key and its mask factor (the CPU's Philox element index, so both
-// backends drop the very same probabilities; mask_factors4 draws four keys
-// from one Philox block), the sequence of a packed token, a head's qkv
-// columns.
+// The exact attention kernels (f32 arithmetic, any dtype, any head dim),
+// shared by plain attention (kernels_attention.cu: a sliding window or none)
+// and MPNet's relative-position attention (kernels_attention_relpos.cu: a
+// per-head bias on every score). The training forward and the backward are
+// here, templated on how a scaled product q_i·k_j / sqrt(d) becomes a score
+// — the `Scores` policy (the flash kernels, kernels_attention_flash_train.cu,
+// take the same policies); the inference forward, launch_simt, is
+// kernels_attention.cu's (declared below). Also here: the dropout key and its
+// mask factor (the CPU's Philox element index, so both backends drop the very
+// same probabilities; mask_factors4 draws four keys from one Philox block),
+// the sequence of a packed token, a head's qkv columns.
 //
 // Every block is one (packed token, head): the forward and dQ take the token
 // as the query, dK and dV as the key; each output element is one thread's
@@ -16,7 +16,7 @@
 // the price of recomputing the scores once per pass and O(len) shared memory
 // per row. This path serves f32, head dims > 128 and other dtype mixes; bf16
 // and f16 with head dim <= 128 (gradients in that dtype or f32) take the
-// flash kernels.
+// flash kernels. Device code: only .cu files include this header.
 #pragma once
 
 #include <cmath>
@@ -28,7 +28,7 @@
 #include "cuda/cuda_internal.h"
 #include "cuda/kernels_common.cuh"
 
-namespace stoke::cuda::attention_train {
+namespace stoke::cuda::attention_exact {
 
 struct Dropout {
   float p, scale;
@@ -347,4 +347,12 @@ void launch_backward(cudaStream_t s, const Backward& a, int64_t T, int max_seqle
   check_launch("attention dkv_kernel");
 }
 
-}  // namespace stoke::cuda::attention_train
+// The exact inference forward (kernels_attention.cu): one block per (packed
+// query token, head), f32 throughout. rel (may be null): MPNet's bias
+// rel[(j - q) + max_seqlen - 1][h]; keys (may be null): only each sequence's
+// first keys[b] tokens are keys (attention_keys); window: only keys
+// |j - q| <= window (0: all).
+void launch_simt(cudaStream_t s, const TensorView& out, const TensorView& qkv, const int32_t* cu, const int32_t* keys,
+                 int heads, int d, int max_seqlen, int64_t B, const float* rel, int window);
+
+}  // namespace stoke::cuda::attention_exact
