@@ -84,7 +84,7 @@ for model in $models; do
   sed -i '$d' "$res/runs.jsonl"
   for round in 1 2 3; do
     for prec in f32 bf16 int8; do
-      say "$model round $round: stoke $prec, ORT $prec"
+      if [ "$prec" = bf16 ]; then say "$model round $round: stoke $prec"; else say "$model round $round: stoke $prec, ORT $prec"; fi
       stoke_run "$model" "$prec" "$dir" "$texts"
       [ "$prec" = bf16 ] && continue  # ORT's CPU graphs: f32 and dynamic int8
       ort_run "$model" "$prec" "$dir" "$ids" 2>>"$res/ort-$model.log"
