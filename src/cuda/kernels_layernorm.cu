@@ -211,6 +211,27 @@ void check_row_width(int64_t H) {
 
 // ---- the training forwards and the backward
 
+// The two training forwards' common end, once the block has its row s in
+// shared memory (double) and its threads' partial sums: two-pass mean and
+// biased variance, the output until its rounding in double, mean and rstd
+// stored rounded to f32.
+__device__ __forceinline__ void normalize_saved_row(const double* row, double sum, double* scratch, void* out,
+                                                    Elem out_e, float* mean, float* rstd, const void* gamma,
+                                                    Elem gamma_e, const void* beta, Elem beta_e, int64_t t, int64_t H,
+                                                    float eps) {
+  const double mu = block_sum(sum, scratch) / static_cast<double>(H);
+  double var = 0.0;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) var += (row[i] - mu) * (row[i] - mu);
+  const double r = 1.0 / sqrt(block_sum(var, scratch) / static_cast<double>(H) + static_cast<double>(eps));
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
+    store(out, out_e, t * H + i,
+          static_cast<float>((row[i] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i)));
+  if (threadIdx.x == 0) {
+    mean[t] = static_cast<float>(mu);
+    rstd[t] = static_cast<float>(r);
+  }
+}
+
 // One block per row: s = x + residual into shared memory (out may alias x or
 // residual: the whole row is read before anything is written), two-pass
 // mean and biased variance; the row, its statistics and the output until its
@@ -229,17 +250,7 @@ __global__ void residual_layernorm_train_kernel(void* out, Elem out_e, float* me
     row[i] = s;
     sum += s;
   }
-  const double mu = block_sum(sum, scratch) / static_cast<double>(H);
-  double var = 0.0;
-  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) var += (row[i] - mu) * (row[i] - mu);
-  const double r = 1.0 / sqrt(block_sum(var, scratch) / static_cast<double>(H) + static_cast<double>(eps));
-  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
-    store(out, out_e, t * H + i,
-          static_cast<float>((row[i] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i)));
-  if (threadIdx.x == 0) {
-    mean[t] = static_cast<float>(mu);
-    rstd[t] = static_cast<float>(r);
-  }
+  normalize_saved_row(row, sum, scratch, out, out_e, mean, rstd, gamma, gamma_e, beta, beta_e, t, H, eps);
 }
 
 // What a row adds to dgamma and dbeta: dy s_hat and dy, s = x (+ residual).
@@ -392,17 +403,7 @@ __global__ void embed_layernorm_train_kernel(void* out, Elem out_e, float* mean,
     row[i] = s;
     sum += s;
   }
-  const double mu = block_sum(sum, scratch) / static_cast<double>(H);
-  double var = 0.0;
-  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) var += (row[i] - mu) * (row[i] - mu);
-  const double r = 1.0 / sqrt(block_sum(var, scratch) / static_cast<double>(H) + static_cast<double>(eps));
-  for (int64_t i = threadIdx.x; i < H; i += blockDim.x)
-    store(out, out_e, t * H + i,
-          static_cast<float>((row[i] - mu) * r * load(gamma, gamma_e, i) + load(beta, beta_e, i)));
-  if (threadIdx.x == 0) {
-    mean[t] = static_cast<float>(mu);
-    rstd[t] = static_cast<float>(r);
-  }
+  normalize_saved_row(row, sum, scratch, out, out_e, mean, rstd, gamma, gamma_e, beta, beta_e, t, H, eps);
 }
 
 }  // namespace
